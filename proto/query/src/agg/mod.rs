@@ -1,0 +1,1 @@
+//! Aggregation pipeline stages (owner: aggregation helper).

@@ -1,0 +1,1 @@
+//! Dotted-path access into documents (owner: query-core helper).

@@ -1,0 +1,1 @@
+//! find() projections (owner: query-core helper).

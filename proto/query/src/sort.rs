@@ -1,0 +1,1 @@
+//! Sort specifications and document comparison (owner: query-core helper).

@@ -1,0 +1,1 @@
+//! Update operators, replacement and upsert (owner: update helper).

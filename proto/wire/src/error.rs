@@ -1,0 +1,184 @@
+//! The one error type every Bulwark crate uses to report a MongoDB error to a client.
+//!
+//! A `MongoError` carries the numeric code and codeName a driver switches on, a human
+//! message, and optional extra fields (for example `keyValue` on E11000). Converting it
+//! into the reply document happens in one place: [`MongoError::to_document`].
+
+use std::borrow::Cow;
+
+use bson::{doc, Document};
+
+/// MongoDB error codes used by Bulwark (values from mongo `src/mongo/base/error_codes.yml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum ErrorCode {
+    InternalError = 1,
+    BadValue = 2,
+    NoSuchKey = 4,
+    UnknownError = 8,
+    FailedToParse = 9,
+    Unauthorized = 13,
+    TypeMismatch = 14,
+    Overflow = 15,
+    InvalidLength = 16,
+    ProtocolError = 17,
+    AuthenticationFailed = 18,
+    IllegalOperation = 20,
+    InvalidBSON = 22,
+    NamespaceNotFound = 26,
+    IndexNotFound = 27,
+    PathNotViable = 28,
+    ConflictingUpdateOperators = 40,
+    CursorNotFound = 43,
+    NamespaceExists = 48,
+    MaxTimeMSExpired = 50,
+    DollarPrefixedFieldName = 52,
+    InvalidIdField = 53,
+    NotSingleValueField = 54,
+    CommandNotFound = 59,
+    ImmutableField = 66,
+    CannotCreateIndex = 67,
+    IndexAlreadyExists = 68,
+    InvalidOptions = 72,
+    InvalidNamespace = 73,
+    IndexOptionsConflict = 85,
+    IndexKeySpecsConflict = 86,
+    OperationFailed = 96,
+    UnsatisfiableWriteConcern = 100,
+    ExceededMemoryLimit = 146,
+    InvalidPipelineOperator = 168,
+    CommandNotSupported = 115,
+    NotWritablePrimary = 10107,
+    NotImplemented = 238,
+    QueryFeatureNotAllowed = 224,
+    APIStrictError = 323,
+    Location40352 = 40352,
+    Location40414 = 40414,
+    Location40415 = 40415,
+    Location15998 = 15998,
+    BSONObjectTooLarge = 10334,
+    DuplicateKey = 11000,
+    Location16410 = 16410,
+}
+
+impl ErrorCode {
+    pub fn name(self) -> &'static str {
+        use ErrorCode::*;
+        match self {
+            InternalError => "InternalError",
+            BadValue => "BadValue",
+            NoSuchKey => "NoSuchKey",
+            UnknownError => "UnknownError",
+            FailedToParse => "FailedToParse",
+            Unauthorized => "Unauthorized",
+            TypeMismatch => "TypeMismatch",
+            Overflow => "Overflow",
+            InvalidLength => "InvalidLength",
+            ProtocolError => "ProtocolError",
+            AuthenticationFailed => "AuthenticationFailed",
+            IllegalOperation => "IllegalOperation",
+            InvalidBSON => "InvalidBSON",
+            NamespaceNotFound => "NamespaceNotFound",
+            IndexNotFound => "IndexNotFound",
+            PathNotViable => "PathNotViable",
+            ConflictingUpdateOperators => "ConflictingUpdateOperators",
+            CursorNotFound => "CursorNotFound",
+            NamespaceExists => "NamespaceExists",
+            MaxTimeMSExpired => "MaxTimeMSExpired",
+            DollarPrefixedFieldName => "DollarPrefixedFieldName",
+            InvalidIdField => "InvalidIdField",
+            NotSingleValueField => "NotSingleValueField",
+            CommandNotFound => "CommandNotFound",
+            ImmutableField => "ImmutableField",
+            CannotCreateIndex => "CannotCreateIndex",
+            IndexAlreadyExists => "IndexAlreadyExists",
+            InvalidOptions => "InvalidOptions",
+            InvalidNamespace => "InvalidNamespace",
+            IndexOptionsConflict => "IndexOptionsConflict",
+            IndexKeySpecsConflict => "IndexKeySpecsConflict",
+            OperationFailed => "OperationFailed",
+            UnsatisfiableWriteConcern => "UnsatisfiableWriteConcern",
+            ExceededMemoryLimit => "ExceededMemoryLimit",
+            InvalidPipelineOperator => "InvalidPipelineOperator",
+            CommandNotSupported => "CommandNotSupported",
+            NotWritablePrimary => "NotWritablePrimary",
+            NotImplemented => "NotImplemented",
+            QueryFeatureNotAllowed => "QueryFeatureNotAllowed",
+            APIStrictError => "APIStrictError",
+            Location40352 => "Location40352",
+            Location40414 => "Location40414",
+            Location40415 => "Location40415",
+            Location15998 => "Location15998",
+            BSONObjectTooLarge => "BSONObjectTooLarge",
+            DuplicateKey => "DuplicateKey",
+            Location16410 => "Location16410",
+        }
+    }
+}
+
+/// An error reported to a MongoDB client as `{ok: 0, errmsg, code, codeName, ...extra}`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code_name} ({code}): {message}")]
+pub struct MongoError {
+    pub code: i32,
+    pub code_name: Cow<'static, str>,
+    pub message: String,
+    /// Extra top-level reply fields, e.g. `keyPattern`/`keyValue` for a duplicate key.
+    pub extra: Option<Document>,
+}
+
+impl MongoError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        MongoError { code: code as i32, code_name: Cow::Borrowed(code.name()), message: message.into(), extra: None }
+    }
+
+    /// An error whose code has no name in [`ErrorCode`] (MongoDB's numbered "LocationNNNN" asserts).
+    pub fn location(code: i32, message: impl Into<String>) -> Self {
+        MongoError { code, code_name: Cow::Owned(format!("Location{code}")), message: message.into(), extra: None }
+    }
+
+    pub fn with_extra(mut self, extra: Document) -> Self {
+        self.extra = Some(extra);
+        self
+    }
+
+    pub fn bad_value(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::BadValue, message)
+    }
+
+    pub fn type_mismatch(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::TypeMismatch, message)
+    }
+
+    pub fn failed_to_parse(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::FailedToParse, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InternalError, message)
+    }
+
+    /// The command-reply form of this error.
+    pub fn to_document(&self) -> Document {
+        let mut d = doc! { "ok": 0.0, "errmsg": self.message.clone(), "code": self.code, "codeName": self.code_name.as_ref() };
+        if let Some(extra) = &self.extra {
+            for (k, v) in extra {
+                d.insert(k.clone(), v.clone());
+            }
+        }
+        d
+    }
+
+    /// The form used inside `writeErrors` entries (`index` is added by the caller).
+    pub fn to_write_error(&self, index: usize) -> Document {
+        let mut d = doc! { "index": index as i32, "code": self.code, "errmsg": self.message.clone() };
+        if let Some(extra) = &self.extra {
+            for (k, v) in extra {
+                d.insert(k.clone(), v.clone());
+            }
+        }
+        d
+    }
+}
+
+pub type MongoResult<T> = Result<T, MongoError>;
