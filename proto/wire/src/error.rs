@@ -59,6 +59,7 @@ pub enum ErrorCode {
     BSONObjectTooLarge = 10334,
     DuplicateKey = 11000,
     Location16410 = 16410,
+    EmptyFieldName = 56,
 }
 
 impl ErrorCode {
@@ -112,6 +113,7 @@ impl ErrorCode {
             BSONObjectTooLarge => "BSONObjectTooLarge",
             DuplicateKey => "DuplicateKey",
             Location16410 => "Location16410",
+            EmptyFieldName => "EmptyFieldName",
         }
     }
 }
