@@ -1,1 +1,104 @@
-fn main() {}
+//! `bulwark`: the command-line entry point. It parses arguments and configuration, sets
+//! up logging, and calls each role's `start(config, shutdown)`; nothing else lives here.
+
+mod cli_config;
+mod local;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(name = "bulwark", version, about = "A MongoDB-compatible distributed database")]
+struct Cli {
+    /// Log format: human-readable text or one JSON object per line.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    role: Role,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Role {
+    /// A local cluster in one process: a router and a shard node.
+    Local(local::LocalArgs),
+    /// A router (mongos): clients connect here.
+    Router(RoleArgs),
+    /// A shard node: stores data in WiredTiger and serves routers over gRPC.
+    Shard(RoleArgs),
+}
+
+#[derive(clap::Args)]
+struct RoleArgs {
+    /// TOML configuration file; `BULWARK_*` environment variables override its keys.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Print the default configuration as TOML and exit.
+    #[arg(long)]
+    print_default_config: bool,
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Cancels the token on Ctrl-C or SIGTERM so every role shuts down cleanly.
+fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutting down");
+        t.cancel();
+    });
+    token
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Role::Router(a) | Role::Shard(a) = &cli.role {
+        if a.print_default_config {
+            let text = match &cli.role {
+                Role::Router(_) => toml::to_string_pretty(&router::RouterConfig::default())?,
+                _ => toml::to_string_pretty(&shard::ShardConfig::default())?,
+            };
+            print!("{text}");
+            return Ok(());
+        }
+    }
+    init_tracing(cli.log_format);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let shutdown = shutdown_on_signal();
+        match cli.role {
+            Role::Local(args) => local::run(args, shutdown).await,
+            Role::Router(a) => {
+                let config: router::RouterConfig = cli_config::load(a.config.as_deref())?;
+                config.validate().map_err(anyhow::Error::msg).context("invalid router config")?;
+                router::start(config, shutdown).await.context("router failed")
+            }
+            Role::Shard(a) => {
+                let config: shard::ShardConfig = cli_config::load(a.config.as_deref())?;
+                config.validate().map_err(anyhow::Error::msg).context("invalid shard config")?;
+                shard::start(config, shutdown).await.context("shard failed")
+            }
+        }
+    })
+}

@@ -1,1 +1,5 @@
+//! Internal gRPC API between Bulwark nodes (tonic + prost). Documents stay raw BSON bytes.
 
+pub mod shard {
+    tonic::include_proto!("bulwark.shard.v1");
+}

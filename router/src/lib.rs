@@ -1,1 +1,19 @@
-// placeholder
+//! The Bulwark router: speaks the MongoDB wire protocol to clients and forwards commands
+//! to shards over gRPC. It holds no data; everything it keeps is per connection or a
+//! cache that can be rebuilt.
+
+pub mod commands;
+pub mod config;
+pub mod conn;
+pub mod counters;
+pub mod error;
+pub mod listener;
+pub mod shard_client;
+
+pub use config::RouterConfig;
+pub use error::RouterError;
+pub use listener::{serve, start};
+
+/// The MongoDB version and wire version Bulwark presents (7.0 → wire version 21).
+pub const VERSION: &str = "7.0.0";
+pub const MAX_WIRE_VERSION: i32 = 21;

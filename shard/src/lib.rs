@@ -1,1 +1,24 @@
-// placeholder
+//! A Bulwark shard node: runs MongoDB commands against an embedded storage engine
+//! (WiredTiger, or memory for tests) and serves them to routers over gRPC.
+
+pub mod catalog;
+pub mod commands;
+pub mod config;
+pub mod cursor;
+pub mod error;
+pub mod keys;
+pub mod node;
+pub mod plan;
+pub mod read;
+pub mod scan;
+pub mod service;
+pub mod ttl;
+pub mod write_path;
+
+pub use config::ShardConfig;
+pub use error::ShardError;
+pub use node::{EngineKind, Node};
+pub use service::{serve, start};
+
+/// The MongoDB server version Bulwark presents (wire version 21 = MongoDB 7.0).
+pub const VERSION: &str = "7.0.0";

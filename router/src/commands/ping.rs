@@ -1,0 +1,10 @@
+//! `ping`.
+
+use bson::Document;
+use wire::MongoResult;
+
+use crate::conn::Session;
+
+pub fn run(_: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+    Ok(Document::new())
+}

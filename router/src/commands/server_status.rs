@@ -1,0 +1,32 @@
+//! `serverStatus`: process, connection and operation counters.
+
+use bson::{doc, Document};
+use wire::MongoResult;
+
+use crate::conn::Session;
+use crate::counters::Op;
+
+pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+    let s = &session.state;
+    let c = &s.counters;
+    let uptime = s.started.elapsed();
+    let current = s.current_connections();
+    Ok(doc! {
+        "host": &s.host,
+        "version": crate::VERSION,
+        "process": "mongos",
+        "pid": std::process::id() as i64,
+        "uptime": uptime.as_secs_f64().floor(),
+        "uptimeMillis": uptime.as_millis() as i64,
+        "localTime": bson::DateTime::now(),
+        "connections": {
+            "current": current,
+            "available": s.config.max_connections as i64 - current,
+            "totalCreated": s.connections_total.load(std::sync::atomic::Ordering::Relaxed) as i64,
+        },
+        "opcounters": {
+            "insert": c.total(Op::Insert), "query": c.total(Op::Query), "update": c.total(Op::Update),
+            "delete": c.total(Op::Delete), "getmore": c.total(Op::GetMore), "command": c.total(Op::Command),
+        },
+    })
+}

@@ -1,0 +1,10 @@
+//! `whatsmyuri`: the client's address as the router sees it.
+
+use bson::{doc, Document};
+use wire::MongoResult;
+
+use crate::conn::Session;
+
+pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+    Ok(doc! {"you": session.peer.to_string()})
+}

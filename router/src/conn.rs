@@ -1,0 +1,137 @@
+//! One client connection: read a message, run the command, write the reply.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bson::{Bson, Document};
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, info_span, Instrument};
+use wire::{Compressor, Incoming, MongoError, MsgHeader, Request};
+
+use crate::commands;
+use crate::listener::RouterState;
+
+/// Per-connection state that commands can read or change.
+pub struct Session {
+    pub id: u64,
+    pub peer: SocketAddr,
+    pub state: Arc<RouterState>,
+    /// Compressors agreed in the handshake (`hello.compression`).
+    pub compressors: Vec<Compressor>,
+    next_request_id: i32,
+}
+
+pub async fn handle(stream: TcpStream, peer: SocketAddr, id: u64, state: Arc<RouterState>, shutdown: CancellationToken) {
+    let span = info_span!("conn", id, %peer);
+    async move {
+        debug!("connection opened");
+        let (rd, wr) = stream.into_split();
+        let mut rd = BufReader::new(rd);
+        let mut wr = BufWriter::new(wr);
+        let mut session = Session { id, peer, state, compressors: Vec::new(), next_request_id: 1 };
+        let mut buf = Vec::new();
+        loop {
+            let incoming = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                r = wire::read_message(&mut rd, &mut buf) => r,
+            };
+            let incoming = match incoming {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(e) if e.is_fatal() => {
+                    debug!(error = %e, "closing connection after a framing error");
+                    break;
+                }
+                Err(e) => {
+                    // A well-framed message with a bad body: answer it and keep going.
+                    let Some(header) = MsgHeader::parse(&buf) else { break };
+                    let reply = e.to_mongo_error().to_document();
+                    let frame = session.encode_reply(&header, wire::OP_MSG, &reply, None);
+                    if wr.write_all(&frame).await.is_err() || wr.flush().await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let Some(frame) = session.respond(incoming).await else { continue };
+            if wr.write_all(&frame).await.is_err() || wr.flush().await.is_err() {
+                break;
+            }
+        }
+        debug!("connection closed");
+    }
+    .instrument(span)
+    .await
+}
+
+impl Session {
+    /// Runs one request; `None` when the client asked for no reply (`moreToCome`).
+    async fn respond(&mut self, incoming: Incoming) -> Option<Vec<u8>> {
+        let Incoming { header, request, compressor } = incoming;
+        match request {
+            Request::Msg(msg) => {
+                let more_to_come = msg.more_to_come();
+                let cmd = msg.into_command();
+                let reply = self.run(cmd).await;
+                if more_to_come {
+                    return None;
+                }
+                Some(self.encode_reply(&header, wire::OP_MSG, &reply, compressor))
+            }
+            Request::Query(q) => {
+                let reply = match q.command() {
+                    Some(mut cmd) if q.full_collection_name.ends_with(".$cmd") => {
+                        cmd.insert("$db", q.database().to_string());
+                        self.run(cmd).await
+                    }
+                    _ => MongoError::location(5739101, "OP_QUERY is no longer supported. The client driver may require an upgrade.")
+                        .to_document(),
+                };
+                Some(self.encode_reply(&header, wire::OP_REPLY, &reply, None))
+            }
+        }
+    }
+
+    fn encode_reply(&mut self, header: &MsgHeader, op: i32, reply: &Document, compressor: Option<Compressor>) -> Vec<u8> {
+        self.next_request_id = self.next_request_id.wrapping_add(1);
+        if op == wire::OP_REPLY {
+            wire::encode_op_reply(self.next_request_id, header.request_id, reply)
+        } else {
+            wire::encode_op_msg(self.next_request_id, header.request_id, reply, compressor)
+        }
+    }
+
+    /// Runs a command document and returns the reply (errors become `{ok: 0}` documents).
+    pub async fn run(&mut self, cmd: Document) -> Document {
+        let started = Instant::now();
+        let name = cmd.keys().next().cloned().unwrap_or_default();
+        let db = match cmd.get("$db") {
+            Some(Bson::String(db)) => db.clone(),
+            _ => {
+                return MongoError::location(40571, "OP_MSG requests require a $db argument").to_document();
+            }
+        };
+        let result = commands::dispatch(self, &db, &name, cmd).await;
+        let elapsed = started.elapsed();
+        let reply = match result {
+            Ok(mut reply) => {
+                if !reply.contains_key("ok") {
+                    reply.insert("ok", 1.0);
+                }
+                reply
+            }
+            Err(e) => e.to_document(),
+        };
+        let ok = matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0) || matches!(reply.get("ok"), Some(Bson::Int32(1)));
+        let ms = elapsed.as_millis() as u64;
+        if ms >= self.state.config.slow_ms {
+            info!(command = %name, %db, ms, ok, "slow command");
+        } else {
+            debug!(command = %name, %db, us = elapsed.as_micros() as u64, ok, "command");
+        }
+        reply
+    }
+}

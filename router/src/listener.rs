@@ -1,0 +1,101 @@
+//! Accepting client connections. Each connection is one tokio task (an idle connection
+//! costs a task and a few KB, not a thread). Beyond `max_connections` a new connection is
+//! closed at once, cheaply, so a storm never starves the connections already admitted.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::counters::OpCounters;
+use crate::shard_client::ShardHandle;
+use crate::{RouterConfig, RouterError};
+
+/// A listen backlog sized for connection storms (the kernel caps it at somaxconn).
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// State shared by every connection of one router.
+pub struct RouterState {
+    pub config: RouterConfig,
+    pub shard: ShardHandle,
+    pub started: Instant,
+    pub counters: OpCounters,
+    pub connections_total: AtomicU64,
+    pub connection_slots: Arc<Semaphore>,
+    pub host: String,
+}
+
+impl RouterState {
+    pub fn current_connections(&self) -> i64 {
+        (self.config.max_connections - self.connection_slots.available_permits()) as i64
+    }
+}
+
+pub async fn bind(addr: &str) -> Result<TcpListener, RouterError> {
+    let addr: std::net::SocketAddr = tokio::net::lookup_host(addr)
+        .await?
+        .next()
+        .ok_or_else(|| RouterError::Config(format!("cannot resolve {addr}")))?;
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    Ok(socket.listen(LISTEN_BACKLOG)?)
+}
+
+pub async fn start(config: RouterConfig, shutdown: CancellationToken) -> Result<(), RouterError> {
+    let listener = bind(&config.listen).await?;
+    serve(listener, config, shutdown).await
+}
+
+/// Serves clients on an already bound listener until `shutdown`, then waits for the
+/// connection tasks to finish.
+pub async fn serve(listener: TcpListener, config: RouterConfig, shutdown: CancellationToken) -> Result<(), RouterError> {
+    config.validate().map_err(RouterError::Config)?;
+    let local = listener.local_addr()?;
+    let state = Arc::new(RouterState {
+        shard: ShardHandle::connect_lazy(&config.shard)?,
+        connection_slots: Arc::new(Semaphore::new(config.max_connections)),
+        config,
+        started: Instant::now(),
+        counters: OpCounters::default(),
+        connections_total: AtomicU64::new(0),
+        host: format!("{}:{}", hostname::get().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into()), local.port()),
+    });
+    info!(addr = %local, shard = %state.config.shard, "router listening");
+    let tasks = TaskTracker::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: back off briefly instead of spinning.
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = state.connection_slots.clone().try_acquire_owned() else {
+            debug!(%peer, "connection refused: max_connections reached");
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let id = state.connections_total.fetch_add(1, Ordering::Relaxed) + 1;
+        let state = state.clone();
+        let shutdown = shutdown.clone();
+        tasks.spawn(async move {
+            crate::conn::handle(stream, peer, id, state, shutdown).await;
+            drop(permit);
+        });
+    }
+    tasks.close();
+    tasks.wait().await;
+    Ok(())
+}

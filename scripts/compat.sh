@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Starts `bulwark local` on a scratch port and directory, then runs the pymongo tests in
+# tests/python and MongoDB's specification suites against it. Each suite must reach its
+# pass-rate floor (percent); the counts are printed either way.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PORT=${BULWARK_TEST_PORT:-27517}
+BIN=${BULWARK_BIN:-target/debug/bulwark}
+[ -x "$BIN" ] || cargo build --bin bulwark
+DATA=$(mktemp -d)
+LOG=$DATA/bulwark.log
+"$BIN" local --port "$PORT" --dir "$DATA/data" --ttl-interval-secs 1 >"$LOG" 2>&1 &
+PID=$!
+trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$DATA"' EXIT
+for _ in $(seq 1 100); do
+  (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break
+  sleep 0.1
+done
+
+# The suite script lives in ../shared when this checkout sits in the team's workspace;
+# scripts/pymongo-suite.sh is the same script, kept here so a lone clone works too.
+SUITE=../shared/compat/pymongo-suite.sh
+[ -x "$SUITE" ] || SUITE=scripts/pymongo-suite.sh
+
+echo "== pymongo integration tests (tests/python)"
+cache=${BULWARK_COMPAT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bulwark-compat}
+venv=$cache/venv-4.20.1
+if [ ! -x "$venv/bin/pytest" ]; then
+  mkdir -p "$cache"; python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "pymongo==4.20.1" pytest pytest-asyncio
+fi
+BULWARK_URI="mongodb://127.0.0.1:$PORT/" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/python
+
+status=0
+run_suite() { # group floor-percent
+  local group=$1 floor=$2 out passed failed total pct
+  out=$(bash "$SUITE" --port "$PORT" "$group" 2>&1 || true)
+  echo "$out" | tail -45
+  passed=$(echo "$out" | sed -n 's/^compat .*: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' | tail -1)
+  failed=$(echo "$out" | sed -n 's/^compat .*: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' | tail -1)
+  passed=${passed:-0}; failed=${failed:-0}; total=$((passed + failed))
+  pct=$(( total > 0 ? passed * 100 / total : 0 ))
+  echo "== $group: $passed/$total passed ($pct%), floor $floor%"
+  if [ "$total" -eq 0 ] || [ "$pct" -lt "$floor" ]; then
+    echo "== $group is below its floor"; status=1
+  fi
+}
+run_suite crud "${FLOOR_CRUD:-90}"
+run_suite collection-management "${FLOOR_COLLECTION_MANAGEMENT:-0}"
+run_suite index-management "${FLOOR_INDEX_MANAGEMENT:-0}"
+run_suite run-command "${FLOOR_RUN_COMMAND:-0}"
+if [ $status -ne 0 ]; then
+  echo "== bulwark log tail"; tail -50 "$LOG"
+fi
+exit $status

@@ -1,0 +1,356 @@
+//! The shard's catalog: which collections exist, their storage tables and indexes.
+//!
+//! The catalog lives in the `_catalog` table (one BSON document per namespace) and is
+//! cached in memory as immutable `Arc<CollectionMeta>` snapshots. DDL builds a new
+//! snapshot and swaps it in, so readers never hold a lock while they scan.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use bson::{doc, Bson, Document};
+use query::matcher::Matcher;
+use storage::{Engine, KeyRange, WriteBatch};
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use crate::error::storage_to_mongo;
+
+pub const CATALOG_TABLE: &str = "_catalog";
+
+/// How one component of an index key is ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    Ascending,
+    Descending,
+    Hashed,
+}
+
+#[derive(Debug, Clone)]
+pub struct IndexMeta {
+    pub name: String,
+    pub key: Document,
+    pub fields: Vec<(String, KeyKind)>,
+    pub unique: bool,
+    pub sparse: bool,
+    pub partial: Option<Matcher>,
+    pub expire_after_seconds: Option<i64>,
+    /// Set once any document produced more than one key; bounds are then not intersected.
+    pub multikey: bool,
+    pub table: String,
+    /// The spec as the user gave it (without our `table`), for listIndexes.
+    pub spec: Document,
+}
+
+impl IndexMeta {
+    pub fn is_id(&self) -> bool {
+        self.name == "_id_"
+    }
+}
+
+#[derive(Debug)]
+pub struct CollectionMeta {
+    pub db: String,
+    pub name: String,
+    pub table: String,
+    pub uuid: bson::Uuid,
+    pub options: Document,
+    /// Secondary indexes. The `_id` index is the collection table itself (clustered by `_id`).
+    pub indexes: Vec<IndexMeta>,
+    /// Serialises writers of one collection so that index maintenance reads a stable
+    /// pre-image. Readers never take it.
+    pub write_lock: Arc<Mutex<()>>,
+}
+
+impl CollectionMeta {
+    pub fn ns(&self) -> String {
+        format!("{}.{}", self.db, self.name)
+    }
+
+    pub fn index(&self, name: &str) -> Option<&IndexMeta> {
+        self.indexes.iter().find(|i| i.name == name)
+    }
+
+    fn to_document(&self) -> Document {
+        let indexes: Vec<Bson> = self
+            .indexes
+            .iter()
+            .map(|i| {
+                let mut d = i.spec.clone();
+                d.insert("table", i.table.clone());
+                d.insert("multikey", i.multikey);
+                Bson::Document(d)
+            })
+            .collect();
+        doc! {
+            "db": &self.db, "name": &self.name, "table": &self.table,
+            "uuid": self.uuid, "options": self.options.clone(), "indexes": indexes,
+        }
+    }
+
+    /// A copy with different metadata but the same write lock (DDL replaces snapshots).
+    pub fn derive(&self, indexes: Vec<IndexMeta>) -> CollectionMeta {
+        CollectionMeta {
+            db: self.db.clone(),
+            name: self.name.clone(),
+            table: self.table.clone(),
+            uuid: self.uuid,
+            options: self.options.clone(),
+            indexes,
+            write_lock: self.write_lock.clone(),
+        }
+    }
+}
+
+pub struct Catalog {
+    collections: RwLock<BTreeMap<String, Arc<CollectionMeta>>>,
+    next_table: Mutex<u64>,
+}
+
+impl Catalog {
+    pub fn load(engine: &dyn Engine) -> MongoResult<Catalog> {
+        engine.create_table(CATALOG_TABLE).map_err(storage_to_mongo)?;
+        let mut map = BTreeMap::new();
+        let mut max_table = 0u64;
+        for (_, value) in engine
+            .scan(CATALOG_TABLE, &KeyRange::all(), false, usize::MAX)
+            .map_err(storage_to_mongo)?
+        {
+            let d = Document::from_reader(&mut value.as_slice())
+                .map_err(|e| MongoError::internal(format!("corrupt catalog entry: {e}")))?;
+            let meta = meta_from_document(&d)?;
+            max_table = max_table.max(table_number(&meta.table));
+            for i in &meta.indexes {
+                max_table = max_table.max(table_number(&i.table));
+            }
+            map.insert(meta.ns(), Arc::new(meta));
+        }
+        Ok(Catalog { collections: RwLock::new(map), next_table: Mutex::new(max_table + 1) })
+    }
+
+    pub fn get(&self, ns: &str) -> Option<Arc<CollectionMeta>> {
+        self.collections.read().unwrap().get(ns).cloned()
+    }
+
+    pub fn list(&self, db: &str) -> Vec<Arc<CollectionMeta>> {
+        let prefix = format!("{db}.");
+        self.collections
+            .read()
+            .unwrap()
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    pub fn databases(&self) -> Vec<String> {
+        let mut dbs: Vec<String> =
+            self.collections.read().unwrap().values().map(|m| m.db.clone()).collect();
+        dbs.dedup();
+        dbs
+    }
+
+    pub fn new_table_name(&self, prefix: &str) -> String {
+        let mut n = self.next_table.lock().unwrap();
+        let name = format!("{prefix}{}", *n);
+        *n += 1;
+        name
+    }
+
+    /// Creates a collection (its table and catalog entry) unless it already exists.
+    /// Returns the metadata and whether it was created.
+    pub fn create_collection(
+        &self,
+        engine: &dyn Engine,
+        db: &str,
+        name: &str,
+        options: Document,
+    ) -> MongoResult<(Arc<CollectionMeta>, bool)> {
+        validate_namespace(db, name)?;
+        let ns = format!("{db}.{name}");
+        if let Some(existing) = self.get(&ns) {
+            return Ok((existing, false));
+        }
+        let mut map = self.collections.write().unwrap();
+        if let Some(existing) = map.get(&ns) {
+            return Ok((existing.clone(), false));
+        }
+        let meta = CollectionMeta {
+            db: db.to_string(),
+            name: name.to_string(),
+            table: self.new_table_name("c"),
+            uuid: bson::Uuid::new(),
+            options,
+            indexes: Vec::new(),
+            write_lock: Arc::new(Mutex::new(())),
+        };
+        engine.create_table(&meta.table).map_err(storage_to_mongo)?;
+        let mut batch = WriteBatch::default();
+        batch.put(CATALOG_TABLE, ns.as_bytes().to_vec(), bson::to_vec(&meta.to_document()).unwrap());
+        engine.write(&batch).map_err(storage_to_mongo)?;
+        let meta = Arc::new(meta);
+        map.insert(ns, meta.clone());
+        Ok((meta, true))
+    }
+
+    /// Adds the catalog write for `meta` to `batch`; call `install` after the batch commits.
+    pub fn stage(&self, batch: &mut WriteBatch, meta: &CollectionMeta) {
+        batch.put(CATALOG_TABLE, meta.ns().into_bytes(), bson::to_vec(&meta.to_document()).unwrap());
+    }
+
+    pub fn install(&self, meta: CollectionMeta) -> Arc<CollectionMeta> {
+        let meta = Arc::new(meta);
+        self.collections.write().unwrap().insert(meta.ns(), meta.clone());
+        meta
+    }
+
+    /// Removes a namespace from the catalog and drops its tables.
+    pub fn drop_collection(&self, engine: &dyn Engine, ns: &str) -> MongoResult<Option<Arc<CollectionMeta>>> {
+        let Some(meta) = self.collections.write().unwrap().remove(ns) else {
+            return Ok(None);
+        };
+        let mut batch = WriteBatch::default();
+        batch.delete(CATALOG_TABLE, ns.as_bytes().to_vec());
+        engine.write(&batch).map_err(storage_to_mongo)?;
+        engine.drop_table(&meta.table).map_err(storage_to_mongo)?;
+        for i in &meta.indexes {
+            engine.drop_table(&i.table).map_err(storage_to_mongo)?;
+        }
+        Ok(Some(meta))
+    }
+
+    /// Moves a collection to a new namespace; its tables stay where they are.
+    pub fn rename(&self, engine: &dyn Engine, from: &str, to_db: &str, to_name: &str) -> MongoResult<()> {
+        validate_namespace(to_db, to_name)?;
+        let mut map = self.collections.write().unwrap();
+        let Some(old) = map.remove(from) else {
+            return Err(MongoError::new(ErrorCode::NamespaceNotFound, "source namespace does not exist"));
+        };
+        let meta = CollectionMeta {
+            db: to_db.to_string(),
+            name: to_name.to_string(),
+            table: old.table.clone(),
+            uuid: old.uuid,
+            options: old.options.clone(),
+            indexes: old.indexes.clone(),
+            write_lock: old.write_lock.clone(),
+        };
+        let mut batch = WriteBatch::default();
+        batch.delete(CATALOG_TABLE, from.as_bytes().to_vec());
+        self.stage(&mut batch, &meta);
+        if let Err(e) = engine.write(&batch) {
+            map.insert(from.to_string(), old);
+            return Err(storage_to_mongo(e));
+        }
+        map.insert(meta.ns(), Arc::new(meta));
+        Ok(())
+    }
+}
+
+fn table_number(table: &str) -> u64 {
+    table.trim_start_matches(|c: char| c.is_ascii_alphabetic()).parse().unwrap_or(0)
+}
+
+fn meta_from_document(d: &Document) -> MongoResult<CollectionMeta> {
+    let corrupt = |what: &str| MongoError::internal(format!("corrupt catalog entry: {what}"));
+    let mut indexes = Vec::new();
+    for i in d.get_array("indexes").map_err(|_| corrupt("indexes"))? {
+        let Bson::Document(spec) = i else { return Err(corrupt("index")) };
+        let mut spec = spec.clone();
+        let table = spec.remove("table").and_then(|t| t.as_str().map(str::to_string)).ok_or_else(|| corrupt("index table"))?;
+        let multikey = spec.remove("multikey").and_then(|b| b.as_bool()).unwrap_or(false);
+        let mut meta = index_from_spec(&spec, table)?;
+        meta.multikey = multikey;
+        indexes.push(meta);
+    }
+    Ok(CollectionMeta {
+        db: d.get_str("db").map_err(|_| corrupt("db"))?.to_string(),
+        name: d.get_str("name").map_err(|_| corrupt("name"))?.to_string(),
+        table: d.get_str("table").map_err(|_| corrupt("table"))?.to_string(),
+        uuid: match d.get("uuid") {
+            Some(Bson::Binary(b)) => bson::Uuid::from_bytes(b.bytes.clone().try_into().map_err(|_| corrupt("uuid"))?),
+            _ => return Err(corrupt("uuid")),
+        },
+        options: d.get_document("options").cloned().unwrap_or_default(),
+        indexes,
+        write_lock: Arc::new(Mutex::new(())),
+    })
+}
+
+/// Validates an index specification (as given to createIndexes) into `IndexMeta`.
+pub fn index_from_spec(spec: &Document, table: String) -> MongoResult<IndexMeta> {
+    let bad = |m: String| MongoError::new(ErrorCode::CannotCreateIndex, m);
+    let key = match spec.get("key") {
+        Some(Bson::Document(k)) if !k.is_empty() => k.clone(),
+        Some(Bson::Document(_)) => return Err(bad("Index keys cannot be an empty field.".into())),
+        _ => return Err(MongoError::failed_to_parse("The 'key' field is a required property of an index specification")),
+    };
+    let name = match spec.get("name") {
+        Some(Bson::String(n)) if !n.is_empty() => n.clone(),
+        Some(_) => return Err(MongoError::type_mismatch("The field 'name' must be a non-empty string")),
+        None => return Err(MongoError::failed_to_parse("The 'name' field is a required property of an index specification")),
+    };
+    let mut fields = Vec::new();
+    for (path, dir) in &key {
+        if path.is_empty() || path.starts_with('$') && path != "$**" {
+            return Err(bad(format!("Index key contains an illegal field name: '{path}'")));
+        }
+        let kind = match dir {
+            Bson::String(s) if s == "hashed" => KeyKind::Hashed,
+            Bson::String(s) => {
+                return Err(bad(format!("Unknown index plugin '{s}'")));
+            }
+            v => match v.as_f64().or_else(|| v.as_i64().map(|x| x as f64)).or_else(|| v.as_i32().map(|x| x as f64)) {
+                Some(x) if x > 0.0 => KeyKind::Ascending,
+                Some(x) if x < 0.0 => KeyKind::Descending,
+                _ => return Err(bad(format!("Values in the index key pattern can't be zero or non-numeric: {v}"))),
+            },
+        };
+        fields.push((path.clone(), kind));
+    }
+    let flag = |f: &str| spec.get(f).map(|v| matches!(v, Bson::Boolean(true)) || v.as_i32() == Some(1)).unwrap_or(false);
+    let unique = flag("unique");
+    let partial = match spec.get("partialFilterExpression") {
+        Some(Bson::Document(f)) => Some(Matcher::new(f)?),
+        Some(_) => return Err(MongoError::type_mismatch("partialFilterExpression must be an object")),
+        None => None,
+    };
+    let expire_after_seconds = match spec.get("expireAfterSeconds") {
+        None => None,
+        Some(v) => match v.as_i64().or_else(|| v.as_i32().map(i64::from)).or_else(|| v.as_f64().map(|f| f as i64)) {
+            Some(s) if s >= 0 => Some(s),
+            _ => return Err(MongoError::new(ErrorCode::InvalidOptions, "TTL index 'expireAfterSeconds' option must be a non-negative number")),
+        },
+    };
+    if unique && fields.iter().any(|(_, k)| *k == KeyKind::Hashed) {
+        return Err(bad("Currently hashed indexes cannot guarantee uniqueness. Use a regular index.".into()));
+    }
+    Ok(IndexMeta {
+        name,
+        key,
+        fields,
+        unique,
+        sparse: flag("sparse"),
+        partial,
+        expire_after_seconds,
+        multikey: false,
+        table,
+        spec: spec.clone(),
+    })
+}
+
+/// MongoDB's namespace rules (db names: no `/\. "$`; collection names: non-empty, no `$` or NUL).
+pub fn validate_namespace(db: &str, coll: &str) -> MongoResult<()> {
+    let invalid = |m: String| MongoError::new(ErrorCode::InvalidNamespace, m);
+    if db.is_empty() || db.len() > 63 || db.contains(['/', '\\', '.', ' ', '"', '$', '\0']) {
+        return Err(invalid(format!("Invalid database name: '{db}'")));
+    }
+    if coll.is_empty() {
+        return Err(invalid("Invalid empty namespace specified".into()));
+    }
+    if coll.contains('\0') || coll.contains('$') || coll.starts_with('.') {
+        return Err(invalid(format!("Invalid collection name: {coll}")));
+    }
+    if db.len() + 1 + coll.len() > 255 {
+        return Err(invalid(format!("Fully qualified namespace is too long: {db}.{coll}")));
+    }
+    Ok(())
+}

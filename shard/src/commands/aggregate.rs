@@ -1,0 +1,103 @@
+//! `aggregate`: run a pipeline over a collection (or `aggregate: 1` sources such as
+//! `$documents`). A leading `$match` uses the planner; `$collStats` reads storage stats;
+//! `$out`/`$merge` write their results here.
+
+use std::collections::VecDeque;
+
+use bson::{doc, Bson, Document};
+use query::agg::{AggContext, Pipeline};
+use query::expr::Variables;
+use wire::{MongoError, MongoResult};
+
+use super::args::{existing, opt_array, opt_count, opt_doc};
+use crate::cursor::{batch_reply, Materialized, DEFAULT_FIRST_BATCH};
+use crate::node::Ctx;
+use crate::read::{collect, FindArgs};
+
+struct ShardAggContext<'a, 'b> {
+    ctx: &'a Ctx<'b>,
+    vars: Variables,
+}
+
+impl AggContext for ShardAggContext<'_, '_> {
+    fn collection_docs(&self, coll: &str) -> MongoResult<Vec<Document>> {
+        match existing(self.ctx, coll) {
+            None => Ok(Vec::new()),
+            Some(meta) => collect(self.ctx.node.engine.as_ref(), &meta, &FindArgs::default(), &self.ctx.deadline),
+        }
+    }
+
+    fn variables(&self) -> Variables {
+        self.vars.clone()
+    }
+}
+
+pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
+    let coll = match cmd.get("aggregate") {
+        Some(Bson::String(s)) if !s.is_empty() => Some(s.as_str()),
+        Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(1.0)) => None,
+        _ => {
+            return Err(MongoError::new(
+                wire::ErrorCode::InvalidNamespace,
+                "Invalid aggregate namespace: the 'aggregate' field must be a collection name or 1",
+            ))
+        }
+    };
+    let stages_raw = opt_array(cmd, "pipeline")?
+        .ok_or_else(|| MongoError::failed_to_parse("BSON field 'aggregate.pipeline' is missing but a required field"))?;
+    let mut stages = Vec::with_capacity(stages_raw.len());
+    for s in stages_raw {
+        match s {
+            Bson::Document(d) => stages.push(d.clone()),
+            _ => return Err(MongoError::type_mismatch("Each element of the 'pipeline' array must be an object")),
+        }
+    }
+    let explain = matches!(cmd.get("explain"), Some(Bson::Boolean(true)));
+    let cursor_opts = opt_doc(cmd, "cursor")?;
+    if cursor_opts.is_none() && !explain {
+        return Err(MongoError::failed_to_parse("The 'cursor' option is required, except for aggregate with the explain argument"));
+    }
+    let batch_size = cursor_opts.map(|c| opt_count(c, "batchSize")).transpose()?.flatten();
+
+    // $collStats must be first and reads storage, not documents.
+    let mut input: Vec<Document> = Vec::new();
+    let mut skip_first = false;
+    if let Some(first) = stages.first() {
+        if let Some(Bson::Document(spec)) = first.get("$collStats") {
+            let meta = coll.and_then(|c| existing(ctx, c)).ok_or_else(|| {
+                MongoError::new(wire::ErrorCode::NamespaceNotFound, "Unable to retrieve storageStats in $collStats stage")
+            })?;
+            let mut out = doc! {"ns": meta.ns(), "host": "bulwark-shard", "localTime": bson::DateTime::now()};
+            let stats = super::coll_stats::storage_stats(ctx, &meta)?;
+            if spec.contains_key("storageStats") {
+                out.insert("storageStats", stats.clone());
+            }
+            if spec.contains_key("count") {
+                out.insert("count", doc! {"count": stats.get("count").cloned().unwrap_or(Bson::Int64(0))});
+            }
+            input.push(out);
+            skip_first = true;
+        }
+    }
+    let pipeline = Pipeline::parse(if skip_first { &stages[1..] } else { &stages[..] })?;
+    let mut vars = Variables::default();
+    if let Some(lets) = opt_doc(cmd, "let")? {
+        vars = vars.with_let(lets)?;
+    }
+    if !skip_first {
+        if let Some(c) = coll {
+            if let Some(meta) = existing(ctx, c) {
+                let filter = pipeline.leading_match().cloned().unwrap_or_default();
+                let hint = cmd.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
+                input = collect(ctx.node.engine.as_ref(), &meta, &FindArgs { filter, hint, ..Default::default() }, &ctx.deadline)?;
+            }
+        }
+    }
+    let agg_ctx = ShardAggContext { ctx, vars };
+    let results = pipeline.run(input, &agg_ctx)?;
+    ctx.deadline.check()?;
+    let results = super::aggregate_output::write(ctx, &pipeline, results)?;
+    let ns = format!("{}.{}", ctx.db, coll.unwrap_or("$cmd.aggregate"));
+    let max = batch_size.map(|b| b as usize).unwrap_or(DEFAULT_FIRST_BATCH);
+    batch_reply(&ctx.node.cursors, ctx.node.engine.as_ref(), &ns, Box::new(Materialized(VecDeque::from(results))), None, max, false, &ctx.deadline)
+}

@@ -1,0 +1,121 @@
+//! Typed access to command arguments, with MongoDB's errors for wrong types.
+
+use std::sync::Arc;
+
+use bson::{Bson, Document};
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use crate::catalog::CollectionMeta;
+use crate::node::Ctx;
+
+pub fn type_name(v: &Bson) -> &'static str {
+    match v {
+        Bson::Double(_) => "double",
+        Bson::String(_) => "string",
+        Bson::Document(_) => "object",
+        Bson::Array(_) => "array",
+        Bson::Binary(_) => "binData",
+        Bson::Undefined => "undefined",
+        Bson::ObjectId(_) => "objectId",
+        Bson::Boolean(_) => "bool",
+        Bson::DateTime(_) => "date",
+        Bson::Null => "null",
+        Bson::RegularExpression(_) => "regex",
+        Bson::JavaScriptCode(_) => "javascript",
+        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
+        Bson::Int32(_) => "int",
+        Bson::Timestamp(_) => "timestamp",
+        Bson::Int64(_) => "long",
+        Bson::Decimal128(_) => "decimal",
+        Bson::MinKey => "minKey",
+        Bson::MaxKey => "maxKey",
+        Bson::DbPointer(_) => "dbPointer",
+        Bson::Symbol(_) => "symbol",
+    }
+}
+
+fn wrong_type(cmd: &str, field: &str, v: &Bson, expected: &str) -> MongoError {
+    MongoError::type_mismatch(format!(
+        "BSON field '{cmd}.{field}' is the wrong type '{}', expected type '{expected}'",
+        type_name(v)
+    ))
+}
+
+fn cmd_name(cmd: &Document) -> &str {
+    cmd.keys().next().map(String::as_str).unwrap_or("")
+}
+
+/// The collection named by the command's first field.
+pub fn collection_name(cmd: &Document) -> MongoResult<&str> {
+    let name = cmd_name(cmd);
+    match cmd.get(name) {
+        Some(Bson::String(s)) if !s.is_empty() => Ok(s),
+        Some(Bson::String(_)) => Err(MongoError::new(ErrorCode::InvalidNamespace, "Invalid empty namespace specified")),
+        Some(v) => Err(MongoError::new(
+            ErrorCode::InvalidNamespace,
+            format!("collection name has invalid type {}", type_name(v)),
+        )),
+        None => Err(MongoError::failed_to_parse("missing collection name")),
+    }
+}
+
+pub fn opt_doc<'a>(cmd: &'a Document, field: &str) -> MongoResult<Option<&'a Document>> {
+    match cmd.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Document(d)) => Ok(Some(d)),
+        Some(v) => Err(wrong_type(cmd_name(cmd), field, v, "object")),
+    }
+}
+
+pub fn opt_array<'a>(cmd: &'a Document, field: &str) -> MongoResult<Option<&'a Vec<Bson>>> {
+    match cmd.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Array(a)) => Ok(Some(a)),
+        Some(v) => Err(wrong_type(cmd_name(cmd), field, v, "array")),
+    }
+}
+
+pub fn opt_bool(cmd: &Document, field: &str) -> MongoResult<Option<bool>> {
+    match cmd.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Boolean(b)) => Ok(Some(*b)),
+        Some(Bson::Int32(i)) => Ok(Some(*i != 0)),
+        Some(Bson::Int64(i)) => Ok(Some(*i != 0)),
+        Some(Bson::Double(d)) => Ok(Some(*d != 0.0)),
+        Some(v) => Err(wrong_type(cmd_name(cmd), field, v, "bool")),
+    }
+}
+
+pub fn opt_i64(cmd: &Document, field: &str) -> MongoResult<Option<i64>> {
+    match cmd.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Int32(i)) => Ok(Some(i64::from(*i))),
+        Some(Bson::Int64(i)) => Ok(Some(*i)),
+        Some(Bson::Double(d)) if d.fract() == 0.0 && d.is_finite() => Ok(Some(*d as i64)),
+        Some(v) => Err(wrong_type(cmd_name(cmd), field, v, "long")),
+    }
+}
+
+/// A non-negative integer option (skip, limit, batchSize) with MongoDB's messages.
+pub fn opt_count(cmd: &Document, field: &str) -> MongoResult<Option<u64>> {
+    match opt_i64(cmd, field)? {
+        None => Ok(None),
+        Some(n) if n < 0 => Err(MongoError::bad_value(format!("{field} value must be non-negative, but received: {n}"))),
+        Some(n) => Ok(Some(n as u64)),
+    }
+}
+
+/// Collection metadata if the collection exists.
+pub fn existing(ctx: &Ctx, coll: &str) -> Option<Arc<CollectionMeta>> {
+    ctx.node.catalog.get(&format!("{}.{}", ctx.db, coll))
+}
+
+/// Collection metadata, creating the collection on first write as MongoDB does.
+pub fn create_on_write(ctx: &Ctx, coll: &str) -> MongoResult<Arc<CollectionMeta>> {
+    let (meta, _) = ctx.node.catalog.create_collection(ctx.node.engine.as_ref(), ctx.db, coll, Document::new())?;
+    Ok(meta)
+}
+
+pub fn ns(ctx: &Ctx, coll: &str) -> String {
+    format!("{}.{}", ctx.db, coll)
+}

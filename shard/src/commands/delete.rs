@@ -1,0 +1,59 @@
+//! `delete`: each statement removes one (`limit: 1`) or all (`limit: 0`) matching documents.
+
+use bson::{Bson, Document};
+use wire::{MongoError, MongoResult};
+
+use super::args::{collection_name, existing, opt_array, opt_bool, opt_doc, opt_i64};
+use super::insert::{check_batch_size, write_reply};
+use crate::node::Ctx;
+use crate::read::{collect, FindArgs};
+use crate::write_path::delete_document;
+
+pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
+    let coll = collection_name(cmd)?;
+    let deletes = opt_array(cmd, "deletes")?
+        .ok_or_else(|| MongoError::failed_to_parse("BSON field 'delete.deletes' is missing but a required field"))?;
+    check_batch_size(deletes.len())?;
+    let ordered = opt_bool(cmd, "ordered")?.unwrap_or(true);
+    let mut n = 0i64;
+    let mut errors = Vec::new();
+    for (i, d) in deletes.iter().enumerate() {
+        match run_one(ctx, coll, d) {
+            Ok(k) => n += k,
+            Err(e) => {
+                errors.push((i, e));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(write_reply(n, errors))
+}
+
+fn run_one(ctx: &Ctx, coll: &str, d: &Bson) -> MongoResult<i64> {
+    let Bson::Document(d) = d else {
+        return Err(MongoError::type_mismatch("BSON field 'delete.deletes' must contain objects"));
+    };
+    let filter = opt_doc(d, "q")?
+        .cloned()
+        .ok_or_else(|| MongoError::failed_to_parse("BSON field 'delete.deletes.q' is missing but a required field"))?;
+    let limit = opt_i64(d, "limit")?
+        .ok_or_else(|| MongoError::failed_to_parse("BSON field 'delete.deletes.limit' is missing but a required field"))?;
+    if limit != 0 && limit != 1 {
+        return Err(MongoError::failed_to_parse(format!("The limit field in delete objects must be 0 or 1. Got {limit}")));
+    }
+    let Some(meta) = existing(ctx, coll) else {
+        query::matcher::Matcher::new(&filter)?;
+        return Ok(0);
+    };
+    let _guard = meta.write_lock.lock().unwrap();
+    let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
+    let hint = d.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
+    let args = FindArgs { filter, limit: (limit == 1).then_some(1), hint, ..Default::default() };
+    let docs = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?;
+    for doc in &docs {
+        delete_document(ctx.node.engine.as_ref(), &meta, doc)?;
+    }
+    Ok(docs.len() as i64)
+}

@@ -1,0 +1,14 @@
+//! `dropDatabase`: drop every collection of the database.
+
+use bson::{doc, Document};
+use wire::MongoResult;
+
+use crate::node::Ctx;
+
+pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
+    for meta in ctx.node.catalog.list(ctx.db) {
+        let _guard = meta.write_lock.lock().unwrap();
+        ctx.node.catalog.drop_collection(ctx.node.engine.as_ref(), &meta.ns())?;
+    }
+    Ok(doc! {"dropped": ctx.db})
+}

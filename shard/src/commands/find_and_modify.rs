@@ -1,0 +1,85 @@
+//! `findAndModify`: update, replace or remove one document and return it (before or after).
+
+use bson::{doc, Bson, Document};
+use query::matcher::Matcher;
+use query::projection::Projection;
+use query::update::UpdateSpec;
+use wire::{MongoError, MongoResult};
+
+use super::args::{collection_name, create_on_write, existing, opt_bool, opt_doc};
+use super::update::{apply_to_existing, array_filters, upsert_insert};
+use crate::node::Ctx;
+use crate::read::{collect, FindArgs};
+use crate::write_path::delete_document;
+
+pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
+    let coll = collection_name(cmd)?;
+    let filter = opt_doc(cmd, "query")?.cloned().unwrap_or_default();
+    let sort = opt_doc(cmd, "sort")?.cloned();
+    let remove = opt_bool(cmd, "remove")?.unwrap_or(false);
+    let return_new = opt_bool(cmd, "new")?.unwrap_or(false);
+    let upsert = opt_bool(cmd, "upsert")?.unwrap_or(false);
+    let update = cmd.get("update").filter(|u| !matches!(u, Bson::Null));
+    let fields = match opt_doc(cmd, "fields")? {
+        Some(f) if !f.is_empty() => Some(Projection::new(f)?),
+        _ => None,
+    };
+    match (remove, update) {
+        (true, Some(_)) => return Err(MongoError::failed_to_parse("Cannot specify both an update and remove=true")),
+        (false, None) => return Err(MongoError::failed_to_parse("Either an update or remove=true must be specified")),
+        _ => {}
+    }
+    if remove && return_new {
+        return Err(MongoError::failed_to_parse("Cannot specify both new=true and remove=true; 'remove' always returns the deleted document"));
+    }
+    if remove && upsert {
+        return Err(MongoError::failed_to_parse("Cannot specify both upsert=true and remove=true "));
+    }
+    let spec = match update {
+        Some(u) => Some(UpdateSpec::parse(u, array_filters(cmd)?.as_deref())?),
+        None => None,
+    };
+    let meta = match existing(ctx, coll) {
+        Some(m) => m,
+        None if upsert => create_on_write(ctx, coll)?,
+        None => {
+            Matcher::new(&filter)?;
+            return Ok(reply(None, doc! {"n": 0}, &fields));
+        }
+    };
+    let _guard = meta.write_lock.lock().unwrap();
+    let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
+    let hint = cmd.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
+    let args = FindArgs { filter: filter.clone(), sort, limit: Some(1), hint, ..Default::default() };
+    let found = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?.into_iter().next();
+    let engine = ctx.node.engine.as_ref();
+    match (found, spec) {
+        (Some(old), None) => {
+            delete_document(engine, &meta, &old)?;
+            Ok(reply(Some(old), doc! {"n": 1}, &fields))
+        }
+        (None, None) => Ok(reply(None, doc! {"n": 0}, &fields)),
+        (Some(old), Some(spec)) => {
+            let matcher = Matcher::new(&filter)?;
+            let (new, _) = apply_to_existing(ctx, &meta, &matcher, &spec, &old)?;
+            let value = if return_new { new } else { old };
+            Ok(reply(Some(value), doc! {"n": 1, "updatedExisting": true}, &fields))
+        }
+        (None, Some(spec)) if upsert => {
+            let inserted = upsert_insert(ctx, &meta, &filter, &spec)?;
+            let id = inserted.get("_id").cloned().unwrap_or(Bson::Null);
+            let value = if return_new { Some(inserted) } else { None };
+            Ok(reply(value, doc! {"n": 1, "updatedExisting": false, "upserted": id}, &fields))
+        }
+        (None, Some(_)) => Ok(reply(None, doc! {"n": 0, "updatedExisting": false}, &fields)),
+    }
+}
+
+fn reply(value: Option<Document>, last_error: Document, fields: &Option<Projection>) -> Document {
+    let value = match (value, fields) {
+        (Some(v), Some(p)) => p.apply(&v).map(Bson::Document).unwrap_or(Bson::Null),
+        (Some(v), None) => Bson::Document(v),
+        (None, _) => Bson::Null,
+    };
+    doc! {"lastErrorObject": last_error, "value": value, "ok": 1.0}
+}

@@ -1,0 +1,75 @@
+//! The shard's command table: one command per file, registered here with its metadata.
+
+use bson::Document;
+use wire::MongoResult;
+
+use crate::node::Ctx;
+
+pub mod args;
+mod aggregate;
+mod aggregate_output;
+mod coll_stats;
+mod count;
+mod create;
+mod create_indexes;
+mod db_stats;
+mod delete;
+mod distinct;
+mod drop;
+mod drop_database;
+mod drop_indexes;
+mod explain;
+mod find;
+mod find_and_modify;
+mod get_more;
+mod insert;
+mod kill_cursors;
+mod list_collections;
+mod list_databases;
+mod list_indexes;
+mod rename_collection;
+pub mod update;
+
+pub type Handler = fn(&Ctx, &Document) -> MongoResult<Document>;
+
+pub struct CommandSpec {
+    pub name: &'static str,
+    pub run: Handler,
+    /// Writes data or metadata (replication and admission treat these differently).
+    pub writes: bool,
+}
+
+const COMMANDS: &[CommandSpec] = &[
+    CommandSpec { name: "insert", run: insert::run, writes: true },
+    CommandSpec { name: "update", run: update::run, writes: true },
+    CommandSpec { name: "delete", run: delete::run, writes: true },
+    CommandSpec { name: "findAndModify", run: find_and_modify::run, writes: true },
+    CommandSpec { name: "findandmodify", run: find_and_modify::run, writes: true },
+    CommandSpec { name: "find", run: find::run, writes: false },
+    CommandSpec { name: "getMore", run: get_more::run, writes: false },
+    CommandSpec { name: "killCursors", run: kill_cursors::run, writes: false },
+    CommandSpec { name: "count", run: count::run, writes: false },
+    CommandSpec { name: "distinct", run: distinct::run, writes: false },
+    CommandSpec { name: "aggregate", run: aggregate::run, writes: false },
+    CommandSpec { name: "explain", run: explain::run, writes: false },
+    CommandSpec { name: "create", run: create::run, writes: true },
+    CommandSpec { name: "drop", run: drop::run, writes: true },
+    CommandSpec { name: "dropDatabase", run: drop_database::run, writes: true },
+    CommandSpec { name: "renameCollection", run: rename_collection::run, writes: true },
+    CommandSpec { name: "listCollections", run: list_collections::run, writes: false },
+    CommandSpec { name: "listDatabases", run: list_databases::run, writes: false },
+    CommandSpec { name: "createIndexes", run: create_indexes::run, writes: true },
+    CommandSpec { name: "listIndexes", run: list_indexes::run, writes: false },
+    CommandSpec { name: "dropIndexes", run: drop_indexes::run, writes: true },
+    CommandSpec { name: "deleteIndexes", run: drop_indexes::run, writes: true },
+    CommandSpec { name: "collStats", run: coll_stats::run, writes: false },
+    CommandSpec { name: "dbStats", run: db_stats::run, writes: false },
+];
+
+pub fn lookup(name: &str) -> Option<&'static CommandSpec> {
+    COMMANDS.iter().find(|c| c.name == name)
+}
+
+pub fn names() -> impl Iterator<Item = &'static str> {
+    COMMANDS.iter().map(|c| c.name)
+}

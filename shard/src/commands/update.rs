@@ -1,0 +1,153 @@
+//! `update`: operator, replacement and pipeline updates; upsert; multi; arrayFilters.
+//! The single-document helpers here are shared with `findAndModify`.
+
+use bson::{doc, Bson, Document};
+use query::matcher::Matcher;
+use query::update::{UpdateContext, UpdateSpec};
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use super::args::{collection_name, create_on_write, existing, opt_array, opt_bool};
+use super::insert::{check_batch_size, check_id, with_id_first};
+use crate::catalog::CollectionMeta;
+use crate::node::Ctx;
+use crate::read::{collect, FindArgs};
+use crate::write_path::{insert_documents, replace_document};
+
+pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
+    let coll = collection_name(cmd)?;
+    let updates = opt_array(cmd, "updates")?
+        .ok_or_else(|| MongoError::failed_to_parse("BSON field 'update.updates' is missing but a required field"))?;
+    check_batch_size(updates.len())?;
+    let ordered = opt_bool(cmd, "ordered")?.unwrap_or(true);
+    let (mut n, mut modified) = (0i64, 0i64);
+    let mut upserted = Vec::new();
+    let mut errors = Vec::new();
+    for (i, u) in updates.iter().enumerate() {
+        match run_one(ctx, coll, u) {
+            Ok(out) => {
+                n += out.matched;
+                modified += out.modified;
+                if let Some(id) = out.upserted_id {
+                    n += 1;
+                    upserted.push(Bson::Document(doc! {"index": i as i32, "_id": id}));
+                }
+            }
+            Err(e) => {
+                errors.push((i, e));
+                if ordered {
+                    break;
+                }
+            }
+        }
+    }
+    let mut reply = super::insert::write_reply(n, errors);
+    reply.insert("nModified", modified as i32);
+    if !upserted.is_empty() {
+        reply.insert("upserted", upserted);
+    }
+    Ok(reply)
+}
+
+struct Outcome {
+    matched: i64,
+    modified: i64,
+    upserted_id: Option<Bson>,
+}
+
+fn run_one(ctx: &Ctx, coll: &str, u: &Bson) -> MongoResult<Outcome> {
+    let Bson::Document(u) = u else {
+        return Err(MongoError::type_mismatch("BSON field 'update.updates' must contain objects"));
+    };
+    let filter = super::args::opt_doc(u, "q")?.cloned().unwrap_or_default();
+    let update = u.get("u").ok_or_else(|| MongoError::failed_to_parse("BSON field 'update.updates.u' is missing but a required field"))?;
+    let array_filters = array_filters(u)?;
+    let spec = UpdateSpec::parse(update, array_filters.as_deref())?;
+    let multi = opt_bool(u, "multi")?.unwrap_or(false);
+    let upsert = opt_bool(u, "upsert")?.unwrap_or(false);
+    if multi && spec.is_replacement() {
+        return Err(MongoError::failed_to_parse("multi update is not supported for replacement-style update"));
+    }
+    let hint = u.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
+    let meta = match existing(ctx, coll) {
+        Some(m) => m,
+        None if upsert => create_on_write(ctx, coll)?,
+        None => {
+            Matcher::new(&filter)?;
+            return Ok(Outcome { matched: 0, modified: 0, upserted_id: None });
+        }
+    };
+    let _guard = meta.write_lock.lock().unwrap();
+    let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
+    let args = FindArgs { filter: filter.clone(), limit: if multi { None } else { Some(1) }, hint, ..Default::default() };
+    let docs = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?;
+    if docs.is_empty() {
+        if !upsert {
+            return Ok(Outcome { matched: 0, modified: 0, upserted_id: None });
+        }
+        let inserted = upsert_insert(ctx, &meta, &filter, &spec)?;
+        return Ok(Outcome { matched: 0, modified: 0, upserted_id: inserted.get("_id").cloned() });
+    }
+    let matcher = Matcher::new(&filter)?;
+    let mut modified = 0;
+    for old in &docs {
+        ctx.deadline.check()?;
+        if apply_to_existing(ctx, &meta, &matcher, &spec, old)?.1 {
+            modified += 1;
+        }
+    }
+    Ok(Outcome { matched: docs.len() as i64, modified, upserted_id: None })
+}
+
+pub fn array_filters(u: &Document) -> MongoResult<Option<Vec<Document>>> {
+    match opt_array(u, "arrayFilters")? {
+        None => Ok(None),
+        Some(items) => items
+            .iter()
+            .map(|f| match f {
+                Bson::Document(d) => Ok(d.clone()),
+                _ => Err(MongoError::type_mismatch("arrayFilters must contain objects")),
+            })
+            .collect::<MongoResult<Vec<_>>>()
+            .map(Some),
+    }
+}
+
+/// Applies `spec` to one stored document; returns the new document and whether it changed.
+pub fn apply_to_existing(
+    ctx: &Ctx,
+    meta: &CollectionMeta,
+    matcher: &Matcher,
+    spec: &UpdateSpec,
+    old: &Document,
+) -> MongoResult<(Document, bool)> {
+    let mut new = old.clone();
+    let uctx = UpdateContext {
+        is_upsert_insert: false,
+        matched_array_index: matcher.matches_with_position(old).flatten(),
+        now: bson::DateTime::now(),
+    };
+    let changed = spec.apply(&mut new, &uctx)?;
+    if new.get("_id") != old.get("_id") {
+        return Err(MongoError::new(
+            ErrorCode::ImmutableField,
+            "Performing an update on the path '_id' would modify the immutable field '_id'",
+        ));
+    }
+    if changed {
+        let new = with_id_first(&new);
+        replace_document(ctx.node.engine.as_ref(), &ctx.node.catalog, meta, old, &new)?;
+        return Ok((new, true));
+    }
+    Ok((new, false))
+}
+
+/// Inserts the document an upsert creates when nothing matched; returns it.
+pub fn upsert_insert(ctx: &Ctx, meta: &CollectionMeta, filter: &Document, spec: &UpdateSpec) -> MongoResult<Document> {
+    let doc = spec.upsert_document(filter, bson::DateTime::now())?;
+    check_id(doc.get("_id"))?;
+    let errors = insert_documents(ctx.node.engine.as_ref(), &ctx.node.catalog, meta, std::slice::from_ref(&doc), true);
+    match errors.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(doc),
+    }
+}

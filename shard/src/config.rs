@@ -1,0 +1,63 @@
+//! Shard configuration (`bulwark shard --config FILE`, `BULWARK_*` overrides).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::node::EngineKind;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShardConfig {
+    /// gRPC address routers connect to.
+    pub listen: String,
+    /// Data directory (WiredTiger home).
+    pub dir: PathBuf,
+    /// `wiredtiger` or `memory` (tests only; nothing survives a restart).
+    pub engine: String,
+    /// WiredTiger cache size in MiB.
+    pub cache_mb: usize,
+    /// Idle cursors are closed after this long (MongoDB's cursorTimeoutMillis default).
+    pub cursor_timeout_secs: u64,
+    /// How often the TTL monitor deletes expired documents (MongoDB: 60 s).
+    pub ttl_interval_secs: u64,
+}
+
+impl Default for ShardConfig {
+    fn default() -> Self {
+        ShardConfig {
+            listen: "127.0.0.1:27100".into(),
+            dir: PathBuf::from("./bulwark-data/shard"),
+            engine: "wiredtiger".into(),
+            cache_mb: 512,
+            cursor_timeout_secs: 600,
+            ttl_interval_secs: 60,
+        }
+    }
+}
+
+impl ShardConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        self.engine_kind()?;
+        if self.ttl_interval_secs == 0 || self.cursor_timeout_secs == 0 {
+            return Err("ttl_interval_secs and cursor_timeout_secs must be positive".into());
+        }
+        if self.cache_mb < 16 {
+            return Err("cache_mb must be at least 16".into());
+        }
+        Ok(())
+    }
+
+    pub fn engine_kind(&self) -> Result<EngineKind, String> {
+        match self.engine.as_str() {
+            "wiredtiger" => Ok(EngineKind::WiredTiger { dir: self.dir.clone(), cache_mb: self.cache_mb }),
+            "memory" => Ok(EngineKind::Memory),
+            other => Err(format!("unknown engine '{other}' (expected wiredtiger or memory)")),
+        }
+    }
+
+    pub fn cursor_timeout(&self) -> Duration {
+        Duration::from_secs(self.cursor_timeout_secs)
+    }
+}

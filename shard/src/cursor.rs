@@ -1,0 +1,278 @@
+//! Cursors: the query executor (`FindCursor`), materialised results, and the table of
+//! open cursors that `getMore` and `killCursors` use. Idle cursors time out.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document};
+use query::matcher::Matcher;
+use query::projection::Projection;
+use query::sort::SortSpec;
+use storage::Engine;
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use crate::catalog::CollectionMeta;
+use crate::scan::Scan;
+
+/// Largest reply batch in bytes (MongoDB leaves room for the reply envelope under 16 MiB).
+pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
+/// Documents in a first batch when the client does not say (MongoDB's default).
+pub const DEFAULT_FIRST_BATCH: usize = 101;
+
+/// When an operation must stop (from `maxTimeMS`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Deadline(pub Option<Instant>);
+
+impl Deadline {
+    pub fn after_ms(ms: u64) -> Deadline {
+        if ms == 0 {
+            Deadline(None)
+        } else {
+            Deadline(Some(Instant::now() + Duration::from_millis(ms)))
+        }
+    }
+
+    pub fn check(&self) -> MongoResult<()> {
+        match self.0 {
+            Some(t) if Instant::now() >= t => {
+                Err(MongoError::new(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Anything a cursor can draw batches from.
+pub trait CursorSource: Send {
+    /// Up to `max_docs` more documents; an empty result with `exhausted()` means done.
+    fn next_batch(&mut self, engine: &dyn Engine, max_docs: usize, deadline: &Deadline) -> MongoResult<Vec<Document>>;
+    fn exhausted(&self) -> bool;
+}
+
+/// Already computed results (aggregation, listCollections, ...).
+pub struct Materialized(pub VecDeque<Document>);
+
+impl CursorSource for Materialized {
+    fn next_batch(&mut self, _: &dyn Engine, max_docs: usize, _: &Deadline) -> MongoResult<Vec<Document>> {
+        let n = max_docs.min(self.0.len());
+        Ok(self.0.drain(..n).collect())
+    }
+
+    fn exhausted(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// A `find`: scan, filter, (blocking) sort, skip, limit, project.
+pub struct FindCursor {
+    pub scan: Scan,
+    pub matcher: Matcher,
+    pub projection: Option<Projection>,
+    pub skip: u64,
+    pub remaining: Option<u64>,
+    /// A sort the access path does not provide; results are sorted in memory on first use.
+    pub sort: Option<SortSpec>,
+    sorted: Option<VecDeque<Document>>,
+    pending: VecDeque<Document>,
+    scan_done: bool,
+    pub returned: u64,
+}
+
+impl FindCursor {
+    pub fn new(scan: Scan, matcher: Matcher, projection: Option<Projection>, skip: u64, limit: Option<u64>, sort: Option<SortSpec>) -> Self {
+        FindCursor {
+            scan,
+            matcher,
+            projection,
+            skip,
+            remaining: limit,
+            sort,
+            sorted: None,
+            pending: VecDeque::new(),
+            scan_done: false,
+            returned: 0,
+        }
+    }
+
+    fn project(&self, d: Document) -> MongoResult<Document> {
+        match &self.projection {
+            Some(p) => {
+                if p.needs_position() {
+                    let pos = self.matcher.matches_with_position(&d).flatten();
+                    p.apply_with_position(&d, pos)
+                } else {
+                    p.apply(&d)
+                }
+            }
+            None => Ok(d),
+        }
+    }
+
+    /// Pulls matching documents (before projection) into `pending` until `want` are there.
+    fn fill(&mut self, engine: &dyn Engine, want: usize, deadline: &Deadline) -> MongoResult<()> {
+        while self.pending.len() < want && !self.scan_done {
+            deadline.check()?;
+            match self.scan.next_page(engine)? {
+                None => self.scan_done = true,
+                Some(page) => {
+                    for (_, d) in page {
+                        if self.matcher.matches(&d) {
+                            self.pending.push_back(d);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn sort_all(&mut self, engine: &dyn Engine, deadline: &Deadline) -> MongoResult<()> {
+        let Some(sort) = &self.sort else { return Ok(()) };
+        if self.sorted.is_some() {
+            return Ok(());
+        }
+        self.fill(engine, usize::MAX, deadline)?;
+        let mut all: Vec<Document> = self.pending.drain(..).collect();
+        all.sort_by(|a, b| sort.compare(a, b));
+        self.sorted = Some(all.into());
+        Ok(())
+    }
+}
+
+impl CursorSource for FindCursor {
+    fn next_batch(&mut self, engine: &dyn Engine, max_docs: usize, deadline: &Deadline) -> MongoResult<Vec<Document>> {
+        self.sort_all(engine, deadline)?;
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        while out.len() < max_docs && self.remaining != Some(0) {
+            let next = match &mut self.sorted {
+                Some(sorted) => sorted.pop_front(),
+                None => {
+                    if self.pending.is_empty() {
+                        self.fill(engine, 1, deadline)?;
+                    }
+                    self.pending.pop_front()
+                }
+            };
+            let Some(d) = next else { break };
+            if self.skip > 0 {
+                self.skip -= 1;
+                continue;
+            }
+            let d = self.project(d)?;
+            bytes += d.iter().map(|(k, _)| k.len() + 8).sum::<usize>();
+            if let Some(r) = &mut self.remaining {
+                *r -= 1;
+            }
+            self.returned += 1;
+            out.push(d);
+            if bytes >= MAX_BATCH_BYTES {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    fn exhausted(&self) -> bool {
+        if self.remaining == Some(0) {
+            return true;
+        }
+        match &self.sorted {
+            Some(s) => s.is_empty(),
+            None => self.scan_done && self.pending.is_empty(),
+        }
+    }
+}
+
+struct Parked {
+    ns: String,
+    source: Box<dyn CursorSource>,
+    last_used: Instant,
+}
+
+/// Open cursors by id. A cursor is taken out while a getMore runs on it.
+pub struct Cursors {
+    open: Mutex<HashMap<i64, Parked>>,
+    pub idle_timeout: Duration,
+}
+
+impl Cursors {
+    pub fn new(idle_timeout: Duration) -> Arc<Cursors> {
+        Arc::new(Cursors { open: Mutex::new(HashMap::new()), idle_timeout })
+    }
+
+    pub fn park(&self, id: i64, ns: String, source: Box<dyn CursorSource>) {
+        self.open.lock().unwrap().insert(id, Parked { ns, source, last_used: Instant::now() });
+    }
+
+    pub fn new_id() -> i64 {
+        loop {
+            let id = rand::random::<i64>() & i64::MAX;
+            if id != 0 {
+                return id;
+            }
+        }
+    }
+
+    pub fn take(&self, id: i64, ns: &str) -> MongoResult<Box<dyn CursorSource>> {
+        let mut open = self.open.lock().unwrap();
+        match open.get(&id) {
+            Some(p) if p.ns != ns => Err(MongoError::new(
+                ErrorCode::Unauthorized,
+                format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}", p.ns),
+            )),
+            Some(_) => Ok(open.remove(&id).unwrap().source),
+            None => Err(MongoError::new(ErrorCode::CursorNotFound, format!("cursor id {id} not found"))),
+        }
+    }
+
+    pub fn kill(&self, id: i64) -> bool {
+        self.open.lock().unwrap().remove(&id).is_some()
+    }
+
+    /// Closes cursors idle longer than the timeout; returns how many.
+    pub fn reap(&self) -> usize {
+        let now = Instant::now();
+        let mut open = self.open.lock().unwrap();
+        let before = open.len();
+        open.retain(|_, p| now.duration_since(p.last_used) < self.idle_timeout);
+        before - open.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.open.lock().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Runs one batch and either parks the cursor or closes it; returns the reply.
+pub fn batch_reply(
+    cursors: &Cursors,
+    engine: &dyn Engine,
+    ns: &str,
+    mut source: Box<dyn CursorSource>,
+    existing_id: Option<i64>,
+    max_docs: usize,
+    single_batch: bool,
+    deadline: &Deadline,
+) -> MongoResult<Document> {
+    let batch = source.next_batch(engine, max_docs, deadline)?;
+    let id = if single_batch || source.exhausted() {
+        0
+    } else {
+        let id = existing_id.unwrap_or_else(Cursors::new_id);
+        cursors.park(id, ns.to_string(), source);
+        id
+    };
+    let key = if existing_id.is_some() { "nextBatch" } else { "firstBatch" };
+    let batch: Vec<Bson> = batch.into_iter().map(Bson::Document).collect();
+    Ok(doc! {"cursor": {key: batch, "id": id, "ns": ns}, "ok": 1.0})
+}
+
+/// Keeps `CollectionMeta` alive for the life of a cursor even if the collection is dropped.
+pub type MetaRef = Arc<CollectionMeta>;

@@ -1,0 +1,117 @@
+//! Executing an access path page by page. A scan keeps only a resume key between pages,
+//! so a cursor holds no storage transaction or lock while the client is away.
+
+use std::collections::{HashSet, VecDeque};
+use std::ops::Bound;
+
+use bson::Document;
+use storage::{Engine, KeyRange};
+use wire::MongoResult;
+
+use crate::catalog::CollectionMeta;
+use crate::error::storage_to_mongo;
+use crate::plan::Access;
+use crate::write_path::decode_document;
+
+/// Entries read from storage per page.
+pub const PAGE: usize = 256;
+
+pub struct Scan {
+    table: String,
+    index_table: Option<String>,
+    points: VecDeque<Vec<u8>>,
+    ranges: VecDeque<KeyRange>,
+    reverse: bool,
+    /// Record keys already returned by a multikey index scan.
+    seen: Option<HashSet<Vec<u8>>>,
+    pub keys_examined: u64,
+    pub docs_examined: u64,
+}
+
+impl Scan {
+    pub fn new(meta: &CollectionMeta, access: &Access) -> Scan {
+        let mut scan = Scan {
+            table: meta.table.clone(),
+            index_table: None,
+            points: VecDeque::new(),
+            ranges: VecDeque::new(),
+            reverse: false,
+            seen: None,
+            keys_examined: 0,
+            docs_examined: 0,
+        };
+        match access {
+            Access::IdPoints(keys) => scan.points = keys.iter().cloned().collect(),
+            Access::IdRange { range, reverse } => {
+                scan.ranges.push_back(range.clone());
+                scan.reverse = *reverse;
+            }
+            Access::Index { index, ranges } => {
+                let index = &meta.indexes[*index];
+                scan.index_table = Some(index.table.clone());
+                scan.ranges = ranges.iter().cloned().collect();
+                if index.multikey || ranges.len() > 1 {
+                    scan.seen = Some(HashSet::new());
+                }
+            }
+        }
+        scan
+    }
+
+    /// The next page of documents (unfiltered), or `None` when the scan is exhausted.
+    pub fn next_page(&mut self, engine: &dyn Engine) -> MongoResult<Option<Vec<(Vec<u8>, Document)>>> {
+        if !self.points.is_empty() {
+            let mut out = Vec::new();
+            while let Some(k) = self.points.pop_front() {
+                self.keys_examined += 1;
+                if let Some(v) = engine.get(&self.table, &k).map_err(storage_to_mongo)? {
+                    self.docs_examined += 1;
+                    out.push((k, decode_document(&v)?));
+                }
+                if out.len() >= PAGE {
+                    break;
+                }
+            }
+            return Ok(Some(out));
+        }
+        loop {
+            let Some(range) = self.ranges.front_mut() else { return Ok(None) };
+            let table = self.index_table.as_ref().unwrap_or(&self.table);
+            let page = engine.scan(table, range, self.reverse, PAGE).map_err(storage_to_mongo)?;
+            let Some((last, _)) = page.last() else {
+                self.ranges.pop_front();
+                continue;
+            };
+            // Resume after the last key on the next call.
+            if self.reverse {
+                range.end = Bound::Excluded(last.clone());
+            } else {
+                range.start = Bound::Excluded(last.clone());
+            }
+            if page.len() < PAGE {
+                self.ranges.pop_front();
+            }
+            self.keys_examined += page.len() as u64;
+            let mut out = Vec::with_capacity(page.len());
+            if self.index_table.is_none() {
+                for (k, v) in page {
+                    self.docs_examined += 1;
+                    out.push((k, decode_document(&v)?));
+                }
+            } else {
+                for (_, rk) in page {
+                    if let Some(seen) = &mut self.seen {
+                        if !seen.insert(rk.clone()) {
+                            continue;
+                        }
+                    }
+                    if let Some(v) = engine.get(&self.table, &rk).map_err(storage_to_mongo)? {
+                        self.docs_examined += 1;
+                        out.push((rk, decode_document(&v)?));
+                    }
+                }
+            }
+            return Ok(Some(out));
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The gRPC face of a shard node. Commands run on tokio's blocking pool because storage
+//! calls block; the caller's remaining time becomes the command's deadline.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bson::Document;
+use proto::shard::shard_server::{Shard, ShardServer};
+use proto::shard::{CommandReply, CommandRequest};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+use tracing::info;
+
+use crate::cursor::Deadline;
+use crate::{Node, ShardConfig, ShardError};
+
+/// Largest gRPC message either way: a 48 MB wire message plus envelope.
+pub const MAX_GRPC_MESSAGE: usize = 64 * 1024 * 1024;
+
+struct Service {
+    node: Arc<Node>,
+}
+
+#[tonic::async_trait]
+impl Shard for Service {
+    async fn run_command(&self, request: Request<CommandRequest>) -> Result<Response<CommandReply>, Status> {
+        let req = request.into_inner();
+        let deadline = Deadline::after_ms(req.max_time_ms);
+        let node = self.node.clone();
+        let reply = tokio::task::spawn_blocking(move || {
+            let cmd = Document::from_reader(&mut req.command.as_slice())
+                .map_err(|e| Status::invalid_argument(format!("command is not BSON: {e}")))?;
+            let reply = node.run_command(&req.db, &cmd, deadline);
+            bson::to_vec(&reply).map_err(|e| Status::internal(e.to_string()))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("command task failed: {e}")))??;
+        Ok(Response::new(CommandReply { reply }))
+    }
+}
+
+/// Opens the node described by `config` and serves it until `shutdown`.
+pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(), ShardError> {
+    let kind = config.engine_kind().map_err(ShardError::Catalog)?;
+    let node = tokio::task::spawn_blocking(move || Node::open(&kind, config.cursor_timeout()))
+        .await
+        .map_err(|e| ShardError::Catalog(e.to_string()))??;
+    let listener = TcpListener::bind(&config.listen).await?;
+    info!(addr = %listener.local_addr()?, "shard listening");
+    serve(node, listener, Duration::from_secs(config.ttl_interval_secs), shutdown).await
+}
+
+/// Serves an already opened node on an already bound listener (tests use port 0).
+pub async fn serve(
+    node: Arc<Node>,
+    listener: TcpListener,
+    ttl_interval: Duration,
+    shutdown: CancellationToken,
+) -> Result<(), ShardError> {
+    let background = crate::ttl::spawn_background(node.clone(), ttl_interval, shutdown.clone());
+    let svc = ShardServer::new(Service { node: node.clone() })
+        .max_decoding_message_size(MAX_GRPC_MESSAGE)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE);
+    let result = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(svc)
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown.cancelled())
+        .await;
+    shutdown.cancel();
+    let _ = background.await;
+    // Flush everything to the data files so the next start does not replay the log.
+    let engine = node.engine.clone();
+    let _ = tokio::task::spawn_blocking(move || engine.checkpoint()).await;
+    result.map_err(ShardError::from)
+}

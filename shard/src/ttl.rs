@@ -1,0 +1,69 @@
+//! Background work of a node: the TTL monitor (documents really expire) and the reaper of
+//! idle cursors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bson::{doc, Bson};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::cursor::Deadline;
+use crate::read::{collect, FindArgs};
+use crate::write_path::delete_document;
+use crate::Node;
+
+pub fn spawn_background(node: Arc<Node>, ttl_interval: Duration, shutdown: CancellationToken) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ttl = tokio::time::interval(ttl_interval);
+        let mut reap = tokio::time::interval(Duration::from_secs(1).max(node.cursors.idle_timeout / 10).min(Duration::from_secs(60)));
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = ttl.tick() => {
+                    let n = node.clone();
+                    match tokio::task::spawn_blocking(move || expire_once(&n)).await {
+                        Ok(Ok(0)) => {}
+                        Ok(Ok(k)) => debug!(deleted = k, "TTL monitor pass"),
+                        Ok(Err(e)) => warn!(error = %e, "TTL monitor pass failed"),
+                        Err(e) => warn!(error = %e, "TTL monitor task failed"),
+                    }
+                }
+                _ = reap.tick() => {
+                    let closed = node.cursors.reap();
+                    if closed > 0 {
+                        debug!(closed, "closed idle cursors");
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Deletes every document whose TTL-indexed date is older than its expiry. Returns how many.
+pub fn expire_once(node: &Node) -> wire::MongoResult<usize> {
+    let now = bson::DateTime::now().timestamp_millis();
+    let mut deleted = 0;
+    for db in node.catalog.databases() {
+        for meta in node.catalog.list(&db) {
+            for index in meta.indexes.iter().filter(|i| i.expire_after_seconds.is_some() && i.fields.len() == 1) {
+                let secs = index.expire_after_seconds.unwrap_or(0);
+                let cutoff = bson::DateTime::from_millis(now.saturating_sub(secs.saturating_mul(1000)));
+                let field = &index.fields[0].0;
+                let args = FindArgs {
+                    filter: doc! {field.clone(): {"$lt": cutoff}},
+                    hint: Some(Bson::String(index.name.clone())),
+                    ..Default::default()
+                };
+                let _guard = meta.write_lock.lock().unwrap();
+                let current = node.catalog.get(&meta.ns()).unwrap_or(meta.clone());
+                for d in collect(node.engine.as_ref(), &current, &args, &Deadline::default())? {
+                    delete_document(node.engine.as_ref(), &current, &d)?;
+                    deleted += 1;
+                }
+            }
+        }
+    }
+    Ok(deleted)
+}

@@ -1,0 +1,272 @@
+//! Writing documents: the record and every index entry change in one storage batch.
+//!
+//! Callers hold the collection's write lock, so the pre-image they read stays valid
+//! until the batch commits. Unique indexes store one entry per key value and use
+//! `WriteOp::Insert`, so a duplicate fails inside the same atomic batch.
+
+use std::collections::BTreeSet;
+
+use bson::{doc, Bson, Document};
+use storage::{Engine, StorageError, WriteBatch};
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use crate::catalog::{Catalog, CollectionMeta, IndexMeta};
+use crate::error::storage_to_mongo;
+use crate::keys::{id_key, index_entry_key, index_keys};
+
+/// One index's entries for one document, as storage keys.
+fn entries(index: &IndexMeta, doc: &Document, record_key: &[u8]) -> MongoResult<(BTreeSet<Vec<u8>>, bool)> {
+    let keys = index_keys(index, doc)?;
+    let multikey = keys.len() > 1;
+    Ok((keys.iter().map(|k| index_entry_key(index, k, record_key)).collect(), multikey))
+}
+
+/// Stages inserting `doc` (which already has an `_id`). Returns the indexes that became multikey.
+fn stage_insert(meta: &CollectionMeta, doc: &Document, batch: &mut WriteBatch) -> MongoResult<Vec<usize>> {
+    let id = doc.get("_id").ok_or_else(|| MongoError::internal("document without _id"))?;
+    let rk = id_key(id);
+    let bytes = bson::to_vec(doc).map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+    check_size(bytes.len())?;
+    let mut flips = Vec::new();
+    for (n, index) in meta.indexes.iter().enumerate() {
+        let (keys, multikey) = entries(index, doc, &rk)?;
+        if multikey && !index.multikey {
+            flips.push(n);
+        }
+        for k in keys {
+            if index.unique {
+                batch.insert(&index.table, k, rk.clone());
+            } else {
+                batch.put(&index.table, k, rk.clone());
+            }
+        }
+    }
+    batch.insert(&meta.table, rk, bytes);
+    Ok(flips)
+}
+
+pub fn check_size(len: usize) -> MongoResult<()> {
+    if len > wire::MAX_BSON_SIZE {
+        return Err(MongoError::new(
+            ErrorCode::BSONObjectTooLarge,
+            format!("object to insert too large. size in bytes: {len}, max size: {}", wire::MAX_BSON_SIZE),
+        ));
+    }
+    Ok(())
+}
+
+/// Commits `batch`, first marking `flips` indexes multikey in the same batch.
+fn commit(
+    engine: &dyn Engine,
+    catalog: &Catalog,
+    meta: &CollectionMeta,
+    mut batch: WriteBatch,
+    flips: &BTreeSet<usize>,
+    docs: &[&Document],
+) -> MongoResult<()> {
+    let updated = if flips.is_empty() {
+        None
+    } else {
+        let mut indexes = meta.indexes.clone();
+        for &n in flips {
+            indexes[n].multikey = true;
+        }
+        let m = meta.derive(indexes);
+        catalog.stage(&mut batch, &m);
+        Some(m)
+    };
+    match engine.write(&batch) {
+        Ok(()) => {
+            if let Some(m) = updated {
+                catalog.install(m);
+            }
+            Ok(())
+        }
+        Err(StorageError::KeyExists { table }) => Err(duplicate_key_error(meta, &table, docs)),
+        Err(e) => Err(storage_to_mongo(e)),
+    }
+}
+
+/// Builds MongoDB's E11000 error for the index that owns `table`.
+fn duplicate_key_error(meta: &CollectionMeta, table: &str, docs: &[&Document]) -> MongoError {
+    let (name, pattern) = if table == meta.table {
+        ("_id_".to_string(), doc! {"_id": 1})
+    } else {
+        match meta.indexes.iter().find(|i| i.table == table) {
+            Some(i) => (i.name.clone(), i.key.clone()),
+            None => ("unknown".to_string(), Document::new()),
+        }
+    };
+    // With one document we can say which value collided; a batch falls back to one-by-one.
+    let mut key_value = Document::new();
+    if let [d] = docs {
+        for (field, _) in &pattern {
+            let v = query::path::get_path(d, field).cloned().unwrap_or(Bson::Null);
+            key_value.insert(field.clone(), v);
+        }
+    }
+    let shown: Vec<String> = key_value.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    MongoError::new(
+        ErrorCode::DuplicateKey,
+        format!(
+            "E11000 duplicate key error collection: {} index: {} dup key: {{ {} }}",
+            meta.ns(),
+            name,
+            shown.join(", ")
+        ),
+    )
+    .with_extra(doc! {"keyPattern": pattern, "keyValue": key_value})
+}
+
+/// Inserts documents (each already has `_id`). Tries the whole batch as one transaction;
+/// on any failure it retries one document at a time so each error has its index.
+/// Returns one result per document, stopping at the first error when `ordered`.
+pub fn insert_documents(
+    engine: &dyn Engine,
+    catalog: &Catalog,
+    meta: &CollectionMeta,
+    docs: &[Document],
+    ordered: bool,
+) -> Vec<(usize, MongoError)> {
+    let mut batch = WriteBatch::default();
+    let mut flips = BTreeSet::new();
+    let mut staged_ok = true;
+    for d in docs {
+        match stage_insert(meta, d, &mut batch) {
+            Ok(f) => flips.extend(f),
+            Err(_) => {
+                staged_ok = false;
+                break;
+            }
+        }
+    }
+    if staged_ok && docs.len() > 1 && commit(engine, catalog, meta, batch, &flips, &[]).is_ok() {
+        return Vec::new();
+    }
+    let mut errors = Vec::new();
+    for (i, d) in docs.iter().enumerate() {
+        let mut batch = WriteBatch::default();
+        let result = stage_insert(meta, d, &mut batch).and_then(|f| {
+            // The catalog may have changed after an earlier document flipped an index.
+            let current = catalog.get(&meta.ns());
+            let m = current.as_deref().unwrap_or(meta);
+            let flips: BTreeSet<usize> = f.into_iter().filter(|&n| !m.indexes.get(n).is_some_and(|x| x.multikey)).collect();
+            commit(engine, catalog, m, batch, &flips, &[d])
+        });
+        if let Err(e) = result {
+            errors.push((i, e));
+            if ordered {
+                break;
+            }
+        }
+    }
+    errors
+}
+
+/// Replaces `old` by `new` (same `_id`), maintaining only the index entries that changed.
+pub fn replace_document(
+    engine: &dyn Engine,
+    catalog: &Catalog,
+    meta: &CollectionMeta,
+    old: &Document,
+    new: &Document,
+) -> MongoResult<()> {
+    let id = old.get("_id").ok_or_else(|| MongoError::internal("document without _id"))?;
+    let rk = id_key(id);
+    let bytes = bson::to_vec(new).map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+    check_size(bytes.len())?;
+    let mut batch = WriteBatch::default();
+    let mut flips = BTreeSet::new();
+    for (n, index) in meta.indexes.iter().enumerate() {
+        let (before, _) = entries(index, old, &rk)?;
+        let (after, multikey) = entries(index, new, &rk)?;
+        if multikey && !index.multikey {
+            flips.insert(n);
+        }
+        for k in before.difference(&after) {
+            batch.delete(&index.table, k.clone());
+        }
+        for k in after.difference(&before) {
+            if index.unique {
+                batch.insert(&index.table, k.clone(), rk.clone());
+            } else {
+                batch.put(&index.table, k.clone(), rk.clone());
+            }
+        }
+    }
+    batch.put(&meta.table, rk, bytes);
+    commit(engine, catalog, meta, batch, &flips, &[new])
+}
+
+pub fn delete_document(engine: &dyn Engine, meta: &CollectionMeta, old: &Document) -> MongoResult<()> {
+    let id = old.get("_id").ok_or_else(|| MongoError::internal("document without _id"))?;
+    let rk = id_key(id);
+    let mut batch = WriteBatch::default();
+    for index in &meta.indexes {
+        let (keys, _) = entries(index, old, &rk)?;
+        for k in keys {
+            batch.delete(&index.table, k);
+        }
+    }
+    batch.delete(&meta.table, rk);
+    engine.write(&batch).map_err(storage_to_mongo)
+}
+
+/// Builds a new index over the existing documents. Fails with E11000 on a unique violation.
+pub fn build_index(engine: &dyn Engine, meta: &CollectionMeta, index: &mut IndexMeta) -> MongoResult<()> {
+    engine.create_table(&index.table).map_err(storage_to_mongo)?;
+    let mut resume: Option<Vec<u8>> = None;
+    loop {
+        let range = match &resume {
+            None => storage::KeyRange::all(),
+            Some(k) => storage::KeyRange { start: std::ops::Bound::Excluded(k.clone()), end: std::ops::Bound::Unbounded },
+        };
+        let page = engine.scan(&meta.table, &range, false, 512).map_err(storage_to_mongo)?;
+        if page.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        let mut docs = Vec::with_capacity(page.len());
+        for (rk, value) in &page {
+            let d = decode_document(value)?;
+            let (keys, multikey) = entries(index, &d, rk)?;
+            index.multikey |= multikey;
+            for k in keys {
+                if index.unique {
+                    batch.insert(&index.table, k, rk.clone());
+                } else {
+                    batch.put(&index.table, k, rk.clone());
+                }
+            }
+            docs.push(d);
+        }
+        match engine.write(&batch) {
+            Ok(()) => {}
+            Err(StorageError::KeyExists { .. }) => {
+                let probe = meta.derive(vec![index.clone()]);
+                let culprit = find_duplicate(index, &docs);
+                let refs: Vec<&Document> = culprit.iter().collect();
+                return Err(duplicate_key_error(&probe, &index.table, &refs));
+            }
+            Err(e) => return Err(storage_to_mongo(e)),
+        }
+        resume = page.last().map(|(k, _)| k.clone());
+    }
+}
+
+/// Best effort: the document whose key collides, so the E11000 message can name the value.
+fn find_duplicate(index: &IndexMeta, docs: &[Document]) -> Option<Document> {
+    let mut seen = BTreeSet::new();
+    for d in docs {
+        for k in index_keys(index, d).ok()? {
+            if !seen.insert(crate::keys::encode_index_prefix(index, &k)) {
+                return Some(d.clone());
+            }
+        }
+    }
+    docs.first().cloned()
+}
+
+pub fn decode_document(bytes: &[u8]) -> MongoResult<Document> {
+    Document::from_reader(&mut &bytes[..]).map_err(|e| MongoError::internal(format!("corrupt document: {e}")))
+}
