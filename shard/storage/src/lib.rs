@@ -1,1 +1,247 @@
+//! Bulwark's storage layer: ordered byte tables behind the [`Engine`] trait.
+//!
+//! Two implementations share one contract, checked by [`conformance`]:
+//! * [`WiredTigerEngine`] — the production engine, embedded WiredTiger through `wiredtiger-sys`.
+//! * [`MemoryEngine`] — `BTreeMap`s behind a lock, for tests and as the reference behaviour.
+//!
+//! [`rawbench`] measures the WiredTiger baseline directly and through the trait, so the
+//! overhead of this layer stays visible.
 
+use std::ops::Bound;
+
+pub mod conformance;
+mod memory;
+pub mod rawbench;
+mod wt;
+
+pub use memory::MemoryEngine;
+pub use wt::{WiredTigerEngine, WtOptions, DEFAULT_CHECKPOINT_INTERVAL};
+
+pub type Result<T> = std::result::Result<T, StorageError>;
+
+/// The crate's one error type.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// A `WriteOp::Insert` found its key already present; the whole batch was rolled back.
+    #[error("duplicate key in table {table}")]
+    KeyExists { table: String },
+    #[error("no such table: {0}")]
+    NoSuchTable(String),
+    /// Any other WiredTiger failure, with WiredTiger's own code and message.
+    #[error("wiredtiger error {code}: {message}")]
+    WiredTiger { code: i32, message: String },
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A range of keys. Bounds compare bytewise (the order of `[u8]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRange {
+    pub start: Bound<Vec<u8>>,
+    pub end: Bound<Vec<u8>>,
+}
+
+impl KeyRange {
+    /// Every key.
+    pub fn all() -> Self {
+        KeyRange {
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+        }
+    }
+
+    /// Every key that starts with `prefix`.
+    pub fn prefix(prefix: &[u8]) -> Self {
+        KeyRange {
+            start: Bound::Included(prefix.to_vec()),
+            end: match prefix_successor(prefix) {
+                Some(s) => Bound::Excluded(s),
+                None => Bound::Unbounded,
+            },
+        }
+    }
+
+    /// `true` if `key` lies within the range.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        !self.before_start(key) && !self.after_end(key)
+    }
+
+    /// `true` if `key` sorts before the start bound.
+    pub(crate) fn before_start(&self, key: &[u8]) -> bool {
+        match &self.start {
+            Bound::Unbounded => false,
+            Bound::Included(s) => key < s.as_slice(),
+            Bound::Excluded(s) => key <= s.as_slice(),
+        }
+    }
+
+    /// `true` if `key` sorts after the end bound.
+    pub(crate) fn after_end(&self, key: &[u8]) -> bool {
+        match &self.end {
+            Bound::Unbounded => false,
+            Bound::Included(e) => key > e.as_slice(),
+            Bound::Excluded(e) => key >= e.as_slice(),
+        }
+    }
+}
+
+/// The smallest key greater than every key with this prefix, or `None` if there is none
+/// (empty prefix or all `0xff`).
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut s = prefix.to_vec();
+    while let Some(last) = s.pop() {
+        if last != 0xff {
+            s.push(last + 1);
+            return Some(s);
+        }
+    }
+    None
+}
+
+/// One change inside a [`WriteBatch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOp {
+    /// Insert or overwrite.
+    Put {
+        table: String,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    /// Insert; fails the whole batch with [`StorageError::KeyExists`] if the key is present
+    /// (including when an earlier op of the same batch wrote it).
+    Insert {
+        table: String,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    /// Remove; removing an absent key is not an error.
+    Delete { table: String, key: Vec<u8> },
+}
+
+impl WriteOp {
+    pub fn table(&self) -> &str {
+        match self {
+            WriteOp::Put { table, .. }
+            | WriteOp::Insert { table, .. }
+            | WriteOp::Delete { table, .. } => table,
+        }
+    }
+}
+
+/// Ops applied in order, atomically, by [`Engine::write`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    pub ops: Vec<WriteOp>,
+}
+
+impl WriteBatch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn put(
+        &mut self,
+        table: impl Into<String>,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+    ) -> &mut Self {
+        self.ops.push(WriteOp::Put {
+            table: table.into(),
+            key: key.into(),
+            value: value.into(),
+        });
+        self
+    }
+
+    pub fn insert(
+        &mut self,
+        table: impl Into<String>,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+    ) -> &mut Self {
+        self.ops.push(WriteOp::Insert {
+            table: table.into(),
+            key: key.into(),
+            value: value.into(),
+        });
+        self
+    }
+
+    pub fn delete(&mut self, table: impl Into<String>, key: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops.push(WriteOp::Delete {
+            table: table.into(),
+            key: key.into(),
+        });
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableStats {
+    /// Number of key/value pairs.
+    pub entries: u64,
+    /// Sum of key and value lengths (logical bytes, not on-disk size).
+    pub bytes: u64,
+}
+
+/// An ordered key/value store of named tables.
+///
+/// Every method may be called from any thread concurrently. Operations on a table that does
+/// not exist fail with [`StorageError::NoSuchTable`] (except `create_table`/`drop_table`).
+pub trait Engine: Send + Sync + 'static {
+    /// Creates the table; creating an existing table is a no-op.
+    fn create_table(&self, name: &str) -> Result<()>;
+    /// Drops the table and its data; dropping a missing table is a no-op.
+    fn drop_table(&self, name: &str) -> Result<()>;
+    /// All table names, sorted.
+    fn list_tables(&self) -> Result<Vec<String>>;
+    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Up to `limit` entries in key order (reverse: descending) within range.
+    /// `limit == 0` returns nothing; pass `usize::MAX` for no limit.
+    fn scan(
+        &self,
+        table: &str,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Applies all ops atomically in one transaction (all or nothing).
+    fn write(&self, batch: &WriteBatch) -> Result<()>;
+    fn stats(&self, table: &str) -> Result<TableStats>;
+    /// Makes everything written so far durable in the data files (a no-op in memory).
+    fn checkpoint(&self) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_range() {
+        let r = KeyRange::prefix(b"ab");
+        assert!(r.contains(b"ab"));
+        assert!(r.contains(b"ab\xff\xff"));
+        assert!(!r.contains(b"ac"));
+        assert!(!r.contains(b"aa\xff"));
+        let r = KeyRange::prefix(b"a\xff");
+        assert_eq!(r.end, Bound::Excluded(b"b".to_vec()));
+        assert_eq!(KeyRange::prefix(b"\xff\xff").end, Bound::Unbounded);
+        assert_eq!(
+            KeyRange::prefix(b""),
+            KeyRange {
+                start: Bound::Included(vec![]),
+                end: Bound::Unbounded
+            }
+        );
+    }
+}

@@ -1,0 +1,746 @@
+//! The WiredTiger engine.
+//!
+//! Concurrency design (see `shared/field-reports/wiredtiger-per-session-cursor-count.txt`):
+//! WiredTiger sessions are single-threaded, and anything shared that every operation
+//! writes to (a pool lock, an atomic counter) turns into a cache-line ping-pong at a few
+//! threads. So each calling thread gets its own [`SessionSlot`]: a `WT_SESSION` plus the
+//! cursors it has opened, cached per table and reused for the thread's lifetime. The hot
+//! path touches only thread-local data and the slot's own mutex, which no other thread
+//! takes except `drop_table` and engine shutdown (both rare). The slot is found through
+//! a thread-local list keyed by engine id, so several engines can coexist in one process.
+//!
+//! Writes run in one snapshot transaction per batch and are retried on `WT_ROLLBACK`
+//! (WiredTiger rolls back the oldest transaction under eviction pressure even with a
+//! single writer, and two writers of one key conflict).
+
+mod ffi;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::{Engine, KeyRange, Result, StorageError, TableStats, WriteBatch, WriteOp};
+pub(crate) use ffi::{Code, Connection, Cursor, Session};
+
+/// How often the background thread checkpoints unless told otherwise.
+pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Connection options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WtOptions {
+    /// WiredTiger cache size in MiB.
+    pub cache_mb: usize,
+    /// Write-ahead logging. Off once the Raft log is the only WAL: then a crash loses
+    /// everything since the last checkpoint, and recovery replays Raft.
+    pub log: bool,
+    /// fsync the log at each commit (only meaningful with `log`).
+    pub sync: bool,
+}
+
+impl Default for WtOptions {
+    fn default() -> Self {
+        WtOptions {
+            cache_mb: 256,
+            log: true,
+            sync: false,
+        }
+    }
+}
+
+impl WtOptions {
+    /// The `wiredtiger_open` configuration string.
+    pub fn config_string(&self) -> String {
+        format!(
+            "create,cache_size={}M,log=(enabled={}),transaction_sync=(enabled={},method=fsync),\
+             session_max=1024",
+            self.cache_mb.max(1),
+            self.log,
+            self.log && self.sync,
+        )
+    }
+}
+
+/// Every data session uses snapshot isolation, so a scan sees one consistent state.
+/// WiredTiger's own cursor cache is off: we cache cursors ourselves, and its cached
+/// handles would make `drop` fail with EBUSY.
+const SESSION_CONFIG: &str = "isolation=snapshot,cache_cursors=false";
+const TABLE_CONFIG: &str = "key_format=u,value_format=u";
+/// Prefix of our table URIs; it keeps user names clear of WiredTiger's reserved names.
+const URI_PREFIX: &str = "table:b_";
+
+pub struct WiredTigerEngine {
+    inner: Arc<Inner>,
+    checkpointer: Option<Checkpointer>,
+}
+
+struct Inner {
+    /// Distinguishes engines in the thread-local session lists. Ids are never reused.
+    id: u64,
+    /// Every slot ever handed to a thread; used only by `drop_table` and shutdown.
+    slots: Mutex<Vec<Arc<SessionSlot>>>,
+    /// Serializes create/drop and guards the session they use.
+    ddl: Mutex<Session>,
+    /// Declared last: dropped after every session above is closed.
+    conn: Connection,
+}
+
+/// One thread's session. `None` once closed (thread exit or engine shutdown).
+struct SessionSlot {
+    state: Mutex<Option<SessionState>>,
+    /// Set when the state is gone for good, so threads can prune their lists.
+    closed: AtomicBool,
+}
+
+struct SessionState {
+    /// Declared before `session` so the cursors close first.
+    cursors: HashMap<String, TableCursors>,
+    keys: KeyBuf,
+    session: Session,
+}
+
+struct TableCursors {
+    /// `overwrite=true`: put, delete, get, scan.
+    main: Cursor,
+    /// `overwrite=false`, opened on first `Insert`: fails with WT_DUPLICATE_KEY.
+    insert: Option<Cursor>,
+}
+
+static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    static THREAD_SESSIONS: ThreadSessions = const { ThreadSessions(RefCell::new(Vec::new())) };
+}
+
+/// This thread's slots, one per engine it has used.
+struct ThreadSessions(RefCell<Vec<(u64, Arc<SessionSlot>)>>);
+
+impl Drop for ThreadSessions {
+    /// Thread exit: close our sessions (if their engines are still open) so they don't
+    /// accumulate in the connection. The slot lock orders this against engine shutdown.
+    fn drop(&mut self) {
+        for (_, slot) in self.0.get_mut().drain(..) {
+            slot.close();
+        }
+    }
+}
+
+impl SessionSlot {
+    fn close(&self) {
+        let state = self.state.lock().take();
+        self.closed.store(true, Ordering::Release);
+        drop(state);
+    }
+}
+
+impl WiredTigerEngine {
+    /// Opens (creating if needed) a database in `dir` with logging on and no fsync.
+    pub fn open(dir: &Path, cache_mb: usize) -> Result<Self> {
+        Self::open_with(
+            dir,
+            WtOptions {
+                cache_mb,
+                ..WtOptions::default()
+            },
+        )
+    }
+
+    pub fn open_with(dir: &Path, options: WtOptions) -> Result<Self> {
+        Self::open_with_interval(dir, options, Some(DEFAULT_CHECKPOINT_INTERVAL))
+    }
+
+    /// `checkpoint_interval: None` disables the background checkpoint thread.
+    pub fn open_with_interval(
+        dir: &Path,
+        options: WtOptions,
+        checkpoint_interval: Option<Duration>,
+    ) -> Result<Self> {
+        // wiredtiger_open fails with a misleading salvage message on a missing directory.
+        std::fs::create_dir_all(dir)?;
+        let conn = Connection::open(dir, &options.config_string())
+            .map_err(|c| wt_error(c, "wiredtiger_open"))?;
+        let ddl = conn
+            .open_session(SESSION_CONFIG)
+            .map_err(|c| wt_error(c, "open_session"))?;
+        let inner = Arc::new(Inner {
+            id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
+            slots: Mutex::new(Vec::new()),
+            ddl: Mutex::new(ddl),
+            conn,
+        });
+        let checkpointer = match checkpoint_interval {
+            Some(every) => Some(Checkpointer::start(Arc::downgrade(&inner), every)?),
+            None => None,
+        };
+        tracing::info!(dir = %dir.display(), ?options, "opened WiredTiger");
+        Ok(WiredTigerEngine {
+            inner,
+            checkpointer,
+        })
+    }
+}
+
+impl Drop for WiredTigerEngine {
+    fn drop(&mut self) {
+        // Stop the checkpointer first; it holds only a Weak, so `inner` then drops here.
+        if let Some(c) = self.checkpointer.take() {
+            c.stop();
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Close every thread's session before the connection (field order closes `ddl`
+        // before `conn`). Threads still alive find their slot empty and prune it.
+        for slot in self.slots.get_mut().drain(..) {
+            slot.close();
+        }
+    }
+}
+
+impl Inner {
+    /// Runs `f` with this thread's session, opening it on first use.
+    fn with_session<R>(&self, f: impl FnOnce(&mut SessionState) -> Result<R>) -> Result<R> {
+        THREAD_SESSIONS.with(|ts| {
+            {
+                let list = ts.0.borrow();
+                if let Some((_, slot)) = list.iter().find(|(id, _)| *id == self.id) {
+                    let mut guard = slot.state.lock();
+                    if let Some(state) = guard.as_mut() {
+                        return f(state);
+                    }
+                }
+            }
+            let slot = self.register_thread(&mut ts.0.borrow_mut())?;
+            let mut guard = slot.state.lock();
+            let state = guard.as_mut().expect("freshly opened slot");
+            f(state)
+        })
+    }
+
+    #[cold]
+    fn register_thread(&self, list: &mut Vec<(u64, Arc<SessionSlot>)>) -> Result<Arc<SessionSlot>> {
+        list.retain(|(id, slot)| *id != self.id && !slot.closed.load(Ordering::Acquire));
+        let session = self
+            .conn
+            .open_session(SESSION_CONFIG)
+            .map_err(|c| wt_error(c, "open_session"))?;
+        let slot = Arc::new(SessionSlot {
+            state: Mutex::new(Some(SessionState {
+                cursors: HashMap::new(),
+                keys: KeyBuf::default(),
+                session,
+            })),
+            closed: AtomicBool::new(false),
+        });
+        let mut all = self.slots.lock();
+        all.retain(|s| !s.closed.load(Ordering::Acquire));
+        all.push(slot.clone());
+        list.push((self.id, slot.clone()));
+        Ok(slot)
+    }
+
+    fn checkpoint_with_new_session(&self) -> Result<()> {
+        let mut s = self
+            .conn
+            .open_session(SESSION_CONFIG)
+            .map_err(|c| wt_error(c, "open_session"))?;
+        s.checkpoint(None).map_err(|c| wt_error(c, "checkpoint"))
+    }
+}
+
+impl SessionState {
+    /// The cached cursors for `table` (opened on first use), with the session and key
+    /// buffer borrowed alongside.
+    fn table<'a>(&'a mut self, table: &'a str) -> Result<TableOps<'a>> {
+        // Two lookups instead of `entry` so the hot path doesn't allocate the key.
+        if !self.cursors.contains_key(table) {
+            let main = self
+                .session
+                .open_cursor(&table_uri(table), None)
+                .map_err(|c| open_error(c, table))?;
+            self.cursors
+                .insert(table.to_owned(), TableCursors { main, insert: None });
+        }
+        Ok(TableOps {
+            table,
+            cursors: self.cursors.get_mut(table).expect("just inserted"),
+            keys: &mut self.keys,
+            session: &mut self.session,
+        })
+    }
+
+    /// Runs the batch's ops inside an open transaction. Errors are returned raw so the
+    /// caller can tell a retryable rollback from a final failure.
+    fn apply(&mut self, batch: &WriteBatch) -> std::result::Result<(), OpError> {
+        for op in &batch.ops {
+            let mut t = self.table(op.table()).map_err(OpError::Final)?;
+            match op {
+                WriteOp::Put { key, value, .. } => t.put(key, value)?,
+                WriteOp::Insert { key, value, .. } => t.insert(key, value)?,
+                WriteOp::Delete { key, .. } => t.delete(key)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// WiredTiger rejects zero-length keys ("Empty keys not permitted"), but the trait allows
+/// them. Every stored key is therefore the user key behind one constant tag byte: order is
+/// unchanged (a common prefix), and the empty key becomes `[KEY_TAG]`. Encoding reuses a
+/// per-session buffer, so it costs a short memcpy and no allocation.
+const KEY_TAG: u8 = 0x01;
+
+#[derive(Default)]
+struct KeyBuf(Vec<u8>);
+
+impl KeyBuf {
+    fn encode(&mut self, key: &[u8]) -> &[u8] {
+        self.0.clear();
+        self.0.push(KEY_TAG);
+        self.0.extend_from_slice(key);
+        &self.0
+    }
+}
+
+fn decode_key(stored: &[u8]) -> &[u8] {
+    debug_assert_eq!(stored.first(), Some(&KEY_TAG), "key without tag byte");
+    stored.get(1..).unwrap_or_default()
+}
+
+/// One table's cursors plus what operating on them needs, borrowed from a `SessionState`.
+struct TableOps<'a> {
+    table: &'a str,
+    cursors: &'a mut TableCursors,
+    keys: &'a mut KeyBuf,
+    session: &'a mut Session,
+}
+
+impl TableOps<'_> {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> std::result::Result<(), OpError> {
+        let k = self.keys.encode(key);
+        self.cursors
+            .main
+            .insert(k, value)
+            .map_err(|e| OpError::wt(e, "insert"))
+    }
+
+    fn insert(&mut self, key: &[u8], value: &[u8]) -> std::result::Result<(), OpError> {
+        if self.cursors.insert.is_none() {
+            let c = self
+                .session
+                .open_cursor(&table_uri(self.table), Some("overwrite=false"))
+                .map_err(|c| OpError::Final(open_error(c, self.table)))?;
+            self.cursors.insert = Some(c);
+        }
+        let c = self.cursors.insert.as_mut().expect("just opened");
+        match c.insert(self.keys.encode(key), value) {
+            Ok(()) => Ok(()),
+            Err(Code::DUPLICATE_KEY) => Err(OpError::Final(StorageError::KeyExists {
+                table: self.table.to_owned(),
+            })),
+            Err(e) => Err(OpError::wt(e, "insert")),
+        }
+    }
+
+    fn delete(&mut self, key: &[u8]) -> std::result::Result<(), OpError> {
+        match self.cursors.main.remove(self.keys.encode(key)) {
+            Ok(()) | Err(Code::NOTFOUND) => Ok(()),
+            Err(e) => Err(OpError::wt(e, "remove")),
+        }
+    }
+
+    /// Auto-commit point read (no explicit transaction: one search is atomic anyway).
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let c = &mut self.cursors.main;
+        let k = self.keys.encode(key);
+        // Even an auto-commit read can be picked as an eviction victim.
+        let r = retry_on_rollback(|| match c.search(k) {
+            Ok(v) => Ok(v.map(<[u8]>::to_vec)),
+            Err(e) => Err(OpError::wt(e, "search")),
+        });
+        // Release the page the cursor pins; also drops WiredTiger's pointer to our key.
+        reset(c)?;
+        r
+    }
+
+    /// Runs `read` over the main cursor inside one snapshot transaction, retried on
+    /// rollback. Read-only, so the transaction ends with a (cheap) rollback, which also
+    /// resets the cursor.
+    fn in_snapshot<R>(
+        &mut self,
+        mut read: impl FnMut(&mut Cursor, &mut KeyBuf) -> ffi::WtResult<R>,
+    ) -> Result<R> {
+        let TableOps {
+            cursors,
+            keys,
+            session,
+            ..
+        } = self;
+        retry_on_rollback(|| {
+            session
+                .begin()
+                .map_err(|e| OpError::wt(e, "begin_transaction"))?;
+            let r = read(&mut cursors.main, keys);
+            let end = session.rollback();
+            let out = r.map_err(|e| OpError::wt(e, "read"))?;
+            end.map_err(|e| OpError::wt(e, "rollback_transaction"))?;
+            Ok(out)
+        })
+    }
+}
+
+/// Failure of one attempt at a transaction.
+enum OpError {
+    /// WT_ROLLBACK: roll back, back off, and run the whole transaction again.
+    Retry,
+    Final(StorageError),
+}
+
+impl OpError {
+    fn wt(code: Code, what: &str) -> OpError {
+        if code == Code::ROLLBACK {
+            OpError::Retry
+        } else {
+            OpError::Final(wt_error(code, what))
+        }
+    }
+}
+
+/// Runs `attempt` until it does not ask for a retry. Backoff grows from 10µs to 10ms with
+/// no deadline: a rollback means another transaction made progress, so we will too.
+fn retry_on_rollback<R>(mut attempt: impl FnMut() -> std::result::Result<R, OpError>) -> Result<R> {
+    let mut backoff = Duration::from_micros(10);
+    let mut tries: u64 = 0;
+    loop {
+        match attempt() {
+            Ok(r) => return Ok(r),
+            Err(OpError::Final(e)) => return Err(e),
+            Err(OpError::Retry) => {
+                tries += 1;
+                if tries >= 1024 && tries.is_power_of_two() {
+                    tracing::warn!(tries, "WiredTiger transaction still rolling back");
+                }
+                if tries > 2 {
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_millis(10));
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+}
+
+impl Engine for WiredTigerEngine {
+    fn create_table(&self, name: &str) -> Result<()> {
+        let uri = table_uri(name);
+        let mut ddl = self.inner.ddl.lock();
+        retry_busy(|| ddl.create(&uri, TABLE_CONFIG), "create")
+    }
+
+    fn drop_table(&self, name: &str) -> Result<()> {
+        let uri = table_uri(name);
+        let mut ddl = self.inner.ddl.lock();
+        // Every thread may hold a cached cursor on the table, and WiredTiger refuses to
+        // drop an object with open cursors (EBUSY). Lock every slot, close its cursors on
+        // this table, and drop while still holding the locks so none is reopened. A thread
+        // blocked here is never inside WiredTiger (it takes its lock before any call, and
+        // leaves no transaction open or cursor positioned when it releases it), so this
+        // cannot deadlock with WiredTiger's own locks. DDL is rare; the stall is short.
+        let slots = self.inner.slots.lock().clone();
+        let mut guards: Vec<_> = slots.iter().map(|s| s.state.lock()).collect();
+        for g in guards.iter_mut() {
+            if let Some(state) = g.as_mut() {
+                state.cursors.remove(name);
+            }
+        }
+        // force: succeed if the table does not exist.
+        let r = retry_busy(|| ddl.drop_object(&uri, "force=true"), "drop");
+        drop(guards);
+        r
+    }
+
+    fn list_tables(&self) -> Result<Vec<String>> {
+        self.inner.with_session(|st| {
+            let mut meta = st
+                .session
+                .open_cursor("metadata:", None)
+                .map_err(|c| wt_error(c, "open metadata cursor"))?;
+            let mut names = Vec::new();
+            while meta.next().map_err(|c| wt_error(c, "metadata next"))? {
+                let key = meta.key_str().map_err(|c| wt_error(c, "metadata key"))?;
+                if let Some(escaped) = key.strip_prefix(URI_PREFIX) {
+                    names.push(unescape_name(escaped));
+                }
+            }
+            names.sort();
+            Ok(names)
+        })
+    }
+
+    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.with_session(|st| st.table(table)?.get(key))
+    }
+
+    fn scan(
+        &self,
+        table: &str,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner.with_session(|st| {
+            let mut t = st.table(table)?; // reports a missing table even for limit 0
+            if limit == 0 {
+                return Ok(Vec::new());
+            }
+            t.in_snapshot(|c, keys| scan_cursor(c, keys, range, reverse, limit))
+        })
+    }
+
+    fn write(&self, batch: &WriteBatch) -> Result<()> {
+        if batch.ops.is_empty() {
+            return Ok(());
+        }
+        self.inner.with_session(|st| {
+            retry_on_rollback(|| {
+                st.session
+                    .begin()
+                    .map_err(|e| OpError::wt(e, "begin_transaction"))?;
+                match st.apply(batch) {
+                    // A failed commit has already rolled back; WT_ROLLBACK retries.
+                    Ok(()) => st
+                        .session
+                        .commit()
+                        .map_err(|e| OpError::wt(e, "commit_transaction")),
+                    Err(e) => {
+                        if let Err(code) = st.session.rollback() {
+                            return Err(OpError::Final(wt_error(code, "rollback_transaction")));
+                        }
+                        Err(e)
+                    }
+                }
+            })
+        })
+    }
+
+    /// Counts with a full scan in one snapshot: exact, but O(table). WiredTiger's
+    /// statistics cursor would be O(1), but its entry count is only maintained for
+    /// checkpointed pages, so it lags behind recent writes. Good enough until `stats`
+    /// shows up in a profile.
+    fn stats(&self, table: &str) -> Result<TableStats> {
+        self.inner.with_session(|st| {
+            st.table(table)?.in_snapshot(|c, _| {
+                let mut stats = TableStats::default();
+                while c.next()? {
+                    let k = decode_key(c.key()?).len();
+                    let v = c.value()?.len();
+                    stats.entries += 1;
+                    stats.bytes += (k + v) as u64;
+                }
+                Ok(stats)
+            })
+        })
+    }
+
+    fn checkpoint(&self) -> Result<()> {
+        self.inner.checkpoint_with_new_session()
+    }
+}
+
+/// Collects up to `limit` entries of `range` from an unpositioned cursor.
+fn scan_cursor(
+    c: &mut Cursor,
+    keys: &mut KeyBuf,
+    range: &KeyRange,
+    reverse: bool,
+    limit: usize,
+) -> ffi::WtResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    // Position on the first candidate; `search_near` lands on a neighbour of the bound,
+    // so step once if it landed on the wrong side (or on an excluded bound itself).
+    let mut more = if !reverse {
+        match &range.start {
+            Bound::Unbounded => c.next()?,
+            Bound::Included(s) => match c.search_near(keys.encode(s))? {
+                None => false,
+                Some(exact) if exact < 0 => c.next()?,
+                Some(_) => true,
+            },
+            Bound::Excluded(s) => match c.search_near(keys.encode(s))? {
+                None => false,
+                Some(exact) if exact <= 0 => c.next()?,
+                Some(_) => true,
+            },
+        }
+    } else {
+        match &range.end {
+            Bound::Unbounded => c.prev()?,
+            Bound::Included(e) => match c.search_near(keys.encode(e))? {
+                None => false,
+                Some(exact) if exact > 0 => c.prev()?,
+                Some(_) => true,
+            },
+            Bound::Excluded(e) => match c.search_near(keys.encode(e))? {
+                None => false,
+                Some(exact) if exact >= 0 => c.prev()?,
+                Some(_) => true,
+            },
+        }
+    };
+    while more && out.len() < limit {
+        let key = decode_key(c.key()?);
+        let outside = if reverse {
+            range.before_start(key)
+        } else {
+            range.after_end(key)
+        };
+        if outside {
+            break;
+        }
+        let key = key.to_vec();
+        let value = c.value()?.to_vec();
+        out.push((key, value));
+        more = if reverse { c.prev()? } else { c.next()? };
+    }
+    Ok(out)
+}
+
+fn reset(c: &mut Cursor) -> Result<()> {
+    c.reset().map_err(|e| wt_error(e, "cursor reset"))
+}
+
+/// Schema operations can meet EBUSY from a checkpoint or WiredTiger's handle sweep
+/// holding the table for a moment; retry those for up to ~10 s.
+fn retry_busy(mut op: impl FnMut() -> ffi::WtResult<()>, what: &str) -> Result<()> {
+    let mut backoff = Duration::from_millis(1);
+    let mut waited = Duration::ZERO;
+    loop {
+        match op() {
+            Ok(()) => return Ok(()),
+            Err(Code::EBUSY) if waited < Duration::from_secs(10) => {
+                std::thread::sleep(backoff);
+                waited += backoff;
+                backoff = (backoff * 2).min(Duration::from_millis(100));
+            }
+            Err(c) => return Err(wt_error(c, what)),
+        }
+    }
+}
+
+fn wt_error(code: Code, what: &str) -> StorageError {
+    StorageError::WiredTiger {
+        code: code.0,
+        message: format!("{what}: {}", code.message()),
+    }
+}
+
+fn open_error(code: Code, table: &str) -> StorageError {
+    if code == Code::ENOENT {
+        StorageError::NoSuchTable(table.to_owned())
+    } else {
+        wt_error(code, "open_cursor")
+    }
+}
+
+/// `table:b_<name>`, with every byte outside `[A-Za-z0-9_]` written as `-xx` (hex), so
+/// any name (dots, dollars, slashes) maps to a valid, reversible WiredTiger name.
+fn table_uri(name: &str) -> String {
+    let mut uri = String::with_capacity(URI_PREFIX.len() + name.len());
+    uri.push_str(URI_PREFIX);
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("-{b:02x}"));
+        }
+    }
+    uri
+}
+
+fn unescape_name(escaped: &str) -> String {
+    let bytes = escaped.as_bytes();
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'-' && i + 3 <= bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The periodic checkpoint thread. It holds a `Weak` so it never keeps the connection open.
+struct Checkpointer {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: JoinHandle<()>,
+}
+
+impl Checkpointer {
+    fn start(inner: Weak<Inner>, every: Duration) -> Result<Checkpointer> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let stop2 = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("wt-checkpoint".into())
+            .spawn(move || {
+                let (flag, cv) = &*stop2;
+                loop {
+                    {
+                        let mut stopped = flag.lock();
+                        if !*stopped {
+                            cv.wait_for(&mut stopped, every);
+                        }
+                        if *stopped {
+                            return;
+                        }
+                    }
+                    let Some(inner) = inner.upgrade() else { return };
+                    match inner.checkpoint_with_new_session() {
+                        Ok(()) => tracing::debug!("checkpoint done"),
+                        Err(e) => tracing::warn!(error = %e, "background checkpoint failed"),
+                    }
+                }
+            })?;
+        Ok(Checkpointer { stop, handle })
+    }
+
+    fn stop(self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+        if self.handle.join().is_err() {
+            tracing::error!("checkpoint thread panicked");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for name in ["plain", "db.coll", "a$b/c-d e", "WiredTiger", "ünï", "x-41"] {
+            let uri = table_uri(name);
+            let esc = uri.strip_prefix(URI_PREFIX).unwrap();
+            assert!(esc
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+            assert_eq!(unescape_name(esc), name);
+        }
+    }
+}

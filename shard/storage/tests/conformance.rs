@@ -1,0 +1,204 @@
+//! The conformance suite against both engines, plus WiredTiger-only durability tests.
+
+use std::path::Path;
+
+use storage::conformance;
+use storage::{
+    Engine, KeyRange, MemoryEngine, Result, TableStats, WiredTigerEngine, WriteBatch, WtOptions,
+};
+
+/// A WiredTiger engine in its own temporary directory, deleted after the engine closes.
+struct TempWt {
+    engine: WiredTigerEngine, // declared first: closes before the directory goes
+    _dir: tempfile::TempDir,
+}
+
+fn temp_wt() -> TempWt {
+    let dir = tempfile::tempdir().unwrap();
+    // A subdirectory that does not exist yet: the engine must create it.
+    let engine = WiredTigerEngine::open(&dir.path().join("db"), 64).unwrap();
+    TempWt { engine, _dir: dir }
+}
+
+impl Engine for TempWt {
+    fn create_table(&self, name: &str) -> Result<()> {
+        self.engine.create_table(name)
+    }
+    fn drop_table(&self, name: &str) -> Result<()> {
+        self.engine.drop_table(name)
+    }
+    fn list_tables(&self) -> Result<Vec<String>> {
+        self.engine.list_tables()
+    }
+    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.engine.get(table, key)
+    }
+    fn scan(
+        &self,
+        table: &str,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.engine.scan(table, range, reverse, limit)
+    }
+    fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.engine.write(batch)
+    }
+    fn stats(&self, table: &str) -> Result<TableStats> {
+        self.engine.stats(table)
+    }
+    fn checkpoint(&self) -> Result<()> {
+        self.engine.checkpoint()
+    }
+}
+
+#[test]
+fn memory_engine_conformance() {
+    conformance::run_all(&MemoryEngine::new);
+}
+
+#[test]
+fn wiredtiger_engine_conformance() {
+    conformance::run_all(&temp_wt);
+}
+
+fn fill(e: &impl Engine, n: u32) {
+    e.create_table("coll.a").unwrap();
+    e.create_table("idx$b").unwrap();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        let mut b = WriteBatch::new();
+        for &i in chunk {
+            b.insert(
+                "coll.a",
+                i.to_be_bytes().to_vec(),
+                vec![(i % 251) as u8; 200],
+            );
+            b.put("idx$b", format!("i{i}").into_bytes(), Vec::new());
+        }
+        e.write(&b).unwrap();
+    }
+}
+
+fn check(e: &impl Engine, n: u32) {
+    assert_eq!(
+        e.list_tables().unwrap(),
+        vec!["coll.a".to_string(), "idx$b".into()]
+    );
+    assert_eq!(
+        e.stats("coll.a").unwrap(),
+        TableStats {
+            entries: n as u64,
+            bytes: n as u64 * 204
+        }
+    );
+    assert_eq!(e.stats("idx$b").unwrap().entries, n as u64);
+    for i in [0, n / 2, n - 1] {
+        assert_eq!(
+            e.get("coll.a", &i.to_be_bytes()).unwrap(),
+            Some(vec![(i % 251) as u8; 200])
+        );
+    }
+    let last = e.scan("coll.a", &KeyRange::all(), true, 1).unwrap();
+    assert_eq!(last[0].0, (n - 1).to_be_bytes().to_vec());
+}
+
+fn reopen_test(dir: &Path, options: WtOptions, explicit_checkpoint: bool) {
+    let n = 5000;
+    {
+        let e = WiredTigerEngine::open_with(dir, options).unwrap();
+        fill(&e, n);
+        if explicit_checkpoint {
+            e.checkpoint().unwrap();
+        }
+        // A write after the checkpoint must survive too (log replay, or the close's own
+        // final checkpoint when logging is off).
+        let mut b = WriteBatch::new();
+        b.delete("coll.a", n.to_be_bytes().to_vec());
+        e.write(&b).unwrap();
+        // Use the engine from another thread too, so its session exists at close.
+        std::thread::scope(|s| {
+            s.spawn(|| check(&e, n));
+        });
+    }
+    let e = WiredTigerEngine::open_with(dir, options).unwrap();
+    check(&e, n);
+    // And it is writable after reopening.
+    let mut b = WriteBatch::new();
+    b.insert("coll.a", n.to_be_bytes().to_vec(), vec![0; 200]);
+    e.write(&b).unwrap();
+    e.drop_table("idx$b").unwrap();
+    drop(e);
+    let e = WiredTigerEngine::open_with(dir, options).unwrap();
+    assert_eq!(e.list_tables().unwrap(), vec!["coll.a".to_string()]);
+    assert_eq!(e.stats("coll.a").unwrap().entries, n as u64 + 1);
+}
+
+#[test]
+fn wiredtiger_reopen_persists_data_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    reopen_test(dir.path(), WtOptions::default(), false);
+}
+
+#[test]
+fn wiredtiger_reopen_persists_data_unlogged() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = WtOptions {
+        log: false,
+        ..WtOptions::default()
+    };
+    reopen_test(dir.path(), options, true);
+}
+
+#[test]
+fn wiredtiger_reopen_persists_data_synced() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = WtOptions {
+        sync: true,
+        cache_mb: 32,
+        ..WtOptions::default()
+    };
+    reopen_test(dir.path(), options, false);
+}
+
+/// Two engines in one process, used from the same threads, stay independent (the
+/// thread-local session lists are keyed by engine).
+#[test]
+fn wiredtiger_two_engines_one_thread() {
+    let a = temp_wt();
+    let b = temp_wt();
+    for e in [&a, &b] {
+        e.create_table("t").unwrap();
+    }
+    let mut w = WriteBatch::new();
+    w.put("t", b"k".to_vec(), b"a".to_vec());
+    a.write(&w).unwrap();
+    assert_eq!(b.get("t", b"k").unwrap(), None);
+    drop(a);
+    // The first engine's sessions are gone; the second still works on this thread.
+    b.write(&w).unwrap();
+    assert_eq!(b.get("t", b"k").unwrap(), Some(b"a".to_vec()));
+    let c = temp_wt();
+    c.create_table("t").unwrap();
+    assert_eq!(c.get("t", b"k").unwrap(), None);
+}
+
+/// Many short-lived threads: each opens a session that must be closed at thread exit,
+/// or the connection would run out of sessions.
+#[test]
+fn wiredtiger_thread_churn_closes_sessions() {
+    // More threads than the connection's session_max (1024), one after another.
+    const ROUNDS: u32 = 1100;
+    let e = temp_wt();
+    e.create_table("t").unwrap();
+    for round in 0..ROUNDS {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut b = WriteBatch::new();
+                b.put("t", round.to_be_bytes().to_vec(), b"v".to_vec());
+                e.write(&b).unwrap();
+            });
+        });
+    }
+    assert_eq!(e.stats("t").unwrap().entries, ROUNDS as u64);
+}
