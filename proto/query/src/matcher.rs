@@ -1,20 +1,2028 @@
 //! Query filter matching (owner: query-core helper).
-use bson::Document;
-use crate::MongoResult;
+//!
+//! A filter is parsed once into a tree of [`Node`]s; leaves are predicates on a dotted
+//! path. Matching follows MongoDB's array semantics (see [`crate::path::traverse`]):
+//! most predicates match when *any* value reached through the path (the value itself,
+//! or an element of an array at the end of the path) satisfies them; `$size`,
+//! `$elemMatch` and `$exists` look only at the values themselves; `$ne`, `$nin` and `$not`
+//! negate the whole positive predicate. A missing field behaves like null for equality.
+//!
+//! Not supported: `$where` and `$text` (errors), geospatial operators (BadValue),
+//! regex features the `regex` crate lacks (look-around, back-references: BadValue at parse).
+// MongoError is the shared, deliberately rich error type; boxing it is a crate-wide decision.
+#![allow(clippy::result_large_err)]
+use std::cmp::Ordering;
+
+use bson::{Bson, Document};
+
+use crate::order::{self, compare, type_rank, values_equal};
+use crate::path::{self, PathValue};
+use crate::{ErrorCode, MongoError, MongoResult};
 
 /// A parsed query filter. Parse once, match many documents.
 #[derive(Debug, Clone)]
-pub struct Matcher {}
+pub struct Matcher {
+    kind: Kind,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    /// A filter over documents.
+    Filter(Node),
+    /// Operators applied to a bare value (`{$gte: 3}` in `$pull` / `$elemMatch`).
+    Value(Vec<Pred>),
+}
+
+#[derive(Debug, Clone)]
+enum Node {
+    And(Vec<Node>),
+    Or(Vec<Node>),
+    Nor(Vec<Node>),
+    Path(String, Vec<Pred>),
+    Expr(Box<crate::expr::Expr>),
+    Schema(Box<Schema>),
+    Const(bool),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CmpOp {
+    Gt,
+    Gte,
+    Lt,
+    Lte,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BitsOp {
+    AllSet,
+    AnySet,
+    AllClear,
+    AnyClear,
+}
+
+#[derive(Debug, Clone)]
+enum Pred {
+    Eq(Bson),
+    Cmp(CmpOp, Bson),
+    In { values: Vec<Bson>, regexes: Vec<Re> },
+    Exists(bool),
+    Type(Vec<TypeSel>),
+    Mod { divisor: i64, remainder: i64 },
+    Regex(Re),
+    Size(usize),
+    ElemMatchObj(Box<Node>),
+    ElemMatchVal(Vec<Pred>),
+    Bits(BitsOp, Vec<u32>),
+    Not(Vec<Pred>),
+    Never,
+}
+
+/// A compiled regular expression plus its MongoDB source (for regex-to-regex equality).
+#[derive(Debug, Clone)]
+pub struct Re {
+    pub pattern: String,
+    pub options: String,
+    compiled: regex::Regex,
+}
+
+impl Re {
+    /// Compiles a MongoDB (PCRE-style) regex with options `i m s x` (`u`, `l` accepted
+    /// and ignored).
+    pub fn new(pattern: &str, options: &str) -> MongoResult<Re> {
+        let mut flags = String::new();
+        for c in options.chars() {
+            match c {
+                'i' | 'm' | 's' | 'x' => {
+                    if !flags.contains(c) {
+                        flags.push(c)
+                    }
+                }
+                'u' | 'l' => {}
+                other => {
+                    return Err(MongoError::location(
+                        51108,
+                        format!("invalid flag in regex options: {other}"),
+                    ))
+                }
+            }
+        }
+        let full = if flags.is_empty() {
+            pattern.to_string()
+        } else {
+            format!("(?{flags}){pattern}")
+        };
+        let compiled = regex::Regex::new(&full).map_err(|e| {
+            MongoError::location(51091, format!("Regular expression is invalid: {e}"))
+        })?;
+        Ok(Re {
+            pattern: pattern.to_string(),
+            options: options.to_string(),
+            compiled,
+        })
+    }
+
+    pub fn is_match(&self, s: &str) -> bool {
+        self.compiled.is_match(s)
+    }
+
+    /// Regex match against a value: strings and symbols by the regex, regex values by
+    /// equality of pattern and options; everything else does not match.
+    pub fn matches_value(&self, v: &Bson) -> bool {
+        match v {
+            Bson::String(s) | Bson::Symbol(s) => self.is_match(s),
+            Bson::RegularExpression(r) => r.pattern == self.pattern && r.options == self.options,
+            _ => false,
+        }
+    }
+}
+
+/// A `$type` selector: a BSON type code, or the "number" alias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypeSel {
+    Code(i32),
+    Number,
+}
+
+/// The BSON type code of a value (`$type` numbering: double 1 ... decimal 19, minKey -1,
+/// maxKey 127).
+pub fn bson_type_code(v: &Bson) -> i32 {
+    match v {
+        Bson::Double(_) => 1,
+        Bson::String(_) => 2,
+        Bson::Document(_) => 3,
+        Bson::Array(_) => 4,
+        Bson::Binary(_) => 5,
+        Bson::Undefined => 6,
+        Bson::ObjectId(_) => 7,
+        Bson::Boolean(_) => 8,
+        Bson::DateTime(_) => 9,
+        Bson::Null => 10,
+        Bson::RegularExpression(_) => 11,
+        Bson::DbPointer(_) => 12,
+        Bson::JavaScriptCode(_) => 13,
+        Bson::Symbol(_) => 14,
+        Bson::JavaScriptCodeWithScope(_) => 15,
+        Bson::Int32(_) => 16,
+        Bson::Timestamp(_) => 17,
+        Bson::Int64(_) => 18,
+        Bson::Decimal128(_) => 19,
+        Bson::MinKey => -1,
+        Bson::MaxKey => 127,
+    }
+}
+
+const TYPE_ALIASES: &[(&str, i32)] = &[
+    ("double", 1),
+    ("string", 2),
+    ("object", 3),
+    ("array", 4),
+    ("binData", 5),
+    ("undefined", 6),
+    ("objectId", 7),
+    ("bool", 8),
+    ("date", 9),
+    ("null", 10),
+    ("regex", 11),
+    ("dbPointer", 12),
+    ("javascript", 13),
+    ("symbol", 14),
+    ("javascriptWithScope", 15),
+    ("int", 16),
+    ("timestamp", 17),
+    ("long", 18),
+    ("decimal", 19),
+    ("minKey", -1),
+    ("maxKey", 127),
+];
+
+/// The BSON type name (`$type` alias) of a value, e.g. "int", "object".
+pub fn bson_type_name(v: &Bson) -> &'static str {
+    let code = bson_type_code(v);
+    TYPE_ALIASES
+        .iter()
+        .find(|(_, c)| *c == code)
+        .map(|(n, _)| *n)
+        .unwrap_or("unknown")
+}
+
+/// Parses one `$type` argument (code or alias).
+pub fn parse_type_selector(v: &Bson) -> MongoResult<TypeSel> {
+    match v {
+        Bson::String(s) => {
+            if s == "number" {
+                return Ok(TypeSel::Number);
+            }
+            TYPE_ALIASES
+                .iter()
+                .find(|(n, _)| n == s)
+                .map(|(_, c)| TypeSel::Code(*c))
+                .ok_or_else(|| MongoError::bad_value(format!("Unknown type name alias: {s}")))
+        }
+        n if order::is_number(n) => {
+            let code = order::as_i64_exact(n).ok_or_else(|| {
+                MongoError::bad_value(format!("Invalid numerical type code: {n}"))
+            })?;
+            if (1..=19).contains(&code) || code == -1 || code == 127 {
+                Ok(TypeSel::Code(code as i32))
+            } else {
+                Err(MongoError::bad_value(format!(
+                    "Invalid numerical type code: {code}"
+                )))
+            }
+        }
+        _ => Err(MongoError::type_mismatch(
+            "type must be represented as a number or a string",
+        )),
+    }
+}
+
+impl TypeSel {
+    pub fn matches(&self, v: &Bson) -> bool {
+        match self {
+            TypeSel::Number => order::is_number(v),
+            TypeSel::Code(c) => bson_type_code(v) == *c,
+        }
+    }
+}
+
+/// Truthiness as `$expr` / `$cond` see it: false, null, undefined, numeric zero are false.
+pub fn is_truthy(v: &Bson) -> bool {
+    match v {
+        Bson::Boolean(b) => *b,
+        Bson::Null | Bson::Undefined => false,
+        Bson::Int32(i) => *i != 0,
+        Bson::Int64(i) => *i != 0,
+        Bson::Double(d) => *d != 0.0,
+        Bson::Decimal128(_) => order::as_f64(v).is_some_and(|d| d != 0.0),
+        _ => true,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Parsing
+// ---------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy)]
+struct Ctx {
+    /// Inside `$elemMatch` (where `$expr` and `$where` are not allowed).
+    in_elem_match: bool,
+}
+
+fn is_operator_doc(d: &Document) -> bool {
+    match d.keys().next() {
+        Some(k) => k.starts_with('$') && !matches!(k.as_str(), "$ref" | "$id" | "$db"),
+        None => false,
+    }
+}
+
+fn parse_filter(filter: &Document, ctx: Ctx) -> MongoResult<Node> {
+    let mut children = Vec::new();
+    for (k, v) in filter {
+        if let Some(op) = k.strip_prefix('$') {
+            match op {
+                "and" | "or" | "nor" => {
+                    let list = parse_logical_list(k, v, ctx)?;
+                    children.push(match op {
+                        "and" => Node::And(list),
+                        "or" => Node::Or(list),
+                        _ => Node::Nor(list),
+                    });
+                }
+                "expr" => {
+                    if ctx.in_elem_match {
+                        return Err(MongoError::new(
+                            ErrorCode::QueryFeatureNotAllowed,
+                            "$expr can only be applied to the top-level document",
+                        ));
+                    }
+                    children.push(Node::Expr(Box::new(crate::expr::Expr::parse(v)?)));
+                }
+                "jsonSchema" => {
+                    let Bson::Document(d) = v else {
+                        return Err(MongoError::type_mismatch("$jsonSchema must be an object"));
+                    };
+                    children.push(Node::Schema(Box::new(Schema::parse(d)?)));
+                }
+                "comment" => {}
+                "alwaysTrue" | "alwaysFalse" => {
+                    if order::as_i64_exact(v) != Some(1) {
+                        return Err(MongoError::failed_to_parse(format!("{k} must be an integer value of 1")));
+                    }
+                    children.push(Node::Const(op == "alwaysTrue"));
+                }
+                "where" => return Err(MongoError::bad_value("$where is not allowed in this context")),
+                "text" => {
+                    return Err(MongoError::new(ErrorCode::IndexNotFound, "text index required for $text query"))
+                }
+                _ => {
+                    return Err(MongoError::bad_value(format!(
+                        "unknown top level operator: {k}. If you have a field name that starts with a '$' symbol, consider using $getField or $setField."
+                    )))
+                }
+            }
+        } else {
+            children.push(Node::Path(k.clone(), parse_path_value(v)?));
+        }
+    }
+    Ok(if children.len() == 1 {
+        children.pop().expect("one child")
+    } else {
+        Node::And(children)
+    })
+}
+
+fn parse_logical_list(op: &str, v: &Bson, ctx: Ctx) -> MongoResult<Vec<Node>> {
+    let Bson::Array(items) = v else {
+        return Err(MongoError::bad_value(format!("{op} must be an array")));
+    };
+    if items.is_empty() {
+        return Err(MongoError::bad_value(
+            "$and/$or/$nor must be a nonempty array",
+        ));
+    }
+    items
+        .iter()
+        .map(|item| match item {
+            Bson::Document(d) => parse_filter(d, ctx),
+            _ => Err(MongoError::bad_value(
+                "$or/$and/$nor entries need to be full objects",
+            )),
+        })
+        .collect()
+}
+
+/// The predicates for `{path: v}`.
+fn parse_path_value(v: &Bson) -> MongoResult<Vec<Pred>> {
+    match v {
+        Bson::Document(d) if is_operator_doc(d) => parse_operators(d),
+        Bson::RegularExpression(r) => Ok(vec![Pred::Regex(Re::new(&r.pattern, &r.options)?)]),
+        other => Ok(vec![Pred::Eq(other.clone())]),
+    }
+}
+
+fn number_arg(v: &Bson) -> Option<i64> {
+    match v {
+        Bson::Int32(i) => Some(*i as i64),
+        Bson::Int64(i) => Some(*i),
+        Bson::Double(d) if d.is_finite() => Some(d.trunc() as i64),
+        Bson::Decimal128(_) => order::as_f64(v)
+            .filter(|d| d.is_finite())
+            .map(|d| d.trunc() as i64),
+        _ => None,
+    }
+}
+
+fn parse_in_list(op: &str, v: &Bson) -> MongoResult<Pred> {
+    let Bson::Array(items) = v else {
+        return Err(MongoError::bad_value(format!("{op} needs an array")));
+    };
+    let mut values = Vec::new();
+    let mut regexes = Vec::new();
+    for item in items {
+        match item {
+            Bson::RegularExpression(r) => regexes.push(Re::new(&r.pattern, &r.options)?),
+            Bson::Document(d) if is_operator_doc(d) => {
+                return Err(MongoError::bad_value(format!("cannot nest $ under {op}")))
+            }
+            other => values.push(other.clone()),
+        }
+    }
+    Ok(Pred::In { values, regexes })
+}
+
+fn parse_bits_mask(op: &str, v: &Bson) -> MongoResult<Vec<u32>> {
+    match v {
+        Bson::Array(items) => items
+            .iter()
+            .map(|p| match order::as_i64_exact(p) {
+                Some(n) if (0..=i32::MAX as i64).contains(&n) => Ok(n as u32),
+                Some(_) => Err(MongoError::bad_value(format!(
+                    "bit positions must be >= 0 but got: {p}"
+                ))),
+                None => Err(MongoError::bad_value(format!(
+                    "bit positions must be an integer but got: {p}"
+                ))),
+            })
+            .collect(),
+        Bson::Binary(b) => {
+            let mut positions = Vec::new();
+            for (i, byte) in b.bytes.iter().enumerate() {
+                for bit in 0..8 {
+                    if byte & (1 << bit) != 0 {
+                        positions.push((i * 8 + bit) as u32);
+                    }
+                }
+            }
+            Ok(positions)
+        }
+        n if order::is_number(n) => match order::as_i64_exact(n) {
+            Some(m) if m >= 0 => Ok((0..63).filter(|b| m & (1 << b) != 0).collect()),
+            Some(_) => Err(MongoError::bad_value(format!(
+                "{op} takes a non-negative number"
+            ))),
+            None => Err(MongoError::bad_value(format!(
+                "{op} takes an integer value representable as a 64-bit integer: {n}"
+            ))),
+        },
+        _ => Err(MongoError::bad_value(format!(
+            "{op} takes an Array, a number, or a BinData but received: {v}"
+        ))),
+    }
+}
+
+fn parse_operators(d: &Document) -> MongoResult<Vec<Pred>> {
+    let mut preds = Vec::new();
+    // $regex and $options pair up regardless of their order.
+    let regex_arg = d.get("$regex");
+    let options_arg = d.get("$options");
+    if options_arg.is_some() && regex_arg.is_none() {
+        return Err(MongoError::bad_value("$options needs a $regex"));
+    }
+    for (k, v) in d {
+        if !k.starts_with('$') {
+            return Err(MongoError::bad_value(format!("unknown operator: {k}")));
+        }
+        match k.as_str() {
+            "$eq" => preds.push(Pred::Eq(v.clone())),
+            "$ne" => {
+                if matches!(v, Bson::RegularExpression(_)) {
+                    return Err(MongoError::bad_value("Can't have regex as arg to $ne."));
+                }
+                preds.push(Pred::Not(vec![Pred::Eq(v.clone())]))
+            }
+            "$gt" => preds.push(Pred::Cmp(CmpOp::Gt, v.clone())),
+            "$gte" => preds.push(Pred::Cmp(CmpOp::Gte, v.clone())),
+            "$lt" => preds.push(Pred::Cmp(CmpOp::Lt, v.clone())),
+            "$lte" => preds.push(Pred::Cmp(CmpOp::Lte, v.clone())),
+            "$in" => preds.push(parse_in_list("$in", v)?),
+            "$nin" => preds.push(Pred::Not(vec![parse_in_list("$nin", v)?])),
+            "$exists" => preds.push(Pred::Exists(is_truthy(v))),
+            "$type" => {
+                let sels = match v {
+                    Bson::Array(items) => items
+                        .iter()
+                        .map(parse_type_selector)
+                        .collect::<MongoResult<Vec<_>>>()?,
+                    other => vec![parse_type_selector(other)?],
+                };
+                preds.push(Pred::Type(sels));
+            }
+            "$mod" => {
+                let Bson::Array(items) = v else {
+                    return Err(MongoError::bad_value("malformed mod, needs to be an array"));
+                };
+                if items.len() < 2 {
+                    return Err(MongoError::bad_value("malformed mod, not enough elements"));
+                }
+                if items.len() > 2 {
+                    return Err(MongoError::bad_value("malformed mod, too many elements"));
+                }
+                let divisor = number_arg(&items[0])
+                    .ok_or_else(|| MongoError::bad_value("malformed mod, divisor not a number"))?;
+                let remainder = number_arg(&items[1]).ok_or_else(|| {
+                    MongoError::bad_value("malformed mod, remainder not a number")
+                })?;
+                if divisor == 0 {
+                    return Err(MongoError::bad_value("divisor cannot be 0"));
+                }
+                preds.push(Pred::Mod { divisor, remainder });
+            }
+            "$regex" => {
+                let options = match options_arg {
+                    None => None,
+                    Some(Bson::String(s)) => Some(s.as_str()),
+                    Some(_) => return Err(MongoError::bad_value("$options has to be a string")),
+                };
+                let re = match v {
+                    Bson::String(p) => Re::new(p, options.unwrap_or(""))?,
+                    Bson::RegularExpression(r) => {
+                        if options.is_some() && !r.options.is_empty() {
+                            return Err(MongoError::location(
+                                51075,
+                                "options set in both $regex and $options",
+                            ));
+                        }
+                        Re::new(&r.pattern, options.unwrap_or(&r.options))?
+                    }
+                    _ => return Err(MongoError::bad_value("$regex has to be a string")),
+                };
+                preds.push(Pred::Regex(re));
+            }
+            "$options" => {}
+            "$size" => {
+                let n = match v {
+                    n if order::is_number(n) => order::as_i64_exact(n)
+                        .ok_or_else(|| MongoError::bad_value("$size must be a whole number"))?,
+                    _ => return Err(MongoError::bad_value("$size needs a number")),
+                };
+                if n < 0 {
+                    return Err(MongoError::bad_value("$size may not be negative"));
+                }
+                preds.push(Pred::Size(n as usize));
+            }
+            "$all" => {
+                let Bson::Array(items) = v else {
+                    return Err(MongoError::bad_value("$all needs an array"));
+                };
+                if items.is_empty() {
+                    preds.push(Pred::Never);
+                    continue;
+                }
+                let is_elem_match = |e: &Bson| matches!(e, Bson::Document(d) if d.keys().next().map(String::as_str) == Some("$elemMatch"));
+                if is_elem_match(&items[0]) {
+                    for item in items {
+                        if !is_elem_match(item) {
+                            return Err(MongoError::bad_value(
+                                "$all/$elemMatch has to be consistent",
+                            ));
+                        }
+                        let Bson::Document(d) = item else {
+                            unreachable!()
+                        };
+                        preds.extend(parse_operators(d)?);
+                    }
+                } else {
+                    for item in items {
+                        match item {
+                            Bson::RegularExpression(r) => {
+                                preds.push(Pred::Regex(Re::new(&r.pattern, &r.options)?))
+                            }
+                            Bson::Document(d) if is_operator_doc(d) => {
+                                return Err(MongoError::bad_value("no $ expressions in $all"))
+                            }
+                            other => preds.push(Pred::Eq(other.clone())),
+                        }
+                    }
+                }
+            }
+            "$elemMatch" => {
+                let Bson::Document(sub) = v else {
+                    return Err(MongoError::bad_value("$elemMatch needs an Object"));
+                };
+                let sub_ctx = Ctx {
+                    in_elem_match: true,
+                };
+                let value_mode = match sub.keys().next() {
+                    Some(first) => {
+                        first.starts_with('$')
+                            && !matches!(
+                                first.as_str(),
+                                "$and"
+                                    | "$or"
+                                    | "$nor"
+                                    | "$expr"
+                                    | "$where"
+                                    | "$jsonSchema"
+                                    | "$comment"
+                                    | "$alwaysTrue"
+                                    | "$alwaysFalse"
+                                    | "$text"
+                            )
+                    }
+                    None => false,
+                };
+                if value_mode {
+                    preds.push(Pred::ElemMatchVal(parse_operators(sub)?));
+                } else {
+                    preds.push(Pred::ElemMatchObj(Box::new(parse_filter(sub, sub_ctx)?)));
+                }
+            }
+            "$not" => match v {
+                Bson::RegularExpression(r) => preds.push(Pred::Not(vec![Pred::Regex(Re::new(
+                    &r.pattern, &r.options,
+                )?)])),
+                Bson::Document(sub) => {
+                    if sub.is_empty() {
+                        return Err(MongoError::bad_value("$not cannot be empty"));
+                    }
+                    if !is_operator_doc(sub) {
+                        return Err(MongoError::bad_value(format!(
+                            "unknown operator: {}",
+                            sub.keys().next().unwrap()
+                        )));
+                    }
+                    preds.push(Pred::Not(parse_operators(sub)?));
+                }
+                _ => return Err(MongoError::bad_value("$not needs a regex or a document")),
+            },
+            "$bitsAllSet" => preds.push(Pred::Bits(BitsOp::AllSet, parse_bits_mask(k, v)?)),
+            "$bitsAnySet" => preds.push(Pred::Bits(BitsOp::AnySet, parse_bits_mask(k, v)?)),
+            "$bitsAllClear" => preds.push(Pred::Bits(BitsOp::AllClear, parse_bits_mask(k, v)?)),
+            "$bitsAnyClear" => preds.push(Pred::Bits(BitsOp::AnyClear, parse_bits_mask(k, v)?)),
+            "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within" | "$box"
+            | "$center" | "$centerSphere" | "$polygon" | "$geometry" | "$maxDistance"
+            | "$minDistance" => {
+                return Err(MongoError::bad_value(format!(
+                    "geospatial operator {k} is not supported"
+                )))
+            }
+            "$comment" => {}
+            _ => return Err(MongoError::bad_value(format!("unknown operator: {k}"))),
+        }
+    }
+    Ok(preds)
+}
+
+// ---------------------------------------------------------------------------------------
+// Matching
+// ---------------------------------------------------------------------------------------
+
+/// What a path is resolved against: a whole document, or a bare value (an array element
+/// inside `$elemMatch`).
+#[derive(Clone, Copy)]
+enum Root<'a> {
+    Doc(&'a Document),
+    Val(&'a Bson),
+}
+
+impl<'a> Root<'a> {
+    fn candidates(self, p: &str, expand: bool) -> Vec<PathValue<'a>> {
+        match self {
+            Root::Doc(d) => path::traverse(d, p, expand),
+            Root::Val(v) => path::traverse_value(v, p, expand),
+        }
+    }
+}
+
+/// Evaluation state: the first runtime error (from `$expr`) is remembered.
+#[derive(Default)]
+struct Eval {
+    error: Option<MongoError>,
+}
+
+type Outcome = (bool, Option<usize>);
+
+impl Eval {
+    fn node(&mut self, node: &Node, root: Root) -> Outcome {
+        match node {
+            Node::And(children) => {
+                let mut pos = None;
+                for c in children {
+                    let (m, p) = self.node(c, root);
+                    if !m {
+                        return (false, None);
+                    }
+                    pos = pos.or(p);
+                }
+                (true, pos)
+            }
+            Node::Or(children) => {
+                for c in children {
+                    let r = self.node(c, root);
+                    if r.0 {
+                        return r;
+                    }
+                }
+                (false, None)
+            }
+            Node::Nor(children) => (!children.iter().any(|c| self.node(c, root).0), None),
+            Node::Path(p, preds) => self.preds(preds, root, p),
+            Node::Const(b) => (*b, None),
+            Node::Schema(s) => match root {
+                Root::Doc(d) => (s.matches_doc(d), None),
+                Root::Val(v) => (s.matches(v), None),
+            },
+            Node::Expr(e) => {
+                let Root::Doc(d) = root else {
+                    return (false, None);
+                };
+                match e.eval(d, &crate::expr::Variables::default()) {
+                    Ok(v) => (is_truthy(&v), None),
+                    Err(err) => {
+                        self.error.get_or_insert(err);
+                        (false, None)
+                    }
+                }
+            }
+        }
+    }
+
+    fn preds(&mut self, preds: &[Pred], root: Root, p: &str) -> Outcome {
+        let mut pos = None;
+        for pred in preds {
+            let (m, ppos) = self.pred(pred, root, p);
+            if !m {
+                return (false, None);
+            }
+            pos = pos.or(ppos);
+        }
+        (true, pos)
+    }
+
+    fn pred(&mut self, pred: &Pred, root: Root, p: &str) -> Outcome {
+        match pred {
+            Pred::Never => (false, None),
+            Pred::Not(inner) => (!self.preds(inner, root, p).0, None),
+            Pred::Exists(want) => {
+                let exists = root.candidates(p, false).iter().any(|c| c.value.is_some());
+                (exists == *want, None)
+            }
+            Pred::Size(_) => {
+                let found = root
+                    .candidates(p, false)
+                    .iter()
+                    .any(|c| self.single(pred, c.value));
+                (found, None)
+            }
+            Pred::ElemMatchObj(_) | Pred::ElemMatchVal(_) => {
+                for c in root.candidates(p, false) {
+                    if let Some(Bson::Array(arr)) = c.value {
+                        for (i, e) in arr.iter().enumerate() {
+                            if self.elem_match(pred, e) {
+                                return (true, c.array_pos.or(Some(i)));
+                            }
+                        }
+                    }
+                }
+                (false, None)
+            }
+            _ => {
+                for c in root.candidates(p, true) {
+                    if self.single(pred, c.value) {
+                        return (true, c.array_pos);
+                    }
+                }
+                (false, None)
+            }
+        }
+    }
+
+    fn elem_match(&mut self, pred: &Pred, e: &Bson) -> bool {
+        match pred {
+            Pred::ElemMatchObj(node) => match e {
+                Bson::Document(d) => self.node(node, Root::Doc(d)).0,
+                Bson::Array(_) => self.node(node, Root::Val(e)).0,
+                _ => false,
+            },
+            Pred::ElemMatchVal(preds) => preds.iter().all(|p| self.single(p, Some(e))),
+            _ => false,
+        }
+    }
+
+    /// Does one value (or a missing value) satisfy the predicate, without array expansion?
+    fn single(&mut self, pred: &Pred, v: Option<&Bson>) -> bool {
+        match pred {
+            Pred::Eq(q) => eq_single(q, v),
+            Pred::Cmp(op, q) => cmp_single(*op, q, v),
+            Pred::In { values, regexes } => {
+                values.iter().any(|q| eq_single(q, v))
+                    || v.is_some_and(|v| regexes.iter().any(|r| r.matches_value(v)))
+            }
+            Pred::Exists(want) => v.is_some() == *want,
+            Pred::Type(sels) => v.is_some_and(|v| sels.iter().any(|s| s.matches(v))),
+            Pred::Mod { divisor, remainder } => v
+                .and_then(number_arg_for_mod)
+                .is_some_and(|n| n.wrapping_rem(*divisor) == *remainder),
+            Pred::Regex(re) => v.is_some_and(|v| re.matches_value(v)),
+            Pred::Size(n) => matches!(v, Some(Bson::Array(a)) if a.len() == *n),
+            Pred::ElemMatchObj(_) | Pred::ElemMatchVal(_) => match v {
+                Some(Bson::Array(arr)) => arr.iter().any(|e| self.elem_match(pred, e)),
+                _ => false,
+            },
+            Pred::Bits(op, positions) => v.is_some_and(|v| bits_single(*op, positions, v)),
+            Pred::Not(inner) => !inner.iter().all(|p| self.single(p, v)),
+            Pred::Never => false,
+        }
+    }
+}
+
+fn number_arg_for_mod(v: &Bson) -> Option<i64> {
+    if order::is_number(v) {
+        number_arg(v)
+    } else {
+        None
+    }
+}
+
+fn eq_single(q: &Bson, v: Option<&Bson>) -> bool {
+    match v {
+        None => matches!(q, Bson::Null),
+        Some(v) => type_rank(v) == type_rank(q) && values_equal(v, q),
+    }
+}
+
+fn is_nan(v: &Bson) -> bool {
+    matches!(order::num_key(v), Some(order::NumKey::NaN))
+}
+
+fn cmp_single(op: CmpOp, q: &Bson, v: Option<&Bson>) -> bool {
+    let v = match v {
+        Some(v) => v,
+        None => {
+            return matches!(q, Bson::Null) && matches!(op, CmpOp::Gte | CmpOp::Lte);
+        }
+    };
+    if !matches!(q, Bson::MinKey | Bson::MaxKey) && type_rank(v) != type_rank(q) {
+        return false;
+    }
+    if order::is_number(v) && order::is_number(q) && (is_nan(v) || is_nan(q)) {
+        let both = is_nan(v) && is_nan(q);
+        return both && matches!(op, CmpOp::Gte | CmpOp::Lte);
+    }
+    let o = compare(v, q);
+    match op {
+        CmpOp::Gt => o == Ordering::Greater,
+        CmpOp::Gte => o != Ordering::Less,
+        CmpOp::Lt => o == Ordering::Less,
+        CmpOp::Lte => o != Ordering::Greater,
+    }
+}
+
+fn bits_single(op: BitsOp, positions: &[u32], v: &Bson) -> bool {
+    let bit: Box<dyn Fn(u32) -> bool> = match v {
+        Bson::Binary(b) => {
+            let bytes = b.bytes.clone();
+            Box::new(move |p| {
+                bytes
+                    .get((p / 8) as usize)
+                    .is_some_and(|byte| byte & (1 << (p % 8)) != 0)
+            })
+        }
+        n if order::is_number(n) => match order::as_i64_exact(n) {
+            Some(i) => Box::new(move |p| if p >= 64 { i < 0 } else { i & (1i64 << p) != 0 }),
+            None => return false,
+        },
+        _ => return false,
+    };
+    match op {
+        BitsOp::AllSet => positions.iter().all(|p| bit(*p)),
+        BitsOp::AnySet => positions.iter().any(|p| bit(*p)),
+        BitsOp::AllClear => positions.iter().all(|p| !bit(*p)),
+        BitsOp::AnyClear => positions.iter().any(|p| !bit(*p)),
+    }
+}
 
 impl Matcher {
     /// Parses a filter; unknown operators and wrong argument types are errors with MongoDB codes.
     pub fn new(filter: &Document) -> MongoResult<Matcher> {
-        let _ = filter;
-        unimplemented!("query-core helper")
+        Ok(Matcher {
+            kind: Kind::Filter(parse_filter(
+                filter,
+                Ctx {
+                    in_elem_match: false,
+                },
+            )?),
+        })
+    }
+
+    /// A matcher for bare values, as `$pull` and `$elemMatch` use them: an operator
+    /// document (`{$gte: 3}`) applies its operators to the value; any other document is a
+    /// query applied to document values (`{score: 8}` matches `{score: 8, item: "b"}`);
+    /// a regex matches strings; anything else is equality.
+    pub fn new_for_value(cond: &Bson) -> MongoResult<Matcher> {
+        let ctx = Ctx {
+            in_elem_match: true,
+        };
+        let kind = match cond {
+            Bson::Document(d)
+                if is_operator_doc(d)
+                    && !matches!(
+                        d.keys().next().map(String::as_str),
+                        Some(
+                            "$and"
+                                | "$or"
+                                | "$nor"
+                                | "$expr"
+                                | "$jsonSchema"
+                                | "$alwaysTrue"
+                                | "$alwaysFalse"
+                        )
+                    ) =>
+            {
+                Kind::Value(parse_operators(d)?)
+            }
+            Bson::Document(d) => Kind::Filter(parse_filter(d, ctx)?),
+            Bson::RegularExpression(r) => {
+                Kind::Value(vec![Pred::Regex(Re::new(&r.pattern, &r.options)?)])
+            }
+            other => Kind::Value(vec![Pred::Eq(other.clone())]),
+        };
+        Ok(Matcher { kind })
     }
 
     pub fn matches(&self, doc: &Document) -> bool {
-        let _ = doc;
-        unimplemented!("query-core helper")
+        self.matches_with_position(doc).is_some()
+    }
+
+    /// Like [`Matcher::matches`] but reports `$expr` evaluation errors.
+    pub fn matches_checked(&self, doc: &Document) -> MongoResult<bool> {
+        let mut ev = Eval::default();
+        let m = self.run(&mut ev, doc).0;
+        match ev.error {
+            Some(e) => Err(e),
+            None => Ok(m),
+        }
+    }
+
+    /// `None` if the document does not match; otherwise `Some(pos)` where `pos` is the
+    /// index, in the first array traversed, of the element that satisfied the first
+    /// array-traversing predicate (what the positional `$` operator refers to).
+    pub fn matches_with_position(&self, doc: &Document) -> Option<Option<usize>> {
+        let mut ev = Eval::default();
+        let (m, pos) = self.run(&mut ev, doc);
+        m.then_some(pos)
+    }
+
+    fn run(&self, ev: &mut Eval, doc: &Document) -> Outcome {
+        match &self.kind {
+            Kind::Filter(node) => ev.node(node, Root::Doc(doc)),
+            Kind::Value(preds) => {
+                let v = Bson::Document(doc.clone());
+                (preds.iter().all(|p| ev.single(p, Some(&v))), None)
+            }
+        }
+    }
+
+    /// Matches a bare value: for a value matcher, the operators/equality apply to `v`
+    /// itself (no array expansion); for a document filter, `v` must be a document that
+    /// matches.
+    pub fn matches_value(&self, v: &Bson) -> bool {
+        let mut ev = Eval::default();
+        match &self.kind {
+            Kind::Value(preds) => preds.iter().all(|p| ev.single(p, Some(v))),
+            Kind::Filter(node) => match v {
+                Bson::Document(d) => ev.node(node, Root::Doc(d)).0,
+                _ => false,
+            },
+        }
+    }
+
+    /// True when the filter has no predicates (`{}`): it matches every document.
+    pub fn is_match_all(&self) -> bool {
+        matches!(&self.kind, Kind::Filter(Node::And(c)) if c.is_empty())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// $jsonSchema (a subset)
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum Items {
+    One(Box<Schema>),
+    Tuple(Vec<Schema>),
+}
+
+#[derive(Debug, Clone)]
+enum Additional {
+    Allowed(bool),
+    Schema(Box<Schema>),
+}
+
+/// A parsed `$jsonSchema`. Supported keywords: bsonType, type, required, properties,
+/// additionalProperties, patternProperties, minProperties, maxProperties, minimum,
+/// maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, enum, minLength, maxLength,
+/// pattern, items, additionalItems, minItems, maxItems, uniqueItems, allOf, anyOf,
+/// oneOf, not, title, description.
+#[derive(Debug, Clone, Default)]
+pub struct Schema {
+    types: Option<Vec<TypeSel>>,
+    json_types: Option<Vec<&'static str>>,
+    required: Vec<String>,
+    properties: Vec<(String, Schema)>,
+    pattern_properties: Vec<(Re, Schema)>,
+    additional: Option<Additional>,
+    min_properties: Option<usize>,
+    max_properties: Option<usize>,
+    minimum: Option<Bson>,
+    maximum: Option<Bson>,
+    exclusive_minimum: bool,
+    exclusive_maximum: bool,
+    multiple_of: Option<f64>,
+    enumeration: Option<Vec<Bson>>,
+    min_length: Option<usize>,
+    max_length: Option<usize>,
+    pattern: Option<Re>,
+    items: Option<Items>,
+    additional_items: Option<Additional>,
+    min_items: Option<usize>,
+    max_items: Option<usize>,
+    unique_items: bool,
+    all_of: Vec<Schema>,
+    any_of: Vec<Schema>,
+    one_of: Vec<Schema>,
+    not: Option<Box<Schema>>,
+}
+
+fn schema_err(msg: impl Into<String>) -> MongoError {
+    MongoError::failed_to_parse(msg)
+}
+
+fn schema_count(k: &str, v: &Bson) -> MongoResult<usize> {
+    match order::as_i64_exact(v) {
+        Some(n) if n >= 0 => Ok(n as usize),
+        _ => Err(schema_err(format!(
+            "{k} must be a representable as a non-negative integer"
+        ))),
+    }
+}
+
+fn schema_list(k: &str, v: &Bson) -> MongoResult<Vec<Schema>> {
+    let Bson::Array(items) = v else {
+        return Err(schema_err(format!("{k} must be an array")));
+    };
+    if items.is_empty() {
+        return Err(schema_err(format!("{k} must be a non-empty array")));
+    }
+    items
+        .iter()
+        .map(|i| match i {
+            Bson::Document(d) => Schema::parse(d),
+            _ => Err(schema_err(format!("{k} must be an array of objects"))),
+        })
+        .collect()
+}
+
+fn schema_obj(k: &str, v: &Bson) -> MongoResult<Schema> {
+    match v {
+        Bson::Document(d) => Schema::parse(d),
+        _ => Err(schema_err(format!("{k} must be an object"))),
+    }
+}
+
+fn schema_additional(k: &str, v: &Bson) -> MongoResult<Additional> {
+    match v {
+        Bson::Boolean(b) => Ok(Additional::Allowed(*b)),
+        Bson::Document(d) => Ok(Additional::Schema(Box::new(Schema::parse(d)?))),
+        _ => Err(schema_err(format!("{k} must be an object or a boolean"))),
+    }
+}
+
+fn one_or_many(v: &Bson) -> Vec<&Bson> {
+    match v {
+        Bson::Array(a) => a.iter().collect(),
+        other => vec![other],
+    }
+}
+
+impl Schema {
+    pub fn parse(d: &Document) -> MongoResult<Schema> {
+        let mut s = Schema::default();
+        for (k, v) in d {
+            match k.as_str() {
+                "bsonType" => {
+                    let mut sels = Vec::new();
+                    for t in one_or_many(v) {
+                        match t {
+                            Bson::String(_) => sels.push(parse_type_selector(t)?),
+                            _ => return Err(MongoError::type_mismatch("$jsonSchema keyword 'bsonType' must be a string or an array of strings")),
+                        }
+                    }
+                    s.types = Some(sels);
+                }
+                "type" => {
+                    let mut names = Vec::new();
+                    for t in one_or_many(v) {
+                        let Bson::String(name) = t else {
+                            return Err(MongoError::type_mismatch("$jsonSchema keyword 'type' must be a string or an array of strings"));
+                        };
+                        let known: &'static str = match name.as_str() {
+                            "object" => "object",
+                            "array" => "array",
+                            "number" => "number",
+                            "boolean" => "boolean",
+                            "string" => "string",
+                            "null" => "null",
+                            "integer" => {
+                                return Err(schema_err(
+                                    "$jsonSchema type 'integer' is not currently supported.",
+                                ))
+                            }
+                            other => {
+                                return Err(MongoError::bad_value(format!(
+                                    "Unknown type name alias: {other}"
+                                )))
+                            }
+                        };
+                        names.push(known);
+                    }
+                    s.json_types = Some(names);
+                }
+                "required" => {
+                    let Bson::Array(items) = v else {
+                        return Err(schema_err(
+                            "$jsonSchema keyword 'required' must be an array",
+                        ));
+                    };
+                    for i in items {
+                        match i {
+                            Bson::String(f) => s.required.push(f.clone()),
+                            _ => {
+                                return Err(schema_err(
+                                    "$jsonSchema keyword 'required' must contain only strings",
+                                ))
+                            }
+                        }
+                    }
+                }
+                "properties" => {
+                    let Bson::Document(props) = v else {
+                        return Err(schema_err(
+                            "$jsonSchema keyword 'properties' must be an object",
+                        ));
+                    };
+                    for (name, sub) in props {
+                        s.properties.push((name.clone(), schema_obj(name, sub)?));
+                    }
+                }
+                "patternProperties" => {
+                    let Bson::Document(props) = v else {
+                        return Err(schema_err(
+                            "$jsonSchema keyword 'patternProperties' must be an object",
+                        ));
+                    };
+                    for (pat, sub) in props {
+                        s.pattern_properties
+                            .push((Re::new(pat, "")?, schema_obj(pat, sub)?));
+                    }
+                }
+                "additionalProperties" => s.additional = Some(schema_additional(k, v)?),
+                "minProperties" => s.min_properties = Some(schema_count(k, v)?),
+                "maxProperties" => s.max_properties = Some(schema_count(k, v)?),
+                "minimum" | "maximum" => {
+                    if !order::is_number(v) {
+                        return Err(MongoError::type_mismatch(format!(
+                            "$jsonSchema keyword '{k}' must be a number"
+                        )));
+                    }
+                    if k == "minimum" {
+                        s.minimum = Some(v.clone())
+                    } else {
+                        s.maximum = Some(v.clone())
+                    }
+                }
+                "exclusiveMinimum" | "exclusiveMaximum" => {
+                    let Bson::Boolean(b) = v else {
+                        return Err(MongoError::type_mismatch(format!(
+                            "$jsonSchema keyword '{k}' must be a boolean"
+                        )));
+                    };
+                    if k == "exclusiveMinimum" {
+                        s.exclusive_minimum = *b
+                    } else {
+                        s.exclusive_maximum = *b
+                    }
+                }
+                "multipleOf" => match order::as_f64(v) {
+                    Some(m) if m > 0.0 => s.multiple_of = Some(m),
+                    _ => {
+                        return Err(schema_err(
+                            "$jsonSchema keyword 'multipleOf' must be a positive number",
+                        ))
+                    }
+                },
+                "enum" => {
+                    let Bson::Array(items) = v else {
+                        return Err(schema_err("$jsonSchema keyword 'enum' must be an array"));
+                    };
+                    if items.is_empty() {
+                        return Err(schema_err(
+                            "$jsonSchema keyword 'enum' cannot be an empty array",
+                        ));
+                    }
+                    s.enumeration = Some(items.clone());
+                }
+                "minLength" => s.min_length = Some(schema_count(k, v)?),
+                "maxLength" => s.max_length = Some(schema_count(k, v)?),
+                "pattern" => match v {
+                    Bson::String(p) => s.pattern = Some(Re::new(p, "")?),
+                    _ => {
+                        return Err(MongoError::type_mismatch(
+                            "$jsonSchema keyword 'pattern' must be a string",
+                        ))
+                    }
+                },
+                "items" => {
+                    s.items = Some(match v {
+                        Bson::Document(d) => Items::One(Box::new(Schema::parse(d)?)),
+                        Bson::Array(_) => Items::Tuple(schema_list(k, v)?),
+                        _ => {
+                            return Err(schema_err(
+                                "$jsonSchema keyword 'items' must be an array or an object",
+                            ))
+                        }
+                    })
+                }
+                "additionalItems" => s.additional_items = Some(schema_additional(k, v)?),
+                "minItems" => s.min_items = Some(schema_count(k, v)?),
+                "maxItems" => s.max_items = Some(schema_count(k, v)?),
+                "uniqueItems" => match v {
+                    Bson::Boolean(b) => s.unique_items = *b,
+                    _ => {
+                        return Err(MongoError::type_mismatch(
+                            "$jsonSchema keyword 'uniqueItems' must be a boolean",
+                        ))
+                    }
+                },
+                "allOf" => s.all_of = schema_list(k, v)?,
+                "anyOf" => s.any_of = schema_list(k, v)?,
+                "oneOf" => s.one_of = schema_list(k, v)?,
+                "not" => s.not = Some(Box::new(schema_obj(k, v)?)),
+                "title" | "description" => {
+                    if !matches!(v, Bson::String(_)) {
+                        return Err(MongoError::type_mismatch(format!(
+                            "$jsonSchema keyword '{k}' must be a string"
+                        )));
+                    }
+                }
+                other => return Err(schema_err(format!("Unknown $jsonSchema keyword: {other}"))),
+            }
+        }
+        if s.types.is_some() && s.json_types.is_some() {
+            return Err(schema_err(
+                "Cannot specify both $jsonSchema keywords 'type' and 'bsonType'",
+            ));
+        }
+        Ok(s)
+    }
+
+    /// The top level of a `$jsonSchema` applies to the document as an object.
+    pub fn matches_doc(&self, d: &Document) -> bool {
+        self.matches(&Bson::Document(d.clone()))
+    }
+
+    pub fn matches(&self, v: &Bson) -> bool {
+        if let Some(types) = &self.types {
+            if !types.iter().any(|t| t.matches(v)) {
+                return false;
+            }
+        }
+        if let Some(names) = &self.json_types {
+            let ok = names.iter().any(|n| match *n {
+                "object" => matches!(v, Bson::Document(_)),
+                "array" => matches!(v, Bson::Array(_)),
+                "number" => order::is_number(v),
+                "boolean" => matches!(v, Bson::Boolean(_)),
+                "string" => matches!(v, Bson::String(_)),
+                "null" => matches!(v, Bson::Null),
+                _ => false,
+            });
+            if !ok {
+                return false;
+            }
+        }
+        if let Some(e) = &self.enumeration {
+            if !e.iter().any(|x| values_equal(x, v)) {
+                return false;
+            }
+        }
+        if !self.all_of.iter().all(|s| s.matches(v)) {
+            return false;
+        }
+        if !self.any_of.is_empty() && !self.any_of.iter().any(|s| s.matches(v)) {
+            return false;
+        }
+        if !self.one_of.is_empty() && self.one_of.iter().filter(|s| s.matches(v)).count() != 1 {
+            return false;
+        }
+        if let Some(n) = &self.not {
+            if n.matches(v) {
+                return false;
+            }
+        }
+        match v {
+            n if order::is_number(n) => self.matches_number(n),
+            Bson::String(s) => self.matches_string(s),
+            Bson::Document(d) => self.matches_object(d),
+            Bson::Array(a) => self.matches_array(a),
+            _ => true,
+        }
+    }
+
+    fn matches_number(&self, n: &Bson) -> bool {
+        if let Some(min) = &self.minimum {
+            let o = order::compare_numbers(n, min).unwrap_or(Ordering::Less);
+            if o == Ordering::Less || (self.exclusive_minimum && o == Ordering::Equal) {
+                return false;
+            }
+        }
+        if let Some(max) = &self.maximum {
+            let o = order::compare_numbers(n, max).unwrap_or(Ordering::Greater);
+            if o == Ordering::Greater || (self.exclusive_maximum && o == Ordering::Equal) {
+                return false;
+            }
+        }
+        if let Some(m) = self.multiple_of {
+            let x = order::as_f64(n).unwrap_or(f64::NAN);
+            if !(x / m).is_finite() || (x / m).fract() != 0.0 {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn matches_string(&self, s: &str) -> bool {
+        let len = s.chars().count();
+        self.min_length.is_none_or(|m| len >= m)
+            && self.max_length.is_none_or(|m| len <= m)
+            && self.pattern.as_ref().is_none_or(|p| p.is_match(s))
+    }
+
+    fn matches_object(&self, d: &Document) -> bool {
+        if !self.required.iter().all(|f| d.contains_key(f)) {
+            return false;
+        }
+        if self.min_properties.is_some_and(|m| d.len() < m)
+            || self.max_properties.is_some_and(|m| d.len() > m)
+        {
+            return false;
+        }
+        for (k, v) in d {
+            let mut covered = false;
+            if let Some((_, s)) = self.properties.iter().find(|(name, _)| name == k) {
+                covered = true;
+                if !s.matches(v) {
+                    return false;
+                }
+            }
+            for (re, s) in &self.pattern_properties {
+                if re.is_match(k) {
+                    covered = true;
+                    if !s.matches(v) {
+                        return false;
+                    }
+                }
+            }
+            if !covered {
+                match &self.additional {
+                    Some(Additional::Allowed(false)) => return false,
+                    Some(Additional::Schema(s)) if !s.matches(v) => return false,
+                    _ => {}
+                }
+            }
+        }
+        true
+    }
+
+    fn matches_array(&self, a: &[Bson]) -> bool {
+        if self.min_items.is_some_and(|m| a.len() < m)
+            || self.max_items.is_some_and(|m| a.len() > m)
+        {
+            return false;
+        }
+        if self.unique_items {
+            for (i, x) in a.iter().enumerate() {
+                if a[..i].iter().any(|y| values_equal(x, y)) {
+                    return false;
+                }
+            }
+        }
+        match &self.items {
+            None => true,
+            Some(Items::One(s)) => a.iter().all(|e| s.matches(e)),
+            Some(Items::Tuple(list)) => {
+                if !a.iter().zip(list).all(|(e, s)| s.matches(e)) {
+                    return false;
+                }
+                match &self.additional_items {
+                    Some(Additional::Allowed(false)) => a.len() <= list.len(),
+                    Some(Additional::Schema(s)) => a.iter().skip(list.len()).all(|e| s.matches(e)),
+                    _ => true,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{bson, doc, spec::BinarySubtype, Binary, Decimal128, Regex};
+    use std::str::FromStr;
+
+    fn m(filter: Document, d: Document) -> bool {
+        Matcher::new(&filter)
+            .unwrap_or_else(|e| panic!("{filter}: {e}"))
+            .matches(&d)
+    }
+
+    fn re(p: &str, o: &str) -> Bson {
+        Bson::RegularExpression(Regex {
+            pattern: p.into(),
+            options: o.into(),
+        })
+    }
+
+    #[test]
+    fn equality_and_arrays() {
+        let cases: Vec<(Document, Document, bool)> = vec![
+            (doc! {}, doc! {"a": 1}, true),
+            (doc! {"a": 5}, doc! {"a": 5}, true),
+            (doc! {"a": 5}, doc! {"a": 5.0}, true),
+            (doc! {"a": 5}, doc! {"a": Bson::Int64(5)}, true),
+            (doc! {"a": 5}, doc! {"a": "5"}, false),
+            (doc! {"a": 5}, doc! {"a": [1, 5]}, true),
+            (doc! {"a": 5}, doc! {"a": [1, 6]}, false),
+            (doc! {"a": 5}, doc! {"a": [[5]]}, false),
+            (doc! {"a": [1, 5]}, doc! {"a": [1, 5]}, true),
+            (doc! {"a": [1, 5]}, doc! {"a": [5, 1]}, false),
+            (doc! {"a": [1, 5]}, doc! {"a": [[1, 5], 2]}, true),
+            (doc! {"a": []}, doc! {"a": []}, true),
+            (doc! {"a": []}, doc! {"a": [[]]}, true),
+            (doc! {"a": {"b": 1}}, doc! {"a": {"b": 1}}, true),
+            (doc! {"a": {"b": 1}}, doc! {"a": {"b": 1, "c": 2}}, false),
+            (
+                doc! {"a": {"b": 1, "c": 2}},
+                doc! {"a": {"c": 2, "b": 1}},
+                false,
+            ),
+            (doc! {"a": {"b": 1}}, doc! {"a": [{"b": 1}]}, true),
+            (doc! {"a.b": 1}, doc! {"a": {"b": 1}}, true),
+            (doc! {"a.b": 1}, doc! {"a": [{"b": 2}, {"b": 1}]}, true),
+            (doc! {"a.b": 1}, doc! {"a": [{"b": [0, 1]}]}, true),
+            (doc! {"a.b.c": 1}, doc! {"a": [{"b": [{"c": 1}]}]}, true),
+            (doc! {"a.1": 5}, doc! {"a": [4, 5]}, true),
+            (doc! {"a.0": 5}, doc! {"a": [4, 5]}, false),
+            (doc! {"a.0": 5}, doc! {"a": [{"0": 5}]}, true),
+            (doc! {"a.1.b": 2}, doc! {"a": [{"b": 1}, {"b": 2}]}, true),
+            (doc! {"a.0": 1}, doc! {"a": [[1, 2]]}, true),
+            (doc! {"a": null}, doc! {}, true),
+            (doc! {"a": null}, doc! {"a": null}, true),
+            (doc! {"a": null}, doc! {"a": Bson::Undefined}, false),
+            (doc! {"a": null}, doc! {"a": 0}, false),
+            (doc! {"a": null}, doc! {"a": [1, null]}, true),
+            (doc! {"a": null}, doc! {"a": []}, false),
+            (doc! {"a.b": null}, doc! {"a": 1}, true),
+            (doc! {"a.b": null}, doc! {"a": [{"b": 1}, {"c": 1}]}, true),
+            (doc! {"a.b": null}, doc! {"a": [{"b": 1}]}, false),
+            (doc! {"a.b": null}, doc! {"a": [1, 2]}, false),
+            (doc! {"field.0": null}, doc! {"field": []}, false),
+            (doc! {"a": 1, "b": 2}, doc! {"a": 1, "b": 2}, true),
+            (doc! {"a": 1, "b": 2}, doc! {"a": 1, "b": 3}, false),
+            (doc! {"a": re("^x", "")}, doc! {"a": "xyz"}, true),
+            (doc! {"a": re("^x", "")}, doc! {"a": ["q", "xz"]}, true),
+            (doc! {"a": re("^X", "i")}, doc! {"a": "xyz"}, true),
+            (doc! {"a": re("^x", "")}, doc! {"a": 1}, false),
+            (doc! {"a": re("^x", "")}, doc! {"a": re("^x", "")}, true),
+            (doc! {"a": {"$eq": re("^x", "")}}, doc! {"a": "xyz"}, false),
+            (
+                doc! {"a": {"$eq": re("^x", "")}},
+                doc! {"a": re("^x", "")},
+                true,
+            ),
+            (doc! {"a": Bson::Symbol("s".into())}, doc! {"a": "s"}, true),
+            (
+                doc! {"a": Bson::Decimal128(Decimal128::from_str("2.50").unwrap())},
+                doc! {"a": 2.5},
+                true,
+            ),
+            (doc! {"a": f64::NAN}, doc! {"a": f64::NAN}, true),
+            (doc! {"$comment": "hi", "a": 1}, doc! {"a": 1}, true),
+        ];
+        for (f, d, want) in cases {
+            assert_eq!(m(f.clone(), d.clone()), want, "filter {f} doc {d}");
+        }
+    }
+
+    #[test]
+    fn comparison_operators() {
+        let cases: Vec<(Document, Document, bool)> = vec![
+            (doc! {"a": {"$gt": 5}}, doc! {"a": 6}, true),
+            (doc! {"a": {"$gt": 5}}, doc! {"a": 5}, false),
+            (doc! {"a": {"$gte": 5}}, doc! {"a": 5.0}, true),
+            (doc! {"a": {"$lt": 5}}, doc! {"a": "a"}, false),
+            (doc! {"a": {"$gt": 5}}, doc! {"a": "z"}, false),
+            (doc! {"a": {"$lt": "b"}}, doc! {"a": "a"}, true),
+            (doc! {"a": {"$gt": 5}}, doc! {"a": [1, 7]}, true),
+            (doc! {"a": {"$gt": 5, "$lt": 7}}, doc! {"a": [4, 8]}, true),
+            (
+                doc! {"a": {"$elemMatch": {"$gt": 5, "$lt": 7}}},
+                doc! {"a": [4, 8]},
+                false,
+            ),
+            (
+                doc! {"a": {"$elemMatch": {"$gt": 5, "$lt": 7}}},
+                doc! {"a": [4, 6]},
+                true,
+            ),
+            (doc! {"a": {"$gt": 5}}, doc! {}, false),
+            (doc! {"a": {"$gte": null}}, doc! {}, true),
+            (doc! {"a": {"$lte": null}}, doc! {"a": null}, true),
+            (doc! {"a": {"$gt": null}}, doc! {"a": null}, false),
+            (doc! {"a": {"$lt": null}}, doc! {}, false),
+            (doc! {"a": {"$gt": Bson::MinKey}}, doc! {"a": "x"}, true),
+            (
+                doc! {"a": {"$lt": Bson::MaxKey}},
+                doc! {"a": {"x": 1}},
+                true,
+            ),
+            (doc! {"a": {"$gt": [1]}}, doc! {"a": [2]}, true),
+            (doc! {"a": {"$gt": {"x": 1}}}, doc! {"a": {"x": 2}}, true),
+            (doc! {"a": {"$lt": 0}}, doc! {"a": f64::NAN}, false),
+            (doc! {"a": {"$gt": f64::NAN}}, doc! {"a": 1}, false),
+            (doc! {"a": {"$gte": f64::NAN}}, doc! {"a": f64::NAN}, true),
+            (
+                doc! {"a": {"$lt": 9_007_199_254_740_993i64}},
+                doc! {"a": 9_007_199_254_740_992.0},
+                true,
+            ),
+            (doc! {"a": {"$ne": 5}}, doc! {"a": 6}, true),
+            (doc! {"a": {"$ne": 5}}, doc! {"a": [1, 5]}, false),
+            (doc! {"a": {"$ne": 5}}, doc! {}, true),
+            (doc! {"a": {"$ne": null}}, doc! {}, false),
+            (doc! {"a": {"$ne": null}}, doc! {"a": 0}, true),
+            (doc! {"a": {"$ne": [1, 2]}}, doc! {"a": [1, 2]}, false),
+            (
+                doc! {"a.b": {"$ne": 1}},
+                doc! {"a": [{"b": 1}, {"b": 2}]},
+                false,
+            ),
+            (doc! {"a": {"$eq": 5}}, doc! {"a": [5]}, true),
+        ];
+        for (f, d, want) in cases {
+            assert_eq!(m(f.clone(), d.clone()), want, "filter {f} doc {d}");
+        }
+    }
+
+    #[test]
+    fn set_and_logical_operators() {
+        let cases: Vec<(Document, Document, bool)> = vec![
+            (doc! {"a": {"$in": [1, 2]}}, doc! {"a": 2}, true),
+            (doc! {"a": {"$in": [1, 2]}}, doc! {"a": [3, 2]}, true),
+            (doc! {"a": {"$in": [1, 2]}}, doc! {"a": 3}, false),
+            (doc! {"a": {"$in": []}}, doc! {"a": 3}, false),
+            (doc! {"a": {"$in": [null]}}, doc! {}, true),
+            (doc! {"a": {"$in": [re("^b", "")]}}, doc! {"a": "bob"}, true),
+            (doc! {"a": {"$in": [[1, 2]]}}, doc! {"a": [1, 2]}, true),
+            (doc! {"a": {"$nin": [1, 2]}}, doc! {"a": 3}, true),
+            (doc! {"a": {"$nin": [1, 2]}}, doc! {"a": [3, 1]}, false),
+            (doc! {"a": {"$nin": [1, 2]}}, doc! {}, true),
+            (doc! {"a": {"$nin": [null]}}, doc! {}, false),
+            (
+                doc! {"$and": [{"a": 1}, {"b": 2}]},
+                doc! {"a": 1, "b": 2},
+                true,
+            ),
+            (doc! {"$and": [{"a": 1}, {"b": 2}]}, doc! {"a": 1}, false),
+            (doc! {"$or": [{"a": 1}, {"b": 2}]}, doc! {"b": 2}, true),
+            (doc! {"$or": [{"a": 1}, {"b": 2}]}, doc! {"b": 3}, false),
+            (doc! {"$nor": [{"a": 1}, {"b": 2}]}, doc! {"b": 3}, true),
+            (doc! {"$nor": [{"a": 1}, {"b": 2}]}, doc! {"a": 1}, false),
+            (doc! {"a": {"$not": {"$gt": 5}}}, doc! {"a": 3}, true),
+            (doc! {"a": {"$not": {"$gt": 5}}}, doc! {}, true),
+            (doc! {"a": {"$not": {"$gt": 5}}}, doc! {"a": [3, 6]}, false),
+            (doc! {"a": {"$not": re("^x", "")}}, doc! {"a": "yx"}, true),
+            (
+                doc! {"a": {"$not": {"$regex": "^x"}}},
+                doc! {"a": "xy"},
+                false,
+            ),
+            (doc! {"$alwaysTrue": 1}, doc! {}, true),
+            (doc! {"$alwaysFalse": 1}, doc! {}, false),
+        ];
+        for (f, d, want) in cases {
+            assert_eq!(m(f.clone(), d.clone()), want, "filter {f} doc {d}");
+        }
+    }
+
+    #[test]
+    fn element_and_evaluation_operators() {
+        let bin = |bytes: Vec<u8>| {
+            Bson::Binary(Binary {
+                subtype: BinarySubtype::Generic,
+                bytes,
+            })
+        };
+        let cases: Vec<(Document, Document, bool)> = vec![
+            (doc! {"a": {"$exists": true}}, doc! {"a": null}, true),
+            (doc! {"a": {"$exists": true}}, doc! {}, false),
+            (doc! {"a": {"$exists": false}}, doc! {}, true),
+            (doc! {"a": {"$exists": 0}}, doc! {"a": 1}, false),
+            (
+                doc! {"a.b": {"$exists": true}},
+                doc! {"a": [{"c": 1}, {"b": 1}]},
+                true,
+            ),
+            (doc! {"a.b": {"$exists": true}}, doc! {"a": [1, 2]}, false),
+            (
+                doc! {"a.b": {"$exists": false}},
+                doc! {"a": [{"c": 1}]},
+                true,
+            ),
+            (doc! {"a.1": {"$exists": true}}, doc! {"a": [1, 2]}, true),
+            (doc! {"a.2": {"$exists": true}}, doc! {"a": [1, 2]}, false),
+            (doc! {"a": {"$type": "string"}}, doc! {"a": "x"}, true),
+            (doc! {"a": {"$type": 2}}, doc! {"a": "x"}, true),
+            (doc! {"a": {"$type": 2.0}}, doc! {"a": 1}, false),
+            (
+                doc! {"a": {"$type": "number"}},
+                doc! {"a": Bson::Int64(1)},
+                true,
+            ),
+            (
+                doc! {"a": {"$type": ["string", "int"]}},
+                doc! {"a": 1},
+                true,
+            ),
+            (doc! {"a": {"$type": "int"}}, doc! {"a": [1.5, 2]}, true),
+            (doc! {"a": {"$type": "array"}}, doc! {"a": []}, true),
+            (doc! {"a": {"$type": "array"}}, doc! {"a": 1}, false),
+            (doc! {"a": {"$type": "null"}}, doc! {}, false),
+            (doc! {"a": {"$type": "null"}}, doc! {"a": null}, true),
+            (
+                doc! {"a": {"$type": "minKey"}},
+                doc! {"a": Bson::MinKey},
+                true,
+            ),
+            (doc! {"a": {"$type": "object"}}, doc! {"a": {}}, true),
+            (doc! {"a": {"$mod": [4, 1]}}, doc! {"a": 5}, true),
+            (doc! {"a": {"$mod": [4, 1]}}, doc! {"a": 5.7}, true),
+            (doc! {"a": {"$mod": [4, -1]}}, doc! {"a": -5}, true),
+            (doc! {"a": {"$mod": [4, 1]}}, doc! {"a": [2, 9]}, true),
+            (doc! {"a": {"$mod": [4, 1]}}, doc! {"a": "5"}, false),
+            (
+                doc! {"a": {"$regex": "^a.c$", "$options": "s"}},
+                doc! {"a": "a\nc"},
+                true,
+            ),
+            (doc! {"a": {"$regex": "^a.c$"}}, doc! {"a": "a\nc"}, false),
+            (
+                doc! {"a": {"$options": "m", "$regex": "^c"}},
+                doc! {"a": "a\nc"},
+                true,
+            ),
+            (
+                doc! {"a": {"$regex": "a  b # comment", "$options": "x"}},
+                doc! {"a": "ab"},
+                true,
+            ),
+            (
+                doc! {"a": {"$regex": re("B", "")}},
+                doc! {"a": "abc"},
+                false,
+            ),
+            (
+                doc! {"a": {"$regex": re("B", ""), "$options": "i"}},
+                doc! {"a": "abc"},
+                true,
+            ),
+            (doc! {"a": {"$size": 2}}, doc! {"a": [1, 2]}, true),
+            (doc! {"a": {"$size": 1}}, doc! {"a": [[1, 2]]}, true),
+            (doc! {"a": {"$size": 2}}, doc! {"a": [[1, 2]]}, false),
+            (doc! {"a": {"$size": 0}}, doc! {"a": []}, true),
+            (doc! {"a": {"$size": 0}}, doc! {}, false),
+            (
+                doc! {"a.b": {"$size": 2}},
+                doc! {"a": [{"b": [1, 2]}]},
+                true,
+            ),
+            (doc! {"a": {"$all": [1, 2]}}, doc! {"a": [2, 3, 1]}, true),
+            (doc! {"a": {"$all": [1, 2]}}, doc! {"a": [2, 3]}, false),
+            (doc! {"a": {"$all": [1]}}, doc! {"a": 1}, true),
+            (doc! {"a": {"$all": []}}, doc! {"a": []}, false),
+            (doc! {"a": {"$all": [[1, 2]]}}, doc! {"a": [1, 2]}, true),
+            (
+                doc! {"a": {"$all": [re("^x", "")]}},
+                doc! {"a": ["xa", "b"]},
+                true,
+            ),
+            (
+                doc! {"a": {"$all": [{"$elemMatch": {"b": 1}}, {"$elemMatch": {"b": 2}}]}},
+                doc! {"a": [{"b": 1}, {"b": 2}]},
+                true,
+            ),
+            (
+                doc! {"a": {"$elemMatch": {"b": 1, "c": 2}}},
+                doc! {"a": [{"b": 1}, {"c": 2}]},
+                false,
+            ),
+            (
+                doc! {"a": {"$elemMatch": {"b": 1, "c": 2}}},
+                doc! {"a": [{"b": 1, "c": 2}]},
+                true,
+            ),
+            (
+                doc! {"a.b": 1, "a.c": 2},
+                doc! {"a": [{"b": 1}, {"c": 2}]},
+                true,
+            ),
+            (
+                doc! {"a": {"$elemMatch": {"b": {"$gt": 1}}}},
+                doc! {"a": {"b": 2}},
+                false,
+            ),
+            (
+                doc! {"a": {"$elemMatch": {"$in": [3]}}},
+                doc! {"a": [1, 3]},
+                true,
+            ),
+            (
+                doc! {"a": {"$elemMatch": {"$or": [{"b": 1}, {"b": 2}]}}},
+                doc! {"a": [{"b": 2}]},
+                true,
+            ),
+            (
+                doc! {"a": {"$elemMatch": {"0": 1}}},
+                doc! {"a": [[1, 2]]},
+                true,
+            ),
+            (
+                doc! {"a": {"$elemMatch": {"$size": 2}}},
+                doc! {"a": [[1, 2]]},
+                true,
+            ),
+            (doc! {"a": {"$bitsAllSet": 5}}, doc! {"a": 7}, true),
+            (doc! {"a": {"$bitsAllSet": [0, 2]}}, doc! {"a": 6}, false),
+            (doc! {"a": {"$bitsAnySet": [0, 2]}}, doc! {"a": 6}, true),
+            (doc! {"a": {"$bitsAllClear": [0, 3]}}, doc! {"a": 6}, true),
+            (doc! {"a": {"$bitsAnyClear": 6}}, doc! {"a": 6}, false),
+            (doc! {"a": {"$bitsAllSet": [70]}}, doc! {"a": -1}, true),
+            (doc! {"a": {"$bitsAllSet": 1}}, doc! {"a": 1.5}, false),
+            (
+                doc! {"a": {"$bitsAllSet": bin(vec![0b101])}},
+                doc! {"a": bin(vec![0b111, 0])},
+                true,
+            ),
+            (
+                doc! {"a": {"$bitsAnySet": [9]}},
+                doc! {"a": bin(vec![0, 2])},
+                true,
+            ),
+            (doc! {"a": {"$bitsAllSet": [1]}}, doc! {"a": "x"}, false),
+        ];
+        for (f, d, want) in cases {
+            assert_eq!(m(f.clone(), d.clone()), want, "filter {f} doc {d}");
+        }
+    }
+
+    #[test]
+    fn parse_errors() {
+        let cases: Vec<(Document, i32, &str)> = vec![
+            (doc! {"a": {"$foo": 1}}, 2, "unknown operator: $foo"),
+            (doc! {"$foo": 1}, 2, "unknown top level operator: $foo"),
+            (doc! {"a": {"$gt": 1, "b": 2}}, 2, "unknown operator: b"),
+            (doc! {"a": {"$in": 1}}, 2, "$in needs an array"),
+            (doc! {"a": {"$nin": {}}}, 2, "$nin needs an array"),
+            (
+                doc! {"a": {"$in": [{"$gt": 1}]}},
+                2,
+                "cannot nest $ under $in",
+            ),
+            (
+                doc! {"$and": []},
+                2,
+                "$and/$or/$nor must be a nonempty array",
+            ),
+            (doc! {"$or": {}}, 2, "$or must be an array"),
+            (doc! {"$nor": [1]}, 2, "entries need to be full objects"),
+            (
+                doc! {"a": {"$mod": 4}},
+                2,
+                "malformed mod, needs to be an array",
+            ),
+            (
+                doc! {"a": {"$mod": [4]}},
+                2,
+                "malformed mod, not enough elements",
+            ),
+            (
+                doc! {"a": {"$mod": [4, 1, 2]}},
+                2,
+                "malformed mod, too many elements",
+            ),
+            (doc! {"a": {"$mod": [0, 1]}}, 2, "divisor cannot be 0"),
+            (doc! {"a": {"$mod": ["x", 1]}}, 2, "divisor not a number"),
+            (doc! {"a": {"$size": "x"}}, 2, "$size needs a number"),
+            (
+                doc! {"a": {"$size": 1.5}},
+                2,
+                "$size must be a whole number",
+            ),
+            (doc! {"a": {"$size": -1}}, 2, "$size may not be negative"),
+            (doc! {"a": {"$all": 1}}, 2, "$all needs an array"),
+            (
+                doc! {"a": {"$all": [{"$gt": 1}]}},
+                2,
+                "no $ expressions in $all",
+            ),
+            (
+                doc! {"a": {"$elemMatch": 1}},
+                2,
+                "$elemMatch needs an Object",
+            ),
+            (
+                doc! {"a": {"$not": 1}},
+                2,
+                "$not needs a regex or a document",
+            ),
+            (doc! {"a": {"$not": {}}}, 2, "$not cannot be empty"),
+            (
+                doc! {"a": {"$ne": re("x", "")}},
+                2,
+                "Can't have regex as arg to $ne.",
+            ),
+            (doc! {"a": {"$options": "i"}}, 2, "$options needs a $regex"),
+            (doc! {"a": {"$regex": 1}}, 2, "$regex has to be a string"),
+            (
+                doc! {"a": {"$regex": "x", "$options": "z"}},
+                51108,
+                "invalid flag in regex options: z",
+            ),
+            (
+                doc! {"a": {"$regex": "("}},
+                51091,
+                "Regular expression is invalid",
+            ),
+            (
+                doc! {"a": {"$regex": re("x", "i"), "$options": "m"}},
+                51075,
+                "options set in both",
+            ),
+            (
+                doc! {"a": {"$type": "foo"}},
+                2,
+                "Unknown type name alias: foo",
+            ),
+            (
+                doc! {"a": {"$type": 99}},
+                2,
+                "Invalid numerical type code: 99",
+            ),
+            (doc! {"a": {"$type": true}}, 14, "type must be represented"),
+            (doc! {"a": {"$bitsAllSet": -1}}, 2, "non-negative"),
+            (
+                doc! {"a": {"$bitsAllSet": [-1]}},
+                2,
+                "bit positions must be >= 0",
+            ),
+            (
+                doc! {"a": {"$bitsAllSet": "x"}},
+                2,
+                "takes an Array, a number, or a BinData",
+            ),
+            (doc! {"$where": "this.a == 1"}, 2, "$where is not allowed"),
+            (doc! {"$text": {"$search": "x"}}, 27, "text index required"),
+            (doc! {"a": {"$near": [0, 0]}}, 2, "geospatial"),
+            (doc! {"a": {"$geoWithin": {}}}, 2, "geospatial"),
+            (doc! {"$jsonSchema": 1}, 14, "$jsonSchema must be an object"),
+            (
+                doc! {"$jsonSchema": {"foo": 1}},
+                9,
+                "Unknown $jsonSchema keyword: foo",
+            ),
+            (doc! {"$alwaysTrue": 0}, 9, "must be an integer value of 1"),
+            (
+                doc! {"a": {"$elemMatch": {"$expr": {"$eq": [1, 1]}}}},
+                224,
+                "$expr can only be applied to the top-level document",
+            ),
+        ];
+        for (f, code, msg) in cases {
+            let err = Matcher::new(&f).expect_err(&format!("{f} should fail"));
+            assert_eq!(err.code, code, "{f}: {err}");
+            assert!(
+                err.message.contains(msg),
+                "{f}: {} does not contain {msg}",
+                err.message
+            );
+        }
+    }
+
+    #[test]
+    fn positional_index() {
+        let cases: Vec<(Document, Document, Option<Option<usize>>)> = vec![
+            (doc! {"a": 5}, doc! {"a": [1, 5, 5]}, Some(Some(1))),
+            (doc! {"a": 5}, doc! {"a": 5}, Some(None)),
+            (doc! {"a": 7}, doc! {"a": [1, 5]}, None),
+            (doc! {"a": [1, 5]}, doc! {"a": [1, 5]}, Some(None)),
+            (
+                doc! {"a.b": {"$gt": 1}},
+                doc! {"a": [{"b": 1}, {"b": 2}]},
+                Some(Some(1)),
+            ),
+            (
+                doc! {"a": {"$elemMatch": {"b": 2}}},
+                doc! {"a": [{"b": 1}, {"b": 2}]},
+                Some(Some(1)),
+            ),
+            (
+                doc! {"x": 1, "a": {"$gte": 3}},
+                doc! {"x": 1, "a": [1, 2, 3]},
+                Some(Some(2)),
+            ),
+            (
+                doc! {"$or": [{"a": 9}, {"a": 2}]},
+                doc! {"a": [1, 2]},
+                Some(Some(1)),
+            ),
+            (
+                doc! {"a.b": 3},
+                doc! {"a": [{"b": [1]}, {"b": [2, 3]}]},
+                Some(Some(1)),
+            ),
+        ];
+        for (f, d, want) in cases {
+            assert_eq!(
+                Matcher::new(&f).unwrap().matches_with_position(&d),
+                want,
+                "{f} {d}"
+            );
+        }
+    }
+
+    #[test]
+    fn value_matchers() {
+        let cases: Vec<(Bson, Bson, bool)> = vec![
+            (bson!({"$gte": 3}), bson!(3), true),
+            (bson!({"$gte": 3}), bson!(2), false),
+            (bson!({"$gte": 3}), bson!([5]), false),
+            (bson!({"$in": [1, 2]}), bson!(2), true),
+            (bson!({"$ne": 1}), bson!(2), true),
+            (bson!({"$exists": true}), bson!(2), true),
+            (bson!({"$size": 1}), bson!([1]), true),
+            (bson!({"$elemMatch": {"$gt": 1}}), bson!([0, 2]), true),
+            (bson!({"score": 8}), bson!({"score": 8, "item": "b"}), true),
+            (bson!({"score": 8}), bson!({"score": 7}), false),
+            (bson!({"score": 8}), bson!(8), false),
+            (bson!({"a": {"$gt": 1}}), bson!({"a": [0, 2]}), true),
+            (bson!({"$or": [{"a": 1}, {"b": 1}]}), bson!({"b": 1}), true),
+            (bson!(5), bson!(5.0), true),
+            (bson!(5), bson!([5]), false),
+            (bson!([1, 2]), bson!([1, 2]), true),
+            (bson!("x"), bson!("y"), false),
+            (re("^a", ""), bson!("abc"), true),
+            (bson!({"$regex": "^a"}), bson!("abc"), true),
+            (bson!(null), Bson::Null, true),
+        ];
+        for (cond, v, want) in cases {
+            assert_eq!(
+                Matcher::new_for_value(&cond).unwrap().matches_value(&v),
+                want,
+                "{cond} vs {v}"
+            );
+        }
+        assert!(Matcher::new_for_value(&bson!({"$foo": 1})).is_err());
+        assert!(Matcher::new(&doc! {}).unwrap().is_match_all());
+        assert!(!Matcher::new(&doc! {"a": 1}).unwrap().is_match_all());
+    }
+
+    #[test]
+    fn json_schema() {
+        let schema = doc! {"$jsonSchema": {
+            "bsonType": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"bsonType": "string", "minLength": 2, "maxLength": 5},
+                "age": {"bsonType": ["int", "long"], "minimum": 0, "maximum": 150, "exclusiveMaximum": true},
+                "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1, "uniqueItems": true},
+                "score": {"type": "number", "multipleOf": 0.5},
+                "code": {"type": "string", "pattern": "^[A-Z]+$"},
+                "sub": {"bsonType": "object", "additionalProperties": false, "properties": {"x": {}}},
+                "either": {"anyOf": [{"bsonType": "int"}, {"bsonType": "string"}]},
+                "neg": {"not": {"bsonType": "string"}},
+            },
+        }};
+        let matcher = Matcher::new(&schema).unwrap();
+        let cases: Vec<(Document, bool)> = vec![
+            (doc! {"name": "bob"}, true),
+            (doc! {}, false),
+            (doc! {"name": "b"}, false),
+            (doc! {"name": "bobbybob"}, false),
+            (doc! {"name": 5}, false),
+            (doc! {"name": "bob", "age": 30}, true),
+            (doc! {"name": "bob", "age": 30.0}, false),
+            (doc! {"name": "bob", "age": -1}, false),
+            (doc! {"name": "bob", "age": 150}, false),
+            (doc! {"name": "bob", "tags": ["a", "b"]}, true),
+            (doc! {"name": "bob", "tags": ["a", "a"]}, false),
+            (doc! {"name": "bob", "tags": ["c"]}, false),
+            (doc! {"name": "bob", "tags": []}, false),
+            (doc! {"name": "bob", "score": 2.5}, true),
+            (doc! {"name": "bob", "score": 2.2}, false),
+            (doc! {"name": "bob", "code": "ABC"}, true),
+            (doc! {"name": "bob", "code": "abc"}, false),
+            (doc! {"name": "bob", "sub": {"x": 1}}, true),
+            (doc! {"name": "bob", "sub": {"y": 1}}, false),
+            (doc! {"name": "bob", "either": "s"}, true),
+            (doc! {"name": "bob", "either": 1.5}, false),
+            (doc! {"name": "bob", "neg": 1}, true),
+            (doc! {"name": "bob", "neg": "s"}, false),
+            (doc! {"name": "bob", "other": "anything"}, true),
+        ];
+        for (d, want) in cases {
+            assert_eq!(matcher.matches(&d), want, "{d}");
+        }
+        let closed = Matcher::new(&doc! {"$jsonSchema": {"properties": {"_id": {}, "a": {}}, "additionalProperties": false}}).unwrap();
+        assert!(closed.matches(&doc! {"_id": 1, "a": 2}));
+        assert!(!closed.matches(&doc! {"_id": 1, "b": 2}));
+        let e = Matcher::new(&doc! {"$jsonSchema": {"type": "integer"}}).unwrap_err();
+        assert!(e.message.contains("not currently supported"));
+    }
+
+    #[test]
+    fn type_helpers() {
+        assert_eq!(bson_type_name(&bson!(1)), "int");
+        assert_eq!(bson_type_name(&bson!({})), "object");
+        assert_eq!(bson_type_code(&Bson::MaxKey), 127);
+        for (v, want) in [
+            (bson!(0), false),
+            (bson!(0.0), false),
+            (bson!(null), false),
+            (bson!(""), true),
+            (bson!([]), true),
+            (bson!(2), true),
+        ] {
+            assert_eq!(is_truthy(&v), want, "{v}");
+        }
     }
 }
