@@ -30,6 +30,7 @@ if [ ! -x "$venv/bin/pytest" ]; then
   mkdir -p "$cache"; python3 -m venv "$venv"
   "$venv/bin/pip" install -q "pymongo==4.20.1" pytest pytest-asyncio
 fi
+"$venv/bin/python" -c "import zstandard" 2>/dev/null || "$venv/bin/pip" install -q zstandard
 BULWARK_URI="mongodb://127.0.0.1:$PORT/" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/python
 
 status=0

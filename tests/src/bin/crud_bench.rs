@@ -1,0 +1,110 @@
+//! CRUD benchmark: the router path (Rust driver → router → gRPC → shard → WiredTiger)
+//! against raw WiredTiger through wiredtiger-sys, measured in the same run on the same
+//! machine, with the ratio of each pair. Prints the median of `--runs` runs (default 3).
+//!
+//!   cargo run --release -p tests --bin crud-bench [-- --runs 3 --docs 100000 --lookups 20000]
+//!
+//! This is a program that prints figures, never a test that asserts timings.
+
+use std::time::Instant;
+
+use bson::{doc, Document};
+use tests::TestCluster;
+
+struct Args {
+    runs: usize,
+    docs: usize,
+    lookups: usize,
+    batch: usize,
+    value_size: usize,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args { runs: 3, docs: 100_000, lookups: 20_000, batch: 100, value_size: 1024 };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i + 1 < argv.len() {
+        let v: usize = argv[i + 1].parse().expect("numeric flag value");
+        match argv[i].as_str() {
+            "--runs" => a.runs = v,
+            "--docs" => a.docs = v,
+            "--lookups" => a.lookups = v,
+            "--batch" => a.batch = v,
+            "--value-size" => a.value_size = v,
+            other => panic!("unknown flag {other}"),
+        }
+        i += 2;
+    }
+    a
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// Inserts `docs` documents of about `value_size` bytes in batches; returns docs/s.
+async fn router_insert(coll: &mongodb::Collection<Document>, args: &Args) -> f64 {
+    let payload = "x".repeat(args.value_size);
+    let started = Instant::now();
+    let mut next = 0i64;
+    while (next as usize) < args.docs {
+        let batch: Vec<Document> = (0..args.batch).map(|k| doc! {"_id": next + k as i64, "p": &payload}).collect();
+        next += args.batch as i64;
+        coll.insert_many(batch).await.unwrap();
+    }
+    args.docs as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Point `find_one` by `_id` on random existing ids, one client; returns ops/s.
+async fn router_point_find(coll: &mongodb::Collection<Document>, args: &Args) -> f64 {
+    let mut x: u64 = 0x9E3779B97F4A7C15;
+    let started = Instant::now();
+    for _ in 0..args.lookups {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let id = (x % args.docs as u64) as i64;
+        let d = coll.find_one(doc! {"_id": id}).await.unwrap();
+        assert!(d.is_some(), "document {id} missing");
+    }
+    args.lookups as f64 / started.elapsed().as_secs_f64()
+}
+
+#[tokio::main]
+async fn main() {
+    let args = parse_args();
+    let (mut ins, mut get, mut raw_ins, mut raw_get) = (vec![], vec![], vec![], vec![]);
+    for run in 1..=args.runs {
+        let cluster = TestCluster::start().await;
+        let coll = cluster.client().await.database("bench").collection::<Document>("c");
+        let i = router_insert(&coll, &args).await;
+        let g = router_point_find(&coll, &args).await;
+        cluster.stop().await;
+
+        let dir = tempfile::tempdir().unwrap();
+        let (docs, lookups, vs, batch) = (args.docs, args.lookups, args.value_size, args.batch);
+        let path = dir.path().to_path_buf();
+        let (ri, rg) = tokio::task::spawn_blocking(move || {
+            let ri = storage::rawbench::raw_insert(&path.join("ins"), docs, vs, batch);
+            let rg = storage::rawbench::raw_point_get(&path.join("get"), docs, vs, lookups);
+            (ri, rg)
+        })
+        .await
+        .unwrap();
+        println!("run {run}: router insert {i:.0} docs/s, router find_one {g:.0} ops/s, raw WT insert {ri:.0} rows/s, raw WT get {rg:.0} ops/s");
+        ins.push(i);
+        get.push(g);
+        raw_ins.push(ri);
+        raw_get.push(rg);
+    }
+    let (i, g, ri, rg) = (median(ins), median(get), median(raw_ins), median(raw_get));
+    println!();
+    println!("medians of {} runs ({} docs of {} B, batches of {}, {} lookups):", args.runs, args.docs, args.value_size, args.batch, args.lookups);
+    println!("  insert_many via router : {i:>12.0} docs/s");
+    println!("  raw WiredTiger insert  : {ri:>12.0} rows/s");
+    println!("  ratio                  : {:>12.3}", i / ri);
+    println!("  find_one via router    : {g:>12.0} ops/s");
+    println!("  raw WiredTiger search  : {rg:>12.0} ops/s");
+    println!("  ratio                  : {:>12.3}", g / rg);
+}
