@@ -157,6 +157,13 @@ impl Expr {
         self.ev(&mut cx)
     }
 
+    /// Evaluates with `$$CURRENT` (and so plain field paths) bound to `current` while
+    /// `$$ROOT` stays `root` (`$redact` descending into sub-documents).
+    pub fn eval_with_current(&self, root: &Document, current: &Document, vars: &Variables) -> MongoResult<Bson> {
+        let mut cx = Cx { root, vars, locals: vec![("CURRENT", Bson::Document(current.clone()))] };
+        self.ev(&mut cx)
+    }
+
     /// Like [`Expr::eval`], with a missing result as `None`.
     pub fn eval_opt(&self, root: &Document, vars: &Variables) -> MongoResult<Option<Bson>> {
         Ok(match self.eval(root, vars)? {
@@ -1777,16 +1784,6 @@ pub(crate) fn std_dev(xs: &[f64], sample: bool) -> Bson {
     Bson::Double((ss / denom).sqrt())
 }
 
-/// `$sum`/`$avg`/... folded over values, shared with `$group` accumulators.
-pub(crate) fn sum_values(items: &[Bson]) -> Bson {
-    let mut acc = Num::I(0);
-    for x in items {
-        if let Some(n) = num_of(x) {
-            acc = num_add(acc, n);
-        }
-    }
-    num_to_bson(acc)
-}
 
 // ---------------------------------------------------------------------------------------
 // Numbers
@@ -2636,7 +2633,7 @@ pub fn type_name(v: &Bson) -> &'static str {
     }
 }
 
-fn type_name_or_missing(v: &Bson) -> &'static str {
+pub(crate) fn type_name_or_missing(v: &Bson) -> &'static str {
     match v {
         Bson::Undefined => "missing",
         v => type_name(v),
@@ -4408,4 +4405,9 @@ fn date_trunc(ms: i64, unit: Unit, bin: i64, tz: &Tz, sow: i64) -> i64 {
         }
     };
     truncated - off
+}
+
+/// `$divide` on two evaluated values (shared with `$avg` on decimals).
+pub(crate) fn eval_divide(a: &Bson, b: &Bson) -> MongoResult<Bson> {
+    arith_divide(a, b)
 }

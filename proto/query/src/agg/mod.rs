@@ -1,1 +1,983 @@
 //! Aggregation pipeline stages (owner: aggregation helper).
+//!
+//! [`Pipeline::parse`] validates and compiles every stage once (expressions, matchers,
+//! sort keys); [`Pipeline::run`] pushes a batch of documents through the stages. The
+//! pipeline never writes: a trailing `$out`/`$merge` is exposed through
+//! [`Pipeline::output_stage`] and the caller performs the writes, using
+//! [`merge_document`] for `$merge`'s whenMatched/whenNotMatched rules.
+
+mod group;
+mod lookup;
+mod merge;
+mod project;
+mod sortkey;
+
+#[cfg(test)]
+mod tests;
+
+use bson::{Bson, Document};
+use rand::seq::SliceRandom;
+
+use crate::expr::{compare_values, Expr, Variables};
+use crate::matcher::Matcher;
+use crate::{ErrorCode, MongoError, MongoResult};
+
+pub use merge::{merge_document, MergeAction, MergeSpec, OutputStage, WhenMatched, WhenNotMatched};
+
+use group::{Accumulator, Group};
+use lookup::{GraphLookup, Lookup};
+use project::{Projection, SetFields};
+use sortkey::SortKeys;
+
+/// What a pipeline needs from its surroundings.
+pub trait AggContext {
+    /// All documents of another collection in the same database (`$lookup`, `$unionWith`,
+    /// `$graphLookup`). A collection that does not exist has no documents.
+    fn collection_docs(&self, coll: &str) -> MongoResult<Vec<Document>>;
+    /// Variables for the whole operation: the command's `let`, a fixed `$$NOW`.
+    fn variables(&self) -> Variables;
+}
+
+/// A context with no other collections and no variables (tests, `$merge` pipelines).
+pub struct NoCollections;
+
+impl AggContext for NoCollections {
+    fn collection_docs(&self, _coll: &str) -> MongoResult<Vec<Document>> {
+        Ok(Vec::new())
+    }
+    fn variables(&self) -> Variables {
+        Variables::default()
+    }
+}
+
+/// A parsed aggregation pipeline.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    stages: Vec<Stage>,
+    output: Option<OutputStage>,
+    /// The filter of a first `$match`, so the caller can use an index.
+    leading_match: Option<Document>,
+}
+
+#[derive(Debug, Clone)]
+enum Stage {
+    Match(MatchStage),
+    Project(Projection),
+    AddFields(SetFields),
+    Unset(Vec<Vec<String>>),
+    Group(Box<Group>),
+    Sort(SortKeys),
+    Limit(usize),
+    Skip(usize),
+    Count(String),
+    Unwind(Unwind),
+    Lookup(Box<Lookup>),
+    GraphLookup(Box<GraphLookup>),
+    ReplaceRoot(Expr),
+    Facet(Vec<(String, Pipeline)>),
+    Sample(usize),
+    Bucket(Box<Bucket>),
+    BucketAuto(Box<BucketAuto>),
+    UnionWith(String, Option<Box<Pipeline>>),
+    Redact(Expr),
+    Documents(Expr),
+}
+
+impl Pipeline {
+    pub fn parse(stages: &[Document]) -> MongoResult<Pipeline> {
+        Self::parse_inner(stages, Nesting::Top)
+    }
+
+    fn parse_inner(stages: &[Document], nesting: Nesting) -> MongoResult<Pipeline> {
+        let mut out = Vec::with_capacity(stages.len());
+        let mut output = None;
+        let mut leading_match = None;
+        for (i, spec) in stages.iter().enumerate() {
+            if spec.len() != 1 {
+                return Err(MongoError::location(
+                    40323,
+                    "A pipeline stage specification object must contain exactly one field.",
+                ));
+            }
+            let (name, arg) = spec.iter().next().unwrap();
+            if output.is_some() {
+                return Err(MongoError::location(40601, format!("{} can only be the final stage in the pipeline", stage_name(&output))));
+            }
+            match name.as_str() {
+                "$out" | "$merge" => {
+                    if nesting != Nesting::Top {
+                        let code = if nesting == Nesting::Facet { 40600 } else { 51047 };
+                        let msg = if nesting == Nesting::Facet {
+                            format!("{name} is not allowed to be used within a $facet stage")
+                        } else {
+                            format!("{name} is not allowed within a $lookup's sub-pipeline")
+                        };
+                        return Err(MongoError::location(code, msg));
+                    }
+                    output = Some(if name == "$out" { merge::parse_out(arg)? } else { merge::parse_merge(arg)? });
+                    continue;
+                }
+                "$documents" if i != 0 => {
+                    return Err(MongoError::location(40602, "$documents is only valid as the first stage in a pipeline"));
+                }
+                "$match" if i == 0 => {
+                    if let Bson::Document(d) = arg {
+                        leading_match = Some(d.clone());
+                    }
+                }
+                "$facet" if nesting == Nesting::Facet => {
+                    return Err(MongoError::location(40600, "$facet is not allowed to be used within a $facet stage"));
+                }
+                _ => {}
+            }
+            out.push(parse_stage(name, arg)?);
+        }
+        Ok(Pipeline { stages: out, output, leading_match })
+    }
+
+    /// Runs the pipeline over `input` (the documents of the collection, or of the
+    /// caller's pre-filtered scan). `$out`/`$merge` are not applied.
+    pub fn run(&self, input: Vec<Document>, ctx: &dyn AggContext) -> MongoResult<Vec<Document>> {
+        let mut vars = ctx.variables();
+        vars.pin_now();
+        self.run_with(input, ctx, &vars)
+    }
+
+    /// Runs with explicit variables (sub-pipelines, `$lookup` with `let`).
+    pub fn run_with(&self, input: Vec<Document>, ctx: &dyn AggContext, vars: &Variables) -> MongoResult<Vec<Document>> {
+        let mut docs = input;
+        let mut i = 0;
+        while i < self.stages.len() {
+            // $sort + $limit: keep only the top k while sorting.
+            if let (Stage::Sort(keys), Some(Stage::Limit(n))) = (&self.stages[i], self.stages.get(i + 1)) {
+                docs = keys.sort_top(docs, Some(*n));
+                docs.truncate(*n);
+                i += 2;
+                continue;
+            }
+            docs = run_stage(&self.stages[i], docs, ctx, vars)?;
+            i += 1;
+        }
+        Ok(docs)
+    }
+
+    /// The trailing `$out` or `$merge`, which the caller must perform on the results.
+    pub fn output_stage(&self) -> Option<&OutputStage> {
+        self.output.as_ref()
+    }
+
+    /// The filter of a first `$match` stage.
+    pub fn leading_match(&self) -> Option<&Document> {
+        self.leading_match.as_ref()
+    }
+
+    /// True when there are no stages at all (not even `$out`/`$merge`).
+    pub fn is_empty(&self) -> bool {
+        self.stages.is_empty() && self.output.is_none()
+    }
+
+    /// Number of processing stages (excluding `$out`/`$merge`).
+    pub fn len(&self) -> usize {
+        self.stages.len()
+    }
+
+    /// True when the first stage is `$documents` (the pipeline ignores its input
+    /// collection, as in `db.aggregate([{$documents: ...}])`).
+    pub fn starts_with_documents(&self) -> bool {
+        matches!(self.stages.first(), Some(Stage::Documents(_)))
+    }
+
+    /// Names of collections that `$lookup`/`$graphLookup`/`$unionWith` read, including
+    /// nested pipelines (for authorization and for loading them ahead of time).
+    pub fn referenced_collections(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &self.stages {
+            match s {
+                Stage::Lookup(l) => {
+                    if let Some(c) = &l.from {
+                        out.push(c.clone());
+                    }
+                    if let Some(p) = &l.pipeline {
+                        out.extend(p.referenced_collections());
+                    }
+                }
+                Stage::GraphLookup(g) => out.push(g.from.clone()),
+                Stage::UnionWith(c, p) => {
+                    out.push(c.clone());
+                    if let Some(p) = p {
+                        out.extend(p.referenced_collections());
+                    }
+                }
+                Stage::Facet(fs) => {
+                    for (_, p) in fs {
+                        out.extend(p.referenced_collections());
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Nesting {
+    Top,
+    Facet,
+    Lookup,
+}
+
+fn stage_name(out: &Option<OutputStage>) -> &'static str {
+    match out {
+        Some(OutputStage::Merge(_)) => "$merge",
+        _ => "$out",
+    }
+}
+
+fn err(code: i32, msg: impl Into<String>) -> MongoError {
+    MongoError::location(code, msg)
+}
+
+fn split_path(p: &str) -> Vec<String> {
+    p.split('.').map(str::to_string).collect()
+}
+
+fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
+    Ok(match name {
+        "$match" => {
+            let Bson::Document(d) = arg else {
+                return Err(err(15959, "the match filter must be an expression in an object"));
+            };
+            Stage::Match(MatchStage::new(d)?)
+        }
+        "$project" => {
+            let Bson::Document(d) = arg else {
+                return Err(err(15969, "$project specification must be an object"));
+            };
+            Stage::Project(Projection::parse(d)?)
+        }
+        "$addFields" | "$set" => {
+            let Bson::Document(d) = arg else {
+                return Err(err(40272, format!("{name} specification stage must be an object, got {}", crate::expr::type_name(arg))));
+            };
+            Stage::AddFields(SetFields::parse(d)?)
+        }
+        "$unset" => {
+            let paths = match arg {
+                Bson::String(s) => vec![s.clone()],
+                Bson::Array(a) if a.is_empty() => {
+                    return Err(err(31119, "$unset specification must be a string or an array with at least one field"))
+                }
+                Bson::Array(a) => a
+                    .iter()
+                    .map(|x| match x {
+                        Bson::String(s) => Ok(s.clone()),
+                        _ => Err(err(31120, "$unset specification must be a string or an array containing only string values")),
+                    })
+                    .collect::<MongoResult<Vec<_>>>()?,
+                _ => return Err(err(31002, "$unset specification must be a string or an array")),
+            };
+            for p in &paths {
+                if p.is_empty() || p.starts_with('$') || p.split('.').any(str::is_empty) {
+                    return Err(err(31002, format!("Invalid $unset :: caused by :: FieldPath '{p}' is not valid")));
+                }
+            }
+            Stage::Unset(paths.iter().map(|p| split_path(p)).collect())
+        }
+        "$group" => Stage::Group(Box::new(Group::parse(arg)?)),
+        "$sort" => {
+            let Bson::Document(d) = arg else {
+                return Err(err(15973, "the $sort key specification must be an object"));
+            };
+            Stage::Sort(SortKeys::parse(d)?)
+        }
+        "$limit" => {
+            let n = crate::expr::as_int_exact(arg)
+                .ok_or_else(|| err(15957, format!("the limit must be specified as a number, got {arg}")))?;
+            if n <= 0 {
+                return Err(err(15958, "the limit must be positive"));
+            }
+            Stage::Limit(n as usize)
+        }
+        "$skip" => {
+            let n = crate::expr::as_int_exact(arg)
+                .ok_or_else(|| err(15972, format!("Argument to $skip must be a number, got {arg}")))?;
+            if n < 0 {
+                return Err(err(15956, format!("Argument to $skip cannot be negative, got {n}")));
+            }
+            Stage::Skip(n as usize)
+        }
+        "$count" => {
+            let Bson::String(s) = arg else {
+                return Err(err(40156, "the count field must be a non-empty string"));
+            };
+            if s.is_empty() {
+                return Err(err(40157, "the count field must be a non-empty string"));
+            }
+            if s.starts_with('$') {
+                return Err(err(40158, "the count field cannot be a $-prefixed path"));
+            }
+            if s.contains('.') {
+                return Err(err(40160, "the count field cannot contain '.'"));
+            }
+            Stage::Count(s.clone())
+        }
+        "$unwind" => Stage::Unwind(Unwind::parse(arg)?),
+        "$lookup" => Stage::Lookup(Box::new(Lookup::parse(arg)?)),
+        "$graphLookup" => Stage::GraphLookup(Box::new(GraphLookup::parse(arg)?)),
+        "$replaceRoot" => {
+            let Bson::Document(d) = arg else {
+                return Err(err(40228, "expected an object as specification for $replaceRoot stage"));
+            };
+            for k in d.keys() {
+                if k != "newRoot" {
+                    return Err(MongoError::new(
+                        ErrorCode::Location40415,
+                        format!("BSON field '$replaceRoot.{k}' is an unknown field."),
+                    ));
+                }
+            }
+            let root = d
+                .get("newRoot")
+                .ok_or_else(|| MongoError::new(ErrorCode::Location40414, "BSON field '$replaceRoot.newRoot' is missing but a required field"))?;
+            Stage::ReplaceRoot(Expr::parse(root)?)
+        }
+        "$replaceWith" => Stage::ReplaceRoot(Expr::parse(arg)?),
+        "$facet" => {
+            let Bson::Document(d) = arg else {
+                return Err(err(15947, "the $facet specification must be a non-empty object"));
+            };
+            if d.is_empty() {
+                return Err(err(40169, "the $facet specification must be a non-empty object"));
+            }
+            let mut facets = Vec::new();
+            for (k, v) in d {
+                let Bson::Array(stages) = v else {
+                    return Err(err(40170, format!("arguments to $facet must be arrays, {k} is type {}", crate::expr::type_name(v))));
+                };
+                let stages = stage_docs(stages, 40171, "subpipeline elements must be objects")?;
+                facets.push((k.clone(), Pipeline::parse_inner(&stages, Nesting::Facet)?));
+            }
+            Stage::Facet(facets)
+        }
+        "$sortByCount" => {
+            let ok = match arg {
+                Bson::String(s) => s.starts_with('$'),
+                Bson::Document(d) => d.keys().next().is_some_and(|k| k.starts_with('$')) && d.len() == 1,
+                _ => false,
+            };
+            if !ok {
+                return Err(err(40148, "the sortByCount field must be defined as a $-prefixed path or an expression"));
+            }
+            let group = Group::simple(Expr::parse(arg)?, vec![("count".to_string(), Accumulator::count())]);
+            Stage::Facet(vec![(
+                String::new(),
+                Pipeline {
+                    stages: vec![Stage::Group(Box::new(group)), Stage::Sort(SortKeys::parse(&bson::doc! {"count": -1})?)],
+                    output: None,
+                    leading_match: None,
+                },
+            )])
+        }
+        "$sample" => {
+            let Bson::Document(d) = arg else {
+                return Err(err(28745, "the $sample stage specification must be an object"));
+            };
+            let mut size = None;
+            for (k, v) in d {
+                if k != "size" {
+                    return Err(err(28748, format!("unrecognized option to $sample: {k}")));
+                }
+                let n = crate::expr::as_int_exact(v).ok_or_else(|| err(28746, "size argument to $sample must be a number"))?;
+                if n < 0 {
+                    return Err(err(28747, "size argument to $sample must not be negative"));
+                }
+                size = Some(n as usize);
+            }
+            Stage::Sample(size.ok_or_else(|| err(28749, "$sample stage must specify a size"))?)
+        }
+        "$bucket" => Stage::Bucket(Box::new(Bucket::parse(arg)?)),
+        "$bucketAuto" => Stage::BucketAuto(Box::new(BucketAuto::parse(arg)?)),
+        "$unionWith" => match arg {
+            Bson::String(c) => Stage::UnionWith(c.clone(), None),
+            Bson::Document(d) => {
+                let mut coll = None;
+                let mut pipeline = None;
+                for (k, v) in d {
+                    match (k.as_str(), v) {
+                        ("coll", Bson::String(c)) => coll = Some(c.clone()),
+                        ("pipeline", Bson::Array(a)) => {
+                            let stages = stage_docs(a, 40172, "$unionWith pipeline elements must be objects")?;
+                            pipeline = Some(Box::new(Pipeline::parse_inner(&stages, Nesting::Lookup)?));
+                        }
+                        ("coll" | "pipeline", _) => {
+                            return Err(MongoError::new(ErrorCode::TypeMismatch, format!("BSON field '$unionWith.{k}' is the wrong type")))
+                        }
+                        _ => {
+                            return Err(MongoError::new(
+                                ErrorCode::Location40415,
+                                format!("BSON field '$unionWith.{k}' is an unknown field."),
+                            ))
+                        }
+                    }
+                }
+                let coll = coll.ok_or_else(|| {
+                    MongoError::new(ErrorCode::Location40414, "BSON field '$unionWith.coll' is missing but a required field")
+                })?;
+                Stage::UnionWith(coll, pipeline)
+            }
+            _ => {
+                return Err(err(
+                    ErrorCode::FailedToParse as i32,
+                    "the $unionWith stage specification must be an object or string",
+                ))
+                .map_err(|e: MongoError| MongoError::failed_to_parse(e.message))
+            }
+        },
+        "$redact" => Stage::Redact(Expr::parse(arg)?),
+        "$documents" => Stage::Documents(Expr::parse(arg)?),
+        "$collStats" | "$indexStats" | "$currentOp" | "$listSessions" | "$listLocalSessions" | "$planCacheStats"
+        | "$changeStream" | "$geoNear" | "$search" | "$searchMeta" | "$listSearchIndexes" | "$setWindowFields" | "$densify"
+        | "$fill" | "$shardedDataDistribution" | "$listSampledQueries" => {
+            return Err(MongoError::new(
+                ErrorCode::NotImplemented,
+                format!("{name} is not supported by the aggregation library"),
+            ))
+        }
+        _ => return Err(err(40324, format!("Unrecognized pipeline stage name: '{name}'"))),
+    })
+}
+
+fn stage_docs(a: &[Bson], code: i32, msg: &str) -> MongoResult<Vec<Document>> {
+    a.iter()
+        .map(|s| match s {
+            Bson::Document(d) => Ok(d.clone()),
+            _ => Err(err(code, msg)),
+        })
+        .collect()
+}
+
+fn run_stage(stage: &Stage, docs: Vec<Document>, ctx: &dyn AggContext, vars: &Variables) -> MongoResult<Vec<Document>> {
+    Ok(match stage {
+        Stage::Match(m) => {
+            let mut out = Vec::with_capacity(docs.len());
+            for d in docs {
+                if m.matches(&d, vars)? {
+                    out.push(d);
+                }
+            }
+            out
+        }
+        Stage::Project(p) => docs.iter().map(|d| p.apply(d, vars)).collect::<MongoResult<_>>()?,
+        Stage::AddFields(s) => docs.iter().map(|d| s.apply(d, vars)).collect::<MongoResult<_>>()?,
+        Stage::Unset(paths) => docs
+            .into_iter()
+            .map(|mut d| {
+                for p in paths {
+                    project::remove_nested(&mut d, p);
+                }
+                d
+            })
+            .collect(),
+        Stage::Group(g) => g.run(docs, vars)?,
+        Stage::Sort(keys) => keys.sort_top(docs, None),
+        Stage::Limit(n) => {
+            let mut docs = docs;
+            docs.truncate(*n);
+            docs
+        }
+        Stage::Skip(n) => docs.into_iter().skip(*n).collect(),
+        Stage::Count(field) => {
+            if docs.is_empty() {
+                Vec::new()
+            } else {
+                let n = docs.len();
+                let v = if n <= i32::MAX as usize { Bson::Int32(n as i32) } else { Bson::Int64(n as i64) };
+                let mut d = Document::new();
+                d.insert(field.clone(), v);
+                vec![d]
+            }
+        }
+        Stage::Unwind(u) => {
+            let mut out = Vec::with_capacity(docs.len());
+            for d in docs {
+                u.apply(d, &mut out);
+            }
+            out
+        }
+        Stage::Lookup(l) => l.run(docs, ctx, vars)?,
+        Stage::GraphLookup(g) => g.run(docs, ctx, vars)?,
+        Stage::ReplaceRoot(e) => {
+            let mut out = Vec::with_capacity(docs.len());
+            for d in &docs {
+                match e.eval(d, vars)? {
+                    Bson::Document(nd) => out.push(nd),
+                    v => {
+                        let shown = if matches!(v, Bson::Undefined) { "MISSING".to_string() } else { v.to_string() };
+                        return Err(err(
+                            40228,
+                            format!(
+                                "'replacement document' must evaluate to an object, but resulting value was: {shown}. Type of resulting value: '{}'. Input document: {d}",
+                                crate::expr::type_name_or_missing(&v)
+                            ),
+                        ));
+                    }
+                }
+            }
+            out
+        }
+        Stage::Facet(facets) => {
+            if facets.len() == 1 && facets[0].0.is_empty() {
+                // inlined sub-pipeline ($sortByCount)
+                return facets[0].1.run_with(docs, ctx, vars);
+            }
+            let mut out = Document::new();
+            for (name, p) in facets {
+                let res = p.run_with(docs.clone(), ctx, vars)?;
+                out.insert(name.clone(), Bson::Array(res.into_iter().map(Bson::Document).collect()));
+            }
+            vec![out]
+        }
+        Stage::Sample(n) => {
+            let mut docs = docs;
+            let mut rng = rand::thread_rng();
+            if *n >= docs.len() {
+                docs.shuffle(&mut rng);
+            } else {
+                let (picked, _) = docs.partial_shuffle(&mut rng, *n);
+                return Ok(picked.to_vec());
+            }
+            docs
+        }
+        Stage::Bucket(b) => b.run(docs, vars)?,
+        Stage::BucketAuto(b) => b.run(docs, vars)?,
+        Stage::UnionWith(coll, p) => {
+            let mut docs = docs;
+            let other = ctx.collection_docs(coll)?;
+            let other = match p {
+                Some(p) => p.run_with(other, ctx, vars)?,
+                None => other,
+            };
+            docs.extend(other);
+            docs
+        }
+        Stage::Redact(e) => {
+            let mut out = Vec::with_capacity(docs.len());
+            for d in &docs {
+                if let Some(r) = redact(e, d, d, vars)? {
+                    out.push(r);
+                }
+            }
+            out
+        }
+        Stage::Documents(e) => {
+            let v = e.eval(&Document::new(), vars)?;
+            let Bson::Array(items) = v else {
+                return Err(err(5858203, "an array is expected"));
+            };
+            items
+                .into_iter()
+                .map(|x| match x {
+                    Bson::Document(d) => Ok(d),
+                    _ => Err(MongoError::new(ErrorCode::TypeMismatch, "$documents elements must be objects")),
+                })
+                .collect::<MongoResult<_>>()?
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// $match
+
+#[derive(Debug, Clone)]
+struct MatchStage {
+    /// The filter without top-level `$expr` (None when nothing is left).
+    matcher: Option<Matcher>,
+    /// Top-level `$expr` clauses, evaluated here so they see `let` variables.
+    exprs: Vec<Expr>,
+}
+
+impl MatchStage {
+    fn new(filter: &Document) -> MongoResult<MatchStage> {
+        let mut rest = Document::new();
+        let mut exprs = Vec::new();
+        for (k, v) in filter {
+            match (k.as_str(), v) {
+                ("$expr", v) => exprs.push(Expr::parse(v)?),
+                ("$and", Bson::Array(items)) => {
+                    let mut kept = Vec::new();
+                    for it in items {
+                        match it {
+                            Bson::Document(d) if d.len() == 1 && d.contains_key("$expr") => {
+                                exprs.push(Expr::parse(&d["$expr"])?)
+                            }
+                            other => kept.push(other.clone()),
+                        }
+                    }
+                    if !kept.is_empty() {
+                        rest.insert("$and", kept);
+                    }
+                }
+                _ => {
+                    rest.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        // Validate the whole filter even when all of it was `$expr` (e.g. `$and: []`).
+        let matcher = if rest.is_empty() && !filter.contains_key("$and") { None } else { Some(Matcher::new(&rest)?) };
+        Ok(MatchStage { matcher, exprs })
+    }
+
+    fn matches(&self, d: &Document, vars: &Variables) -> MongoResult<bool> {
+        for e in &self.exprs {
+            if !e.eval_bool(d, vars)? {
+                return Ok(false);
+            }
+        }
+        match &self.matcher {
+            Some(m) => m.matches_checked(d),
+            None => Ok(true),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// $unwind
+
+#[derive(Debug, Clone)]
+struct Unwind {
+    path: Vec<String>,
+    index_field: Option<Vec<String>>,
+    preserve: bool,
+}
+
+impl Unwind {
+    fn parse(arg: &Bson) -> MongoResult<Unwind> {
+        let (path, index, preserve) = match arg {
+            Bson::String(s) => (s.clone(), None, false),
+            Bson::Document(d) => {
+                let mut path = None;
+                let mut index = None;
+                let mut preserve = false;
+                for (k, v) in d {
+                    match k.as_str() {
+                        "path" => match v {
+                            Bson::String(s) => path = Some(s.clone()),
+                            _ => return Err(err(28808, format!("expected a string as the path for $unwind stage, got {}", crate::expr::type_name(v)))),
+                        },
+                        "includeArrayIndex" => match v {
+                            Bson::String(s) => {
+                                if s.is_empty() || s.starts_with('$') {
+                                    return Err(err(28822, format!("includeArrayIndex option to $unwind stage should not be prefixed with a '$': {s}")));
+                                }
+                                index = Some(s.clone());
+                            }
+                            _ => {
+                                return Err(err(
+                                    28810,
+                                    format!("expected a non-empty string for the includeArrayIndex  option to $unwind stage, got {}", crate::expr::type_name(v)),
+                                ))
+                            }
+                        },
+                        "preserveNullAndEmptyArrays" => match v {
+                            Bson::Boolean(b) => preserve = *b,
+                            _ => {
+                                return Err(err(
+                                    28809,
+                                    format!("expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage, got {}", crate::expr::type_name(v)),
+                                ))
+                            }
+                        },
+                        _ => return Err(err(28811, format!("unrecognized option to $unwind stage: {k}"))),
+                    }
+                }
+                (path.ok_or_else(|| err(28812, "no path specified to $unwind stage"))?, index, preserve)
+            }
+            other => {
+                return Err(err(
+                    15981,
+                    format!("expected either a string or an object as specification for $unwind stage, got {}", crate::expr::type_name(other)),
+                ))
+            }
+        };
+        let Some(p) = path.strip_prefix('$') else {
+            return Err(err(28818, format!("path option to $unwind stage should be prefixed with a '$': {path}")));
+        };
+        if p.is_empty() || p.split('.').any(str::is_empty) || p.starts_with('$') {
+            return Err(err(28818, format!("invalid path for $unwind stage: {path}")));
+        }
+        Ok(Unwind { path: split_path(p), index_field: index.map(|s| split_path(&s)), preserve })
+    }
+
+    fn apply(&self, d: Document, out: &mut Vec<Document>) {
+        let value = project::get_nested(&d, &self.path).cloned();
+        match value {
+            Some(Bson::Array(items)) if !items.is_empty() => {
+                for (i, item) in items.into_iter().enumerate() {
+                    let mut nd = d.clone();
+                    project::set_nested(&mut nd, &self.path, item);
+                    if let Some(f) = &self.index_field {
+                        project::set_nested(&mut nd, f, Bson::Int64(i as i64));
+                    }
+                    out.push(nd);
+                }
+            }
+            Some(Bson::Array(_)) | Some(Bson::Null) | Some(Bson::Undefined) | None => {
+                if self.preserve {
+                    let mut nd = d;
+                    if matches!(project::get_nested(&nd, &self.path), Some(Bson::Array(_))) {
+                        project::remove_nested(&mut nd, &self.path);
+                    }
+                    if let Some(f) = &self.index_field {
+                        project::set_nested(&mut nd, f, Bson::Null);
+                    }
+                    out.push(nd);
+                }
+            }
+            Some(_) => {
+                let mut nd = d;
+                if let Some(f) = &self.index_field {
+                    project::set_nested(&mut nd, f, Bson::Null);
+                }
+                out.push(nd);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// $bucket / $bucketAuto
+
+#[derive(Debug, Clone)]
+struct Bucket {
+    group_by: Expr,
+    boundaries: Vec<Bson>,
+    default: Option<Bson>,
+    output: Vec<(String, Accumulator)>,
+}
+
+fn parse_output(v: Option<&Bson>, stage: &str) -> MongoResult<Vec<(String, Accumulator)>> {
+    match v {
+        None => Ok(vec![("count".to_string(), Accumulator::count())]),
+        Some(Bson::Document(d)) => {
+            let mut out = Vec::new();
+            for (k, spec) in d {
+                out.push((k.clone(), Accumulator::parse(k, spec)?));
+            }
+            Ok(out)
+        }
+        Some(_) => Err(err(40196, format!("The $bucket 'output' field must be an object, but found type: {stage}"))),
+    }
+}
+
+impl Bucket {
+    fn parse(arg: &Bson) -> MongoResult<Bucket> {
+        let Bson::Document(d) = arg else {
+            return Err(err(40201, "Argument to $bucket stage must be an object"));
+        };
+        for k in d.keys() {
+            if !matches!(k.as_str(), "groupBy" | "boundaries" | "default" | "output") {
+                return Err(err(40197, format!("Unrecognized option to $bucket: {k}.")));
+            }
+        }
+        let group_by = d.get("groupBy").ok_or_else(|| err(40198, "$bucket requires 'groupBy' and 'boundaries' to be specified."))?;
+        let ok_group = match group_by {
+            Bson::String(s) => s.starts_with('$'),
+            Bson::Document(_) => true,
+            _ => false,
+        };
+        if !ok_group {
+            return Err(err(40202, "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression"));
+        }
+        let Some(b) = d.get("boundaries") else {
+            return Err(err(40198, "$bucket requires 'groupBy' and 'boundaries' to be specified."));
+        };
+        let Bson::Array(boundaries) = b else {
+            return Err(err(40200, "The $bucket 'boundaries' field must be an array"));
+        };
+        if boundaries.len() < 2 {
+            return Err(err(40192, format!("The $bucket 'boundaries' field must have at least 2 values, but found {} value(s).", boundaries.len())));
+        }
+        for w in boundaries.windows(2) {
+            if crate::order::type_rank(&w[0]) != crate::order::type_rank(&w[1]) {
+                return Err(err(40193, "All values in the the 'boundaries' option to $bucket must have the same type."));
+            }
+            if compare_values(&w[0], &w[1]) != std::cmp::Ordering::Less {
+                return Err(err(40194, "The 'boundaries' option to $bucket must be sorted in ascending order."));
+            }
+        }
+        let default = d.get("default").cloned();
+        if let Some(def) = &default {
+            let lo = &boundaries[0];
+            let hi = boundaries.last().unwrap();
+            if crate::order::type_rank(def) == crate::order::type_rank(lo)
+                && compare_values(def, lo) != std::cmp::Ordering::Less
+                && compare_values(def, hi) == std::cmp::Ordering::Less
+            {
+                return Err(err(40199, "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary."));
+            }
+        }
+        Ok(Bucket { group_by: Expr::parse(group_by)?, boundaries: boundaries.clone(), default, output: parse_output(d.get("output"), "$bucket")? })
+    }
+
+    fn run(&self, docs: Vec<Document>, vars: &Variables) -> MongoResult<Vec<Document>> {
+        let n = self.boundaries.len() - 1;
+        let mut buckets: Vec<Option<Vec<group::AccState>>> = vec![None; n + 1];
+        for d in &docs {
+            let v = self.group_by.eval(d, vars)?;
+            let pos = self.boundaries.partition_point(|b| compare_values(b, &v) != std::cmp::Ordering::Greater);
+            let same_type = crate::order::type_rank(&v) == crate::order::type_rank(&self.boundaries[0]);
+            let idx = if same_type && pos >= 1 && pos <= n {
+                pos - 1
+            } else if self.default.is_some() {
+                n
+            } else {
+                return Err(err(
+                    40066,
+                    format!("$switch could not find a matching branch for an input, and no default was specified. (value {v})"),
+                ));
+            };
+            if buckets[idx].is_none() {
+                let id = if idx == n { self.default.clone().unwrap() } else { self.boundaries[idx].clone() };
+                buckets[idx] = Some(self.output.iter().map(|(_, a)| a.start(&id, vars)).collect::<MongoResult<_>>()?);
+            }
+            let states = buckets[idx].as_mut().unwrap();
+            for (st, (_, acc)) in states.iter_mut().zip(&self.output) {
+                acc.add(st, d, vars)?;
+            }
+        }
+        let mut out = Vec::new();
+        for (i, b) in buckets.into_iter().enumerate() {
+            let Some(states) = b else { continue };
+            let id = if i == n { self.default.clone().unwrap() } else { self.boundaries[i].clone() };
+            let mut doc = bson::doc! {"_id": id};
+            for (st, (name, acc)) in states.into_iter().zip(&self.output) {
+                doc.insert(name.clone(), acc.finish(st)?);
+            }
+            out.push(doc);
+        }
+        Ok(out)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct BucketAuto {
+    group_by: Expr,
+    buckets: usize,
+    output: Vec<(String, Accumulator)>,
+}
+
+impl BucketAuto {
+    fn parse(arg: &Bson) -> MongoResult<BucketAuto> {
+        let Bson::Document(d) = arg else {
+            return Err(err(40240, "The argument to $bucketAuto must be an object"));
+        };
+        for k in d.keys() {
+            match k.as_str() {
+                "groupBy" | "buckets" | "output" => {}
+                "granularity" => {
+                    return Err(MongoError::new(ErrorCode::NotImplemented, "$bucketAuto granularity is not supported"))
+                }
+                _ => return Err(err(40245, format!("Unrecognized option to $bucketAuto: {k}."))),
+            }
+        }
+        let (Some(g), Some(b)) = (d.get("groupBy"), d.get("buckets")) else {
+            return Err(err(40246, "$bucketAuto requires 'groupBy' and 'buckets' to be specified"));
+        };
+        let buckets = match crate::expr::as_int_exact(b) {
+            Some(n) if n > 0 && n <= i32::MAX as i64 => n as usize,
+            Some(_) => return Err(err(40243, format!("The $bucketAuto 'buckets' field must be greater than 0, but found: {b}"))),
+            None => return Err(err(40241, format!("The $bucketAuto 'buckets' field must be a numeric value, but found type: {}", crate::expr::type_name(b)))),
+        };
+        Ok(BucketAuto { group_by: Expr::parse(g)?, buckets, output: parse_output(d.get("output"), "$bucketAuto")? })
+    }
+
+    fn run(&self, docs: Vec<Document>, vars: &Variables) -> MongoResult<Vec<Document>> {
+        let mut keyed = Vec::with_capacity(docs.len());
+        for d in docs {
+            let v = match self.group_by.eval(&d, vars)? {
+                Bson::Undefined => Bson::Null,
+                v => v,
+            };
+            keyed.push((v, d));
+        }
+        keyed.sort_by(|a, b| compare_values(&a.0, &b.0));
+        let total = keyed.len();
+        if total == 0 {
+            return Ok(Vec::new());
+        }
+        let per = total.div_ceil(self.buckets).max(1);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < total {
+            let mut j = (i + per).min(total);
+            // equal values stay in one bucket
+            while j < total && compare_values(&keyed[j].0, &keyed[j - 1].0) == std::cmp::Ordering::Equal {
+                j += 1;
+            }
+            let min = keyed[i].0.clone();
+            let max = if j < total { keyed[j].0.clone() } else { keyed[j - 1].0.clone() };
+            let id = Bson::Document(bson::doc! {"min": min.clone(), "max": max.clone()});
+            let mut states: Vec<group::AccState> = self.output.iter().map(|(_, a)| a.start(&id, vars)).collect::<MongoResult<_>>()?;
+            for (_, d) in &keyed[i..j] {
+                for (st, (_, acc)) in states.iter_mut().zip(&self.output) {
+                    acc.add(st, d, vars)?;
+                }
+            }
+            let mut doc = bson::doc! {"_id": id};
+            for (st, (name, acc)) in states.into_iter().zip(&self.output) {
+                doc.insert(name.clone(), acc.finish(st)?);
+            }
+            out.push(doc);
+            i = j;
+        }
+        Ok(out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// $redact
+
+fn redact(e: &Expr, root: &Document, current: &Document, vars: &Variables) -> MongoResult<Option<Document>> {
+    let v = e.eval_with_current(root, current, vars)?;
+    match v.as_str() {
+        Some("PRUNE") => Ok(None),
+        Some("KEEP") => Ok(Some(current.clone())),
+        Some("DESCEND") => {
+            let mut out = Document::new();
+            for (k, val) in current {
+                match val {
+                    Bson::Document(sub) => {
+                        if let Some(r) = redact(e, root, sub, vars)? {
+                            out.insert(k.clone(), r);
+                        }
+                    }
+                    Bson::Array(items) => {
+                        let mut kept = Vec::new();
+                        for it in items {
+                            match it {
+                                Bson::Document(sub) => {
+                                    if let Some(r) = redact(e, root, sub, vars)? {
+                                        kept.push(Bson::Document(r));
+                                    }
+                                }
+                                other => kept.push(other.clone()),
+                            }
+                        }
+                        out.insert(k.clone(), kept);
+                    }
+                    other => {
+                        out.insert(k.clone(), other.clone());
+                    }
+                }
+            }
+            Ok(Some(out))
+        }
+        _ => Err(err(
+            17053,
+            format!("$redact's expression should not return anything aside from the variables $$KEEP, $$DESCEND, and $$PRUNE, but returned {v}"),
+        )),
+    }
+}

@@ -1,0 +1,349 @@
+//! `$lookup` (equality and pipeline forms) and `$graphLookup`.
+
+use std::collections::{HashMap, HashSet};
+
+use bson::{Bson, Document};
+
+use super::{project, split_path, AggContext, Nesting, Pipeline};
+use crate::expr::{self, Expr, Variables};
+use crate::matcher::Matcher;
+use crate::{ErrorCode, MongoError, MongoResult};
+
+#[derive(Debug, Clone)]
+pub(crate) struct Lookup {
+    pub(crate) from: Option<String>,
+    local: Option<Vec<String>>,
+    foreign: Option<Vec<String>>,
+    as_path: Vec<String>,
+    let_vars: Vec<(String, Expr)>,
+    pub(crate) pipeline: Option<Pipeline>,
+}
+
+fn parse_err(msg: impl Into<String>) -> MongoError {
+    MongoError::failed_to_parse(msg)
+}
+
+impl Lookup {
+    pub(crate) fn parse(arg: &Bson) -> MongoResult<Lookup> {
+        let Bson::Document(d) = arg else {
+            return Err(parse_err("the $lookup stage specification must be an object"));
+        };
+        let mut from = None;
+        let (mut local, mut foreign, mut as_path) = (None, None, None);
+        let mut let_vars = Vec::new();
+        let mut pipeline = None;
+        for (k, v) in d {
+            match k.as_str() {
+                "from" => match v {
+                    Bson::String(s) => from = Some(s.clone()),
+                    Bson::Document(ns) => match ns.get("coll") {
+                        Some(Bson::String(c)) => from = Some(c.clone()),
+                        _ => return Err(parse_err("$lookup 'from' must have a 'coll' string")),
+                    },
+                    _ => return Err(MongoError::location(4570, format!("$lookup argument 'from' must be a string, is type {}", expr::type_name(v)))),
+                },
+                "localField" | "foreignField" | "as" => {
+                    let Bson::String(s) = v else {
+                        return Err(MongoError::location(4570, format!("$lookup argument '{k}' must be a string, is type {}", expr::type_name(v))));
+                    };
+                    if s.is_empty() || s.starts_with('$') || s.split('.').any(str::is_empty) {
+                        return Err(MongoError::location(16410, format!("FieldPath '{s}' is not valid for $lookup '{k}'")));
+                    }
+                    let p = Some(split_path(s));
+                    match k.as_str() {
+                        "localField" => local = p,
+                        "foreignField" => foreign = p,
+                        _ => as_path = p,
+                    }
+                }
+                "let" => {
+                    let Bson::Document(l) = v else {
+                        return Err(MongoError::location(ErrorCode::FailedToParse as i32, "$lookup argument 'let' must be an object"))
+                            .map_err(|e| parse_err(e.message));
+                    };
+                    for (name, e) in l {
+                        let_vars.push((name.clone(), Expr::parse(e)?));
+                    }
+                }
+                "pipeline" => {
+                    let Bson::Array(stages) = v else {
+                        return Err(parse_err("$lookup argument 'pipeline' must be an array"));
+                    };
+                    let stages = super::stage_docs(stages, ErrorCode::FailedToParse as i32, "$lookup pipeline elements must be objects")?;
+                    pipeline = Some(Pipeline::parse_inner(&stages, Nesting::Lookup)?);
+                }
+                _ => return Err(parse_err(format!("unknown argument to $lookup: {k}"))),
+            }
+        }
+        let as_path = as_path.ok_or_else(|| parse_err("must specify 'as' field for a $lookup"))?;
+        if local.is_some() != foreign.is_some() {
+            return Err(parse_err("$lookup requires both or neither of 'localField' and 'foreignField' to be specified"));
+        }
+        if local.is_none() && pipeline.is_none() {
+            return Err(parse_err("$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified"));
+        }
+        let starts_with_documents = pipeline.as_ref().is_some_and(Pipeline::starts_with_documents);
+        if from.is_none() && !starts_with_documents {
+            return Err(parse_err("must specify 'from' field for a $lookup"));
+        }
+        for (name, _) in &let_vars {
+            Variables::new().bind_let(&bson::doc! {name.clone(): 0}, &Document::new())?;
+        }
+        Ok(Lookup { from, local, foreign, as_path, let_vars, pipeline })
+    }
+
+    pub(crate) fn run(&self, docs: Vec<Document>, ctx: &dyn AggContext, vars: &Variables) -> MongoResult<Vec<Document>> {
+        let foreign_docs = match &self.from {
+            Some(c) => ctx.collection_docs(c)?,
+            None => Vec::new(),
+        };
+        let index = match &self.foreign {
+            Some(f) => Some(build_index(&foreign_docs, f)),
+            None => None,
+        };
+        let mut out = Vec::with_capacity(docs.len());
+        for mut d in docs {
+            let matched: Vec<Document> = match (&self.local, &index) {
+                (Some(local), Some(index)) => {
+                    let mut hits: Vec<usize> = Vec::new();
+                    for v in local_values(&d, local) {
+                        if let Some(ids) = index.get(&key(&v)) {
+                            hits.extend(ids);
+                        }
+                    }
+                    hits.sort_unstable();
+                    hits.dedup();
+                    hits.into_iter().map(|i| foreign_docs[i].clone()).collect()
+                }
+                _ => foreign_docs.clone(),
+            };
+            let matched = match &self.pipeline {
+                Some(p) => {
+                    let mut inner = vars.clone();
+                    for (name, e) in &self.let_vars {
+                        let v = e.eval(&d, vars)?;
+                        inner.set(name.clone(), if matches!(v, Bson::Undefined) { Bson::Null } else { v });
+                    }
+                    p.run_with(matched, ctx, &inner)?
+                }
+                None => matched,
+            };
+            project::set_nested(&mut d, &self.as_path, Bson::Array(matched.into_iter().map(Bson::Document).collect()));
+            out.push(d);
+        }
+        Ok(out)
+    }
+}
+
+fn key(v: &Bson) -> Vec<u8> {
+    let mut k = Vec::new();
+    expr::canonical_key(v, &mut k);
+    k
+}
+
+/// Values a dotted path reaches for equality matching: through arrays, and at the
+/// leaf both an array and its elements. A missing branch contributes null.
+pub(crate) fn match_values(d: &Document, path: &[String]) -> Vec<Bson> {
+    let mut out = Vec::new();
+    collect(&Bson::Document(d.clone()), path, &mut out, true);
+    out
+}
+
+fn collect(v: &Bson, path: &[String], out: &mut Vec<Bson>, whole_arrays: bool) {
+    if path.is_empty() {
+        if let Bson::Array(a) = v {
+            if whole_arrays {
+                out.push(v.clone());
+            }
+            out.extend(a.iter().cloned());
+            if a.is_empty() && !whole_arrays {
+                out.push(Bson::Null);
+            }
+        } else {
+            out.push(v.clone());
+        }
+        return;
+    }
+    match v {
+        Bson::Document(d) => match d.get(&path[0]) {
+            Some(x) => collect(x, &path[1..], out, whole_arrays),
+            None => out.push(Bson::Null),
+        },
+        Bson::Array(a) => {
+            if let Ok(i) = path[0].parse::<usize>() {
+                if let Some(e) = a.get(i) {
+                    collect(e, &path[1..], out, whole_arrays);
+                }
+            }
+            for e in a {
+                if matches!(e, Bson::Document(_)) {
+                    collect(e, path, out, whole_arrays);
+                }
+            }
+        }
+        _ => out.push(Bson::Null),
+    }
+}
+
+/// The values of `localField` to look up: array elements, or null when missing.
+fn local_values(d: &Document, path: &[String]) -> Vec<Bson> {
+    let mut out = Vec::new();
+    collect(&Bson::Document(d.clone()), path, &mut out, false);
+    if out.is_empty() {
+        out.push(Bson::Null);
+    }
+    out
+}
+
+fn build_index(docs: &[Document], path: &[String]) -> HashMap<Vec<u8>, Vec<usize>> {
+    let mut index: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
+    for (i, d) in docs.iter().enumerate() {
+        let mut seen = HashSet::new();
+        for v in match_values(d, path) {
+            let k = key(&v);
+            if seen.insert(k.clone()) {
+                index.entry(k).or_default().push(i);
+            }
+        }
+    }
+    index
+}
+
+// ---------------------------------------------------------------------------------------
+// $graphLookup
+
+#[derive(Debug, Clone)]
+pub(crate) struct GraphLookup {
+    pub(crate) from: String,
+    start_with: Expr,
+    connect_from: Vec<String>,
+    connect_to: Vec<String>,
+    as_path: Vec<String>,
+    max_depth: Option<i64>,
+    depth_field: Option<Vec<String>>,
+    restrict: Option<Matcher>,
+}
+
+impl GraphLookup {
+    pub(crate) fn parse(arg: &Bson) -> MongoResult<GraphLookup> {
+        let Bson::Document(d) = arg else {
+            return Err(MongoError::location(40327, "the $graphLookup stage specification must be an object"));
+        };
+        let mut from = None;
+        let mut start_with = None;
+        let (mut cf, mut ct, mut as_path, mut depth_field) = (None, None, None, None);
+        let mut max_depth = None;
+        let mut restrict = None;
+        let path_arg = |k: &str, v: &Bson| -> MongoResult<Vec<String>> {
+            match v {
+                Bson::String(s) if !s.is_empty() && !s.starts_with('$') && !s.split('.').any(str::is_empty) => Ok(split_path(s)),
+                Bson::String(s) => Err(MongoError::location(16410, format!("FieldPath '{s}' is not valid for $graphLookup '{k}'"))),
+                _ => Err(MongoError::location(40103, format!("expected string as argument for {k}, found: {}", expr::type_name(v)))),
+            }
+        };
+        for (k, v) in d {
+            match k.as_str() {
+                "from" => match v {
+                    Bson::String(s) => from = Some(s.clone()),
+                    _ => return Err(MongoError::location(40103, "expected string as argument for from")),
+                },
+                "startWith" => start_with = Some(Expr::parse(v)?),
+                "connectFromField" => cf = Some(path_arg(k, v)?),
+                "connectToField" => ct = Some(path_arg(k, v)?),
+                "as" => as_path = Some(path_arg(k, v)?),
+                "depthField" => depth_field = Some(path_arg(k, v)?),
+                "maxDepth" => {
+                    let n = expr::as_int_exact(v).ok_or_else(|| {
+                        MongoError::location(40100, format!("maxDepth must be numeric, found type: {}", expr::type_name(v)))
+                    })?;
+                    if n < 0 {
+                        return Err(MongoError::location(40101, format!("maxDepth requires a nonnegative argument, found: {n}")));
+                    }
+                    max_depth = Some(n);
+                }
+                "restrictSearchWithMatch" => {
+                    let Bson::Document(m) = v else {
+                        return Err(MongoError::location(40185, "restrictSearchWithMatch must be an object"));
+                    };
+                    restrict = Some(Matcher::new(m)?);
+                }
+                _ => return Err(MongoError::location(40104, format!("Unknown argument to $graphLookup: {k}"))),
+            }
+        }
+        let missing = || {
+            MongoError::location(40105, "from, as, startWith, connectFromField and connectToField must all be specified")
+        };
+        Ok(GraphLookup {
+            from: from.ok_or_else(missing)?,
+            start_with: start_with.ok_or_else(missing)?,
+            connect_from: cf.ok_or_else(missing)?,
+            connect_to: ct.ok_or_else(missing)?,
+            as_path: as_path.ok_or_else(missing)?,
+            max_depth,
+            depth_field,
+            restrict,
+        })
+    }
+
+    pub(crate) fn run(&self, docs: Vec<Document>, ctx: &dyn AggContext, vars: &Variables) -> MongoResult<Vec<Document>> {
+        let mut foreign = ctx.collection_docs(&self.from)?;
+        if let Some(m) = &self.restrict {
+            let mut kept = Vec::with_capacity(foreign.len());
+            for d in foreign {
+                if m.matches_checked(&d)? {
+                    kept.push(d);
+                }
+            }
+            foreign = kept;
+        }
+        let index = build_index(&foreign, &self.connect_to);
+        let mut out = Vec::with_capacity(docs.len());
+        for mut d in docs {
+            let start = self.start_with.eval(&d, vars)?;
+            let mut frontier: Vec<Bson> = match start {
+                Bson::Array(a) => a,
+                Bson::Undefined => vec![Bson::Null],
+                v => vec![v],
+            };
+            let mut queried: HashSet<Vec<u8>> = HashSet::new();
+            let mut visited: HashSet<usize> = HashSet::new();
+            let mut found: Vec<(usize, i64)> = Vec::new();
+            let mut depth = 0i64;
+            while !frontier.is_empty() && self.max_depth.is_none_or(|m| depth <= m) {
+                let mut next = Vec::new();
+                for v in frontier {
+                    let k = key(&v);
+                    if !queried.insert(k.clone()) {
+                        continue;
+                    }
+                    let Some(ids) = index.get(&k) else { continue };
+                    for &i in ids {
+                        if visited.insert(i) {
+                            found.push((i, depth));
+                            for x in local_values(&foreign[i], &self.connect_from) {
+                                if !matches!(x, Bson::Null) {
+                                    next.push(x);
+                                }
+                            }
+                        }
+                    }
+                }
+                frontier = next;
+                depth += 1;
+            }
+            let results: Vec<Bson> = found
+                .into_iter()
+                .map(|(i, depth)| {
+                    let mut fd = foreign[i].clone();
+                    if let Some(df) = &self.depth_field {
+                        project::set_nested(&mut fd, df, Bson::Int64(depth));
+                    }
+                    Bson::Document(fd)
+                })
+                .collect();
+            project::set_nested(&mut d, &self.as_path, Bson::Array(results));
+            out.push(d);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,450 @@
+//! `$project`, `$addFields`/`$set` and `$unset`, plus the nested-path helpers the other
+//! stages share.
+
+use bson::{Bson, Document};
+
+use crate::expr::{Expr, Variables};
+use crate::{MongoError, MongoResult};
+
+/// A projection tree: each level lists its fields in specification order.
+#[derive(Debug, Clone, Default)]
+struct Tree {
+    fields: Vec<(String, Item)>,
+}
+
+#[derive(Debug, Clone)]
+enum Item {
+    Include,
+    Exclude,
+    Expr(Expr),
+    Sub(Tree),
+}
+
+impl Tree {
+    fn get(&self, k: &str) -> Option<&Item> {
+        self.fields.iter().find(|(n, _)| n == k).map(|(_, i)| i)
+    }
+
+    /// Inserts `item` at `path`, creating sub-trees; a path that runs into or over an
+    /// existing leaf is a collision, as in MongoDB.
+    fn insert(&mut self, path: &[&str], item: Item, full: &str) -> MongoResult<()> {
+        let collision = || {
+            MongoError::location(31250, format!("Invalid $project :: caused by :: Path collision at {full}"))
+        };
+        let (head, rest) = path.split_first().expect("non-empty path");
+        let pos = self.fields.iter().position(|(n, _)| n == head);
+        if rest.is_empty() {
+            if pos.is_some() {
+                return Err(collision());
+            }
+            self.fields.push((head.to_string(), item));
+            return Ok(());
+        }
+        let idx = match pos {
+            Some(i) => i,
+            None => {
+                self.fields.push((head.to_string(), Item::Sub(Tree::default())));
+                self.fields.len() - 1
+            }
+        };
+        match &mut self.fields[idx].1 {
+            Item::Sub(t) => t.insert(rest, item, full),
+            _ => Err(collision()),
+        }
+    }
+
+    fn visit(&self, f: &mut impl FnMut(&str, &Item)) {
+        for (k, i) in &self.fields {
+            f(k, i);
+            if let Item::Sub(t) = i {
+                t.visit(f);
+            }
+        }
+    }
+
+    fn has_computed(&self) -> bool {
+        self.fields.iter().any(|(_, i)| match i {
+            Item::Expr(_) => true,
+            Item::Sub(t) => t.has_computed(),
+            _ => false,
+        })
+    }
+}
+
+fn check_field_name(k: &str) -> MongoResult<()> {
+    if k.is_empty() {
+        return Err(MongoError::location(40352, "FieldPath cannot be constructed with empty string"));
+    }
+    if k.starts_with('$') {
+        return Err(MongoError::location(16410, format!("FieldPath field names may not start with '$'. Given FieldPath: {k}")));
+    }
+    if k.split('.').any(str::is_empty) {
+        return Err(MongoError::location(15998, format!("FieldPath field names may not be empty strings. Given: {k}")));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// $project
+
+/// A compiled `$project` stage.
+#[derive(Debug, Clone)]
+pub(crate) struct Projection {
+    tree: Tree,
+    inclusion: bool,
+}
+
+impl Projection {
+    pub(crate) fn parse(spec: &Document) -> MongoResult<Projection> {
+        if spec.is_empty() {
+            return Err(MongoError::location(51272, "Invalid $project :: caused by :: projection specification must have at least one field"));
+        }
+        let mut tree = Tree::default();
+        parse_project_level(spec, "", &mut tree)?;
+        let mut has_incl = false;
+        let mut excl_non_id: Option<String> = None;
+        let mut has_expr = false;
+        let mut top_id_excluded = false;
+        for (k, i) in &tree.fields {
+            if k == "_id" && matches!(i, Item::Exclude) {
+                top_id_excluded = true;
+            }
+        }
+        tree.visit(&mut |k, i| match i {
+            Item::Include => has_incl = true,
+            Item::Expr(_) => has_expr = true,
+            Item::Exclude if k != "_id" => excl_non_id = Some(k.to_string()),
+            _ => {}
+        });
+        // `_id: 0` nested (e.g. "a._id") counts as a regular exclusion.
+        let mut nested_id_excl = false;
+        for (_, i) in &tree.fields {
+            if let Item::Sub(t) = i {
+                t.visit(&mut |k, i| {
+                    if k == "_id" && matches!(i, Item::Exclude) {
+                        nested_id_excl = true;
+                    }
+                });
+            }
+        }
+        let inclusion = has_incl || has_expr;
+        if inclusion {
+            if let Some(k) = excl_non_id {
+                return Err(MongoError::location(
+                    31254,
+                    format!("Invalid $project :: caused by :: Cannot do exclusion on field {k} in inclusion projection"),
+                ));
+            }
+            if nested_id_excl {
+                return Err(MongoError::location(
+                    31254,
+                    "Invalid $project :: caused by :: Cannot do exclusion on field _id in inclusion projection",
+                ));
+            }
+            if !top_id_excluded && tree.get("_id").is_none() {
+                tree.fields.insert(0, ("_id".to_string(), Item::Include));
+            }
+        }
+        Ok(Projection { tree, inclusion })
+    }
+
+    pub(crate) fn apply(&self, doc: &Document, vars: &Variables) -> MongoResult<Document> {
+        if self.inclusion {
+            let mut out = include(&self.tree, doc);
+            add_computed(&self.tree, &mut out, doc, vars)?;
+            Ok(out)
+        } else {
+            Ok(exclude(&self.tree, doc))
+        }
+    }
+}
+
+fn parse_project_level(spec: &Document, prefix: &str, tree: &mut Tree) -> MongoResult<()> {
+    for (k, v) in spec {
+        let full = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        check_field_name(k)?;
+        let parts: Vec<&str> = k.split('.').collect();
+        let item = match v {
+            Bson::Boolean(b) => {
+                if *b {
+                    Item::Include
+                } else {
+                    Item::Exclude
+                }
+            }
+            Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
+                if crate::expr::truthy(v) {
+                    Item::Include
+                } else {
+                    Item::Exclude
+                }
+            }
+            Bson::Document(d) if d.is_empty() => {
+                return Err(MongoError::location(
+                    51270,
+                    format!("Invalid $project :: caused by :: An empty sub-projection is not a valid value. Found empty object at path {full}"),
+                ))
+            }
+            Bson::Document(d) if d.keys().next().is_some_and(|f| f.starts_with('$')) => Item::Expr(Expr::parse(v)?),
+            Bson::Document(d) => {
+                let mut sub = Tree::default();
+                parse_project_level(d, &full, &mut sub)?;
+                insert_subtree(tree, &parts, sub, &full)?;
+                continue;
+            }
+            other => Item::Expr(Expr::parse(other)?),
+        };
+        tree.insert(&parts, item, &full)?;
+    }
+    Ok(())
+}
+
+/// Merges a parsed sub-tree at `path` (`{a: {b: 1}}` and `{"a.c": 1}` share `a`).
+fn insert_subtree(tree: &mut Tree, path: &[&str], sub: Tree, full: &str) -> MongoResult<()> {
+    let (head, rest) = path.split_first().unwrap();
+    if rest.is_empty() {
+        match tree.fields.iter_mut().find(|(n, _)| n == head) {
+            None => tree.fields.push((head.to_string(), Item::Sub(sub))),
+            Some((_, Item::Sub(t))) => {
+                for (k, i) in sub.fields {
+                    t.insert(&[k.as_str()], i, full)?;
+                }
+            }
+            Some(_) => return Err(MongoError::location(31250, format!("Invalid $project :: caused by :: Path collision at {full}"))),
+        }
+        return Ok(());
+    }
+    if tree.get(head).is_none() {
+        tree.fields.push((head.to_string(), Item::Sub(Tree::default())));
+    }
+    match tree.fields.iter_mut().find(|(n, _)| n == head) {
+        Some((_, Item::Sub(t))) => insert_subtree(t, rest, sub, full),
+        _ => Err(MongoError::location(31250, format!("Invalid $project :: caused by :: Path collision at {full}"))),
+    }
+}
+
+/// Inclusion pass: copies included fields in input order, recursing into sub-trees.
+fn include(tree: &Tree, doc: &Document) -> Document {
+    let mut out = Document::new();
+    for (k, v) in doc {
+        match tree.get(k) {
+            Some(Item::Include) => {
+                out.insert(k.clone(), v.clone());
+            }
+            Some(Item::Sub(t)) => match v {
+                Bson::Document(d) => {
+                    out.insert(k.clone(), include(t, d));
+                }
+                Bson::Array(a) => {
+                    out.insert(k.clone(), include_array(t, a));
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    out
+}
+
+fn include_array(t: &Tree, a: &[Bson]) -> Vec<Bson> {
+    a.iter()
+        .filter_map(|e| match e {
+            Bson::Document(d) => Some(Bson::Document(include(t, d))),
+            Bson::Array(inner) => Some(Bson::Array(include_array(t, inner))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Computed-field pass: evaluates expressions against the root document.
+fn add_computed(tree: &Tree, out: &mut Document, root: &Document, vars: &Variables) -> MongoResult<()> {
+    for (k, item) in &tree.fields {
+        match item {
+            Item::Expr(e) => match e.eval(root, vars)? {
+                Bson::Undefined => {
+                    out.remove(k);
+                }
+                v => {
+                    out.insert(k.clone(), v);
+                }
+            },
+            Item::Sub(t) if t.has_computed() => {
+                let existing = out.remove_entry_keep(k);
+                let v = match existing {
+                    Some(Bson::Document(mut d)) => {
+                        add_computed(t, &mut d, root, vars)?;
+                        Bson::Document(d)
+                    }
+                    Some(Bson::Array(a)) => Bson::Array(computed_array(t, a, root, vars)?),
+                    _ => {
+                        let mut d = Document::new();
+                        add_computed(t, &mut d, root, vars)?;
+                        Bson::Document(d)
+                    }
+                };
+                out.insert(k.clone(), v);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn computed_array(t: &Tree, a: Vec<Bson>, root: &Document, vars: &Variables) -> MongoResult<Vec<Bson>> {
+    a.into_iter()
+        .map(|e| match e {
+            Bson::Document(mut d) => {
+                add_computed(t, &mut d, root, vars)?;
+                Ok(Bson::Document(d))
+            }
+            Bson::Array(inner) => Ok(Bson::Array(computed_array(t, inner, root, vars)?)),
+            _ => {
+                let mut d = Document::new();
+                add_computed(t, &mut d, root, vars)?;
+                Ok(Bson::Document(d))
+            }
+        })
+        .collect()
+}
+
+/// Takes a field's value out of a document without moving the field (it is re-inserted
+/// in place by the caller through `insert`, which keeps the original position).
+trait TakeKeep {
+    fn remove_entry_keep(&mut self, k: &str) -> Option<Bson>;
+}
+
+impl TakeKeep for Document {
+    fn remove_entry_keep(&mut self, k: &str) -> Option<Bson> {
+        self.get_mut(k).map(|v| std::mem::replace(v, Bson::Null))
+    }
+}
+
+fn exclude(tree: &Tree, doc: &Document) -> Document {
+    let mut out = Document::new();
+    for (k, v) in doc {
+        match tree.get(k) {
+            Some(Item::Exclude) => {}
+            Some(Item::Sub(t)) => match v {
+                Bson::Document(d) => {
+                    out.insert(k.clone(), exclude(t, d));
+                }
+                Bson::Array(a) => {
+                    out.insert(k.clone(), exclude_array(t, a));
+                }
+                other => {
+                    out.insert(k.clone(), other.clone());
+                }
+            },
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    out
+}
+
+fn exclude_array(t: &Tree, a: &[Bson]) -> Vec<Bson> {
+    a.iter()
+        .map(|e| match e {
+            Bson::Document(d) => Bson::Document(exclude(t, d)),
+            Bson::Array(inner) => Bson::Array(exclude_array(t, inner)),
+            other => other.clone(),
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// $addFields / $set
+
+/// A compiled `$addFields`/`$set` stage: every leaf is an expression.
+#[derive(Debug, Clone)]
+pub(crate) struct SetFields {
+    tree: Tree,
+}
+
+impl SetFields {
+    pub(crate) fn parse(spec: &Document) -> MongoResult<SetFields> {
+        let mut tree = Tree::default();
+        parse_set_level(spec, "", &mut tree)?;
+        Ok(SetFields { tree })
+    }
+
+    pub(crate) fn apply(&self, doc: &Document, vars: &Variables) -> MongoResult<Document> {
+        let mut out = doc.clone();
+        add_computed(&self.tree, &mut out, doc, vars)?;
+        Ok(out)
+    }
+}
+
+fn parse_set_level(spec: &Document, prefix: &str, tree: &mut Tree) -> MongoResult<()> {
+    for (k, v) in spec {
+        let full = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        check_field_name(k)?;
+        let parts: Vec<&str> = k.split('.').collect();
+        match v {
+            Bson::Document(d) if !d.is_empty() && !d.keys().next().is_some_and(|f| f.starts_with('$')) => {
+                let mut sub = Tree::default();
+                parse_set_level(d, &full, &mut sub)?;
+                insert_subtree(tree, &parts, sub, &full)?;
+            }
+            Bson::Document(d) if d.is_empty() => tree.insert(&parts, Item::Expr(Expr::constant(Bson::Document(Document::new()))), &full)?,
+            other => tree.insert(&parts, Item::Expr(Expr::parse(other)?), &full)?,
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Nested paths (documents only; arrays are not traversed)
+
+pub(crate) fn get_nested<'a>(d: &'a Document, path: &[String]) -> Option<&'a Bson> {
+    let (head, rest) = path.split_first()?;
+    let v = d.get(head)?;
+    if rest.is_empty() {
+        return Some(v);
+    }
+    match v {
+        Bson::Document(sub) => get_nested(sub, rest),
+        _ => None,
+    }
+}
+
+/// Sets a nested field, replacing any non-document in the way with a new document.
+pub(crate) fn set_nested(d: &mut Document, path: &[String], value: Bson) {
+    let (head, rest) = path.split_first().expect("non-empty path");
+    if rest.is_empty() {
+        d.insert(head.clone(), value);
+        return;
+    }
+    if !matches!(d.get(head), Some(Bson::Document(_))) {
+        d.insert(head.clone(), Document::new());
+    }
+    if let Some(Bson::Document(sub)) = d.get_mut(head) {
+        set_nested(sub, rest, value);
+    }
+}
+
+/// Removes a field by path, descending through documents and arrays of documents
+/// (`$unset` semantics).
+pub(crate) fn remove_nested(d: &mut Document, path: &[String]) {
+    let (head, rest) = path.split_first().expect("non-empty path");
+    if rest.is_empty() {
+        d.remove(head);
+        return;
+    }
+    match d.get_mut(head) {
+        Some(Bson::Document(sub)) => remove_nested(sub, rest),
+        Some(Bson::Array(items)) => remove_in_array(items, rest),
+        _ => {}
+    }
+}
+
+fn remove_in_array(items: &mut [Bson], path: &[String]) {
+    for it in items {
+        match it {
+            Bson::Document(sub) => remove_nested(sub, path),
+            Bson::Array(inner) => remove_in_array(inner, path),
+            _ => {}
+        }
+    }
+}
