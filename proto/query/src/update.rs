@@ -7,6 +7,9 @@
 //! applied in lexicographic field order. That walk order is observable: fields created by
 //! one update are appended in sorted order, exactly like mongod.
 
+// MongoError is the workspace-wide error type; boxing it is a crate-wide decision.
+#![allow(clippy::result_large_err)]
+
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -14,7 +17,8 @@ use std::sync::Arc;
 
 use bson::{Bson, DateTime, Decimal128, Document, Timestamp};
 
-use crate::expr::{Expr, Variables};
+use crate::agg::{NoCollections, Pipeline};
+use crate::expr::Variables;
 use crate::matcher::Matcher;
 use crate::{ErrorCode, MongoError, MongoResult};
 
@@ -50,7 +54,7 @@ pub struct UpdateSpec {
 enum Kind {
     Modifiers(Box<ModifierUpdate>),
     Replacement(Document),
-    Pipeline(Vec<Stage>),
+    Pipeline(Box<Pipeline>),
 }
 
 impl UpdateSpec {
@@ -65,7 +69,7 @@ impl UpdateSpec {
                     ));
                 }
                 Ok(UpdateSpec {
-                    kind: Kind::Pipeline(parse_pipeline(stages)?),
+                    kind: Kind::Pipeline(Box::new(parse_pipeline(stages)?)),
                 })
             }
             Bson::Document(d) => {
@@ -856,10 +860,13 @@ fn integral(v: &Bson) -> Option<i64> {
 }
 
 fn sort_direction(v: &Bson) -> Option<bool> {
-    match Num::of(v).and_then(|n| n.to_f64()) {
-        Some(d) if d == 1.0 => Some(true),
-        Some(d) if d == -1.0 => Some(false),
-        _ => None,
+    let d = Num::of(v)?.to_f64()?;
+    if d == 1.0 {
+        Some(true)
+    } else if d == -1.0 {
+        Some(false)
+    } else {
+        None
     }
 }
 
@@ -1294,7 +1301,7 @@ fn apply_existing_inner(
                     apply_existing(&child, v, &field, path, st)
                 } else {
                     let depth = path.len() - 1;
-                    apply_missing(&child, v, &[field.clone()], path, depth, st)
+                    apply_missing(&child, v, std::slice::from_ref(&field), path, depth, st)
                 };
                 path.pop();
                 r?;
@@ -1871,248 +1878,57 @@ fn with_id_first(doc: Document, id: Bson) -> Document {
 }
 
 // ---------------------------------------------------------------------------------------
-// Pipeline updates
+// Pipeline updates: evaluated by crate::agg, restricted to the stages mongod allows
 // ---------------------------------------------------------------------------------------
-//
-// crate::agg had no stage API when this was written, so the update-legal stages are
-// implemented here on top of crate::expr (dedupe with crate::agg later).
 
-#[derive(Debug, Clone)]
-enum Stage {
-    /// `$set` / `$addFields`.
-    AddFields(Vec<(Vec<String>, FieldSpec)>),
-    /// `$unset`, or an exclusion `$project`.
-    Unset(Vec<Vec<String>>),
-    /// Inclusion `$project`: included paths, computed fields, and whether `_id` is kept.
-    Include {
-        include: Vec<Vec<String>>,
-        computed: Vec<(Vec<String>, FieldSpec)>,
-        keep_id: bool,
-    },
-    /// `$replaceRoot` / `$replaceWith`.
-    ReplaceRoot(Expr),
-}
+const PIPELINE_UPDATE_STAGES: &[&str] = &[
+    "$addFields",
+    "$set",
+    "$project",
+    "$unset",
+    "$replaceRoot",
+    "$replaceWith",
+];
 
-#[derive(Debug, Clone)]
-enum FieldSpec {
-    Expr(Expr),
-    Nested(Vec<(Vec<String>, FieldSpec)>),
-}
-
-fn parse_pipeline(stages: &[Bson]) -> MongoResult<Vec<Stage>> {
-    let mut out = Vec::new();
+fn parse_pipeline(stages: &[Bson]) -> MongoResult<Pipeline> {
+    let mut docs = Vec::with_capacity(stages.len());
     for s in stages {
-        let Bson::Document(s) = s else {
-            return Err(MongoError::type_mismatch(
-                "Each element of the 'pipeline' array must be an object",
-            ));
+        let Bson::Document(d) = s else {
+            return Err(MongoError::type_mismatch(format!(
+                "Each element of the 'pipeline' array must be an object, but found {}",
+                type_name(s)
+            )));
         };
-        if s.len() != 1 {
-            return Err(MongoError::location(
-                40323,
-                "A pipeline stage specification object must contain exactly one field.",
+        docs.push(d.clone());
+    }
+    let pipeline = Pipeline::parse(&docs)?;
+    for d in &docs {
+        let name = d.keys().next().map(String::as_str).unwrap_or_default();
+        if !PIPELINE_UPDATE_STAGES.contains(&name) {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                format!("{name} is not allowed to be used within an update"),
             ));
         }
-        let (name, arg) = s.iter().next().expect("len 1");
-        let stage = match name.as_str() {
-            "$set" | "$addFields" => {
-                let Bson::Document(d) = arg else {
-                    return Err(MongoError::location(
-                        40272,
-                        format!(
-                            "{name} specification stage must be an object, got {}",
-                            type_name(arg)
-                        ),
-                    ));
-                };
-                Stage::AddFields(parse_field_specs(d)?)
-            }
-            "$unset" => {
-                let names: Vec<&Bson> = match arg {
-                    Bson::String(_) => vec![arg],
-                    Bson::Array(a) if !a.is_empty() => a.iter().collect(),
-                    _ => return Err(MongoError::location(
-                        31002,
-                        "$unset specification must be a string or an array with at least one field",
-                    )),
-                };
-                let mut paths = Vec::new();
-                for n in names {
-                    let Bson::String(n) = n else {
-                        return Err(MongoError::location(31120, "$unset specification must be a string or an array containing only string values"));
-                    };
-                    paths.push(split_path(n));
-                }
-                Stage::Unset(paths)
-            }
-            "$project" => {
-                let Bson::Document(d) = arg else {
-                    return Err(MongoError::location(
-                        15969,
-                        "$project specification must be an object",
-                    ));
-                };
-                parse_project(d)?
-            }
-            "$replaceWith" => Stage::ReplaceRoot(Expr::parse(arg)?),
-            "$replaceRoot" => match arg {
-                Bson::Document(d) if d.contains_key("newRoot") && d.len() == 1 => {
-                    Stage::ReplaceRoot(Expr::parse(&d["newRoot"])?)
-                }
-                _ => {
-                    return Err(MongoError::location(
-                        40231,
-                        "no newRoot specified for the $replaceRoot stage",
-                    ))
-                }
-            },
-            other if other.starts_with('$') => {
-                return Err(MongoError::new(
-                    ErrorCode::InvalidOptions,
-                    format!("{other} is not allowed to be used within an update"),
-                ))
-            }
-            other => {
-                return Err(MongoError::location(
-                    40324,
-                    format!("Unrecognized pipeline stage name: '{other}'"),
-                ))
-            }
-        };
-        out.push(stage);
     }
-    Ok(out)
+    Ok(pipeline)
 }
 
-fn split_path(p: &str) -> Vec<String> {
-    p.split('.').map(str::to_owned).collect()
-}
-
-fn parse_field_specs(d: &Document) -> MongoResult<Vec<(Vec<String>, FieldSpec)>> {
-    let mut out = Vec::new();
-    for (k, v) in d {
-        out.push((split_path(k), parse_field_spec(v)?));
-    }
-    Ok(out)
-}
-
-fn parse_field_spec(v: &Bson) -> MongoResult<FieldSpec> {
-    match v {
-        Bson::Document(sub)
-            if !sub.is_empty() && !sub.keys().next().is_some_and(|k| k.starts_with('$')) =>
-        {
-            Ok(FieldSpec::Nested(parse_field_specs(sub)?))
+fn apply_pipeline(
+    pipeline: &Pipeline,
+    doc: &mut Document,
+    ctx: &UpdateContext,
+) -> MongoResult<bool> {
+    let vars = Variables::default().with_now(ctx.now);
+    let mut out = pipeline.run_with(vec![doc.clone()], &NoCollections, &vars)?;
+    let mut cur = match (out.pop(), out.is_empty()) {
+        (Some(d), true) => d,
+        _ => {
+            return Err(MongoError::internal(
+                "an update pipeline must produce exactly one document",
+            ))
         }
-        _ => Ok(FieldSpec::Expr(Expr::parse(v)?)),
-    }
-}
-
-fn parse_project(d: &Document) -> MongoResult<Stage> {
-    let flag = |v: &Bson| match v {
-        Bson::Boolean(b) => Some(*b),
-        v => Num::of(v).and_then(|n| n.to_f64()).map(|f| f != 0.0),
     };
-    let mut include = Vec::new();
-    let mut exclude = Vec::new();
-    let mut computed = Vec::new();
-    let mut keep_id = true;
-    fn flatten(prefix: &[String], d: &Document, out: &mut Vec<(Vec<String>, Bson)>) {
-        for (k, v) in d {
-            let mut p = prefix.to_vec();
-            p.extend(split_path(k));
-            match v {
-                Bson::Document(sub)
-                    if !sub.is_empty()
-                        && !sub.keys().next().is_some_and(|k| k.starts_with('$')) =>
-                {
-                    flatten(&p, sub, out)
-                }
-                _ => out.push((p, v.clone())),
-            }
-        }
-    }
-    let mut flat = Vec::new();
-    flatten(&[], d, &mut flat);
-    for (path, v) in flat {
-        match flag(&v) {
-            Some(f) if path.len() == 1 && path[0] == "_id" => keep_id = f,
-            Some(true) => include.push(path),
-            Some(false) => exclude.push(path),
-            None => computed.push((path, FieldSpec::Expr(Expr::parse(&v)?))),
-        }
-    }
-    if !exclude.is_empty() && (!include.is_empty() || !computed.is_empty()) {
-        return Err(MongoError::location(
-            31254,
-            "Cannot do exclusion on a field in inclusion projection",
-        ));
-    }
-    if include.is_empty() && computed.is_empty() {
-        if !keep_id {
-            exclude.push(vec!["_id".to_owned()]);
-        }
-        return Ok(Stage::Unset(exclude));
-    }
-    Ok(Stage::Include {
-        include,
-        computed,
-        keep_id,
-    })
-}
-
-fn apply_pipeline(stages: &[Stage], doc: &mut Document, ctx: &UpdateContext) -> MongoResult<bool> {
-    // $$NOW cannot be bound yet: crate::expr::Variables exposes no setter (ctx.now unused).
-    let _ = ctx.now;
-    let vars = Variables::default();
-    let mut cur = doc.clone();
-    for stage in stages {
-        cur = match stage {
-            Stage::AddFields(specs) => {
-                let input = cur.clone();
-                let mut out = cur;
-                for (path, spec) in specs {
-                    add_field(&mut out, path, spec, &input, &vars)?;
-                }
-                out
-            }
-            Stage::Unset(paths) => {
-                let mut out = cur;
-                for p in paths {
-                    remove_path(&mut out, p);
-                }
-                out
-            }
-            Stage::Include { include, computed, keep_id } => {
-                let mut out = Document::new();
-                if *keep_id {
-                    if let Some(id) = cur.get("_id") {
-                        out.insert("_id", id.clone());
-                    }
-                }
-                for p in include {
-                    include_path(&cur, &mut out, p);
-                }
-                for (path, spec) in computed {
-                    add_field(&mut out, path, spec, &cur, &vars)?;
-                }
-                out
-            }
-            Stage::ReplaceRoot(e) => match e.eval(&cur, &vars)? {
-                Bson::Document(d) => d,
-                other => {
-                    return Err(MongoError::location(
-                        40228,
-                        format!(
-                            "'replacement document' must evaluate to an object, but resulting value was: {}. Type of resulting value: '{}'. Input document: {}",
-                            fmt_value(&other),
-                            type_name(&other),
-                            fmt_doc(&cur)
-                        ),
-                    ))
-                }
-            },
-        };
-    }
     if ctx.is_upsert_insert {
         if let Some(id) = cur.remove("_id") {
             cur = with_id_first(cur, id);
@@ -2125,132 +1941,6 @@ fn apply_pipeline(stages: &[Stage], doc: &mut Document, ctx: &UpdateContext) -> 
     }
     *doc = cur;
     Ok(true)
-}
-
-/// `$addFields` semantics: dotted paths and nested specs merge into existing
-/// sub-documents and apply to every element of an array along the way.
-fn add_field(
-    target: &mut Document,
-    path: &[String],
-    spec: &FieldSpec,
-    root: &Document,
-    vars: &Variables,
-) -> MongoResult<()> {
-    if path.len() == 1 {
-        return match spec {
-            FieldSpec::Expr(e) => {
-                let v = e.eval(root, vars)?;
-                // An expression evaluating to "missing" removes nothing and adds nothing;
-                // the expression module reports missing as Undefined or Null variants, so
-                // only store real values.
-                target.insert(path[0].clone(), v);
-                Ok(())
-            }
-            FieldSpec::Nested(specs) => {
-                let mut sub = match target.get(&path[0]) {
-                    Some(Bson::Document(d)) => d.clone(),
-                    Some(Bson::Array(a)) => {
-                        let mut out = Vec::new();
-                        for e in a {
-                            let mut d = match e {
-                                Bson::Document(d) => d.clone(),
-                                _ => Document::new(),
-                            };
-                            for (p, s) in specs {
-                                add_field(&mut d, p, s, root, vars)?;
-                            }
-                            out.push(Bson::Document(d));
-                        }
-                        target.insert(path[0].clone(), Bson::Array(out));
-                        return Ok(());
-                    }
-                    _ => Document::new(),
-                };
-                for (p, s) in specs {
-                    add_field(&mut sub, p, s, root, vars)?;
-                }
-                target.insert(path[0].clone(), Bson::Document(sub));
-                Ok(())
-            }
-        };
-    }
-    match target.get_mut(&path[0]) {
-        Some(Bson::Document(d)) => add_field(d, &path[1..], spec, root, vars),
-        Some(Bson::Array(a)) => {
-            for e in a.iter_mut() {
-                if !matches!(e, Bson::Document(_)) {
-                    *e = Bson::Document(Document::new());
-                }
-                if let Bson::Document(d) = e {
-                    add_field(d, &path[1..], spec, root, vars)?;
-                }
-            }
-            Ok(())
-        }
-        _ => {
-            let mut d = Document::new();
-            add_field(&mut d, &path[1..], spec, root, vars)?;
-            target.insert(path[0].clone(), Bson::Document(d));
-            Ok(())
-        }
-    }
-}
-
-fn remove_path(target: &mut Document, path: &[String]) {
-    if path.len() == 1 {
-        target.remove(&path[0]);
-        return;
-    }
-    match target.get_mut(&path[0]) {
-        Some(Bson::Document(d)) => remove_path(d, &path[1..]),
-        Some(Bson::Array(a)) => {
-            for e in a.iter_mut() {
-                if let Bson::Document(d) = e {
-                    remove_path(d, &path[1..]);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-fn include_path(src: &Document, out: &mut Document, path: &[String]) {
-    let Some(v) = src.get(&path[0]) else { return };
-    if path.len() == 1 {
-        out.insert(path[0].clone(), v.clone());
-        return;
-    }
-    match v {
-        Bson::Document(sd) => {
-            let mut od = match out.get(&path[0]) {
-                Some(Bson::Document(d)) => d.clone(),
-                _ => Document::new(),
-            };
-            include_path(sd, &mut od, &path[1..]);
-            out.insert(path[0].clone(), Bson::Document(od));
-        }
-        Bson::Array(sa) => {
-            let prev = match out.get(&path[0]) {
-                Some(Bson::Array(a)) => a.clone(),
-                _ => Vec::new(),
-            };
-            let mut oa = Vec::new();
-            let mut j = 0;
-            for e in sa {
-                if let Bson::Document(sd) = e {
-                    let mut od = match prev.get(j) {
-                        Some(Bson::Document(d)) => d.clone(),
-                        _ => Document::new(),
-                    };
-                    j += 1;
-                    include_path(sd, &mut od, &path[1..]);
-                    oa.push(Bson::Document(od));
-                }
-            }
-            out.insert(path[0].clone(), Bson::Array(oa));
-        }
-        _ => {}
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -4000,6 +3690,16 @@ mod tests {
                     doc! {"_id": 1, "a": 5},
                 ),
                 (doc! {"_id": 1, "a": 5}, bson!([]), doc! {"_id": 1, "a": 5}),
+                (
+                    doc! {"_id": 1},
+                    bson!([{"$set": {"t": "$$NOW"}}]),
+                    doc! {"_id": 1, "t": now()},
+                ),
+                (
+                    doc! {"_id": 1, "a": 1},
+                    bson!([{"$replaceWith": {"b": 2}}]),
+                    doc! {"_id": 1, "b": 2},
+                ),
             ],
             None,
             None,
