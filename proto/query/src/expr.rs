@@ -2233,7 +2233,7 @@ enum Rounding {
     Floor,
 }
 
-const DEC_MAX_COEF: u128 = 9_999_999_999_999_999_999_999_999_999_999;
+const DEC_MAX_COEF: u128 = 10u128.pow(34) - 1;
 const DEC_NAN: Dec = Dec { neg: false, coef: 0, exp: 0, special: 2 };
 
 fn pow10(k: u32) -> Option<u128> {
@@ -4410,4 +4410,565 @@ fn date_trunc(ms: i64, unit: Unit, bin: i64, tz: &Tz, sow: i64) -> i64 {
 /// `$divide` on two evaluated values (shared with `$avg` on decimals).
 pub(crate) fn eval_divide(a: &Bson, b: &Bson) -> MongoResult<Bson> {
     arith_divide(a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{bson, doc};
+
+    fn sample() -> Document {
+        doc! {
+            "_id": 1, "a": 5, "b": 2.5, "l": 10i64, "s": "Hello World", "n": null,
+            "arr": [1, 2, 3], "docs": [{"x": 1, "y": "p"}, {"x": 2}, {"y": "q"}, 7],
+            "nested": {"k": {"v": 42}}, "d": DateTime::from_millis(1_700_000_000_123),
+            "big": i32::MAX, "t": true, "e": [],
+        }
+    }
+
+    fn ev(spec: Bson) -> MongoResult<Bson> {
+        Expr::parse(&spec)?.eval(&sample(), &Variables::default())
+    }
+
+    fn dec(s: &str) -> Bson {
+        Bson::Decimal128(s.parse().unwrap())
+    }
+
+    #[track_caller]
+    fn check(cases: Vec<(Bson, Bson)>) {
+        for (spec, want) in cases {
+            let got = ev(spec.clone()).unwrap_or_else(|e| panic!("{spec}: unexpected error {e}"));
+            assert_eq!(got, want, "spec {spec}");
+        }
+    }
+
+    #[track_caller]
+    fn check_err(cases: Vec<(Bson, i32)>) {
+        for (spec, code) in cases {
+            match ev(spec.clone()) {
+                Ok(v) => panic!("{spec}: expected error {code}, got {v}"),
+                Err(e) => assert_eq!(e.code, code, "spec {spec}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn paths_literals_and_variables() {
+        check(vec![
+            (bson!("$a"), bson!(5)),
+            (bson!("$nested.k.v"), bson!(42)),
+            (bson!("$docs.x"), bson!([1, 2])),
+            (bson!("$docs.y"), bson!(["p", "q"])),
+            (bson!("$missing"), Bson::Undefined),
+            (bson!("$a.b"), Bson::Undefined),
+            (bson!("$$CURRENT.a"), bson!(5)),
+            (bson!("$$ROOT.nested.k"), bson!({"v": 42})),
+            (bson!("$$REMOVE"), Bson::Undefined),
+            (bson!({"$literal": "$a"}), bson!("$a")),
+            (bson!(7), bson!(7)),
+            (bson!({"x": "$a", "y": {"z": "$missing"}, "w": "$$REMOVE"}), bson!({"x": 5, "y": {}})),
+            (bson!(["$a", "$missing", 1]), bson!([5, null, 1])),
+            (bson!({"$let": {"vars": {"x": "$a", "y": 2}, "in": {"$multiply": ["$$x", "$$y"]}}}), bson!(10)),
+            (bson!({"$let": {"vars": {"o": "$nested"}, "in": "$$o.k.v"}}), bson!(42)),
+        ]);
+        let vars = Variables::new().with("who", bson!("me")).with_now(DateTime::from_millis(5));
+        let e = Expr::parse(&bson!(["$$who", "$$NOW"])).unwrap();
+        assert_eq!(e.eval(&doc! {}, &vars).unwrap(), bson!(["me", DateTime::from_millis(5)]));
+        assert_eq!(Expr::parse(&bson!("$$ROOT")).unwrap().eval(&doc! {"q": 1}, &vars).unwrap(), bson!({"q": 1}));
+        assert_eq!(Expr::parse(&bson!("$missing")).unwrap().eval_opt(&doc! {}, &vars).unwrap(), None);
+        check_err(vec![
+            (bson!("$$nope"), 17276),
+            (bson!({"$foo": 1}), 168),
+            (bson!({"$add": 1, "$sub": 2}), 15983),
+            (bson!("$"), 16872),
+            (bson!("$a..b"), 15998),
+            (bson!({"$let": {"vars": {"Bad": 1}, "in": 1}}), 16867),
+            (bson!({"$let": {"in": 1}}), 16876),
+        ]);
+        let e = ev(bson!({"$foo": 1})).unwrap_err();
+        assert_eq!(e.message, "Unrecognized expression '$foo'");
+        assert_eq!(e.code_name, "InvalidPipelineOperator");
+    }
+
+    #[test]
+    fn arithmetic() {
+        check(vec![
+            (bson!({"$add": [1, 2]}), bson!(3)),
+            (bson!({"$add": [1, 2i64]}), bson!(3i64)),
+            (bson!({"$add": [1, 2.5]}), bson!(3.5)),
+            (bson!({"$add": ["$big", 1]}), Bson::Int64(i32::MAX as i64 + 1)),
+            (bson!({"$add": [i64::MAX, 1i64]}), Bson::Double(i64::MAX as f64 + 1.0)),
+            (bson!({"$add": [1, "$n"]}), Bson::Null),
+            (bson!({"$add": [1, "$missing"]}), Bson::Null),
+            (bson!({"$add": ["$d", 1000]}), Bson::DateTime(DateTime::from_millis(1_700_000_001_123))),
+            (bson!({"$add": [dec("1.5"), 1]}), dec("2.5")),
+            (bson!({"$subtract": [5, 7]}), bson!(-2)),
+            (bson!({"$subtract": ["$d", DateTime::from_millis(1_700_000_000_000)]}), bson!(123i64)),
+            (bson!({"$subtract": ["$d", 123]}), Bson::DateTime(DateTime::from_millis(1_700_000_000_000))),
+            (bson!({"$multiply": [3, 4, 0.5]}), bson!(6.0)),
+            (bson!({"$multiply": ["$big", 2]}), Bson::Int64(i32::MAX as i64 * 2)),
+            (bson!({"$divide": [7, 2]}), bson!(3.5)),
+            (bson!({"$divide": [dec("1"), dec("3")]}), dec("0.3333333333333333333333333333333333")),
+            (bson!({"$divide": [dec("10"), 4]}), dec("2.5")),
+            (bson!({"$mod": [7, 3]}), bson!(1)),
+            (bson!({"$mod": [-7, 3]}), bson!(-1)),
+            (bson!({"$mod": [7.5, 2]}), bson!(1.5)),
+            (bson!({"$mod": [7i64, 3]}), bson!(1i64)),
+            (bson!({"$abs": -3}), bson!(3)),
+            (bson!({"$abs": i32::MIN}), Bson::Int64(2147483648)),
+            (bson!({"$abs": null}), Bson::Null),
+            (bson!({"$ceil": 1.2}), bson!(2.0)),
+            (bson!({"$floor": -1.2}), bson!(-2.0)),
+            (bson!({"$floor": 3}), bson!(3)),
+            (bson!({"$ceil": dec("1.2")}), dec("2")),
+            (bson!({"$round": 2.5}), bson!(2.0)),
+            (bson!({"$round": 3.5}), bson!(4.0)),
+            (bson!({"$round": [1.2345, 2]}), bson!(1.23)),
+            (bson!({"$round": [1234, -2]}), bson!(1200)),
+            (bson!({"$round": [dec("1.25"), 1]}), dec("1.2")),
+            (bson!({"$trunc": [-1.789, 1]}), bson!(-1.7)),
+            (bson!({"$trunc": 7.9}), bson!(7.0)),
+            (bson!({"$sqrt": 16}), bson!(4.0)),
+            (bson!({"$pow": [2, 10]}), bson!(1024)),
+            (bson!({"$pow": [2, 40]}), bson!(1099511627776i64)),
+            (bson!({"$pow": [2, -1]}), bson!(0.5)),
+            (bson!({"$pow": [2.0, 2]}), bson!(4.0)),
+            (bson!({"$exp": 0}), bson!(1.0)),
+            (bson!({"$ln": 1}), bson!(0.0)),
+            (bson!({"$log10": 1000}), bson!(3.0)),
+            (bson!({"$log": [8, 2]}), bson!(3.0)),
+        ]);
+        check_err(vec![
+            (bson!({"$divide": [1, 0]}), 2),
+            (bson!({"$divide": [1, 0.0]}), 2),
+            (bson!({"$divide": ["x", 1]}), 16609),
+            (bson!({"$mod": [1, 0]}), 16610),
+            (bson!({"$add": ["x", 1]}), 16554),
+            (bson!({"$add": ["$d", "$d"]}), 16612),
+            (bson!({"$subtract": [1, "$d"]}), 16556),
+            (bson!({"$multiply": [1, "x"]}), 16555),
+            (bson!({"$subtract": [1]}), 16020),
+            (bson!({"$abs": i64::MIN}), 28680),
+            (bson!({"$sqrt": -1}), 28714),
+            (bson!({"$ln": 0}), 28766),
+            (bson!({"$log10": -1}), 28761),
+            (bson!({"$log": [8, 1]}), 28759),
+            (bson!({"$pow": [0, -1]}), 28764),
+            (bson!({"$round": [1, 101]}), 51083),
+            (bson!({"$abs": "x"}), 28765),
+        ]);
+        assert_eq!(ev(bson!({"$divide": [1, 0]})).unwrap_err().message, "can't $divide by zero");
+    }
+
+    #[test]
+    fn comparison_boolean_conditional() {
+        check(vec![
+            (bson!({"$eq": [1, 1.0]}), bson!(true)),
+            (bson!({"$eq": ["$missing", null]}), bson!(false)),
+            (bson!({"$ne": [1, 2]}), bson!(true)),
+            (bson!({"$gt": ["a", 1]}), bson!(true)),
+            (bson!({"$gte": [2, 2]}), bson!(true)),
+            (bson!({"$lt": [null, 0]}), bson!(true)),
+            (bson!({"$lte": [3, 2]}), bson!(false)),
+            (bson!({"$cmp": [1, 2]}), bson!(-1)),
+            (bson!({"$cmp": ["b", "a"]}), bson!(1)),
+            (bson!({"$and": [1, "x", true]}), bson!(true)),
+            (bson!({"$and": [1, 0]}), bson!(false)),
+            (bson!({"$and": []}), bson!(true)),
+            (bson!({"$or": [null, "$missing", 0]}), bson!(false)),
+            (bson!({"$or": [false, []]}), bson!(true)),
+            (bson!({"$not": [0]}), bson!(true)),
+            (bson!({"$not": "$t"}), bson!(false)),
+            (bson!({"$cond": [true, 1, 2]}), bson!(1)),
+            (bson!({"$cond": {"if": {"$gt": ["$a", 10]}, "then": "big", "else": "small"}}), bson!("small")),
+            (bson!({"$ifNull": ["$missing", "$n", "dflt"]}), bson!("dflt")),
+            (bson!({"$ifNull": ["$a", 0]}), bson!(5)),
+            (
+                bson!({"$switch": {"branches": [{"case": {"$eq": ["$a", 1]}, "then": "one"}, {"case": {"$eq": ["$a", 5]}, "then": "five"}], "default": "?"}}),
+                bson!("five"),
+            ),
+            (bson!({"$switch": {"branches": [{"case": false, "then": 1}], "default": 2}}), bson!(2)),
+            // $and short-circuits: the division by zero is never evaluated
+            (bson!({"$and": [false, {"$divide": [1, 0]}]}), bson!(false)),
+            (bson!({"$cond": [false, {"$divide": [1, 0]}, 3]}), bson!(3)),
+        ]);
+        check_err(vec![
+            (bson!({"$switch": {"branches": [{"case": false, "then": 1}]}}), 40066),
+            (bson!({"$switch": {"branches": []}}), 40068),
+            (bson!({"$cond": {"then": 1, "else": 2}}), 17080),
+            (bson!({"$cond": [1, 2]}), 16020),
+            (bson!({"$eq": [1]}), 16020),
+        ]);
+    }
+
+    #[test]
+    fn strings() {
+        check(vec![
+            (bson!({"$concat": ["a", "-", "$s"]}), bson!("a-Hello World")),
+            (bson!({"$concat": ["a", "$missing"]}), Bson::Null),
+            (bson!({"$substr": ["$s", 0, 5]}), bson!("Hello")),
+            (bson!({"$substrBytes": ["$s", 6, -1]}), bson!("World")),
+            (bson!({"$substrCP": ["héllo", 1, 3]}), bson!("éll")),
+            (bson!({"$toLower": "$s"}), bson!("hello world")),
+            (bson!({"$toUpper": "$s"}), bson!("HELLO WORLD")),
+            (bson!({"$toUpper": "$missing"}), bson!("")),
+            (bson!({"$toLower": 12}), bson!("12")),
+            (bson!({"$strLenBytes": "héllo"}), bson!(6)),
+            (bson!({"$strLenCP": "héllo"}), bson!(5)),
+            (bson!({"$split": ["a,b,,c", ","]}), bson!(["a", "b", "", "c"])),
+            (bson!({"$split": [null, ","]}), Bson::Null),
+            (bson!({"$trim": {"input": "  x y  "}}), bson!("x y")),
+            (bson!({"$ltrim": {"input": "xxaxx", "chars": "x"}}), bson!("axx")),
+            (bson!({"$rtrim": {"input": "xxaxx", "chars": "x"}}), bson!("xxa")),
+            (bson!({"$indexOfBytes": ["$s", "o"]}), bson!(4)),
+            (bson!({"$indexOfBytes": ["$s", "o", 5]}), bson!(7)),
+            (bson!({"$indexOfBytes": ["$s", "z"]}), bson!(-1)),
+            (bson!({"$indexOfCP": ["héllo", "l"]}), bson!(2)),
+            (bson!({"$indexOfCP": [null, "l"]}), Bson::Null),
+            (bson!({"$regexMatch": {"input": "$s", "regex": "^hello", "options": "i"}}), bson!(true)),
+            (bson!({"$regexMatch": {"input": "$s", "regex": Bson::RegularExpression(bson::Regex { pattern: "world$".into(), options: "".into() })}}), bson!(false)),
+            (bson!({"$regexMatch": {"input": "$missing", "regex": "a"}}), bson!(false)),
+            (
+                bson!({"$regexFind": {"input": "héllo 42 and 7", "regex": "(\\d)(\\d)?"}}),
+                bson!({"match": "42", "idx": 6, "captures": ["4", "2"]}),
+            ),
+            (bson!({"$regexFind": {"input": "abc", "regex": "z"}}), Bson::Null),
+            (
+                bson!({"$regexFindAll": {"input": "a1b2", "regex": "[0-9]"}}),
+                bson!([{"match": "1", "idx": 1, "captures": []}, {"match": "2", "idx": 3, "captures": []}]),
+            ),
+            (bson!({"$replaceOne": {"input": "aXbXc", "find": "X", "replacement": "-"}}), bson!("a-bXc")),
+            (bson!({"$replaceAll": {"input": "aXbXc", "find": "X", "replacement": "-"}}), bson!("a-b-c")),
+            (bson!({"$replaceAll": {"input": "$n", "find": "X", "replacement": "-"}}), Bson::Null),
+            (bson!({"$strcasecmp": ["abc", "ABC"]}), bson!(0)),
+            (bson!({"$strcasecmp": ["abd", "ABC"]}), bson!(1)),
+        ]);
+        check_err(vec![
+            (bson!({"$concat": ["a", 1]}), 16702),
+            (bson!({"$strLenBytes": 1}), 34473),
+            (bson!({"$strLenCP": "$missing"}), 34471),
+            (bson!({"$split": ["a", ""]}), 40087),
+            (bson!({"$split": [1, ","]}), 40085),
+            (bson!({"$trim": {"input": 1}}), 50699),
+            (bson!({"$trim": {"chars": "x"}}), 50695),
+            (bson!({"$trim": {"input": "x", "bad": 1}}), 50694),
+            (bson!({"$indexOfBytes": [1, "a"]}), 40091),
+            (bson!({"$indexOfBytes": ["a", "a", -1]}), 40097),
+            (bson!({"$regexMatch": {"input": 1, "regex": "a"}}), 51104),
+            (bson!({"$regexMatch": {"input": "a", "regex": 1}}), 51105),
+            (bson!({"$regexMatch": {"input": "a", "regex": "("}}), 51111),
+            (bson!({"$replaceOne": {"input": 1, "find": "a", "replacement": "b"}}), 51746),
+            (bson!({"$substrBytes": ["héllo", 2, 1]}), 28656),
+            (bson!({"$toUpper": [[1]]}), 16007),
+        ]);
+    }
+
+    #[test]
+    fn arrays() {
+        check(vec![
+            (bson!({"$arrayElemAt": ["$arr", 0]}), bson!(1)),
+            (bson!({"$arrayElemAt": ["$arr", -1]}), bson!(3)),
+            (bson!({"$arrayElemAt": ["$arr", 5]}), Bson::Undefined),
+            (bson!({"$first": "$arr"}), bson!(1)),
+            (bson!({"$last": "$arr"}), bson!(3)),
+            (bson!({"$first": "$e"}), Bson::Undefined),
+            (bson!({"$size": "$arr"}), bson!(3)),
+            (bson!({"$slice": ["$arr", 2]}), bson!([1, 2])),
+            (bson!({"$slice": ["$arr", -2]}), bson!([2, 3])),
+            (bson!({"$slice": ["$arr", 1, 1]}), bson!([2])),
+            (bson!({"$slice": ["$arr", -5, 2]}), bson!([1, 2])),
+            (bson!({"$concatArrays": ["$arr", [4], []]}), bson!([1, 2, 3, 4])),
+            (bson!({"$concatArrays": ["$arr", "$missing"]}), Bson::Null),
+            (bson!({"$in": [2.0, "$arr"]}), bson!(true)),
+            (bson!({"$in": [9, "$arr"]}), bson!(false)),
+            (bson!({"$indexOfArray": ["$arr", 2]}), bson!(1)),
+            (bson!({"$indexOfArray": ["$arr", 2, 2]}), bson!(-1)),
+            (bson!({"$isArray": "$arr"}), bson!(true)),
+            (bson!({"$isArray": ["$a"]}), bson!(false)),
+            (bson!({"$filter": {"input": "$arr", "as": "x", "cond": {"$gte": ["$$x", 2]}}}), bson!([2, 3])),
+            (bson!({"$filter": {"input": "$arr", "cond": {"$gte": ["$$this", 2]}, "limit": 1}}), bson!([2])),
+            (bson!({"$filter": {"input": "$missing", "cond": true}}), Bson::Null),
+            (bson!({"$map": {"input": "$arr", "as": "x", "in": {"$add": ["$$x", "$a"]}}}), bson!([6, 7, 8])),
+            (bson!({"$map": {"input": "$arr", "in": {"$multiply": ["$$this", 2]}}}), bson!([2, 4, 6])),
+            (bson!({"$reduce": {"input": "$arr", "initialValue": 0, "in": {"$add": ["$$value", "$$this"]}}}), bson!(6)),
+            (
+                bson!({"$reduce": {"input": [[1], [2, 3]], "initialValue": [], "in": {"$concatArrays": ["$$value", "$$this"]}}}),
+                bson!([1, 2, 3]),
+            ),
+            (bson!({"$range": [0, 5, 2]}), bson!([0, 2, 4])),
+            (bson!({"$range": [5, 0, -2]}), bson!([5, 3, 1])),
+            (bson!({"$range": [0, 3]}), bson!([0, 1, 2])),
+            (bson!({"$reverseArray": "$arr"}), bson!([3, 2, 1])),
+            (bson!({"$zip": {"inputs": [[1, 2, 3], ["a", "b"]]}}), bson!([[1, "a"], [2, "b"]])),
+            (
+                bson!({"$zip": {"inputs": [[1, 2, 3], ["a"]], "useLongestLength": true, "defaults": [0, "z"]}}),
+                bson!([[1, "a"], [2, "z"], [3, "z"]]),
+            ),
+            (bson!({"$arrayToObject": [[["a", 1], ["b", 2]]]}), bson!({"a": 1, "b": 2})),
+            (bson!({"$arrayToObject": [[{"k": "a", "v": 1}, {"k": "a", "v": 3}]]}), bson!({"a": 3})),
+            (bson!({"$objectToArray": "$nested.k"}), bson!([{"k": "v", "v": 42}])),
+            (bson!({"$sortArray": {"input": [3, 1, 2], "sortBy": 1}}), bson!([1, 2, 3])),
+            (bson!({"$sortArray": {"input": [3, 1, 2], "sortBy": -1}}), bson!([3, 2, 1])),
+            (
+                bson!({"$sortArray": {"input": [{"v": 2}, {"v": 1}], "sortBy": {"v": 1}}}),
+                bson!([{"v": 1}, {"v": 2}]),
+            ),
+            (bson!({"$firstN": {"input": [1, 2, 3], "n": 2}}), bson!([1, 2])),
+            (bson!({"$lastN": {"input": [1, 2, 3], "n": 2}}), bson!([2, 3])),
+            (bson!({"$maxN": {"input": [1, null, 3, 2], "n": 2}}), bson!([3, 2])),
+            (bson!({"$minN": {"input": [4, 1, 3], "n": 2}}), bson!([1, 3])),
+        ]);
+        check_err(vec![
+            (bson!({"$size": "$a"}), 17124),
+            (bson!({"$size": "$missing"}), 17124),
+            (bson!({"$arrayElemAt": ["$a", 0]}), 28689),
+            (bson!({"$arrayElemAt": ["$arr", 1.5]}), 28691),
+            (bson!({"$concatArrays": ["$arr", 1]}), 28664),
+            (bson!({"$in": [1, "$a"]}), 40081),
+            (bson!({"$filter": {"input": 1, "cond": true}}), 28651),
+            (bson!({"$filter": {"input": []}}), 28650),
+            (bson!({"$map": {"input": 1, "in": 1}}), 16883),
+            (bson!({"$reduce": {"input": 1, "initialValue": 0, "in": 1}}), 40080),
+            (bson!({"$range": [0, 5, 0]}), 34449),
+            (bson!({"$range": ["a", 5]}), 34443),
+            (bson!({"$reverseArray": 1}), 34435),
+            (bson!({"$zip": {"inputs": [1]}}), 34468),
+            (bson!({"$arrayToObject": [[["a", 1, 2]]]}), 40397),
+            (bson!({"$arrayToObject": [[[1, 1]]]}), 40395),
+            (bson!({"$arrayToObject": 1}), 40386),
+            (bson!({"$objectToArray": 1}), 40390),
+            (bson!({"$slice": ["$arr", 1, 0]}), 28729),
+            (bson!({"$slice": [1, 1]}), 28724),
+            (bson!({"$firstN": {"input": [1], "n": 0}}), 5787908),
+            (bson!({"$sortArray": {"input": [1], "sortBy": 2}}), 2942503),
+        ]);
+    }
+
+    #[test]
+    fn sets() {
+        check(vec![
+            (bson!({"$setUnion": [[1, 2], [2.0, 3]]}), bson!([1, 2, 3])),
+            (bson!({"$setIntersection": [[1, 2, 3, 3], [3, 2]]}), bson!([2, 3])),
+            (bson!({"$setDifference": [[1, 2, 3], [2]]}), bson!([1, 3])),
+            (bson!({"$setEquals": [[1, 2], [2, 1, 1]]}), bson!(true)),
+            (bson!({"$setEquals": [[1, 2], [2]]}), bson!(false)),
+            (bson!({"$setIsSubset": [[1], [1, 2]]}), bson!(true)),
+            (bson!({"$setIsSubset": [[3], [1, 2]]}), bson!(false)),
+            (bson!({"$allElementsTrue": [[1, true, "x"]]}), bson!(true)),
+            (bson!({"$allElementsTrue": [[1, 0]]}), bson!(false)),
+            (bson!({"$anyElementTrue": [[0, null, 2]]}), bson!(true)),
+            (bson!({"$anyElementTrue": [[]]}), bson!(false)),
+            (bson!({"$setUnion": [[1], null]}), Bson::Null),
+        ]);
+        check_err(vec![
+            (bson!({"$setUnion": [[1], 1]}), 17043),
+            (bson!({"$setIntersection": [[1], "x"]}), 17047),
+            (bson!({"$setDifference": [1, [1]]}), 17048),
+            (bson!({"$setDifference": [[1], 1]}), 17049),
+            (bson!({"$setEquals": [[1], 1]}), 17044),
+            (bson!({"$setIsSubset": [1, [1]]}), 17046),
+            (bson!({"$allElementsTrue": 1}), 17040),
+        ]);
+    }
+
+    #[test]
+    fn types_and_conversion() {
+        let oid = ObjectId::parse_str("5f1d7f9b8e1b2c3d4e5f6a7b").unwrap();
+        check(vec![
+            (bson!({"$type": "$a"}), bson!("int")),
+            (bson!({"$type": "$l"}), bson!("long")),
+            (bson!({"$type": "$b"}), bson!("double")),
+            (bson!({"$type": "$missing"}), bson!("missing")),
+            (bson!({"$type": "$n"}), bson!("null")),
+            (bson!({"$type": "$arr"}), bson!("array")),
+            (bson!({"$type": "$nested"}), bson!("object")),
+            (bson!({"$type": "$d"}), bson!("date")),
+            (bson!({"$isNumber": "$b"}), bson!(true)),
+            (bson!({"$isNumber": "$s"}), bson!(false)),
+            (bson!({"$toString": 1.5}), bson!("1.5")),
+            (bson!({"$toString": 2.0}), bson!("2")),
+            (bson!({"$toString": 12i64}), bson!("12")),
+            (bson!({"$toString": true}), bson!("true")),
+            (bson!({"$toString": "$d"}), bson!("2023-11-14T22:13:20.123Z")),
+            (bson!({"$toString": oid}), bson!("5f1d7f9b8e1b2c3d4e5f6a7b")),
+            (bson!({"$toString": dec("1.50")}), bson!("1.50")),
+            (bson!({"$toString": "$missing"}), Bson::Null),
+            (bson!({"$toInt": "42"}), bson!(42)),
+            (bson!({"$toInt": 4.9}), bson!(4)),
+            (bson!({"$toInt": true}), bson!(1)),
+            (bson!({"$toLong": "$d"}), bson!(1_700_000_000_123i64)),
+            (bson!({"$toLong": "-7"}), bson!(-7i64)),
+            (bson!({"$toDouble": "2.5"}), bson!(2.5)),
+            (bson!({"$toDouble": 3}), bson!(3.0)),
+            (bson!({"$toDouble": dec("0.25")}), bson!(0.25)),
+            (bson!({"$toDecimal": 3}), dec("3")),
+            (bson!({"$toDecimal": "1.25"}), dec("1.25")),
+            (bson!({"$toDecimal": 2.5}), dec("2.50000000000000")),
+            (bson!({"$toBool": 0}), bson!(false)),
+            (bson!({"$toBool": ""}), bson!(true)),
+            (bson!({"$toObjectId": "5f1d7f9b8e1b2c3d4e5f6a7b"}), Bson::ObjectId(oid)),
+            (bson!({"$toDate": 86_400_000i64}), Bson::DateTime(DateTime::from_millis(86_400_000))),
+            (bson!({"$toDate": "1970-01-02T00:00:00Z"}), Bson::DateTime(DateTime::from_millis(86_400_000))),
+            (bson!({"$toDate": oid}), Bson::DateTime(oid.timestamp())),
+            (bson!({"$convert": {"input": "x", "to": "int", "onError": -1}}), bson!(-1)),
+            (bson!({"$convert": {"input": null, "to": "int", "onNull": 0}}), bson!(0)),
+            (bson!({"$convert": {"input": "5", "to": 16}}), bson!(5)),
+            (bson!({"$convert": {"input": 5, "to": "string"}}), bson!("5")),
+            (bson!({"$convert": {"input": 1, "to": "bool"}}), bson!(true)),
+        ]);
+        check_err(vec![
+            (bson!({"$toInt": "x"}), 241),
+            (bson!({"$toInt": "1.5"}), 241),
+            (bson!({"$toInt": 3e10}), 241),
+            (bson!({"$toInt": f64::NAN}), 241),
+            (bson!({"$toObjectId": "zz"}), 241),
+            (bson!({"$toDate": true}), 241),
+            (bson!({"$convert": {"input": 1, "to": "nope"}}), 2),
+            (bson!({"$convert": {"input": 1}}), 34469),
+            (bson!({"$convert": {"input": [1], "to": "int"}}), 241),
+        ]);
+        assert_eq!(ev(bson!({"$toInt": "x"})).unwrap_err().code_name, "ConversionFailure");
+    }
+
+    #[test]
+    fn dates() {
+        // 2023-11-14T22:13:20.123Z is a Tuesday, day 318 of the year.
+        check(vec![
+            (bson!({"$year": "$d"}), bson!(2023)),
+            (bson!({"$month": "$d"}), bson!(11)),
+            (bson!({"$dayOfMonth": "$d"}), bson!(14)),
+            (bson!({"$hour": "$d"}), bson!(22)),
+            (bson!({"$minute": "$d"}), bson!(13)),
+            (bson!({"$second": "$d"}), bson!(20)),
+            (bson!({"$millisecond": "$d"}), bson!(123)),
+            (bson!({"$dayOfWeek": "$d"}), bson!(3)),
+            (bson!({"$dayOfYear": "$d"}), bson!(318)),
+            (bson!({"$isoDayOfWeek": "$d"}), bson!(2)),
+            (bson!({"$isoWeek": "$d"}), bson!(46)),
+            (bson!({"$week": "$d"}), bson!(46)),
+            (bson!({"$hour": {"date": "$d", "timezone": "+02:00"}}), bson!(0)),
+            (bson!({"$dayOfMonth": {"date": "$d", "timezone": "-0300"}}), bson!(14)),
+            (bson!({"$year": ["$d"]}), bson!(2023)),
+            (bson!({"$year": "$missing"}), Bson::Null),
+            (bson!({"$dateToString": {"date": "$d"}}), bson!("2023-11-14T22:13:20.123Z")),
+            (bson!({"$dateToString": {"date": "$d", "format": "%Y/%m/%d %H:%M %j %%"}}), bson!("2023/11/14 22:13 318 %")),
+            (bson!({"$dateToString": {"date": "$d", "format": "%H:%M%z", "timezone": "+05:30"}}), bson!("03:43+0530")),
+            (bson!({"$dateToString": {"date": "$missing", "onNull": "none"}}), bson!("none")),
+            (bson!({"$dateFromString": {"dateString": "2023-11-14"}}), Bson::DateTime(DateTime::from_millis(1_699_920_000_000))),
+            (
+                bson!({"$dateFromString": {"dateString": "2023-11-14T22:13:20.123Z"}}),
+                Bson::DateTime(DateTime::from_millis(1_700_000_000_123)),
+            ),
+            (
+                bson!({"$dateFromString": {"dateString": "2023-11-15T00:13:20.123+02:00"}}),
+                Bson::DateTime(DateTime::from_millis(1_700_000_000_123)),
+            ),
+            (
+                bson!({"$dateFromString": {"dateString": "14/11/2023", "format": "%d/%m/%Y"}}),
+                Bson::DateTime(DateTime::from_millis(1_699_920_000_000)),
+            ),
+            (bson!({"$dateFromString": {"dateString": "garbage", "onError": "bad"}}), bson!("bad")),
+            (bson!({"$dateFromString": {"dateString": null, "onNull": 0}}), bson!(0)),
+            (
+                bson!({"$dateFromParts": {"year": 2023, "month": 11, "day": 14}}),
+                Bson::DateTime(DateTime::from_millis(1_699_920_000_000)),
+            ),
+            (
+                bson!({"$dateFromParts": {"year": 2023, "month": 14, "day": 1}}),
+                Bson::DateTime(DateTime::from_millis(days_from_civil(2024, 2, 1) * MS_PER_DAY)),
+            ),
+            (
+                bson!({"$dateToParts": {"date": "$d"}}),
+                bson!({"year": 2023, "month": 11, "day": 14, "hour": 22, "minute": 13, "second": 20, "millisecond": 123}),
+            ),
+            (
+                bson!({"$dateAdd": {"startDate": DateTime::from_millis(days_from_civil(2023, 1, 31) * MS_PER_DAY), "unit": "month", "amount": 1}}),
+                Bson::DateTime(DateTime::from_millis(days_from_civil(2023, 2, 28) * MS_PER_DAY)),
+            ),
+            (
+                bson!({"$dateSubtract": {"startDate": "$d", "unit": "hour", "amount": 22}}),
+                Bson::DateTime(DateTime::from_millis(1_700_000_000_123 - 22 * 3_600_000)),
+            ),
+            (
+                bson!({"$dateDiff": {"startDate": DateTime::from_millis(days_from_civil(2022, 12, 31) * MS_PER_DAY), "endDate": "$d", "unit": "year"}}),
+                bson!(1i64),
+            ),
+            (
+                bson!({"$dateTrunc": {"date": "$d", "unit": "day"}}),
+                Bson::DateTime(DateTime::from_millis(1_699_920_000_000)),
+            ),
+            (
+                bson!({"$dateTrunc": {"date": "$d", "unit": "month"}}),
+                Bson::DateTime(DateTime::from_millis(days_from_civil(2023, 11, 1) * MS_PER_DAY)),
+            ),
+        ]);
+        check_err(vec![
+            (bson!({"$year": "$s"}), 16006),
+            (bson!({"$year": {"date": "$d", "timezone": "Mars/Base"}}), 40485),
+            (bson!({"$dateToString": {"date": "$d", "format": "%Q"}}), 18536),
+            (bson!({"$dateFromString": {"dateString": "garbage"}}), 241),
+            (bson!({"$dateFromParts": {"month": 1}}), 40516),
+        ]);
+        // civil conversions round-trip over a wide range
+        for days in (-800_000..800_000).step_by(997) {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        // ISO week-year edge: 2021-01-01 is in week 53 of 2020
+        let p = Parts::of(days_from_civil(2021, 1, 1) * MS_PER_DAY);
+        assert_eq!(p.iso_week(), (2020, 53));
+    }
+
+    #[test]
+    fn objects_and_accumulators() {
+        check(vec![
+            (bson!({"$mergeObjects": [{"a": 1, "b": 1}, "$missing", {"b": 2}]}), bson!({"a": 1, "b": 2})),
+            (bson!({"$getField": "a"}), bson!(5)),
+            (bson!({"$getField": {"field": "k", "input": "$nested"}}), bson!({"v": 42})),
+            (bson!({"$getField": {"field": "a.b", "input": {"$literal": {"a.b": 3}}}}), bson!(3)),
+            (bson!({"$setField": {"field": "z", "input": {"a": 1}, "value": 2}}), bson!({"a": 1, "z": 2})),
+            (bson!({"$setField": {"field": "a", "input": {"a": 1}, "value": "$$REMOVE"}}), bson!({})),
+            (bson!({"$unsetField": {"field": "a", "input": {"a": 1, "b": 2}}}), bson!({"b": 2})),
+            (bson!({"$sum": "$arr"}), bson!(6)),
+            (bson!({"$sum": [1, 2.5, "x"]}), bson!(3.5)),
+            (bson!({"$sum": "$missing"}), bson!(0)),
+            (bson!({"$avg": "$arr"}), bson!(2.0)),
+            (bson!({"$avg": [[]]}), Bson::Null),
+            (bson!({"$min": "$arr"}), bson!(1)),
+            (bson!({"$max": [1, "$a", null]}), bson!(5)),
+            (bson!({"$stdDevPop": [[1, 3]]}), bson!(1.0)),
+            (bson!({"$stdDevSamp": [[1]]}), Bson::Null),
+        ]);
+        check_err(vec![(bson!({"$mergeObjects": [1]}), 40400), (bson!({"$getField": {"field": 1}}), 3041704)]);
+    }
+
+    #[test]
+    fn decimal_arithmetic() {
+        let d = |s: &str| Dec::parse(s).unwrap();
+        assert_eq!(d("1.1").add(&d("2.2")).to_d128().to_string(), "3.3");
+        assert_eq!(d("1E+3").add(&d("1")).to_d128().to_string(), "1001");
+        assert_eq!(d("0.1").mul(&d("0.2")).to_d128().to_string(), "0.02");
+        assert_eq!(d("7").rem(&d("3")).to_d128().to_string(), "1");
+        assert_eq!(d("-7.5").round(0, Rounding::HalfEven).to_d128().to_string(), "-8");
+        assert_eq!(d("2").sub(&d("2")).to_d128().to_string(), "0");
+        assert_eq!(d("123.4500").to_i64_exact(), None);
+        assert_eq!(d("1.2E+2").to_i64_exact(), Some(120));
+        assert_eq!(Dec::from_f64(0.1).to_d128().to_string(), "0.100000000000000");
+    }
+
+    #[test]
+    fn truthiness_and_helpers() {
+        assert!(!truthy(&Bson::Undefined));
+        assert!(!truthy(&dec("0")));
+        assert!(truthy(&bson!([])));
+        assert!(truthy(&bson!("")));
+        assert_eq!(fmt_double(1e21), "1e+21");
+        assert_eq!(fmt_double(0.000001), "1e-06");
+        assert_eq!(fmt_double(-2.5), "-2.5");
+        let e = Expr::parse(&bson!({"$gt": ["$a", 1]})).unwrap();
+        assert!(e.eval_bool(&doc! {"a": 2}, &Variables::default()).unwrap());
+        assert_eq!(Expr::parse(&bson!("$a.b")).unwrap().as_field_path().as_deref(), Some("a.b"));
+        // constant folding keeps literal object/array expressions cheap
+        assert!(Expr::parse(&bson!({"x": [1, 2], "y": "lit"})).unwrap().as_constant().is_some());
+    }
 }
