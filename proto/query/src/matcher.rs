@@ -2010,6 +2010,30 @@ mod tests {
     }
 
     #[test]
+    fn expr_operator() {
+        let f = doc! {"$expr": {"$gt": ["$a", "$b"]}};
+        let cases: Vec<(Document, bool)> = vec![
+            (doc! {"a": 2, "b": 1}, true),
+            (doc! {"a": 1, "b": 2}, false),
+            (doc! {"a": 1}, true),
+        ];
+        for (d, want) in cases {
+            assert_eq!(m(f.clone(), d.clone()), want, "{d}");
+        }
+        assert!(m(doc! {"x": 1, "$expr": {"$eq": ["$x", 1]}}, doc! {"x": 1}));
+        assert!(!m(doc! {"$expr": "$missing"}, doc! {"x": 1}));
+        assert!(m(
+            doc! {"$or": [{"$expr": {"$eq": [1, 2]}}, {"x": 1}]},
+            doc! {"x": 1}
+        ));
+        assert!(Matcher::new(&doc! {"$expr": {"$noSuchOp": 1}}).is_err());
+        let bad = Matcher::new(&doc! {"$expr": {"$toInt": "$s"}}).unwrap();
+        assert!(bad.matches_checked(&doc! {"s": "not a number"}).is_err());
+        assert!(!bad.matches(&doc! {"s": "not a number"}));
+        assert!(bad.matches_checked(&doc! {"s": "5"}).unwrap());
+    }
+
+    #[test]
     fn type_helpers() {
         assert_eq!(bson_type_name(&bson!(1)), "int");
         assert_eq!(bson_type_name(&bson!({})), "object");

@@ -699,6 +699,49 @@ mod tests {
     }
 
     #[test]
+    fn computed_fields() {
+        let d = doc! {"_id": 1, "a": 2, "b": {"c": "x"}, "arr": [{"q": 1}, {"q": 2}]};
+        let cases: Vec<(Document, Document)> = vec![
+            (
+                doc! {"a": 1, "s": {"$add": ["$a", 1]}},
+                doc! {"_id": 1, "a": 2, "s": 3},
+            ),
+            (doc! {"_id": 0, "x": "$b.c"}, doc! {"x": "x"}),
+            (
+                doc! {"_id": 0, "l": {"$literal": 1}, "t": "hello"},
+                doc! {"l": 1, "t": "hello"},
+            ),
+            (doc! {"_id": 0, "z": "$nope"}, doc! {}),
+            (
+                doc! {"_id": 0, "n.m": {"$literal": 5}},
+                doc! {"n": {"m": 5}},
+            ),
+            (
+                doc! {"_id": 0, "b": {"c": 1, "k": "$a"}},
+                doc! {"b": {"c": "x", "k": 2}},
+            ),
+            (
+                doc! {"_id": 0, "a": {"$multiply": ["$a", 10]}},
+                doc! {"a": 20},
+            ),
+            (doc! {"_id": 0, "qs": "$arr.q"}, doc! {"qs": [1, 2]}),
+            (
+                doc! {"_id": 0, "first": {"$slice": ["$arr.q", 1]}},
+                doc! {"first": [1]},
+            ),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(project(spec.clone(), d.clone()), want, "{spec}");
+        }
+        let err = Projection::new(&doc! {"a": 0, "s": {"$add": [1, 1]}}).unwrap_err();
+        assert_eq!(err.code, 31252);
+        let err = Projection::new(&doc! {"s": {"$add": [1, 1]}, "a": 0}).unwrap_err();
+        assert_eq!(err.code, 31254);
+        let p = Projection::new(&doc! {"s": {"$toInt": "$b.c"}}).unwrap();
+        assert!(p.apply(&d).is_err());
+    }
+
+    #[test]
     fn modes() {
         assert!(Projection::new(&doc! {"a": 1}).unwrap().is_inclusion());
         assert!(!Projection::new(&doc! {"a": 0}).unwrap().is_inclusion());
