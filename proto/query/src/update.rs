@@ -1260,6 +1260,8 @@ fn merge_nodes(a: &Node, b: &Node, path: &str) -> MongoResult<Node> {
     }
 }
 
+/// An array index in an update path. Unlike `crate::path::array_index`, leading zeros are
+/// accepted: mongod's update walk uses `parseUnsignedBase10Integer` here.
 fn parse_index(s: &str) -> Option<usize> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -3731,6 +3733,48 @@ mod tests {
                     "'replacement document' must evaluate to an object",
                 ),
             ],
+            None,
+            None,
+        );
+    }
+
+    #[test]
+    fn spec_is_shareable_across_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<UpdateSpec>();
+    }
+
+    #[test]
+    fn field_order_and_padding() {
+        check(
+            &[
+                // Children apply in string order: "10" pads first, then "9.x" finds null.
+                (
+                    doc! {"_id": 1, "a": []},
+                    bson!({"$set": {"a.3": 1, "a.1.x": 2}}),
+                    doc! {"_id": 1, "a": [null, {"x": 2}, null, 1]},
+                ),
+                (
+                    doc! {"_id": 1, "z": 1, "b": 1},
+                    bson!({"$set": {"y": 1, "b": 2, "c": 3}}),
+                    doc! {"_id": 1, "z": 1, "b": 2, "c": 3, "y": 1},
+                ),
+                (
+                    doc! {"_id": 1, "a": [1, 2]},
+                    bson!({"$unset": {"a.$[]": 1}}),
+                    doc! {"_id": 1, "a": [null, null]},
+                ),
+            ],
+            None,
+            None,
+        );
+        check_err(
+            &[(
+                doc! {"_id": 1, "a": []},
+                bson!({"$set": {"a.10": 1, "a.9.x": 2}}),
+                28,
+                "Cannot create field 'x' in element {9: null}",
+            )],
             None,
             None,
         );
