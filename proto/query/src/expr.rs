@@ -153,14 +153,27 @@ impl Expr {
     /// Evaluates against `root` (which is `$$ROOT` and `$$CURRENT`). A missing result is
     /// `Bson::Undefined`.
     pub fn eval(&self, root: &Document, vars: &Variables) -> MongoResult<Bson> {
-        let mut cx = Cx { root, vars, locals: Vec::new() };
+        let mut cx = Cx {
+            root,
+            vars,
+            locals: Vec::new(),
+        };
         self.ev(&mut cx)
     }
 
     /// Evaluates with `$$CURRENT` (and so plain field paths) bound to `current` while
     /// `$$ROOT` stays `root` (`$redact` descending into sub-documents).
-    pub fn eval_with_current(&self, root: &Document, current: &Document, vars: &Variables) -> MongoResult<Bson> {
-        let mut cx = Cx { root, vars, locals: vec![("CURRENT", Bson::Document(current.clone()))] };
+    pub fn eval_with_current(
+        &self,
+        root: &Document,
+        current: &Document,
+        vars: &Variables,
+    ) -> MongoResult<Bson> {
+        let mut cx = Cx {
+            root,
+            vars,
+            locals: vec![("CURRENT", Bson::Document(current.clone()))],
+        };
         self.ev(&mut cx)
     }
 
@@ -196,10 +209,27 @@ enum Node {
     Cond(Box<(Expr, Expr, Expr)>),
     Switch(Vec<(Expr, Expr)>, Option<Box<Expr>>),
     Let(Vec<(String, Expr)>, Box<Expr>),
-    Filter { input: Box<Expr>, name: String, cond: Box<Expr>, limit: Option<Box<Expr>> },
-    Map { input: Box<Expr>, name: String, body: Box<Expr> },
-    Reduce { input: Box<Expr>, initial: Box<Expr>, body: Box<Expr> },
-    Regex { op: Op, input: Box<Expr>, regex: RegexArg },
+    Filter {
+        input: Box<Expr>,
+        name: String,
+        cond: Box<Expr>,
+        limit: Option<Box<Expr>>,
+    },
+    Map {
+        input: Box<Expr>,
+        name: String,
+        body: Box<Expr>,
+    },
+    Reduce {
+        input: Box<Expr>,
+        initial: Box<Expr>,
+        body: Box<Expr>,
+    },
+    Regex {
+        op: Op,
+        input: Box<Expr>,
+        regex: RegexArg,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -592,22 +622,23 @@ fn arity(op: Op) -> Option<(usize, usize)> {
     use Op::*;
     const MANY: usize = usize::MAX;
     Some(match op {
-        Add | Multiply | And | Or | Concat | ConcatArrays | SetUnion | SetIntersection | MergeObjects | Sum
-        | Avg | Min | Max | StdDevPop | StdDevSamp => (0, MANY),
-        Subtract | Divide | Mod | Pow | Log | Eq | Ne | Gt | Gte | Lt | Lte | Cmp | Split | Strcasecmp
-        | ArrayElemAt | In | SetDifference | SetIsSubset => (2, 2),
+        Add | Multiply | And | Or | Concat | ConcatArrays | SetUnion | SetIntersection
+        | MergeObjects | Sum | Avg | Min | Max | StdDevPop | StdDevSamp => (0, MANY),
+        Subtract | Divide | Mod | Pow | Log | Eq | Ne | Gt | Gte | Lt | Lte | Cmp | Split
+        | Strcasecmp | ArrayElemAt | In | SetDifference | SetIsSubset => (2, 2),
         IfNull | SetEquals => (2, MANY),
-        Abs | Ceil | Floor | Sqrt | Exp | Ln | Log10 | Not | ToLower | ToUpper | StrLenBytes | StrLenCP
-        | First | Last | Size | IsArray | ReverseArray | ArrayToObject | ObjectToArray | AllElementsTrue
-        | AnyElementTrue | Type | ToString | ToInt | ToLong | ToDouble | ToDecimal | ToBool | ToObjectId
-        | ToDate | IsNumber | BsonSize | BinarySize => (1, 1),
+        Abs | Ceil | Floor | Sqrt | Exp | Ln | Log10 | Not | ToLower | ToUpper | StrLenBytes
+        | StrLenCP | First | Last | Size | IsArray | ReverseArray | ArrayToObject
+        | ObjectToArray | AllElementsTrue | AnyElementTrue | Type | ToString | ToInt | ToLong
+        | ToDouble | ToDecimal | ToBool | ToObjectId | ToDate | IsNumber | BsonSize
+        | BinarySize => (1, 1),
         Round | Trunc => (1, 2),
         SubstrBytes | SubstrCP => (3, 3),
         IndexOfBytes | IndexOfCP | IndexOfArray => (2, 4),
         Slice | Range => (2, 3),
         Rand => (0, 0),
-        Year | Month | DayOfMonth | Hour | Minute | Second | Millisecond | DayOfWeek | DayOfYear | Week
-        | IsoWeek | IsoWeekYear | IsoDayOfWeek => (1, 1),
+        Year | Month | DayOfMonth | Hour | Minute | Second | Millisecond | DayOfWeek
+        | DayOfYear | Week | IsoWeek | IsoWeekYear | IsoDayOfWeek => (1, 1),
         GetField => (1, 1),
         _ => return None,
     })
@@ -618,13 +649,19 @@ fn named_params(op: Op) -> (&'static [&'static str], &'static [&'static str]) {
     use Op::*;
     match op {
         Trim | LTrim | RTrim => (&["input", "chars"], &["input"]),
-        ReplaceOne | ReplaceAll => (&["input", "find", "replacement"], &["input", "find", "replacement"]),
+        ReplaceOne | ReplaceAll => (
+            &["input", "find", "replacement"],
+            &["input", "find", "replacement"],
+        ),
         Zip => (&["inputs", "useLongestLength", "defaults"], &["inputs"]),
         SortArray => (&["input", "sortBy"], &["input", "sortBy"]),
         FirstN | LastN | MaxN | MinN => (&["input", "n"], &["input", "n"]),
         Convert => (&["input", "to", "onError", "onNull"], &["input", "to"]),
         DateToString => (&["date", "format", "timezone", "onNull"], &["date"]),
-        DateFromString => (&["dateString", "format", "timezone", "onError", "onNull"], &["dateString"]),
+        DateFromString => (
+            &["dateString", "format", "timezone", "onError", "onNull"],
+            &["dateString"],
+        ),
         DateToParts => (&["date", "timezone", "iso8601"], &["date"]),
         DateFromParts => (
             &[
@@ -642,14 +679,25 @@ fn named_params(op: Op) -> (&'static [&'static str], &'static [&'static str]) {
             ],
             &[],
         ),
-        DateAdd | DateSubtract => (&["startDate", "unit", "amount", "timezone"], &["startDate", "unit", "amount"]),
-        DateDiff => (&["startDate", "endDate", "unit", "timezone", "startOfWeek"], &["startDate", "endDate", "unit"]),
-        DateTrunc => (&["date", "unit", "binSize", "timezone", "startOfWeek"], &["date", "unit"]),
+        DateAdd | DateSubtract => (
+            &["startDate", "unit", "amount", "timezone"],
+            &["startDate", "unit", "amount"],
+        ),
+        DateDiff => (
+            &["startDate", "endDate", "unit", "timezone", "startOfWeek"],
+            &["startDate", "endDate", "unit"],
+        ),
+        DateTrunc => (
+            &["date", "unit", "binSize", "timezone", "startOfWeek"],
+            &["date", "unit"],
+        ),
         GetField => (&["field", "input"], &["field"]),
         SetField => (&["field", "input", "value"], &["field", "input", "value"]),
         UnsetField => (&["field", "input"], &["field", "input"]),
-        Year | Month | DayOfMonth | Hour | Minute | Second | Millisecond | DayOfWeek | DayOfYear | Week
-        | IsoWeek | IsoWeekYear | IsoDayOfWeek => (&["date", "timezone"], &["date"]),
+        Year | Month | DayOfMonth | Hour | Minute | Second | Millisecond | DayOfWeek
+        | DayOfYear | Week | IsoWeek | IsoWeekYear | IsoDayOfWeek => {
+            (&["date", "timezone"], &["date"])
+        }
         _ => (&[], &[]),
     }
 }
@@ -712,7 +760,10 @@ fn parse_path_string(s: &str) -> MongoResult<Node> {
         }
         let path: Vec<String> = parts.map(str::to_string).collect();
         if path.iter().any(String::is_empty) {
-            return Err(err(15998, "FieldPath field names may not be empty strings."));
+            return Err(err(
+                15998,
+                "FieldPath field names may not be empty strings.",
+            ));
         }
         if !is_system_var(&name) {
             validate_var_name(&name)?;
@@ -731,7 +782,10 @@ fn parse_path_string(s: &str) -> MongoResult<Node> {
     }
     let parts: Vec<String> = path.split('.').map(str::to_string).collect();
     if parts.iter().any(String::is_empty) {
-        return Err(err(15998, "FieldPath field names may not be empty strings."));
+        return Err(err(
+            15998,
+            "FieldPath field names may not be empty strings.",
+        ));
     }
     if parts.iter().any(|p| p.starts_with('$')) {
         return Err(err(16410, format!("FieldPath field names may not start with '$'. Consider using $getField or $setField.")));
@@ -740,17 +794,38 @@ fn parse_path_string(s: &str) -> MongoResult<Node> {
 }
 
 fn is_system_var(name: &str) -> bool {
-    matches!(name, "ROOT" | "CURRENT" | "REMOVE" | "NOW" | "CLUSTER_TIME" | "DESCEND" | "PRUNE" | "KEEP" | "SEARCH_META" | "USER_ROLES")
+    matches!(
+        name,
+        "ROOT"
+            | "CURRENT"
+            | "REMOVE"
+            | "NOW"
+            | "CLUSTER_TIME"
+            | "DESCEND"
+            | "PRUNE"
+            | "KEEP"
+            | "SEARCH_META"
+            | "USER_ROLES"
+    )
 }
 
 fn validate_var_name(name: &str) -> MongoResult<()> {
     let first = name.chars().next();
     let ok_first = matches!(first, Some(c) if c.is_ascii_lowercase() || !c.is_ascii());
     if !ok_first {
-        return Err(err(16867, format!("'{name}' starts with an invalid character for a user variable name")));
+        return Err(err(
+            16867,
+            format!("'{name}' starts with an invalid character for a user variable name"),
+        ));
     }
-    if name.chars().any(|c| c.is_ascii() && !(c.is_ascii_alphanumeric() || c == '_')) {
-        return Err(err(16868, format!("'{name}' contains an invalid character for a variable name")));
+    if name
+        .chars()
+        .any(|c| c.is_ascii() && !(c.is_ascii_alphanumeric() || c == '_'))
+    {
+        return Err(err(
+            16868,
+            format!("'{name}' contains an invalid character for a variable name"),
+        ));
     }
     Ok(())
 }
@@ -775,14 +850,23 @@ fn parse_doc(d: &Document) -> MongoResult<Node> {
     let mut fields = Vec::with_capacity(d.len());
     for (k, v) in d {
         if k.starts_with('$') {
-            return Err(err(16404, format!("FieldPath field names may not start with '$'. Found '{k}'")));
+            return Err(err(
+                16404,
+                format!("FieldPath field names may not start with '$'. Found '{k}'"),
+            ));
         }
         if k.contains('.') {
-            return Err(err(16412, format!("FieldPath field names may not contain '.'. Found '{k}'")));
+            return Err(err(
+                16412,
+                format!("FieldPath field names may not contain '.'. Found '{k}'"),
+            ));
         }
         fields.push((k.clone(), Expr::parse(v)?));
     }
-    if fields.iter().all(|(_, e)| matches!(&e.0, Node::Const(v) if !matches!(v, Bson::Undefined))) {
+    if fields
+        .iter()
+        .all(|(_, e)| matches!(&e.0, Node::Const(v) if !matches!(v, Bson::Undefined)))
+    {
         let mut out = Document::new();
         for (k, e) in fields {
             if let Node::Const(v) = e.0 {
@@ -818,14 +902,20 @@ fn parse_operator(name: &str, arg: &Bson) -> MongoResult<Node> {
         _ => {}
     }
     let Some(op) = op_from_name(name) else {
-        return Err(MongoError::new(ErrorCode::InvalidPipelineOperator, format!("Unrecognized expression '{name}'")));
+        return Err(MongoError::new(
+            ErrorCode::InvalidPipelineOperator,
+            format!("Unrecognized expression '{name}'"),
+        ));
     };
     match op {
         Op::RegexMatch | Op::RegexFind | Op::RegexFindAll => return parse_regex(op, arg),
         Op::GetField => {
             if let Bson::String(s) = arg {
                 if !s.starts_with('$') {
-                    return Ok(Node::Named(op, vec![Some(Expr::constant(arg.clone())), None]));
+                    return Ok(Node::Named(
+                        op,
+                        vec![Some(Expr::constant(arg.clone())), None],
+                    ));
                 }
             }
         }
@@ -834,7 +924,8 @@ fn parse_operator(name: &str, arg: &Bson) -> MongoResult<Node> {
     let (all, required) = named_params(op);
     let named_form = match arg {
         Bson::Document(d) => {
-            !all.is_empty() && (arity(op).is_none() || d.keys().next().is_some_and(|k| !k.starts_with('$')))
+            !all.is_empty()
+                && (arity(op).is_none() || d.keys().next().is_some_and(|k| !k.starts_with('$')))
         }
         _ => false,
     };
@@ -848,7 +939,10 @@ fn parse_operator(name: &str, arg: &Bson) -> MongoResult<Node> {
         let mut slots: Vec<Option<Expr>> = vec![None; all.len()];
         for (k, v) in d {
             let Some(i) = all.iter().position(|p| p == k) else {
-                return Err(err(unknown_arg_code(op), format!("{} found an unknown argument: {}", op_name(op), k)));
+                return Err(err(
+                    unknown_arg_code(op),
+                    format!("{} found an unknown argument: {}", op_name(op), k),
+                ));
             };
             slots[i] = Some(match (op, k.as_str()) {
                 (Op::SortArray, "sortBy") => Expr::constant(v.clone()),
@@ -872,9 +966,19 @@ fn parse_operator(name: &str, arg: &Bson) -> MongoResult<Node> {
     let (min, max) = arity(op).unwrap_or((1, 1));
     if args.len() < min || args.len() > max {
         let msg = if min == max {
-            format!("Expression {} takes exactly {} arguments. {} were passed in.", op_name(op), min, args.len())
+            format!(
+                "Expression {} takes exactly {} arguments. {} were passed in.",
+                op_name(op),
+                min,
+                args.len()
+            )
         } else if max == usize::MAX {
-            format!("Expression {} takes at least {} arguments, and {} were passed in.", op_name(op), min, args.len())
+            format!(
+                "Expression {} takes at least {} arguments, and {} were passed in.",
+                op_name(op),
+                min,
+                args.len()
+            )
         } else {
             format!(
                 "Expression {} takes at least {} arguments, and at most {}, but {} were passed in.",
@@ -946,7 +1050,10 @@ fn validate_sort_by(spec: &Bson) -> MongoResult<()> {
         Bson::Document(d) if !d.is_empty() => Ok(()),
         Bson::Int32(1) | Bson::Int32(-1) | Bson::Int64(1) | Bson::Int64(-1) => Ok(()),
         Bson::Double(f) if *f == 1.0 || *f == -1.0 => Ok(()),
-        _ => Err(err(2942503, "$sortArray sortBy must be either 1, -1, or a non-empty sort specification")),
+        _ => Err(err(
+            2942503,
+            "$sortArray sortBy must be either 1, -1, or a non-empty sort specification",
+        )),
     }
 }
 
@@ -972,11 +1079,18 @@ fn parse_cond(arg: &Bson) -> MongoResult<Node> {
             if args.len() != 3 {
                 return Err(err(
                     16020,
-                    format!("Expression $cond takes exactly 3 arguments. {} were passed in.", args.len()),
+                    format!(
+                        "Expression $cond takes exactly 3 arguments. {} were passed in.",
+                        args.len()
+                    ),
                 ));
             }
             let mut it = args.into_iter();
-            Ok(Node::Cond(Box::new((it.next().unwrap(), it.next().unwrap(), it.next().unwrap()))))
+            Ok(Node::Cond(Box::new((
+                it.next().unwrap(),
+                it.next().unwrap(),
+                it.next().unwrap(),
+            ))))
         }
     }
 }
@@ -1002,16 +1116,36 @@ fn parse_switch(arg: &Bson) -> MongoResult<Node> {
                         match bk.as_str() {
                             "case" => case = Some(Expr::parse(bv)?),
                             "then" => then = Some(Expr::parse(bv)?),
-                            _ => return Err(err(40063, format!("$switch found an unknown argument to a branch: {bk}"))),
+                            _ => {
+                                return Err(err(
+                                    40063,
+                                    format!("$switch found an unknown argument to a branch: {bk}"),
+                                ))
+                            }
                         }
                     }
-                    let case = case.ok_or_else(|| err(40064, "$switch requires each branch have a 'case' expression"))?;
-                    let then = then.ok_or_else(|| err(40065, "$switch requires each branch have a 'then' expression."))?;
+                    let case = case.ok_or_else(|| {
+                        err(
+                            40064,
+                            "$switch requires each branch have a 'case' expression",
+                        )
+                    })?;
+                    let then = then.ok_or_else(|| {
+                        err(
+                            40065,
+                            "$switch requires each branch have a 'then' expression.",
+                        )
+                    })?;
                     branches.push((case, then));
                 }
             }
             "default" => default = Some(boxed(Expr::parse(v)?)),
-            _ => return Err(err(40067, format!("$switch found an unknown argument: {k}"))),
+            _ => {
+                return Err(err(
+                    40067,
+                    format!("$switch found an unknown argument: {k}"),
+                ))
+            }
         }
     }
     if branches.is_empty() {
@@ -1060,15 +1194,25 @@ fn parse_as(v: Option<&Bson>, default: &str) -> MongoResult<String> {
 
 fn parse_filter(arg: &Bson) -> MongoResult<Node> {
     let Bson::Document(d) = arg else {
-        return Err(err(28646, "$filter only supports an object as its argument"));
+        return Err(err(
+            28646,
+            "$filter only supports an object as its argument",
+        ));
     };
     for k in d.keys() {
         if !matches!(k.as_str(), "input" | "as" | "cond" | "limit") {
-            return Err(err(28647, format!("Unrecognized parameter to $filter: {k}")));
+            return Err(err(
+                28647,
+                format!("Unrecognized parameter to $filter: {k}"),
+            ));
         }
     }
-    let input = d.get("input").ok_or_else(|| err(28648, "Missing 'input' parameter to $filter"))?;
-    let cond = d.get("cond").ok_or_else(|| err(28650, "Missing 'cond' parameter to $filter"))?;
+    let input = d
+        .get("input")
+        .ok_or_else(|| err(28648, "Missing 'input' parameter to $filter"))?;
+    let cond = d
+        .get("cond")
+        .ok_or_else(|| err(28650, "Missing 'cond' parameter to $filter"))?;
     Ok(Node::Filter {
         input: boxed(Expr::parse(input)?),
         name: parse_as(d.get("as"), "this")?,
@@ -1086,8 +1230,12 @@ fn parse_map(arg: &Bson) -> MongoResult<Node> {
             return Err(err(16879, format!("Unrecognized parameter to $map: {k}")));
         }
     }
-    let input = d.get("input").ok_or_else(|| err(16880, "Missing 'input' parameter to $map"))?;
-    let body = d.get("in").ok_or_else(|| err(16882, "Missing 'in' parameter to $map"))?;
+    let input = d
+        .get("input")
+        .ok_or_else(|| err(16880, "Missing 'input' parameter to $map"))?;
+    let body = d
+        .get("in")
+        .ok_or_else(|| err(16882, "Missing 'in' parameter to $map"))?;
     Ok(Node::Map {
         input: boxed(Expr::parse(input)?),
         name: parse_as(d.get("as"), "this")?,
@@ -1101,12 +1249,21 @@ fn parse_reduce(arg: &Bson) -> MongoResult<Node> {
     };
     for k in d.keys() {
         if !matches!(k.as_str(), "input" | "initialValue" | "in") {
-            return Err(err(40076, format!("$reduce found an unknown argument: {k}")));
+            return Err(err(
+                40076,
+                format!("$reduce found an unknown argument: {k}"),
+            ));
         }
     }
-    let input = d.get("input").ok_or_else(|| err(40077, "$reduce requires 'input' to be specified"))?;
-    let initial = d.get("initialValue").ok_or_else(|| err(40078, "$reduce requires 'initialValue' to be specified"))?;
-    let body = d.get("in").ok_or_else(|| err(40079, "$reduce requires 'in' to be specified"))?;
+    let input = d
+        .get("input")
+        .ok_or_else(|| err(40077, "$reduce requires 'input' to be specified"))?;
+    let initial = d
+        .get("initialValue")
+        .ok_or_else(|| err(40078, "$reduce requires 'initialValue' to be specified"))?;
+    let body = d
+        .get("in")
+        .ok_or_else(|| err(40079, "$reduce requires 'in' to be specified"))?;
     Ok(Node::Reduce {
         input: boxed(Expr::parse(input)?),
         initial: boxed(Expr::parse(initial)?),
@@ -1117,27 +1274,46 @@ fn parse_reduce(arg: &Bson) -> MongoResult<Node> {
 fn parse_regex(op: Op, arg: &Bson) -> MongoResult<Node> {
     let name = op_name(op);
     let Bson::Document(d) = arg else {
-        return Err(err(51103, format!("{name} expects an object of named arguments but found: {}", type_name(arg))));
+        return Err(err(
+            51103,
+            format!(
+                "{name} expects an object of named arguments but found: {}",
+                type_name(arg)
+            ),
+        ));
     };
     for k in d.keys() {
         if !matches!(k.as_str(), "input" | "regex" | "options") {
             return Err(err(31024, format!("{name} found an unknown argument: {k}")));
         }
     }
-    let input = d.get("input").ok_or_else(|| err(31022, format!("{name} requires 'input' parameter")))?;
-    let regex = d.get("regex").ok_or_else(|| err(31023, format!("{name} requires 'regex' parameter")))?;
+    let input = d
+        .get("input")
+        .ok_or_else(|| err(31022, format!("{name} requires 'input' parameter")))?;
+    let regex = d
+        .get("regex")
+        .ok_or_else(|| err(31023, format!("{name} requires 'regex' parameter")))?;
     let regex_e = Expr::parse(regex)?;
     let options_e = d.get("options").map(Expr::parse).transpose()?;
-    let constant = regex_e.as_constant().is_some() && options_e.as_ref().is_none_or(|o| o.as_constant().is_some());
+    let constant = regex_e.as_constant().is_some()
+        && options_e.as_ref().is_none_or(|o| o.as_constant().is_some());
     let regex = if constant {
-        match build_regex(name, regex_e.as_constant().unwrap(), options_e.as_ref().and_then(|o| o.as_constant()))? {
+        match build_regex(
+            name,
+            regex_e.as_constant().unwrap(),
+            options_e.as_ref().and_then(|o| o.as_constant()),
+        )? {
             Some(re) => RegexArg::Compiled(Box::new(re)),
             None => RegexArg::Dynamic(boxed(regex_e), options_e.map(boxed)),
         }
     } else {
         RegexArg::Dynamic(boxed(regex_e), options_e.map(boxed))
     };
-    Ok(Node::Regex { op, input: boxed(Expr::parse(input)?), regex })
+    Ok(Node::Regex {
+        op,
+        input: boxed(Expr::parse(input)?),
+        regex,
+    })
 }
 
 /// Compiles a MongoDB regex (pattern string or BSON regex, plus options). `None` when the
@@ -1150,7 +1326,10 @@ fn build_regex(name: &str, pattern: &Bson, options: Option<&Bson>) -> MongoResul
         other => {
             return Err(err(
                 51105,
-                format!("{name} needs 'regex' to be of type string or regex, found: {}", type_name(other)),
+                format!(
+                    "{name} needs 'regex' to be of type string or regex, found: {}",
+                    type_name(other)
+                ),
             ))
         }
     };
@@ -1163,10 +1342,18 @@ fn build_regex(name: &str, pattern: &Bson, options: Option<&Bson>) -> MongoResul
             flags.push_str(o);
         }
         Some(other) => {
-            return Err(err(51106, format!("{name} needs 'options' to be of type string, found: {}", type_name(other))))
+            return Err(err(
+                51106,
+                format!(
+                    "{name} needs 'options' to be of type string, found: {}",
+                    type_name(other)
+                ),
+            ))
         }
     }
-    compile_regex(&pat, &flags).map(Some).map_err(|e| err(51111, format!("Invalid Regex in {name}: {e}")))
+    compile_regex(&pat, &flags)
+        .map(Some)
+        .map_err(|e| err(51111, format!("Invalid Regex in {name}: {e}")))
 }
 
 /// Compiles a pattern with MongoDB regex option letters (i, m, s, x, u).
@@ -1179,7 +1366,11 @@ pub fn compile_regex(pattern: &str, options: &str) -> Result<Regex, String> {
             other => return Err(format!("invalid flag in regex options: {other}")),
         }
     }
-    let full = if prefix.is_empty() { pattern.to_string() } else { format!("(?{prefix}){pattern}") };
+    let full = if prefix.is_empty() {
+        pattern.to_string()
+    } else {
+        format!("(?{prefix}){pattern}")
+    };
     Regex::new(&full).map_err(|e| e.to_string())
 }
 
@@ -1201,7 +1392,11 @@ fn is_nullish(v: &Bson) -> bool {
 
 impl<'r, 'e> Cx<'r, 'e> {
     fn local(&self, name: &str) -> Option<&Bson> {
-        self.locals.iter().rev().find(|(n, _)| *n == name).map(|(_, v)| v)
+        self.locals
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
     }
 
     fn field(&self, path: &[String]) -> Bson {
@@ -1218,13 +1413,24 @@ impl<'r, 'e> Cx<'r, 'e> {
             return Ok(get_path(v, path));
         }
         match name {
-            "ROOT" => Ok(if path.is_empty() { Bson::Document(self.root.clone()) } else { get_path_doc(self.root, path) }),
-            "CURRENT" => Ok(if path.is_empty() { Bson::Document(self.root.clone()) } else { get_path_doc(self.root, path) }),
+            "ROOT" => Ok(if path.is_empty() {
+                Bson::Document(self.root.clone())
+            } else {
+                get_path_doc(self.root, path)
+            }),
+            "CURRENT" => Ok(if path.is_empty() {
+                Bson::Document(self.root.clone())
+            } else {
+                get_path_doc(self.root, path)
+            }),
             "REMOVE" => Ok(MISSING),
             "NOW" => Ok(get_path(&Bson::DateTime(self.vars.now()), path)),
             "CLUSTER_TIME" => {
                 let now = self.vars.now().timestamp_millis();
-                Ok(Bson::Timestamp(bson::Timestamp { time: (now / 1000) as u32, increment: 1 }))
+                Ok(Bson::Timestamp(bson::Timestamp {
+                    time: (now / 1000) as u32,
+                    increment: 1,
+                }))
             }
             "DESCEND" | "PRUNE" | "KEEP" => Ok(Bson::String(name.to_string())),
             _ => match self.vars.get(name) {
@@ -1327,7 +1533,12 @@ impl Expr {
                 cx.locals.truncate(depth);
                 r
             }
-            Node::Filter { input, name, cond, limit } => {
+            Node::Filter {
+                input,
+                name,
+                cond,
+                limit,
+            } => {
                 let input = input.ev(cx)?;
                 let limit = match limit {
                     None => None,
@@ -1348,7 +1559,12 @@ impl Expr {
                 let items = match input {
                     Bson::Array(a) => a,
                     v if is_nullish(&v) => return Ok(Bson::Null),
-                    v => return Err(err(28651, format!("input to $filter must be an array not {}", type_name(&v)))),
+                    v => {
+                        return Err(err(
+                            28651,
+                            format!("input to $filter must be an array not {}", type_name(&v)),
+                        ))
+                    }
                 };
                 let mut out = Vec::new();
                 let depth = cx.locals.len();
@@ -1370,7 +1586,12 @@ impl Expr {
                 let items = match input.ev(cx)? {
                     Bson::Array(a) => a,
                     v if is_nullish(&v) => return Ok(Bson::Null),
-                    v => return Err(err(16883, format!("input to $map must be an array not {}", type_name(&v)))),
+                    v => {
+                        return Err(err(
+                            16883,
+                            format!("input to $map must be an array not {}", type_name(&v)),
+                        ))
+                    }
                 };
                 let mut out = Vec::with_capacity(items.len());
                 for item in items {
@@ -1384,12 +1605,22 @@ impl Expr {
                 }
                 Ok(Bson::Array(out))
             }
-            Node::Reduce { input, initial, body } => {
+            Node::Reduce {
+                input,
+                initial,
+                body,
+            } => {
                 let items = match input.ev(cx)? {
                     Bson::Array(a) => a,
                     v if is_nullish(&v) => return Ok(Bson::Null),
                     v => {
-                        return Err(err(40080, format!("$reduce requires that 'input' be an array, found: {}", type_name(&v))))
+                        return Err(err(
+                            40080,
+                            format!(
+                                "$reduce requires that 'input' be an array, found: {}",
+                                type_name(&v)
+                            ),
+                        ))
                     }
                 };
                 let mut acc = initial.ev(cx)?;
@@ -1480,7 +1711,12 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
                 match x {
                     Bson::String(p) => s.push_str(p),
                     x if is_nullish(x) => return Ok(Bson::Null),
-                    x => return Err(err(16702, format!("$concat only supports strings, not {}", type_name(x)))),
+                    x => {
+                        return Err(err(
+                            16702,
+                            format!("$concat only supports strings, not {}", type_name(x)),
+                        ))
+                    }
                 }
             }
             Ok(Bson::String(s))
@@ -1488,13 +1724,24 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
         SubstrBytes | SubstrCP => substr(op, &v[0], &v[1], &v[2]),
         ToLower | ToUpper => {
             let s = coerce_to_string(name, &v[0])?;
-            Ok(Bson::String(if op == ToLower { s.to_ascii_lowercase() } else { s.to_ascii_uppercase() }))
+            Ok(Bson::String(if op == ToLower {
+                s.to_ascii_lowercase()
+            } else {
+                s.to_ascii_uppercase()
+            }))
         }
         StrLenBytes | StrLenCP => match &v[0] {
-            Bson::String(s) => Ok(Bson::Int32(if op == StrLenBytes { s.len() } else { s.chars().count() } as i32)),
+            Bson::String(s) => Ok(Bson::Int32(if op == StrLenBytes {
+                s.len()
+            } else {
+                s.chars().count()
+            } as i32)),
             x => Err(err(
                 if op == StrLenBytes { 34473 } else { 34471 },
-                format!("{name} requires a string argument, found: {}", type_name_or_missing(x)),
+                format!(
+                    "{name} requires a string argument, found: {}",
+                    type_name_or_missing(x)
+                ),
             )),
         },
         Split => {
@@ -1527,7 +1774,11 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
             if sep.is_empty() {
                 return Err(err(40087, "$split requires a non-empty separator"));
             }
-            Ok(Bson::Array(s.split(sep.as_str()).map(|p| Bson::String(p.to_string())).collect()))
+            Ok(Bson::Array(
+                s.split(sep.as_str())
+                    .map(|p| Bson::String(p.to_string()))
+                    .collect(),
+            ))
         }
         IndexOfBytes | IndexOfCP => index_of_str(op, &v),
         Strcasecmp => {
@@ -1542,7 +1793,10 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
                 x => {
                     return Err(err(
                         28689,
-                        format!("$arrayElemAt's first argument must be an array, but is {}", type_name(x)),
+                        format!(
+                            "$arrayElemAt's first argument must be an array, but is {}",
+                            type_name(x)
+                        ),
                     ))
                 }
             };
@@ -1552,7 +1806,10 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
             let Some(num) = num_of(&v[1]) else {
                 return Err(err(
                     28690,
-                    format!("$arrayElemAt's second argument must be a numeric value, but is {}", type_name(&v[1])),
+                    format!(
+                        "$arrayElemAt's second argument must be a numeric value, but is {}",
+                        type_name(&v[1])
+                    ),
                 ));
             };
             let Some(i) = as_int_exact(&v[1]).filter(|i| i32::try_from(*i).is_ok()) else {
@@ -1571,14 +1828,20 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
             x if is_nullish(x) => Ok(Bson::Null),
             x => Err(err(
                 28689,
-                format!("{name}'s argument must be an array, but is {}", type_name(x)),
+                format!(
+                    "{name}'s argument must be an array, but is {}",
+                    type_name(x)
+                ),
             )),
         },
         Size => match &v[0] {
             Bson::Array(a) => Ok(Bson::Int32(a.len() as i32)),
             x => Err(err(
                 17124,
-                format!("The argument to $size must be an array. Type of argument was: {}", type_name_or_missing(x)),
+                format!(
+                    "The argument to $size must be an array. Type of argument was: {}",
+                    type_name_or_missing(x)
+                ),
             )),
         },
         Slice => slice(&v),
@@ -1588,7 +1851,12 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
                 match x {
                     Bson::Array(a) => out.extend(a),
                     x if is_nullish(&x) => return Ok(Bson::Null),
-                    x => return Err(err(28664, format!("$concatArrays only supports arrays, not {}", type_name(&x)))),
+                    x => {
+                        return Err(err(
+                            28664,
+                            format!("$concatArrays only supports arrays, not {}", type_name(&x)),
+                        ))
+                    }
                 }
             }
             Ok(Bson::Array(out))
@@ -1597,7 +1865,10 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
             Bson::Array(a) => Ok(Bson::Boolean(a.iter().any(|e| values_eq(e, &v[0])))),
             x => Err(err(
                 40081,
-                format!("$in requires an array as a second argument, found: {}", type_name_or_missing(x)),
+                format!(
+                    "$in requires an array as a second argument, found: {}",
+                    type_name_or_missing(x)
+                ),
             )),
         },
         IndexOfArray => index_of_array(&v),
@@ -1611,16 +1882,27 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
             x if is_nullish(&x) => Ok(Bson::Null),
             x => Err(err(
                 34435,
-                format!("The argument to $reverseArray must be an array, but was of type: {}", type_name(&x)),
+                format!(
+                    "The argument to $reverseArray must be an array, but was of type: {}",
+                    type_name(&x)
+                ),
             )),
         },
         ArrayToObject => array_to_object(v.pop().unwrap()),
         ObjectToArray => match v.pop().unwrap() {
             Bson::Document(d) => Ok(Bson::Array(
-                d.into_iter().map(|(k, val)| Bson::Document(bson::doc! {"k": k, "v": val})).collect(),
+                d.into_iter()
+                    .map(|(k, val)| Bson::Document(bson::doc! {"k": k, "v": val}))
+                    .collect(),
             )),
             x if is_nullish(&x) => Ok(Bson::Null),
-            x => Err(err(40390, format!("$objectToArray requires a document input, found: {}", type_name(&x)))),
+            x => Err(err(
+                40390,
+                format!(
+                    "$objectToArray requires a document input, found: {}",
+                    type_name(&x)
+                ),
+            )),
         },
         SetUnion | SetIntersection | SetDifference | SetEquals | SetIsSubset => set_op(op, v),
         AllElementsTrue | AnyElementTrue => match &v[0] {
@@ -1631,7 +1913,10 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
             })),
             x => Err(err(
                 if op == AllElementsTrue { 17040 } else { 17041 },
-                format!("{name}'s argument must be an array, but is {}", type_name_or_missing(x)),
+                format!(
+                    "{name}'s argument must be an array, but is {}",
+                    type_name_or_missing(x)
+                ),
             )),
         },
         Type => Ok(Bson::String(type_name_or_missing(&v[0]).to_string())),
@@ -1666,7 +1951,11 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
                     x => {
                         return Err(err(
                             40400,
-                            format!("$mergeObjects requires object inputs, but input {} is of type {}", i, type_name(&x)),
+                            format!(
+                                "$mergeObjects requires object inputs, but input {} is of type {}",
+                                i,
+                                type_name(&x)
+                            ),
                         ))
                     }
                 }
@@ -1688,21 +1977,36 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
         BsonSize => match &v[0] {
             Bson::Document(d) => {
                 let mut buf = Vec::new();
-                d.to_writer(&mut buf).map_err(|e| MongoError::internal(e.to_string()))?;
+                d.to_writer(&mut buf)
+                    .map_err(|e| MongoError::internal(e.to_string()))?;
                 Ok(Bson::Int32(buf.len() as i32))
             }
             x if is_nullish(x) => Ok(Bson::Null),
-            x => Err(err(31393, format!("$bsonSize requires a document input, found: {}", type_name(x)))),
+            x => Err(err(
+                31393,
+                format!(
+                    "$bsonSize requires a document input, found: {}",
+                    type_name(x)
+                ),
+            )),
         },
         BinarySize => match &v[0] {
             Bson::String(s) => Ok(Bson::Int32(s.len() as i32)),
             Bson::Binary(b) => Ok(Bson::Int32(b.bytes.len() as i32)),
             x if is_nullish(x) => Ok(Bson::Null),
-            x => Err(err(51276, format!("$binarySize requires a string or BinData argument, found: {}", type_name(x)))),
+            x => Err(err(
+                51276,
+                format!(
+                    "$binarySize requires a string or BinData argument, found: {}",
+                    type_name(x)
+                ),
+            )),
         },
         _ => {
             let _ = cx;
-            Err(MongoError::internal(format!("operator {name} evaluated positionally")))
+            Err(MongoError::internal(format!(
+                "operator {name} evaluated positionally"
+            )))
         }
     }
 }
@@ -1755,7 +2059,9 @@ fn accumulate_values(op: Op, items: Vec<Bson>) -> MongoResult<Bson> {
                     None => Some(x),
                     Some(b) => {
                         let o = compare_values(&x, &b);
-                        if (op == Op::Min && o == Ordering::Less) || (op == Op::Max && o == Ordering::Greater) {
+                        if (op == Op::Min && o == Ordering::Less)
+                            || (op == Op::Max && o == Ordering::Greater)
+                        {
                             Some(x)
                         } else {
                             Some(b)
@@ -1783,7 +2089,6 @@ pub(crate) fn std_dev(xs: &[f64], sample: bool) -> Bson {
     let denom = if sample { (n - 1) as f64 } else { n as f64 };
     Bson::Double((ss / denom).sqrt())
 }
-
 
 // ---------------------------------------------------------------------------------------
 // Numbers
@@ -1922,7 +2227,13 @@ fn arith_add(v: &[Bson]) -> MongoResult<Bson> {
             x => match num_of(x) {
                 Some(n) => acc = num_add(acc, n),
                 None => {
-                    return Err(err(16554, format!("$add only supports numeric or date types, not {}", type_name(x))))
+                    return Err(err(
+                        16554,
+                        format!(
+                            "$add only supports numeric or date types, not {}",
+                            type_name(x)
+                        ),
+                    ))
                 }
             },
         }
@@ -1937,7 +2248,9 @@ fn arith_add(v: &[Bson]) -> MongoResult<Bson> {
                 Num::L(l) => l,
                 n => num_f64(n).round() as i64,
             };
-            Ok(Bson::DateTime(DateTime::from_millis(ms.wrapping_add(delta))))
+            Ok(Bson::DateTime(DateTime::from_millis(
+                ms.wrapping_add(delta),
+            )))
         }
         None => Ok(num_to_bson(acc)),
     }
@@ -1948,20 +2261,25 @@ fn arith_subtract(a: &Bson, b: &Bson) -> MongoResult<Bson> {
         return Ok(Bson::Null);
     }
     match (a, b) {
-        (Bson::DateTime(x), Bson::DateTime(y)) => {
-            Ok(Bson::Int64(x.timestamp_millis().wrapping_sub(y.timestamp_millis())))
-        }
+        (Bson::DateTime(x), Bson::DateTime(y)) => Ok(Bson::Int64(
+            x.timestamp_millis().wrapping_sub(y.timestamp_millis()),
+        )),
         (Bson::DateTime(x), n) if num_of(n).is_some() => {
             let delta = match num_of(n).unwrap() {
                 Num::I(i) => i as i64,
                 Num::L(l) => l,
                 n => num_f64(n).round() as i64,
             };
-            Ok(Bson::DateTime(DateTime::from_millis(x.timestamp_millis().wrapping_sub(delta))))
+            Ok(Bson::DateTime(DateTime::from_millis(
+                x.timestamp_millis().wrapping_sub(delta),
+            )))
         }
         _ => match (num_of(a), num_of(b)) {
             (Some(x), Some(y)) => Ok(num_to_bson(num_sub(x, y))),
-            _ => Err(err(16556, format!("can't $subtract {} from {}", type_name(b), type_name(a)))),
+            _ => Err(err(
+                16556,
+                format!("can't $subtract {} from {}", type_name(b), type_name(a)),
+            )),
         },
     }
 }
@@ -1976,10 +2294,22 @@ fn arith_multiply(v: &[Bson]) -> MongoResult<Bson> {
         }
         match num_of(x) {
             Some(n) => acc = num_mul(acc, n),
-            None => return Err(err(16555, format!("$multiply only supports numeric types, not {}", type_name(x)))),
+            None => {
+                return Err(err(
+                    16555,
+                    format!(
+                        "$multiply only supports numeric types, not {}",
+                        type_name(x)
+                    ),
+                ))
+            }
         }
     }
-    Ok(if saw_null { Bson::Null } else { num_to_bson(acc) })
+    Ok(if saw_null {
+        Bson::Null
+    } else {
+        num_to_bson(acc)
+    })
 }
 
 fn arith_divide(a: &Bson, b: &Bson) -> MongoResult<Bson> {
@@ -1989,7 +2319,11 @@ fn arith_divide(a: &Bson, b: &Bson) -> MongoResult<Bson> {
     let (Some(x), Some(y)) = (num_of(a), num_of(b)) else {
         return Err(err(
             16609,
-            format!("$divide only supports numeric types, not {} and {}", type_name(a), type_name(b)),
+            format!(
+                "$divide only supports numeric types, not {} and {}",
+                type_name(a),
+                type_name(b)
+            ),
         ));
     };
     let zero = match y {
@@ -2010,7 +2344,14 @@ fn arith_mod(a: &Bson, b: &Bson) -> MongoResult<Bson> {
         return Ok(Bson::Null);
     }
     let (Some(x), Some(y)) = (num_of(a), num_of(b)) else {
-        return Err(err(16611, format!("$mod only supports numeric types, not {} and {}", type_name(a), type_name(b))));
+        return Err(err(
+            16611,
+            format!(
+                "$mod only supports numeric types, not {} and {}",
+                type_name(a),
+                type_name(b)
+            ),
+        ));
     };
     let zero = match y {
         Num::M(d) => d.is_zero(),
@@ -2023,7 +2364,12 @@ fn arith_mod(a: &Bson, b: &Bson) -> MongoResult<Bson> {
         (Num::M(_), _) | (_, Num::M(_)) => Bson::Decimal128(num_dec(x).rem(&num_dec(y)).to_d128()),
         (Num::D(_), _) | (_, Num::D(_)) => Bson::Double(num_f64(x) % num_f64(y)),
         (Num::I(p), Num::I(q)) => Bson::Int32(p.checked_rem(q).unwrap_or(0)),
-        _ => Bson::Int64(num_i64(x).unwrap().checked_rem(num_i64(y).unwrap()).unwrap_or(0)),
+        _ => Bson::Int64(
+            num_i64(x)
+                .unwrap()
+                .checked_rem(num_i64(y).unwrap())
+                .unwrap_or(0),
+        ),
     })
 }
 
@@ -2041,7 +2387,10 @@ fn unary_math(op: Op, v: &Bson) -> MongoResult<Bson> {
             Op::Ln => 28765,
             _ => 28765,
         };
-        return Err(err(code, format!("{name} only supports numeric types, not {}", type_name(v))));
+        return Err(err(
+            code,
+            format!("{name} only supports numeric types, not {}", type_name(v)),
+        ));
     };
     let is_nan = matches!(n, Num::D(d) if d.is_nan()) || matches!(n, Num::M(d) if d.is_nan());
     if is_nan && !matches!(op, Op::Abs | Op::Ceil | Op::Floor) {
@@ -2050,9 +2399,19 @@ fn unary_math(op: Op, v: &Bson) -> MongoResult<Bson> {
     let positive_check = |code: i32, allow_zero: bool| -> MongoResult<()> {
         let f = num_f64(n);
         if f < 0.0 || (!allow_zero && f == 0.0) {
-            let what = if allow_zero { "greater than or equal to 0" } else { "a positive number" };
+            let what = if allow_zero {
+                "greater than or equal to 0"
+            } else {
+                "a positive number"
+            };
             let prefix = if allow_zero { "must be " } else { "must be " };
-            return Err(err(code, format!("{name}'s argument {prefix}{what}, but is {}", num_to_bson(n))));
+            return Err(err(
+                code,
+                format!(
+                    "{name}'s argument {prefix}{what}, but is {}",
+                    num_to_bson(n)
+                ),
+            ));
         }
         Ok(())
     };
@@ -2073,7 +2432,11 @@ fn unary_math(op: Op, v: &Bson) -> MongoResult<Bson> {
             Num::I(_) | Num::L(_) => num_to_bson(n),
             Num::D(d) => Bson::Double(if op == Op::Ceil { d.ceil() } else { d.floor() }),
             Num::M(d) => {
-                let mode = if op == Op::Ceil { Rounding::Ceil } else { Rounding::Floor };
+                let mode = if op == Op::Ceil {
+                    Rounding::Ceil
+                } else {
+                    Rounding::Floor
+                };
                 Bson::Decimal128(d.round(0, mode).to_d128())
             }
         },
@@ -2106,19 +2469,34 @@ fn arith_log(a: &Bson, b: &Bson) -> MongoResult<Bson> {
         return Ok(Bson::Null);
     }
     let Some(x) = num_of(a) else {
-        return Err(err(28756, format!("$log's argument must be numeric, not {}", type_name(a))));
+        return Err(err(
+            28756,
+            format!("$log's argument must be numeric, not {}", type_name(a)),
+        ));
     };
     let Some(base) = num_of(b) else {
-        return Err(err(28757, format!("$log's base must be numeric, not {}", type_name(b))));
+        return Err(err(
+            28757,
+            format!("$log's base must be numeric, not {}", type_name(b)),
+        ));
     };
     let (xf, bf) = (num_f64(x), num_f64(base));
     if xf <= 0.0 {
-        return Err(err(28758, format!("$log's argument must be a positive number, but is {}", num_to_bson(x))));
+        return Err(err(
+            28758,
+            format!(
+                "$log's argument must be a positive number, but is {}",
+                num_to_bson(x)
+            ),
+        ));
     }
     if bf <= 0.0 || bf == 1.0 {
         return Err(err(
             28759,
-            format!("$log's base must be a positive number not equal to 1, but is {}", num_to_bson(base)),
+            format!(
+                "$log's base must be a positive number not equal to 1, but is {}",
+                num_to_bson(base)
+            ),
         ));
     }
     let r = xf.ln() / bf.ln();
@@ -2133,17 +2511,28 @@ fn arith_pow(a: &Bson, b: &Bson) -> MongoResult<Bson> {
         return Ok(Bson::Null);
     }
     let Some(x) = num_of(a) else {
-        return Err(err(28762, format!("$pow's base must be numeric, not {}", type_name(a))));
+        return Err(err(
+            28762,
+            format!("$pow's base must be numeric, not {}", type_name(a)),
+        ));
     };
     let Some(y) = num_of(b) else {
-        return Err(err(28763, format!("$pow's exponent must be numeric, not {}", type_name(b))));
+        return Err(err(
+            28763,
+            format!("$pow's exponent must be numeric, not {}", type_name(b)),
+        ));
     };
     let (xf, yf) = (num_f64(x), num_f64(y));
     if xf == 0.0 && yf < 0.0 {
-        return Err(err(28764, "$pow cannot take a base of 0 and a negative exponent"));
+        return Err(err(
+            28764,
+            "$pow cannot take a base of 0 and a negative exponent",
+        ));
     }
     match (x, y) {
-        (Num::M(_), _) | (_, Num::M(_)) => Ok(Bson::Decimal128(Dec::from_f64(xf.powf(yf)).to_d128())),
+        (Num::M(_), _) | (_, Num::M(_)) => {
+            Ok(Bson::Decimal128(Dec::from_f64(xf.powf(yf)).to_d128()))
+        }
         (Num::D(_), _) | (_, Num::D(_)) => Ok(Bson::Double(xf.powf(yf))),
         _ => {
             let (base, exp) = (num_i64(x).unwrap(), num_i64(y).unwrap());
@@ -2153,7 +2542,11 @@ fn arith_pow(a: &Bson, b: &Bson) -> MongoResult<Bson> {
                     1 => num_to_bson(if both_int { Num::I(1) } else { Num::L(1) }),
                     -1 => {
                         let r = if exp % 2 == 0 { 1 } else { -1 };
-                        num_to_bson(if both_int { Num::I(r) } else { Num::L(r as i64) })
+                        num_to_bson(if both_int {
+                            Num::I(r)
+                        } else {
+                            Num::L(r as i64)
+                        })
                     }
                     _ => Bson::Double(xf.powf(yf)),
                 });
@@ -2173,26 +2566,37 @@ fn round_trunc(op: Op, v: &Bson, place: Option<&Bson>) -> MongoResult<Bson> {
     if is_nullish(v) || place.is_some_and(is_nullish) {
         return Ok(Bson::Null);
     }
-    let place = match place {
-        None => 0,
-        Some(p) => match as_int_exact(p) {
-            Some(p) if (-20..=100).contains(&p) => p as i32,
-            _ => {
-                return Err(err(
+    let place =
+        match place {
+            None => 0,
+            Some(p) => match as_int_exact(p) {
+                Some(p) if (-20..=100).contains(&p) => p as i32,
+                _ => return Err(err(
                     51083,
-                    format!("cannot apply {name} with precision value {p} value must be in [-20, 100]"),
-                ))
-            }
-        },
-    };
+                    format!(
+                        "cannot apply {name} with precision value {p} value must be in [-20, 100]"
+                    ),
+                )),
+            },
+        };
     let Some(n) = num_of(v) else {
-        return Err(err(51081, format!("{name} only supports numeric types, not {}", type_name(v))));
+        return Err(err(
+            51081,
+            format!("{name} only supports numeric types, not {}", type_name(v)),
+        ));
     };
-    let mode = if op == Op::Round { Rounding::HalfEven } else { Rounding::Trunc };
+    let mode = if op == Op::Round {
+        Rounding::HalfEven
+    } else {
+        Rounding::Trunc
+    };
     Ok(match n {
         Num::I(_) | Num::L(_) if place >= 0 => num_to_bson(n),
         Num::I(i) => {
-            let r = Dec::from_i64(i as i64).round(place, mode).to_i64_exact().unwrap_or(0);
+            let r = Dec::from_i64(i as i64)
+                .round(place, mode)
+                .to_i64_exact()
+                .unwrap_or(0);
             match i32::try_from(r) {
                 Ok(r) => Bson::Int32(r),
                 Err(_) => Bson::Int64(r),
@@ -2200,7 +2604,12 @@ fn round_trunc(op: Op, v: &Bson, place: Option<&Bson>) -> MongoResult<Bson> {
         }
         Num::L(l) => match Dec::from_i64(l).round(place, mode).to_i64_exact() {
             Some(r) => Bson::Int64(r),
-            None => return Err(err(51080, format!("invalid conversion from Decimal128 result in {name}"))),
+            None => {
+                return Err(err(
+                    51080,
+                    format!("invalid conversion from Decimal128 result in {name}"),
+                ))
+            }
         },
         Num::D(d) => {
             if !d.is_finite() {
@@ -2234,7 +2643,12 @@ enum Rounding {
 }
 
 const DEC_MAX_COEF: u128 = 10u128.pow(34) - 1;
-const DEC_NAN: Dec = Dec { neg: false, coef: 0, exp: 0, special: 2 };
+const DEC_NAN: Dec = Dec {
+    neg: false,
+    coef: 0,
+    exp: 0,
+    special: 2,
+};
 
 fn pow10(k: u32) -> Option<u128> {
     10u128.checked_pow(k)
@@ -2284,7 +2698,12 @@ impl Dec {
     }
 
     fn finite(neg: bool, coef: u128, exp: i32) -> Dec {
-        Dec { neg, coef, exp, special: 0 }
+        Dec {
+            neg,
+            coef,
+            exp,
+            special: 0,
+        }
     }
 
     pub(crate) fn parse(s: &str) -> Option<Dec> {
@@ -2299,7 +2718,12 @@ impl Dec {
             return Some(DEC_NAN);
         }
         if lower == "inf" || lower == "infinity" {
-            return Some(Dec { neg, coef: 0, exp: 0, special: 1 });
+            return Some(Dec {
+                neg,
+                coef: 0,
+                exp: 0,
+                special: 1,
+            });
         }
         let (mant, exp_part) = match lower.find('e') {
             Some(i) => (&lower[..i], Some(&lower[i + 1..])),
@@ -2371,7 +2795,12 @@ impl Dec {
             if self.coef == 0 {
                 self.exp = 6111;
             } else {
-                return Dec { neg: self.neg, coef: 0, exp: 0, special: 1 };
+                return Dec {
+                    neg: self.neg,
+                    coef: 0,
+                    exp: 0,
+                    special: 1,
+                };
             }
         }
         self
@@ -2402,7 +2831,12 @@ impl Dec {
             return DEC_NAN;
         }
         if f.is_infinite() {
-            return Dec { neg: f < 0.0, coef: 0, exp: 0, special: 1 };
+            return Dec {
+                neg: f < 0.0,
+                coef: 0,
+                exp: 0,
+                special: 1,
+            };
         }
         if f == 0.0 {
             return Dec::finite(f.is_sign_negative(), 0, 0);
@@ -2420,7 +2854,14 @@ impl Dec {
                     f64::INFINITY
                 }
             }
-            _ => format!("{}{}e{}", if self.neg { "-" } else { "" }, self.coef, self.exp).parse().unwrap_or(f64::NAN),
+            _ => format!(
+                "{}{}e{}",
+                if self.neg { "-" } else { "" },
+                self.coef,
+                self.exp
+            )
+            .parse()
+            .unwrap_or(f64::NAN),
         }
     }
 
@@ -2526,7 +2967,12 @@ impl Dec {
             if self.is_zero() || o.is_zero() {
                 return DEC_NAN;
             }
-            return Dec { neg, coef: 0, exp: 0, special: 1 };
+            return Dec {
+                neg,
+                coef: 0,
+                exp: 0,
+                special: 1,
+            };
         }
         let (mut a, mut b) = (*self, *o);
         if a.coef.checked_mul(b.coef).is_none() {
@@ -2548,7 +2994,14 @@ impl Dec {
         let neg = self.neg != o.neg;
         match (self.special, o.special) {
             (1, 1) => return DEC_NAN,
-            (1, _) => return Dec { neg, coef: 0, exp: 0, special: 1 },
+            (1, _) => {
+                return Dec {
+                    neg,
+                    coef: 0,
+                    exp: 0,
+                    special: 1,
+                }
+            }
             (_, 1) => return Dec::finite(neg, 0, 0),
             _ => {}
         }
@@ -2556,7 +3009,12 @@ impl Dec {
             if self.coef == 0 {
                 return DEC_NAN;
             }
-            return Dec { neg, coef: 0, exp: 0, special: 1 };
+            return Dec {
+                neg,
+                coef: 0,
+                exp: 0,
+                special: 1,
+            };
         }
         let mut exp = self.exp - o.exp;
         let mut q = self.coef / o.coef;
@@ -2599,7 +3057,8 @@ impl Dec {
             return *self;
         }
         let k = (target - self.exp) as u32;
-        Dec::finite(self.neg, drop_digits(self.coef, k, mode, self.neg), target).normalize(Rounding::HalfEven)
+        Dec::finite(self.neg, drop_digits(self.coef, k, mode, self.neg), target)
+            .normalize(Rounding::HalfEven)
     }
 }
 
@@ -2660,7 +3119,11 @@ pub(crate) fn fmt_double(d: f64) -> String {
                 Some(x) => ('-', x),
                 None => ('+', e),
             };
-            let digits = if digits.len() < 2 { format!("0{digits}") } else { digits.to_string() };
+            let digits = if digits.len() < 2 {
+                format!("0{digits}")
+            } else {
+                digits.to_string()
+            };
             return format!("{m}e{sign}{digits}");
         }
         return s;
@@ -2679,7 +3142,13 @@ fn coerce_to_string(name: &str, v: &Bson) -> MongoResult<String> {
         Bson::DateTime(d) => format_date("%Y-%m-%dT%H:%M:%S.%LZ", d.timestamp_millis(), 0)?,
         Bson::Timestamp(t) => format!("Timestamp({}, {})", t.time, t.increment),
         other => {
-            return Err(err(16007, format!("can't convert from BSON type {} to String in {name}", type_name(other))))
+            return Err(err(
+                16007,
+                format!(
+                    "can't convert from BSON type {} to String in {name}",
+                    type_name(other)
+                ),
+            ))
         }
     })
 }
@@ -2689,48 +3158,107 @@ fn substr(op: Op, s: &Bson, start: &Bson, len: &Bson) -> MongoResult<Bson> {
     let s = coerce_to_string(name, s)?;
     if op == Op::SubstrBytes {
         let Some(st) = num_of(start) else {
-            return Err(err(16034, format!("{name}: starting index must be a numeric type (is BSON type {})", type_name(start))));
+            return Err(err(
+                16034,
+                format!(
+                    "{name}: starting index must be a numeric type (is BSON type {})",
+                    type_name(start)
+                ),
+            ));
         };
         let Some(ln) = num_of(len) else {
-            return Err(err(16035, format!("{name}: length must be a numeric type (is BSON type {})", type_name(len))));
+            return Err(err(
+                16035,
+                format!(
+                    "{name}: length must be a numeric type (is BSON type {})",
+                    type_name(len)
+                ),
+            ));
         };
         let st = num_f64(st);
         if st < 0.0 {
-            return Err(err(50752, format!("{name}: starting index must be non-negative (got: {st})")));
+            return Err(err(
+                50752,
+                format!("{name}: starting index must be non-negative (got: {st})"),
+            ));
         }
         let st = st as usize;
         let ln = num_f64(ln);
         if st >= s.len() {
             return Ok(Bson::String(String::new()));
         }
-        let end = if ln < 0.0 { s.len() } else { st.saturating_add(ln as usize).min(s.len()) };
+        let end = if ln < 0.0 {
+            s.len()
+        } else {
+            st.saturating_add(ln as usize).min(s.len())
+        };
         if !s.is_char_boundary(st) {
-            return Err(err(28656, format!("{name}:  Invalid range, starting index is a UTF-8 continuation byte.")));
+            return Err(err(
+                28656,
+                format!("{name}:  Invalid range, starting index is a UTF-8 continuation byte."),
+            ));
         }
         if !s.is_char_boundary(end) {
-            return Err(err(28657, format!("{name}:  Invalid range, ending index is in the middle of a UTF-8 character.")));
+            return Err(err(
+                28657,
+                format!(
+                    "{name}:  Invalid range, ending index is in the middle of a UTF-8 character."
+                ),
+            ));
         }
         return Ok(Bson::String(s[st..end].to_string()));
     }
     let Some(st) = num_of(start) else {
-        return Err(err(34450, format!("{name}: starting index must be a numeric type (is BSON type {})", type_name(start))));
+        return Err(err(
+            34450,
+            format!(
+                "{name}: starting index must be a numeric type (is BSON type {})",
+                type_name(start)
+            ),
+        ));
     };
     let Some(st) = as_int_exact(start).filter(|i| i32::try_from(*i).is_ok()) else {
-        return Err(err(34451, format!("{name}: starting index cannot be represented as a 32-bit integral value: {}", num_to_bson(st))));
+        return Err(err(
+            34451,
+            format!(
+                "{name}: starting index cannot be represented as a 32-bit integral value: {}",
+                num_to_bson(st)
+            ),
+        ));
     };
     let Some(ln) = num_of(len) else {
-        return Err(err(34452, format!("{name}: length must be a numeric type (is BSON type {})", type_name(len))));
+        return Err(err(
+            34452,
+            format!(
+                "{name}: length must be a numeric type (is BSON type {})",
+                type_name(len)
+            ),
+        ));
     };
     let Some(ln) = as_int_exact(len).filter(|i| i32::try_from(*i).is_ok()) else {
-        return Err(err(34453, format!("{name}: length cannot be represented as a 32-bit integral value: {}", num_to_bson(ln))));
+        return Err(err(
+            34453,
+            format!(
+                "{name}: length cannot be represented as a 32-bit integral value: {}",
+                num_to_bson(ln)
+            ),
+        ));
     };
     if st < 0 {
-        return Err(err(34455, format!("{name}: the starting index must be nonnegative integer.")));
+        return Err(err(
+            34455,
+            format!("{name}: the starting index must be nonnegative integer."),
+        ));
     }
     if ln < 0 {
-        return Err(err(34454, format!("{name}: length must be a nonnegative integer.")));
+        return Err(err(
+            34454,
+            format!("{name}: length must be a nonnegative integer."),
+        ));
     }
-    Ok(Bson::String(s.chars().skip(st as usize).take(ln as usize).collect()))
+    Ok(Bson::String(
+        s.chars().skip(st as usize).take(ln as usize).collect(),
+    ))
 }
 
 fn index_of_str(op: Op, v: &[Bson]) -> MongoResult<Bson> {
@@ -2738,14 +3266,25 @@ fn index_of_str(op: Op, v: &[Bson]) -> MongoResult<Bson> {
     let s = match &v[0] {
         Bson::String(s) => s,
         x if is_nullish(x) => return Ok(Bson::Null),
-        x => return Err(err(40091, format!("{name} requires a string as the first argument, found: {}", type_name(x)))),
+        x => {
+            return Err(err(
+                40091,
+                format!(
+                    "{name} requires a string as the first argument, found: {}",
+                    type_name(x)
+                ),
+            ))
+        }
     };
     let sub = match &v[1] {
         Bson::String(s) => s,
         x => {
             return Err(err(
                 40092,
-                format!("{name} requires a string as the second argument, found: {}", type_name_or_missing(x)),
+                format!(
+                    "{name} requires a string as the second argument, found: {}",
+                    type_name_or_missing(x)
+                ),
             ))
         }
     };
@@ -2773,7 +3312,9 @@ fn index_of_str(op: Op, v: &[Bson]) -> MongoResult<Bson> {
         if needle.is_empty() {
             return Ok(Bson::Int32(start as i32));
         }
-        let pos = hay[start..end].windows(needle.len()).position(|w| w == needle);
+        let pos = hay[start..end]
+            .windows(needle.len())
+            .position(|w| w == needle);
         return Ok(Bson::Int32(pos.map_or(-1, |p| (p + start) as i32)));
     }
     let hay: Vec<char> = s.chars().collect();
@@ -2785,17 +3326,24 @@ fn index_of_str(op: Op, v: &[Bson]) -> MongoResult<Bson> {
     if needle.is_empty() {
         return Ok(Bson::Int32(start as i32));
     }
-    let pos = hay[start..end].windows(needle.len()).position(|w| w == needle.as_slice());
+    let pos = hay[start..end]
+        .windows(needle.len())
+        .position(|w| w == needle.as_slice());
     Ok(Bson::Int32(pos.map_or(-1, |p| (p + start) as i32)))
 }
 
 const WHITESPACE: &[char] = &[
-    '\0', ' ', '\t', '\n', '\u{b}', '\u{c}', '\r', '\u{a0}', '\u{1680}', '\u{2000}', '\u{2001}', '\u{2002}',
-    '\u{2003}', '\u{2004}', '\u{2005}', '\u{2006}', '\u{2007}', '\u{2008}', '\u{2009}', '\u{200a}', '\u{2028}',
-    '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}',
+    '\0', ' ', '\t', '\n', '\u{b}', '\u{c}', '\r', '\u{a0}', '\u{1680}', '\u{2000}', '\u{2001}',
+    '\u{2002}', '\u{2003}', '\u{2004}', '\u{2005}', '\u{2006}', '\u{2007}', '\u{2008}', '\u{2009}',
+    '\u{200a}', '\u{2028}', '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}',
 ];
 
-fn eval_regex<'e>(op: Op, input: &'e Expr, regex: &'e RegexArg, cx: &mut Cx<'_, 'e>) -> MongoResult<Bson> {
+fn eval_regex<'e>(
+    op: Op,
+    input: &'e Expr,
+    regex: &'e RegexArg,
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
     let name = op_name(op);
     let input = input.ev(cx)?;
     let dynamic;
@@ -2814,7 +3362,15 @@ fn eval_regex<'e>(op: Op, input: &'e Expr, regex: &'e RegexArg, cx: &mut Cx<'_, 
     let s = match &input {
         Bson::String(s) => Some(s.as_str()),
         x if is_nullish(x) => None,
-        x => return Err(err(51104, format!("{name} needs 'input' to be of type string, found: {}", type_name(x)))),
+        x => {
+            return Err(err(
+                51104,
+                format!(
+                    "{name} needs 'input' to be of type string, found: {}",
+                    type_name(x)
+                ),
+            ))
+        }
     };
     let (Some(s), Some(re)) = (s, re) else {
         return Ok(match op {
@@ -2827,7 +3383,10 @@ fn eval_regex<'e>(op: Op, input: &'e Expr, regex: &'e RegexArg, cx: &mut Cx<'_, 
         let m = c.get(0).unwrap();
         let idx = s[..m.start()].chars().count() as i32;
         let captures: Vec<Bson> = (1..c.len())
-            .map(|i| c.get(i).map_or(Bson::Null, |g| Bson::String(g.as_str().to_string())))
+            .map(|i| {
+                c.get(i)
+                    .map_or(Bson::Null, |g| Bson::String(g.as_str().to_string()))
+            })
             .collect();
         Bson::Document(bson::doc! {"match": m.as_str(), "idx": idx, "captures": captures})
     };
@@ -2845,15 +3404,31 @@ fn slice(v: &[Bson]) -> MongoResult<Bson> {
     let arr = match &v[0] {
         Bson::Array(a) => a,
         x if is_nullish(x) => return Ok(Bson::Null),
-        x => return Err(err(28724, format!("First argument to $slice must be an array, but is of type: {}", type_name(x)))),
+        x => {
+            return Err(err(
+                28724,
+                format!(
+                    "First argument to $slice must be an array, but is of type: {}",
+                    type_name(x)
+                ),
+            ))
+        }
     };
     if v[1..].iter().any(is_nullish) {
         return Ok(Bson::Null);
     }
     let int_arg = |i: usize, code: i32, what: &str| -> MongoResult<i64> {
-        as_int_exact(&v[i]).filter(|n| i32::try_from(*n).is_ok()).ok_or_else(|| {
-            err(code, format!("{what} argument to $slice must be numeric, but is of type: {}", type_name(&v[i])))
-        })
+        as_int_exact(&v[i])
+            .filter(|n| i32::try_from(*n).is_ok())
+            .ok_or_else(|| {
+                err(
+                    code,
+                    format!(
+                        "{what} argument to $slice must be numeric, but is of type: {}",
+                        type_name(&v[i])
+                    ),
+                )
+            })
     };
     let len = arr.len() as i64;
     let (start, count) = if v.len() == 2 {
@@ -2867,19 +3442,36 @@ fn slice(v: &[Bson]) -> MongoResult<Bson> {
         let pos = int_arg(1, 28725, "Second")?;
         let n = int_arg(2, 28726, "Third")?;
         if n <= 0 {
-            return Err(err(28729, format!("Third argument to $slice must be positive: {}", v[2])));
+            return Err(err(
+                28729,
+                format!("Third argument to $slice must be positive: {}", v[2]),
+            ));
         }
-        let start = if pos < 0 { (len + pos).max(0) } else { pos.min(len) };
+        let start = if pos < 0 {
+            (len + pos).max(0)
+        } else {
+            pos.min(len)
+        };
         (start, n.min(len - start))
     };
-    Ok(Bson::Array(arr[start as usize..(start + count) as usize].to_vec()))
+    Ok(Bson::Array(
+        arr[start as usize..(start + count) as usize].to_vec(),
+    ))
 }
 
 fn index_of_array(v: &[Bson]) -> MongoResult<Bson> {
     let arr = match &v[0] {
         Bson::Array(a) => a,
         x if is_nullish(x) => return Ok(Bson::Null),
-        x => return Err(err(40090, format!("$indexOfArray requires an array as a first argument, found: {}", type_name(x)))),
+        x => {
+            return Err(err(
+                40090,
+                format!(
+                    "$indexOfArray requires an array as a first argument, found: {}",
+                    type_name(x)
+                ),
+            ))
+        }
     };
     let bound = |i: usize| -> MongoResult<Option<usize>> {
         match v.get(i) {
@@ -2908,7 +3500,13 @@ fn range(v: &[Bson]) -> MongoResult<Bson> {
     let get = |i: usize, c_num: i32, c_int: i32, what: &str| -> MongoResult<i64> {
         let x = &v[i];
         if num_of(x).is_none() {
-            return Err(err(c_num, format!("$range requires a numeric {what}, found value of type: {}", type_name_or_missing(x))));
+            return Err(err(
+                c_num,
+                format!(
+                    "$range requires a numeric {what}, found value of type: {}",
+                    type_name_or_missing(x)
+                ),
+            ));
         }
         as_int_exact(x)
             .filter(|n| i32::try_from(*n).is_ok())
@@ -2916,7 +3514,11 @@ fn range(v: &[Bson]) -> MongoResult<Bson> {
     };
     let start = get(0, 34443, 34444, "starting value")?;
     let end = get(1, 34445, 34446, "ending value")?;
-    let step = if v.len() > 2 { get(2, 34447, 34448, "step value")? } else { 1 };
+    let step = if v.len() > 2 {
+        get(2, 34447, 34448, "step value")?
+    } else {
+        1
+    };
     if step == 0 {
         return Err(err(34449, "$range requires a non-zero step value"));
     }
@@ -2933,7 +3535,15 @@ fn array_to_object(v: Bson) -> MongoResult<Bson> {
     let arr = match v {
         Bson::Array(a) => a,
         x if is_nullish(&x) => return Ok(Bson::Null),
-        x => return Err(err(40386, format!("$arrayToObject requires an array input, found: {}", type_name(&x)))),
+        x => {
+            return Err(err(
+                40386,
+                format!(
+                    "$arrayToObject requires an array input, found: {}",
+                    type_name(&x)
+                ),
+            ))
+        }
     };
     let mut out = Document::new();
     let first_is_array = matches!(arr.first(), Some(Bson::Array(_)));
@@ -2994,7 +3604,10 @@ fn array_to_object(v: Bson) -> MongoResult<Bson> {
             }
         };
         if k.contains('\0') {
-            return Err(err(4940400, "Key field cannot contain an embedded null byte"));
+            return Err(err(
+                4940400,
+                "Key field cannot contain an embedded null byte",
+            ));
         }
         out.insert(k, val);
     }
@@ -3074,12 +3687,13 @@ fn set_op(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
                 match x {
                     Bson::Array(a) => arrays.push(a),
                     x if is_nullish(&x) => return Ok(Bson::Null),
-                    x => {
-                        return Err(err(
-                            if op == Op::SetUnion { 17043 } else { 17047 },
-                            format!("All operands of {name} must be arrays. One argument is of type: {}", type_name(&x)),
-                        ))
-                    }
+                    x => return Err(err(
+                        if op == Op::SetUnion { 17043 } else { 17047 },
+                        format!(
+                            "All operands of {name} must be arrays. One argument is of type: {}",
+                            type_name(&x)
+                        ),
+                    )),
                 }
             }
             let mut out = Vec::new();
@@ -3089,7 +3703,10 @@ fn set_op(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
                     dedup(a, &mut seen, &mut out);
                 }
             } else if let Some((first, rest)) = arrays.split_first() {
-                let rest_keys: Vec<HashSet<Vec<u8>>> = rest.iter().map(|a| a.iter().map(key_of).collect()).collect();
+                let rest_keys: Vec<HashSet<Vec<u8>>> = rest
+                    .iter()
+                    .map(|a| a.iter().map(key_of).collect())
+                    .collect();
                 let mut seen = HashSet::new();
                 for x in first {
                     let k = key_of(x);
@@ -3175,9 +3792,16 @@ fn target_type(v: &Bson) -> MongoResult<ElementType> {
             "maxKey" => ElementType::MaxKey,
             other => return Err(MongoError::bad_value(format!("Unknown type name: {other}"))),
         },
-        v => match as_int_exact(v).and_then(|n| u8::try_from(n).ok()).and_then(ElementType::from) {
+        v => match as_int_exact(v)
+            .and_then(|n| u8::try_from(n).ok())
+            .and_then(ElementType::from)
+        {
             Some(t) => t,
-            None => return Err(MongoError::bad_value(format!("In $convert, numeric 'to' argument is not a valid type: {v}"))),
+            None => {
+                return Err(MongoError::bad_value(format!(
+                    "In $convert, numeric 'to' argument is not a valid type: {v}"
+                )))
+            }
         },
     };
     Ok(t)
@@ -3206,14 +3830,21 @@ fn parse_int_str(s: &str) -> Result<i64, String> {
     if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("Failed to parse number '{s}' in $convert with no onError value: Did not consume whole string."));
     }
-    s.parse::<i64>()
-        .map_err(|_| format!("Failed to parse number '{s}' in $convert with no onError value: Out of range"))
+    s.parse::<i64>().map_err(|_| {
+        format!("Failed to parse number '{s}' in $convert with no onError value: Out of range")
+    })
 }
 
 fn parse_double_str(s: &str) -> Option<f64> {
     let lower = s.to_ascii_lowercase();
     match lower.trim_start_matches(['-', '+']) {
-        "infinity" | "inf" => return Some(if lower.starts_with('-') { f64::NEG_INFINITY } else { f64::INFINITY }),
+        "infinity" | "inf" => {
+            return Some(if lower.starts_with('-') {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            })
+        }
         "nan" => return Some(f64::NAN),
         _ => {}
     }
@@ -3232,11 +3863,16 @@ fn convert(v: Bson, to: ElementType) -> MongoResult<Bson> {
             element_type_name(to)
         ))
     };
-    let overflow =
-        |v: &Bson| conversion_failure(format!("Conversion would overflow target type in $convert with no onError value: {v}"));
+    let overflow = |v: &Bson| {
+        conversion_failure(format!(
+            "Conversion would overflow target type in $convert with no onError value: {v}"
+        ))
+    };
     let from_float = |f: f64, lo: f64, hi: f64, v: &Bson| -> MongoResult<i64> {
         if f.is_nan() {
-            return Err(conversion_failure("Attempt to convert NaN value to integer type in $convert with no onError value"));
+            return Err(conversion_failure(
+                "Attempt to convert NaN value to integer type in $convert with no onError value",
+            ));
         }
         if f.is_infinite() {
             return Err(conversion_failure(
@@ -3378,16 +4014,27 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
             let s = match &input {
                 Bson::String(s) => s,
                 x if is_nullish(x) => return Ok(Bson::Null),
-                x => return Err(err(50699, format!("{name} requires its input to be a string, got {x} (of type {}) instead.", type_name(x)))),
+                x => return Err(err(
+                    50699,
+                    format!(
+                        "{name} requires its input to be a string, got {x} (of type {}) instead.",
+                        type_name(x)
+                    ),
+                )),
             };
-            let set: Vec<char> = match &chars {
-                None => WHITESPACE.to_vec(),
-                Some(x) if is_nullish(x) => return Ok(Bson::Null),
-                Some(Bson::String(c)) => c.chars().collect(),
-                Some(x) => {
-                    return Err(err(50700, format!("{name} requires 'chars' to be a string, got {x} (of type {}) instead.", type_name(x))))
-                }
-            };
+            let set: Vec<char> =
+                match &chars {
+                    None => WHITESPACE.to_vec(),
+                    Some(x) if is_nullish(x) => return Ok(Bson::Null),
+                    Some(Bson::String(c)) => c.chars().collect(),
+                    Some(x) => return Err(err(
+                        50700,
+                        format!(
+                            "{name} requires 'chars' to be a string, got {x} (of type {}) instead.",
+                            type_name(x)
+                        ),
+                    )),
+                };
             let pred = |c: char| set.contains(&c);
             Ok(Bson::String(
                 match op {
@@ -3414,7 +4061,11 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
                     x => {
                         return Err(err(
                             codes[i],
-                            format!("{name} requires that '{}' be a string, found: {}", names[i], type_name(x)),
+                            format!(
+                                "{name} requires that '{}' be a string, found: {}",
+                                names[i],
+                                type_name(x)
+                            ),
                         ))
                     }
                 }
@@ -3441,18 +4092,40 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
             let longest = match arg!(1) {
                 None => false,
                 Some(Bson::Boolean(b)) => b,
-                Some(x) => return Err(err(34463, format!("useLongestLength must be a bool, found {}", type_name(&x)))),
+                Some(x) => {
+                    return Err(err(
+                        34463,
+                        format!("useLongestLength must be a bool, found {}", type_name(&x)),
+                    ))
+                }
             };
             let defaults = match arg!(2) {
                 None => None,
                 Some(Bson::Array(a)) => Some(a),
-                Some(x) => return Err(err(34462, format!("defaults must be an array of expressions, found {}", type_name(&x)))),
+                Some(x) => {
+                    return Err(err(
+                        34462,
+                        format!(
+                            "defaults must be an array of expressions, found {}",
+                            type_name(&x)
+                        ),
+                    ))
+                }
             };
             let Bson::Array(inputs) = inputs else {
-                return Err(err(34461, format!("inputs must be an array of expressions, found {}", type_name(&inputs))));
+                return Err(err(
+                    34461,
+                    format!(
+                        "inputs must be an array of expressions, found {}",
+                        type_name(&inputs)
+                    ),
+                ));
             };
             if defaults.is_some() && !longest {
-                return Err(err(34466, "cannot specify defaults unless useLongestLength is true"));
+                return Err(err(
+                    34466,
+                    "cannot specify defaults unless useLongestLength is true",
+                ));
             }
             if defaults.as_ref().is_some_and(|d| d.len() != inputs.len()) {
                 return Err(err(34467, "defaults and inputs must have the same length"));
@@ -3498,12 +4171,13 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
             let mut arr = match input {
                 Bson::Array(a) => a,
                 x if is_nullish(&x) => return Ok(Bson::Null),
-                x => {
-                    return Err(err(
-                        2942504,
-                        format!("The input argument to $sortArray must be an array, but was of type: {}", type_name(&x)),
-                    ))
-                }
+                x => return Err(err(
+                    2942504,
+                    format!(
+                        "The input argument to $sortArray must be an array, but was of type: {}",
+                        type_name(&x)
+                    ),
+                )),
             };
             sort_values(&mut arr, spec)?;
             Ok(Bson::Array(arr))
@@ -3514,7 +4188,15 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
             let n = parse_n(name, &n)?;
             let mut arr = match input {
                 Bson::Array(a) => a,
-                x => return Err(err(5788200, format!("Input must be an array, but found {}", type_name_or_missing(&x)))),
+                x => {
+                    return Err(err(
+                        5788200,
+                        format!(
+                            "Input must be an array, but found {}",
+                            type_name_or_missing(&x)
+                        ),
+                    ))
+                }
             };
             match op {
                 Op::FirstN => arr.truncate(n),
@@ -3563,10 +4245,16 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
                     return Err(err(18533, format!("$dateToString requires that 'format' be a string, found: {} with value {x}", type_name(&x))))
                 }
             };
-            let Some(tz) = timezone_arg(arg!(2))? else { return Ok(Bson::Null) };
+            let Some(tz) = timezone_arg(arg!(2))? else {
+                return Ok(Bson::Null);
+            };
             let ms = date_millis(&date)?;
             let off = tz.offset_at(ms);
-            let fmt = format.as_deref().unwrap_or(if tz.is_utc() { "%Y-%m-%dT%H:%M:%S.%LZ" } else { "%Y-%m-%dT%H:%M:%S.%L" });
+            let fmt = format.as_deref().unwrap_or(if tz.is_utc() {
+                "%Y-%m-%dT%H:%M:%S.%LZ"
+            } else {
+                "%Y-%m-%dT%H:%M:%S.%L"
+            });
             Ok(Bson::String(format_date(fmt, ms, off)?))
         }
         Op::DateFromString => {
@@ -3586,9 +4274,19 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
                 None => None,
                 Some(Bson::String(f)) => Some(f),
                 Some(x) if is_nullish(&x) => return Ok(Bson::Null),
-                Some(x) => return Err(err(40684, format!("$dateFromString requires that 'format' be a string, found: {}", type_name(&x)))),
+                Some(x) => {
+                    return Err(err(
+                        40684,
+                        format!(
+                            "$dateFromString requires that 'format' be a string, found: {}",
+                            type_name(&x)
+                        ),
+                    ))
+                }
             };
-            let Some(tz) = timezone_arg(arg!(2))? else { return Ok(Bson::Null) };
+            let Some(tz) = timezone_arg(arg!(2))? else {
+                return Ok(Bson::Null);
+            };
             match parse_date_string(&s, format.as_deref(), tz.fixed_offset()) {
                 Ok(d) => Ok(Bson::DateTime(d)),
                 Err(msg) => match &slots[3] {
@@ -3602,12 +4300,19 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
             if is_nullish(&date) {
                 return Ok(Bson::Null);
             }
-            let Some(tz) = timezone_arg(arg!(1))? else { return Ok(Bson::Null) };
+            let Some(tz) = timezone_arg(arg!(1))? else {
+                return Ok(Bson::Null);
+            };
             let iso = match arg!(2) {
                 None => false,
                 Some(Bson::Boolean(b)) => b,
                 Some(x) if is_nullish(&x) => return Ok(Bson::Null),
-                Some(x) => return Err(err(40521, format!("iso8601 must evaluate to a bool, found {}", type_name(&x)))),
+                Some(x) => {
+                    return Err(err(
+                        40521,
+                        format!("iso8601 must evaluate to a bool, found {}", type_name(&x)),
+                    ))
+                }
             };
             let ms = date_millis(&date)?;
             let p = Parts::of(ms + tz.offset_at(ms));
@@ -3629,16 +4334,23 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
             if is_nullish(&start) || is_nullish(&unit) || is_nullish(&amount) {
                 return Ok(Bson::Null);
             }
-            let Some(tz) = timezone_arg(tz)? else { return Ok(Bson::Null) };
+            let Some(tz) = timezone_arg(tz)? else {
+                return Ok(Bson::Null);
+            };
             let ms = date_millis(&start)?;
             let unit = time_unit(name, &unit)?;
             let Some(mut amount) = as_int_exact(&amount) else {
-                return Err(err(5166405, format!("{name} expects integer amount of time units")));
+                return Err(err(
+                    5166405,
+                    format!("{name} expects integer amount of time units"),
+                ));
             };
             if op == Op::DateSubtract {
                 amount = -amount;
             }
-            Ok(Bson::DateTime(DateTime::from_millis(date_add(ms, unit, amount, &tz)?)))
+            Ok(Bson::DateTime(DateTime::from_millis(date_add(
+                ms, unit, amount, &tz,
+            )?)))
         }
         Op::DateDiff => {
             let start = arg!(0).unwrap();
@@ -3649,7 +4361,9 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
             if is_nullish(&start) || is_nullish(&end) || is_nullish(&unit) {
                 return Ok(Bson::Null);
             }
-            let Some(tz) = timezone_arg(tz)? else { return Ok(Bson::Null) };
+            let Some(tz) = timezone_arg(tz)? else {
+                return Ok(Bson::Null);
+            };
             let (s, e) = (date_millis(&start)?, date_millis(&end)?);
             let unit = time_unit(name, &unit)?;
             let sow = start_of_week(sow)?;
@@ -3664,7 +4378,9 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
             if is_nullish(&date) || is_nullish(&unit) {
                 return Ok(Bson::Null);
             }
-            let Some(tz) = timezone_arg(tz)? else { return Ok(Bson::Null) };
+            let Some(tz) = timezone_arg(tz)? else {
+                return Ok(Bson::Null);
+            };
             let ms = date_millis(&date)?;
             let unit = time_unit(name, &unit)?;
             let bin = match bin {
@@ -3676,12 +4392,20 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
                 },
             };
             let sow = start_of_week(sow)?;
-            Ok(Bson::DateTime(DateTime::from_millis(date_trunc(ms, unit, bin, &tz, sow))))
+            Ok(Bson::DateTime(DateTime::from_millis(date_trunc(
+                ms, unit, bin, &tz, sow,
+            ))))
         }
         Op::GetField => {
             let field = arg!(0).unwrap();
             let Bson::String(field) = field else {
-                return Err(err(3041704, format!("$getField requires 'field' to evaluate to type String, but got {}", type_name_or_missing(&field))));
+                return Err(err(
+                    3041704,
+                    format!(
+                        "$getField requires 'field' to evaluate to type String, but got {}",
+                        type_name_or_missing(&field)
+                    ),
+                ));
             };
             let input = match arg!(1) {
                 Some(v) => v,
@@ -3697,14 +4421,32 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
         Op::SetField | Op::UnsetField => {
             let field = arg!(0).unwrap();
             let Bson::String(field) = field else {
-                return Err(err(4161106, format!("{name} requires 'field' to evaluate to type String, but got {}", type_name_or_missing(&field))));
+                return Err(err(
+                    4161106,
+                    format!(
+                        "{name} requires 'field' to evaluate to type String, but got {}",
+                        type_name_or_missing(&field)
+                    ),
+                ));
             };
             let input = arg!(1).unwrap();
-            let value = if op == Op::SetField { arg!(2).unwrap() } else { MISSING };
+            let value = if op == Op::SetField {
+                arg!(2).unwrap()
+            } else {
+                MISSING
+            };
             let mut d = match input {
                 Bson::Document(d) => d,
                 x if is_nullish(&x) => return Ok(Bson::Null),
-                x => return Err(err(4161105, format!("{name} requires 'input' to evaluate to type Object, but got {}", type_name(&x)))),
+                x => {
+                    return Err(err(
+                        4161105,
+                        format!(
+                            "{name} requires 'input' to evaluate to type Object, but got {}",
+                            type_name(&x)
+                        ),
+                    ))
+                }
             };
             if matches!(value, Bson::Undefined) {
                 d.remove(&field);
@@ -3718,7 +4460,9 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
             if is_nullish(&date) {
                 return Ok(Bson::Null);
             }
-            let Some(tz) = timezone_arg(arg!(1))? else { return Ok(Bson::Null) };
+            let Some(tz) = timezone_arg(arg!(1))? else {
+                return Ok(Bson::Null);
+            };
             let ms = date_millis(&date)?;
             let p = Parts::of(ms + tz.offset_at(ms));
             let v = match op {
@@ -3738,15 +4482,23 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
             };
             Ok(Bson::Int32(v))
         }
-        _ => Err(MongoError::internal(format!("operator {name} has no named form"))),
+        _ => Err(MongoError::internal(format!(
+            "operator {name} has no named form"
+        ))),
     }
 }
 
 fn parse_n(name: &str, n: &Bson) -> MongoResult<usize> {
     match as_int_exact(n) {
         Some(k) if k > 0 => Ok(k as usize),
-        Some(_) => Err(err(5787908, format!("'n' must be greater than 0, found {n} for {name}"))),
-        None => Err(err(5787902, format!("Value for 'n' must be of integral type, but found {n} for {name}"))),
+        Some(_) => Err(err(
+            5787908,
+            format!("'n' must be greater than 0, found {n} for {name}"),
+        )),
+        None => Err(err(
+            5787902,
+            format!("Value for 'n' must be of integral type, but found {n} for {name}"),
+        )),
     }
 }
 
@@ -3756,11 +4508,15 @@ pub(crate) fn sort_values(arr: &mut [Bson], spec: &Bson) -> MongoResult<()> {
         Bson::Document(keys) => {
             let mut fields: Vec<(Vec<String>, bool)> = Vec::new();
             for (k, v) in keys {
-                let desc = match as_int_exact(v) {
-                    Some(1) => false,
-                    Some(-1) => true,
-                    _ => return Err(err(15975, "$sort key ordering must be 1 (for ascending) or -1 (for descending)")),
-                };
+                let desc =
+                    match as_int_exact(v) {
+                        Some(1) => false,
+                        Some(-1) => true,
+                        _ => return Err(err(
+                            15975,
+                            "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
+                        )),
+                    };
                 fields.push((k.split('.').map(str::to_string).collect(), desc));
             }
             let key = |v: &Bson, path: &[String], desc: bool| -> Bson {
@@ -3791,7 +4547,13 @@ pub(crate) fn sort_values(arr: &mut [Bson], spec: &Bson) -> MongoResult<()> {
         }
         v => {
             let desc = as_int_exact(v) == Some(-1);
-            arr.sort_by(|a, b| if desc { compare_values(b, a) } else { compare_values(a, b) });
+            arr.sort_by(|a, b| {
+                if desc {
+                    compare_values(b, a)
+                } else {
+                    compare_values(a, b)
+                }
+            });
         }
     }
     Ok(())
@@ -3929,20 +4691,42 @@ impl Tz {
 /// Parses a `timezone` argument; `Ok(None)` means it evaluated to null (result is null).
 fn timezone_arg(v: Option<Bson>) -> MongoResult<Option<Tz>> {
     let s = match v {
-        None => return Ok(Some(Tz { offset_ms: 0, named_utc: true })),
+        None => {
+            return Ok(Some(Tz {
+                offset_ms: 0,
+                named_utc: true,
+            }))
+        }
         Some(x) if is_nullish(&x) => return Ok(None),
         Some(Bson::String(s)) => s,
-        Some(x) => return Err(err(40517, format!("timezone must evaluate to a string, found {}", type_name(&x)))),
+        Some(x) => {
+            return Err(err(
+                40517,
+                format!(
+                    "timezone must evaluate to a string, found {}",
+                    type_name(&x)
+                ),
+            ))
+        }
     };
     match s.as_str() {
         "UTC" | "GMT" | "Z" | "Etc/UTC" | "Etc/GMT" | "Universal" | "Zulu" => {
-            return Ok(Some(Tz { offset_ms: 0, named_utc: true }))
+            return Ok(Some(Tz {
+                offset_ms: 0,
+                named_utc: true,
+            }))
         }
         _ => {}
     }
     match parse_offset(&s) {
-        Some(off) => Ok(Some(Tz { offset_ms: off, named_utc: false })),
-        None => Err(err(40485, format!("unrecognized time zone identifier: \"{s}\""))),
+        Some(off) => Ok(Some(Tz {
+            offset_ms: off,
+            named_utc: false,
+        })),
+        None => Err(err(
+            40485,
+            format!("unrecognized time zone identifier: \"{s}\""),
+        )),
     }
 }
 
@@ -3959,7 +4743,10 @@ fn parse_offset(s: &str) -> Option<i64> {
     }
     let (h, m) = match digits.len() {
         2 => (digits.parse::<i64>().ok()?, 0),
-        4 => (digits[..2].parse::<i64>().ok()?, digits[2..].parse::<i64>().ok()?),
+        4 => (
+            digits[..2].parse::<i64>().ok()?,
+            digits[2..].parse::<i64>().ok()?,
+        ),
         _ => return None,
     };
     if m >= 60 {
@@ -3973,12 +4760,30 @@ fn date_millis(v: &Bson) -> MongoResult<i64> {
         Bson::DateTime(d) => Ok(d.timestamp_millis()),
         Bson::Timestamp(t) => Ok(t.time as i64 * 1000),
         Bson::ObjectId(o) => Ok(o.timestamp().timestamp_millis()),
-        x => Err(err(16006, format!("can't convert from BSON type {} to Date", type_name_or_missing(x)))),
+        x => Err(err(
+            16006,
+            format!(
+                "can't convert from BSON type {} to Date",
+                type_name_or_missing(x)
+            ),
+        )),
     }
 }
 
-const MONTH_NAMES: [&str; 12] =
-    ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+const MONTH_NAMES: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
 
 fn format_date(fmt: &str, ms: i64, off: i64) -> MongoResult<String> {
     let p = Parts::of(ms + off);
@@ -3994,7 +4799,13 @@ fn format_date(fmt: &str, ms: i64, off: i64) -> MongoResult<String> {
         };
         let needs_year = matches!(spec, 'Y' | 'G');
         if needs_year && !(0..=9999).contains(&p.year) {
-            return Err(err(18537, format!("$dateToString is only defined on year 0-9999, tried to use year {}", p.year)));
+            return Err(err(
+                18537,
+                format!(
+                    "$dateToString is only defined on year 0-9999, tried to use year {}",
+                    p.year
+                ),
+            ));
         }
         match spec {
             'd' => write!(out, "{:02}", p.day),
@@ -4014,14 +4825,25 @@ fn format_date(fmt: &str, ms: i64, off: i64) -> MongoResult<String> {
             'B' => write!(out, "{}", MONTH_NAMES[p.month as usize - 1]),
             'z' => {
                 let m = off / 60_000;
-                write!(out, "{}{:02}{:02}", if m < 0 { '-' } else { '+' }, m.abs() / 60, m.abs() % 60)
+                write!(
+                    out,
+                    "{}{:02}{:02}",
+                    if m < 0 { '-' } else { '+' },
+                    m.abs() / 60,
+                    m.abs() % 60
+                )
             }
             'Z' => {
                 let m = off / 60_000;
                 write!(out, "{}{}", if m < 0 { '-' } else { '+' }, m.abs())
             }
             '%' => write!(out, "%"),
-            other => return Err(err(18536, format!("Invalid format character '%{other}' in format string"))),
+            other => {
+                return Err(err(
+                    18536,
+                    format!("Invalid format character '%{other}' in format string"),
+                ))
+            }
         }
         .expect("writing to a String cannot fail");
     }
@@ -4043,8 +4865,14 @@ fn parse_date_string(s: &str, format: Option<&str>, default_off: i64) -> Result<
         return Err(bad("The parsed time was invalid"));
     }
     let days = days_from_civil(f.year, f.month, f.day);
-    let local = days * MS_PER_DAY + f.hour as i64 * 3_600_000 + f.minute as i64 * 60_000 + f.second as i64 * 1000 + f.ms as i64;
-    Ok(DateTime::from_millis(local - f.offset.unwrap_or(default_off)))
+    let local = days * MS_PER_DAY
+        + f.hour as i64 * 3_600_000
+        + f.minute as i64 * 60_000
+        + f.second as i64 * 1000
+        + f.ms as i64;
+    Ok(DateTime::from_millis(
+        local - f.offset.unwrap_or(default_off),
+    ))
 }
 
 struct Fields {
@@ -4060,7 +4888,16 @@ struct Fields {
 
 impl Default for Fields {
     fn default() -> Self {
-        Fields { year: 1970, month: 1, day: 1, hour: 0, minute: 0, second: 0, ms: 0, offset: None }
+        Fields {
+            year: 1970,
+            month: 1,
+            day: 1,
+            hour: 0,
+            minute: 0,
+            second: 0,
+            ms: 0,
+            offset: None,
+        }
     }
 }
 
@@ -4078,7 +4915,10 @@ impl Scan<'_> {
         if self.i - start < min {
             return Err("expected a number".into());
         }
-        std::str::from_utf8(&self.b[start..self.i]).unwrap().parse().map_err(|_| "bad number".into())
+        std::str::from_utf8(&self.b[start..self.i])
+            .unwrap()
+            .parse()
+            .map_err(|_| "bad number".into())
     }
     fn eat(&mut self, c: u8) -> bool {
         if self.b.get(self.i) == Some(&c) {
@@ -4127,7 +4967,10 @@ impl Scan<'_> {
 }
 
 fn parse_iso(s: &str, f: &mut Fields) -> Result<(), String> {
-    let mut sc = Scan { b: s.trim().as_bytes(), i: 0 };
+    let mut sc = Scan {
+        b: s.trim().as_bytes(),
+        i: 0,
+    };
     f.year = sc.num(4, 4)? as i64;
     let sep = if sc.eat(b'-') {
         b'-'
@@ -4153,7 +4996,11 @@ fn parse_iso(s: &str, f: &mut Fields) -> Result<(), String> {
                 let start = sc.i;
                 let frac = sc.num(1, 9)?;
                 let len = sc.i - start;
-                f.ms = if len >= 3 { frac / 10u32.pow(len as u32 - 3) } else { frac * 10u32.pow(3 - len as u32) };
+                f.ms = if len >= 3 {
+                    frac / 10u32.pow(len as u32 - 3)
+                } else {
+                    frac * 10u32.pow(3 - len as u32)
+                };
             }
         }
         sc.eat(b' ');
@@ -4166,7 +5013,10 @@ fn parse_iso(s: &str, f: &mut Fields) -> Result<(), String> {
 }
 
 fn parse_with_format(s: &str, fmt: &str, f: &mut Fields) -> Result<(), String> {
-    let mut sc = Scan { b: s.as_bytes(), i: 0 };
+    let mut sc = Scan {
+        b: s.as_bytes(),
+        i: 0,
+    };
     let mut it = fmt.bytes();
     while let Some(c) = it.next() {
         if c != b'%' {
@@ -4199,7 +5049,9 @@ fn parse_with_format(s: &str, fmt: &str, f: &mut Fields) -> Result<(), String> {
                     return Err("expected '%'".into());
                 }
             }
-            Some(other) => return Err(format!("unsupported format character '%{}'", other as char)),
+            Some(other) => {
+                return Err(format!("unsupported format character '%{}'", other as char))
+            }
             None => return Err("unmatched '%' at end of format string".into()),
         }
     }
@@ -4210,8 +5062,18 @@ fn parse_with_format(s: &str, fmt: &str, f: &mut Fields) -> Result<(), String> {
 }
 
 fn date_from_parts<'e>(slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> MongoResult<Bson> {
-    const NAMES: [&str; 10] =
-        ["year", "month", "day", "hour", "minute", "second", "millisecond", "isoWeekYear", "isoWeek", "isoDayOfWeek"];
+    const NAMES: [&str; 10] = [
+        "year",
+        "month",
+        "day",
+        "hour",
+        "minute",
+        "second",
+        "millisecond",
+        "isoWeekYear",
+        "isoWeek",
+        "isoDayOfWeek",
+    ];
     let mut vals: [Option<i64>; 10] = [None; 10];
     for i in 0..10 {
         if let Some(e) = &slots[i] {
@@ -4224,7 +5086,11 @@ fn date_from_parts<'e>(slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> MongoR
                 None => {
                     return Err(err(
                         40515,
-                        format!("'{}' must evaluate to an integer, found {} with value {v}", NAMES[i], type_name(&v)),
+                        format!(
+                            "'{}' must evaluate to an integer, found {} with value {v}",
+                            NAMES[i],
+                            type_name(&v)
+                        ),
                     ))
                 }
             }
@@ -4238,20 +5104,32 @@ fn date_from_parts<'e>(slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> MongoR
                 None => return Ok(Bson::Null),
             }
         }
-        None => Tz { offset_ms: 0, named_utc: true },
+        None => Tz {
+            offset_ms: 0,
+            named_utc: true,
+        },
     };
     let natural = vals[..7].iter().any(Option::is_some) && vals[0].is_some();
     let iso = vals[7..].iter().any(Option::is_some);
     if vals[0].is_some() && iso {
-        return Err(err(40489, "$dateFromParts does not allow mixing natural dates with ISO dates"));
+        return Err(err(
+            40489,
+            "$dateFromParts does not allow mixing natural dates with ISO dates",
+        ));
     }
     if vals[0].is_none() && vals[7].is_none() {
-        return Err(err(40516, "$dateFromParts requires either 'year' or 'isoWeekYear' to be present"));
+        return Err(err(
+            40516,
+            "$dateFromParts requires either 'year' or 'isoWeekYear' to be present",
+        ));
     }
     let year = vals[0].or(vals[7]).unwrap();
     if !(1..=9999).contains(&year) {
         let n = if natural { "year" } else { "isoWeekYear" };
-        return Err(err(40523, format!("'{n}' must evaluate to an integer in the range 1 to 9999, found {year}")));
+        return Err(err(
+            40523,
+            format!("'{n}' must evaluate to an integer in the range 1 to 9999, found {year}"),
+        ));
     }
     for (i, v) in vals.iter().enumerate().skip(1) {
         if let Some(v) = v {
@@ -4260,7 +5138,10 @@ fn date_from_parts<'e>(slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> MongoR
             }
         }
     }
-    let time = vals[3].unwrap_or(0) * 3_600_000 + vals[4].unwrap_or(0) * 60_000 + vals[5].unwrap_or(0) * 1000 + vals[6].unwrap_or(0);
+    let time = vals[3].unwrap_or(0) * 3_600_000
+        + vals[4].unwrap_or(0) * 60_000
+        + vals[5].unwrap_or(0) * 1000
+        + vals[6].unwrap_or(0);
     let days = if iso {
         let jan4 = days_from_civil(year, 1, 4);
         let jan4_iso_dow = ((jan4 + 4).rem_euclid(7) + 6) % 7 + 1;
@@ -4271,7 +5152,9 @@ fn date_from_parts<'e>(slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> MongoR
         let (y, m) = (months.div_euclid(12), months.rem_euclid(12) as u32 + 1);
         days_from_civil(y, m, 1) + vals[2].unwrap_or(1) - 1
     };
-    Ok(Bson::DateTime(DateTime::from_millis(days * MS_PER_DAY + time - tz.fixed_offset())))
+    Ok(Bson::DateTime(DateTime::from_millis(
+        days * MS_PER_DAY + time - tz.fixed_offset(),
+    )))
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -4289,7 +5172,13 @@ enum Unit {
 
 fn time_unit(name: &str, v: &Bson) -> MongoResult<Unit> {
     let Bson::String(s) = v else {
-        return Err(err(5439013, format!("{name} requires 'unit' to be a string, but got {}", type_name(v))));
+        return Err(err(
+            5439013,
+            format!(
+                "{name} requires 'unit' to be a string, but got {}",
+                type_name(v)
+            ),
+        ));
     };
     Ok(match s.as_str() {
         "year" => Unit::Year,
@@ -4301,16 +5190,37 @@ fn time_unit(name: &str, v: &Bson) -> MongoResult<Unit> {
         "minute" => Unit::Minute,
         "second" => Unit::Second,
         "millisecond" => Unit::Millisecond,
-        other => return Err(err(5439014, format!("{name} parameter 'unit' value cannot be recognized as a time unit: {other}"))),
+        other => {
+            return Err(err(
+                5439014,
+                format!(
+                    "{name} parameter 'unit' value cannot be recognized as a time unit: {other}"
+                ),
+            ))
+        }
     })
 }
 
 fn start_of_week(v: Option<Bson>) -> MongoResult<i64> {
     let Some(v) = v else { return Ok(0) };
     let Bson::String(s) = &v else {
-        return Err(err(5439015, format!("startOfWeek must be a string, found {}", type_name_or_missing(&v))));
+        return Err(err(
+            5439015,
+            format!(
+                "startOfWeek must be a string, found {}",
+                type_name_or_missing(&v)
+            ),
+        ));
     };
-    let days = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"];
+    let days = [
+        "sunday",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+    ];
     let l = s.to_ascii_lowercase();
     days.iter()
         .position(|d| *d == l || d[..3] == l)
@@ -4341,13 +5251,18 @@ fn months_of(u: Unit) -> i64 {
 fn date_add(ms: i64, unit: Unit, amount: i64, tz: &Tz) -> MongoResult<i64> {
     let overflow = || err(5166406, "$dateAdd overflowed");
     if let Some(u) = fixed_unit_ms(unit) {
-        return amount.checked_mul(u).and_then(|d| ms.checked_add(d)).ok_or_else(overflow);
+        return amount
+            .checked_mul(u)
+            .and_then(|d| ms.checked_add(d))
+            .ok_or_else(overflow);
     }
     let off = tz.offset_at(ms);
     let local = ms + off;
     let p = Parts::of(local);
     let months = amount.checked_mul(months_of(unit)).ok_or_else(overflow)?;
-    let total = (p.year * 12 + p.month as i64 - 1).checked_add(months).ok_or_else(overflow)?;
+    let total = (p.year * 12 + p.month as i64 - 1)
+        .checked_add(months)
+        .ok_or_else(overflow)?;
     let (y, m) = (total.div_euclid(12), total.rem_euclid(12) as u32 + 1);
     if !(-300_000..=300_000).contains(&y) {
         return Err(overflow());
@@ -4371,7 +5286,10 @@ fn date_diff(s: i64, e: i64, unit: Unit, tz: &Tz, sow: i64) -> i64 {
         }
         _ => {
             let (a, b) = (Parts::of(ls), Parts::of(le));
-            let (ma, mb) = (a.year * 12 + a.month as i64 - 1, b.year * 12 + b.month as i64 - 1);
+            let (ma, mb) = (
+                a.year * 12 + a.month as i64 - 1,
+                b.year * 12 + b.month as i64 - 1,
+            );
             match unit {
                 Unit::Month => mb - ma,
                 Unit::Quarter => mb.div_euclid(3) - ma.div_euclid(3),
@@ -4466,16 +5384,42 @@ mod tests {
             (bson!("$$REMOVE"), Bson::Undefined),
             (bson!({"$literal": "$a"}), bson!("$a")),
             (bson!(7), bson!(7)),
-            (bson!({"x": "$a", "y": {"z": "$missing"}, "w": "$$REMOVE"}), bson!({"x": 5, "y": {}})),
+            (
+                bson!({"x": "$a", "y": {"z": "$missing"}, "w": "$$REMOVE"}),
+                bson!({"x": 5, "y": {}}),
+            ),
             (bson!(["$a", "$missing", 1]), bson!([5, null, 1])),
-            (bson!({"$let": {"vars": {"x": "$a", "y": 2}, "in": {"$multiply": ["$$x", "$$y"]}}}), bson!(10)),
-            (bson!({"$let": {"vars": {"o": "$nested"}, "in": "$$o.k.v"}}), bson!(42)),
+            (
+                bson!({"$let": {"vars": {"x": "$a", "y": 2}, "in": {"$multiply": ["$$x", "$$y"]}}}),
+                bson!(10),
+            ),
+            (
+                bson!({"$let": {"vars": {"o": "$nested"}, "in": "$$o.k.v"}}),
+                bson!(42),
+            ),
         ]);
-        let vars = Variables::new().with("who", bson!("me")).with_now(DateTime::from_millis(5));
+        let vars = Variables::new()
+            .with("who", bson!("me"))
+            .with_now(DateTime::from_millis(5));
         let e = Expr::parse(&bson!(["$$who", "$$NOW"])).unwrap();
-        assert_eq!(e.eval(&doc! {}, &vars).unwrap(), bson!(["me", DateTime::from_millis(5)]));
-        assert_eq!(Expr::parse(&bson!("$$ROOT")).unwrap().eval(&doc! {"q": 1}, &vars).unwrap(), bson!({"q": 1}));
-        assert_eq!(Expr::parse(&bson!("$missing")).unwrap().eval_opt(&doc! {}, &vars).unwrap(), None);
+        assert_eq!(
+            e.eval(&doc! {}, &vars).unwrap(),
+            bson!(["me", DateTime::from_millis(5)])
+        );
+        assert_eq!(
+            Expr::parse(&bson!("$$ROOT"))
+                .unwrap()
+                .eval(&doc! {"q": 1}, &vars)
+                .unwrap(),
+            bson!({"q": 1})
+        );
+        assert_eq!(
+            Expr::parse(&bson!("$missing"))
+                .unwrap()
+                .eval_opt(&doc! {}, &vars)
+                .unwrap(),
+            None
+        );
         check_err(vec![
             (bson!("$$nope"), 17276),
             (bson!({"$foo": 1}), 168),
@@ -4496,19 +5440,40 @@ mod tests {
             (bson!({"$add": [1, 2]}), bson!(3)),
             (bson!({"$add": [1, 2i64]}), bson!(3i64)),
             (bson!({"$add": [1, 2.5]}), bson!(3.5)),
-            (bson!({"$add": ["$big", 1]}), Bson::Int64(i32::MAX as i64 + 1)),
-            (bson!({"$add": [i64::MAX, 1i64]}), Bson::Double(i64::MAX as f64 + 1.0)),
+            (
+                bson!({"$add": ["$big", 1]}),
+                Bson::Int64(i32::MAX as i64 + 1),
+            ),
+            (
+                bson!({"$add": [i64::MAX, 1i64]}),
+                Bson::Double(i64::MAX as f64 + 1.0),
+            ),
             (bson!({"$add": [1, "$n"]}), Bson::Null),
             (bson!({"$add": [1, "$missing"]}), Bson::Null),
-            (bson!({"$add": ["$d", 1000]}), Bson::DateTime(DateTime::from_millis(1_700_000_001_123))),
+            (
+                bson!({"$add": ["$d", 1000]}),
+                Bson::DateTime(DateTime::from_millis(1_700_000_001_123)),
+            ),
             (bson!({"$add": [dec("1.5"), 1]}), dec("2.5")),
             (bson!({"$subtract": [5, 7]}), bson!(-2)),
-            (bson!({"$subtract": ["$d", DateTime::from_millis(1_700_000_000_000)]}), bson!(123i64)),
-            (bson!({"$subtract": ["$d", 123]}), Bson::DateTime(DateTime::from_millis(1_700_000_000_000))),
+            (
+                bson!({"$subtract": ["$d", DateTime::from_millis(1_700_000_000_000)]}),
+                bson!(123i64),
+            ),
+            (
+                bson!({"$subtract": ["$d", 123]}),
+                Bson::DateTime(DateTime::from_millis(1_700_000_000_000)),
+            ),
             (bson!({"$multiply": [3, 4, 0.5]}), bson!(6.0)),
-            (bson!({"$multiply": ["$big", 2]}), Bson::Int64(i32::MAX as i64 * 2)),
+            (
+                bson!({"$multiply": ["$big", 2]}),
+                Bson::Int64(i32::MAX as i64 * 2),
+            ),
             (bson!({"$divide": [7, 2]}), bson!(3.5)),
-            (bson!({"$divide": [dec("1"), dec("3")]}), dec("0.3333333333333333333333333333333333")),
+            (
+                bson!({"$divide": [dec("1"), dec("3")]}),
+                dec("0.3333333333333333333333333333333333"),
+            ),
             (bson!({"$divide": [dec("10"), 4]}), dec("2.5")),
             (bson!({"$mod": [7, 3]}), bson!(1)),
             (bson!({"$mod": [-7, 3]}), bson!(-1)),
@@ -4557,7 +5522,10 @@ mod tests {
             (bson!({"$round": [1, 101]}), 51083),
             (bson!({"$abs": "x"}), 28765),
         ]);
-        assert_eq!(ev(bson!({"$divide": [1, 0]})).unwrap_err().message, "can't $divide by zero");
+        assert_eq!(
+            ev(bson!({"$divide": [1, 0]})).unwrap_err().message,
+            "can't $divide by zero"
+        );
     }
 
     #[test]
@@ -4580,20 +5548,32 @@ mod tests {
             (bson!({"$not": [0]}), bson!(true)),
             (bson!({"$not": "$t"}), bson!(false)),
             (bson!({"$cond": [true, 1, 2]}), bson!(1)),
-            (bson!({"$cond": {"if": {"$gt": ["$a", 10]}, "then": "big", "else": "small"}}), bson!("small")),
-            (bson!({"$ifNull": ["$missing", "$n", "dflt"]}), bson!("dflt")),
+            (
+                bson!({"$cond": {"if": {"$gt": ["$a", 10]}, "then": "big", "else": "small"}}),
+                bson!("small"),
+            ),
+            (
+                bson!({"$ifNull": ["$missing", "$n", "dflt"]}),
+                bson!("dflt"),
+            ),
             (bson!({"$ifNull": ["$a", 0]}), bson!(5)),
             (
                 bson!({"$switch": {"branches": [{"case": {"$eq": ["$a", 1]}, "then": "one"}, {"case": {"$eq": ["$a", 5]}, "then": "five"}], "default": "?"}}),
                 bson!("five"),
             ),
-            (bson!({"$switch": {"branches": [{"case": false, "then": 1}], "default": 2}}), bson!(2)),
+            (
+                bson!({"$switch": {"branches": [{"case": false, "then": 1}], "default": 2}}),
+                bson!(2),
+            ),
             // $and short-circuits: the division by zero is never evaluated
             (bson!({"$and": [false, {"$divide": [1, 0]}]}), bson!(false)),
             (bson!({"$cond": [false, {"$divide": [1, 0]}, 3]}), bson!(3)),
         ]);
         check_err(vec![
-            (bson!({"$switch": {"branches": [{"case": false, "then": 1}]}}), 40066),
+            (
+                bson!({"$switch": {"branches": [{"case": false, "then": 1}]}}),
+                40066,
+            ),
             (bson!({"$switch": {"branches": []}}), 40068),
             (bson!({"$cond": {"then": 1, "else": 2}}), 17080),
             (bson!({"$cond": [1, 2]}), 16020),
@@ -4615,31 +5595,61 @@ mod tests {
             (bson!({"$toLower": 12}), bson!("12")),
             (bson!({"$strLenBytes": "héllo"}), bson!(6)),
             (bson!({"$strLenCP": "héllo"}), bson!(5)),
-            (bson!({"$split": ["a,b,,c", ","]}), bson!(["a", "b", "", "c"])),
+            (
+                bson!({"$split": ["a,b,,c", ","]}),
+                bson!(["a", "b", "", "c"]),
+            ),
             (bson!({"$split": [null, ","]}), Bson::Null),
             (bson!({"$trim": {"input": "  x y  "}}), bson!("x y")),
-            (bson!({"$ltrim": {"input": "xxaxx", "chars": "x"}}), bson!("axx")),
-            (bson!({"$rtrim": {"input": "xxaxx", "chars": "x"}}), bson!("xxa")),
+            (
+                bson!({"$ltrim": {"input": "xxaxx", "chars": "x"}}),
+                bson!("axx"),
+            ),
+            (
+                bson!({"$rtrim": {"input": "xxaxx", "chars": "x"}}),
+                bson!("xxa"),
+            ),
             (bson!({"$indexOfBytes": ["$s", "o"]}), bson!(4)),
             (bson!({"$indexOfBytes": ["$s", "o", 5]}), bson!(7)),
             (bson!({"$indexOfBytes": ["$s", "z"]}), bson!(-1)),
             (bson!({"$indexOfCP": ["héllo", "l"]}), bson!(2)),
             (bson!({"$indexOfCP": [null, "l"]}), Bson::Null),
-            (bson!({"$regexMatch": {"input": "$s", "regex": "^hello", "options": "i"}}), bson!(true)),
-            (bson!({"$regexMatch": {"input": "$s", "regex": Bson::RegularExpression(bson::Regex { pattern: "world$".into(), options: "".into() })}}), bson!(false)),
-            (bson!({"$regexMatch": {"input": "$missing", "regex": "a"}}), bson!(false)),
+            (
+                bson!({"$regexMatch": {"input": "$s", "regex": "^hello", "options": "i"}}),
+                bson!(true),
+            ),
+            (
+                bson!({"$regexMatch": {"input": "$s", "regex": Bson::RegularExpression(bson::Regex { pattern: "world$".into(), options: "".into() })}}),
+                bson!(false),
+            ),
+            (
+                bson!({"$regexMatch": {"input": "$missing", "regex": "a"}}),
+                bson!(false),
+            ),
             (
                 bson!({"$regexFind": {"input": "héllo 42 and 7", "regex": "(\\d)(\\d)?"}}),
                 bson!({"match": "42", "idx": 6, "captures": ["4", "2"]}),
             ),
-            (bson!({"$regexFind": {"input": "abc", "regex": "z"}}), Bson::Null),
+            (
+                bson!({"$regexFind": {"input": "abc", "regex": "z"}}),
+                Bson::Null,
+            ),
             (
                 bson!({"$regexFindAll": {"input": "a1b2", "regex": "[0-9]"}}),
                 bson!([{"match": "1", "idx": 1, "captures": []}, {"match": "2", "idx": 3, "captures": []}]),
             ),
-            (bson!({"$replaceOne": {"input": "aXbXc", "find": "X", "replacement": "-"}}), bson!("a-bXc")),
-            (bson!({"$replaceAll": {"input": "aXbXc", "find": "X", "replacement": "-"}}), bson!("a-b-c")),
-            (bson!({"$replaceAll": {"input": "$n", "find": "X", "replacement": "-"}}), Bson::Null),
+            (
+                bson!({"$replaceOne": {"input": "aXbXc", "find": "X", "replacement": "-"}}),
+                bson!("a-bXc"),
+            ),
+            (
+                bson!({"$replaceAll": {"input": "aXbXc", "find": "X", "replacement": "-"}}),
+                bson!("a-b-c"),
+            ),
+            (
+                bson!({"$replaceAll": {"input": "$n", "find": "X", "replacement": "-"}}),
+                Bson::Null,
+            ),
             (bson!({"$strcasecmp": ["abc", "ABC"]}), bson!(0)),
             (bson!({"$strcasecmp": ["abd", "ABC"]}), bson!(1)),
         ]);
@@ -4657,7 +5667,10 @@ mod tests {
             (bson!({"$regexMatch": {"input": 1, "regex": "a"}}), 51104),
             (bson!({"$regexMatch": {"input": "a", "regex": 1}}), 51105),
             (bson!({"$regexMatch": {"input": "a", "regex": "("}}), 51111),
-            (bson!({"$replaceOne": {"input": 1, "find": "a", "replacement": "b"}}), 51746),
+            (
+                bson!({"$replaceOne": {"input": 1, "find": "a", "replacement": "b"}}),
+                51746,
+            ),
             (bson!({"$substrBytes": ["héllo", 2, 1]}), 28656),
             (bson!({"$toUpper": [[1]]}), 16007),
         ]);
@@ -4677,7 +5690,10 @@ mod tests {
             (bson!({"$slice": ["$arr", -2]}), bson!([2, 3])),
             (bson!({"$slice": ["$arr", 1, 1]}), bson!([2])),
             (bson!({"$slice": ["$arr", -5, 2]}), bson!([1, 2])),
-            (bson!({"$concatArrays": ["$arr", [4], []]}), bson!([1, 2, 3, 4])),
+            (
+                bson!({"$concatArrays": ["$arr", [4], []]}),
+                bson!([1, 2, 3, 4]),
+            ),
             (bson!({"$concatArrays": ["$arr", "$missing"]}), Bson::Null),
             (bson!({"$in": [2.0, "$arr"]}), bson!(true)),
             (bson!({"$in": [9, "$arr"]}), bson!(false)),
@@ -4685,12 +5701,30 @@ mod tests {
             (bson!({"$indexOfArray": ["$arr", 2, 2]}), bson!(-1)),
             (bson!({"$isArray": "$arr"}), bson!(true)),
             (bson!({"$isArray": ["$a"]}), bson!(false)),
-            (bson!({"$filter": {"input": "$arr", "as": "x", "cond": {"$gte": ["$$x", 2]}}}), bson!([2, 3])),
-            (bson!({"$filter": {"input": "$arr", "cond": {"$gte": ["$$this", 2]}, "limit": 1}}), bson!([2])),
-            (bson!({"$filter": {"input": "$missing", "cond": true}}), Bson::Null),
-            (bson!({"$map": {"input": "$arr", "as": "x", "in": {"$add": ["$$x", "$a"]}}}), bson!([6, 7, 8])),
-            (bson!({"$map": {"input": "$arr", "in": {"$multiply": ["$$this", 2]}}}), bson!([2, 4, 6])),
-            (bson!({"$reduce": {"input": "$arr", "initialValue": 0, "in": {"$add": ["$$value", "$$this"]}}}), bson!(6)),
+            (
+                bson!({"$filter": {"input": "$arr", "as": "x", "cond": {"$gte": ["$$x", 2]}}}),
+                bson!([2, 3]),
+            ),
+            (
+                bson!({"$filter": {"input": "$arr", "cond": {"$gte": ["$$this", 2]}, "limit": 1}}),
+                bson!([2]),
+            ),
+            (
+                bson!({"$filter": {"input": "$missing", "cond": true}}),
+                Bson::Null,
+            ),
+            (
+                bson!({"$map": {"input": "$arr", "as": "x", "in": {"$add": ["$$x", "$a"]}}}),
+                bson!([6, 7, 8]),
+            ),
+            (
+                bson!({"$map": {"input": "$arr", "in": {"$multiply": ["$$this", 2]}}}),
+                bson!([2, 4, 6]),
+            ),
+            (
+                bson!({"$reduce": {"input": "$arr", "initialValue": 0, "in": {"$add": ["$$value", "$$this"]}}}),
+                bson!(6),
+            ),
             (
                 bson!({"$reduce": {"input": [[1], [2, 3]], "initialValue": [], "in": {"$concatArrays": ["$$value", "$$this"]}}}),
                 bson!([1, 2, 3]),
@@ -4699,24 +5733,54 @@ mod tests {
             (bson!({"$range": [5, 0, -2]}), bson!([5, 3, 1])),
             (bson!({"$range": [0, 3]}), bson!([0, 1, 2])),
             (bson!({"$reverseArray": "$arr"}), bson!([3, 2, 1])),
-            (bson!({"$zip": {"inputs": [[1, 2, 3], ["a", "b"]]}}), bson!([[1, "a"], [2, "b"]])),
+            (
+                bson!({"$zip": {"inputs": [[1, 2, 3], ["a", "b"]]}}),
+                bson!([[1, "a"], [2, "b"]]),
+            ),
             (
                 bson!({"$zip": {"inputs": [[1, 2, 3], ["a"]], "useLongestLength": true, "defaults": [0, "z"]}}),
                 bson!([[1, "a"], [2, "z"], [3, "z"]]),
             ),
-            (bson!({"$arrayToObject": [[["a", 1], ["b", 2]]]}), bson!({"a": 1, "b": 2})),
-            (bson!({"$arrayToObject": [[{"k": "a", "v": 1}, {"k": "a", "v": 3}]]}), bson!({"a": 3})),
-            (bson!({"$objectToArray": "$nested.k"}), bson!([{"k": "v", "v": 42}])),
-            (bson!({"$sortArray": {"input": [3, 1, 2], "sortBy": 1}}), bson!([1, 2, 3])),
-            (bson!({"$sortArray": {"input": [3, 1, 2], "sortBy": -1}}), bson!([3, 2, 1])),
+            (
+                bson!({"$arrayToObject": [[["a", 1], ["b", 2]]]}),
+                bson!({"a": 1, "b": 2}),
+            ),
+            (
+                bson!({"$arrayToObject": [[{"k": "a", "v": 1}, {"k": "a", "v": 3}]]}),
+                bson!({"a": 3}),
+            ),
+            (
+                bson!({"$objectToArray": "$nested.k"}),
+                bson!([{"k": "v", "v": 42}]),
+            ),
+            (
+                bson!({"$sortArray": {"input": [3, 1, 2], "sortBy": 1}}),
+                bson!([1, 2, 3]),
+            ),
+            (
+                bson!({"$sortArray": {"input": [3, 1, 2], "sortBy": -1}}),
+                bson!([3, 2, 1]),
+            ),
             (
                 bson!({"$sortArray": {"input": [{"v": 2}, {"v": 1}], "sortBy": {"v": 1}}}),
                 bson!([{"v": 1}, {"v": 2}]),
             ),
-            (bson!({"$firstN": {"input": [1, 2, 3], "n": 2}}), bson!([1, 2])),
-            (bson!({"$lastN": {"input": [1, 2, 3], "n": 2}}), bson!([2, 3])),
-            (bson!({"$maxN": {"input": [1, null, 3, 2], "n": 2}}), bson!([3, 2])),
-            (bson!({"$minN": {"input": [4, 1, 3], "n": 2}}), bson!([1, 3])),
+            (
+                bson!({"$firstN": {"input": [1, 2, 3], "n": 2}}),
+                bson!([1, 2]),
+            ),
+            (
+                bson!({"$lastN": {"input": [1, 2, 3], "n": 2}}),
+                bson!([2, 3]),
+            ),
+            (
+                bson!({"$maxN": {"input": [1, null, 3, 2], "n": 2}}),
+                bson!([3, 2]),
+            ),
+            (
+                bson!({"$minN": {"input": [4, 1, 3], "n": 2}}),
+                bson!([1, 3]),
+            ),
         ]);
         check_err(vec![
             (bson!({"$size": "$a"}), 17124),
@@ -4728,7 +5792,10 @@ mod tests {
             (bson!({"$filter": {"input": 1, "cond": true}}), 28651),
             (bson!({"$filter": {"input": []}}), 28650),
             (bson!({"$map": {"input": 1, "in": 1}}), 16883),
-            (bson!({"$reduce": {"input": 1, "initialValue": 0, "in": 1}}), 40080),
+            (
+                bson!({"$reduce": {"input": 1, "initialValue": 0, "in": 1}}),
+                40080,
+            ),
             (bson!({"$range": [0, 5, 0]}), 34449),
             (bson!({"$range": ["a", 5]}), 34443),
             (bson!({"$reverseArray": 1}), 34435),
@@ -4748,7 +5815,10 @@ mod tests {
     fn sets() {
         check(vec![
             (bson!({"$setUnion": [[1, 2], [2.0, 3]]}), bson!([1, 2, 3])),
-            (bson!({"$setIntersection": [[1, 2, 3, 3], [3, 2]]}), bson!([2, 3])),
+            (
+                bson!({"$setIntersection": [[1, 2, 3, 3], [3, 2]]}),
+                bson!([2, 3]),
+            ),
             (bson!({"$setDifference": [[1, 2, 3], [2]]}), bson!([1, 3])),
             (bson!({"$setEquals": [[1, 2], [2, 1, 1]]}), bson!(true)),
             (bson!({"$setEquals": [[1, 2], [2]]}), bson!(false)),
@@ -4789,7 +5859,10 @@ mod tests {
             (bson!({"$toString": 2.0}), bson!("2")),
             (bson!({"$toString": 12i64}), bson!("12")),
             (bson!({"$toString": true}), bson!("true")),
-            (bson!({"$toString": "$d"}), bson!("2023-11-14T22:13:20.123Z")),
+            (
+                bson!({"$toString": "$d"}),
+                bson!("2023-11-14T22:13:20.123Z"),
+            ),
             (bson!({"$toString": oid}), bson!("5f1d7f9b8e1b2c3d4e5f6a7b")),
             (bson!({"$toString": dec("1.50")}), bson!("1.50")),
             (bson!({"$toString": "$missing"}), Bson::Null),
@@ -4806,14 +5879,32 @@ mod tests {
             (bson!({"$toDecimal": 2.5}), dec("2.50000000000000")),
             (bson!({"$toBool": 0}), bson!(false)),
             (bson!({"$toBool": ""}), bson!(true)),
-            (bson!({"$toObjectId": "5f1d7f9b8e1b2c3d4e5f6a7b"}), Bson::ObjectId(oid)),
-            (bson!({"$toDate": 86_400_000i64}), Bson::DateTime(DateTime::from_millis(86_400_000))),
-            (bson!({"$toDate": "1970-01-02T00:00:00Z"}), Bson::DateTime(DateTime::from_millis(86_400_000))),
+            (
+                bson!({"$toObjectId": "5f1d7f9b8e1b2c3d4e5f6a7b"}),
+                Bson::ObjectId(oid),
+            ),
+            (
+                bson!({"$toDate": 86_400_000i64}),
+                Bson::DateTime(DateTime::from_millis(86_400_000)),
+            ),
+            (
+                bson!({"$toDate": "1970-01-02T00:00:00Z"}),
+                Bson::DateTime(DateTime::from_millis(86_400_000)),
+            ),
             (bson!({"$toDate": oid}), Bson::DateTime(oid.timestamp())),
-            (bson!({"$convert": {"input": "x", "to": "int", "onError": -1}}), bson!(-1)),
-            (bson!({"$convert": {"input": null, "to": "int", "onNull": 0}}), bson!(0)),
+            (
+                bson!({"$convert": {"input": "x", "to": "int", "onError": -1}}),
+                bson!(-1),
+            ),
+            (
+                bson!({"$convert": {"input": null, "to": "int", "onNull": 0}}),
+                bson!(0),
+            ),
             (bson!({"$convert": {"input": "5", "to": 16}}), bson!(5)),
-            (bson!({"$convert": {"input": 5, "to": "string"}}), bson!("5")),
+            (
+                bson!({"$convert": {"input": 5, "to": "string"}}),
+                bson!("5"),
+            ),
             (bson!({"$convert": {"input": 1, "to": "bool"}}), bson!(true)),
         ]);
         check_err(vec![
@@ -4827,7 +5918,10 @@ mod tests {
             (bson!({"$convert": {"input": 1}}), 34469),
             (bson!({"$convert": {"input": [1], "to": "int"}}), 241),
         ]);
-        assert_eq!(ev(bson!({"$toInt": "x"})).unwrap_err().code_name, "ConversionFailure");
+        assert_eq!(
+            ev(bson!({"$toInt": "x"})).unwrap_err().code_name,
+            "ConversionFailure"
+        );
     }
 
     #[test]
@@ -4846,15 +5940,36 @@ mod tests {
             (bson!({"$isoDayOfWeek": "$d"}), bson!(2)),
             (bson!({"$isoWeek": "$d"}), bson!(46)),
             (bson!({"$week": "$d"}), bson!(46)),
-            (bson!({"$hour": {"date": "$d", "timezone": "+02:00"}}), bson!(0)),
-            (bson!({"$dayOfMonth": {"date": "$d", "timezone": "-0300"}}), bson!(14)),
+            (
+                bson!({"$hour": {"date": "$d", "timezone": "+02:00"}}),
+                bson!(0),
+            ),
+            (
+                bson!({"$dayOfMonth": {"date": "$d", "timezone": "-0300"}}),
+                bson!(14),
+            ),
             (bson!({"$year": ["$d"]}), bson!(2023)),
             (bson!({"$year": "$missing"}), Bson::Null),
-            (bson!({"$dateToString": {"date": "$d"}}), bson!("2023-11-14T22:13:20.123Z")),
-            (bson!({"$dateToString": {"date": "$d", "format": "%Y/%m/%d %H:%M %j %%"}}), bson!("2023/11/14 22:13 318 %")),
-            (bson!({"$dateToString": {"date": "$d", "format": "%H:%M%z", "timezone": "+05:30"}}), bson!("03:43+0530")),
-            (bson!({"$dateToString": {"date": "$missing", "onNull": "none"}}), bson!("none")),
-            (bson!({"$dateFromString": {"dateString": "2023-11-14"}}), Bson::DateTime(DateTime::from_millis(1_699_920_000_000))),
+            (
+                bson!({"$dateToString": {"date": "$d"}}),
+                bson!("2023-11-14T22:13:20.123Z"),
+            ),
+            (
+                bson!({"$dateToString": {"date": "$d", "format": "%Y/%m/%d %H:%M %j %%"}}),
+                bson!("2023/11/14 22:13 318 %"),
+            ),
+            (
+                bson!({"$dateToString": {"date": "$d", "format": "%H:%M%z", "timezone": "+05:30"}}),
+                bson!("03:43+0530"),
+            ),
+            (
+                bson!({"$dateToString": {"date": "$missing", "onNull": "none"}}),
+                bson!("none"),
+            ),
+            (
+                bson!({"$dateFromString": {"dateString": "2023-11-14"}}),
+                Bson::DateTime(DateTime::from_millis(1_699_920_000_000)),
+            ),
             (
                 bson!({"$dateFromString": {"dateString": "2023-11-14T22:13:20.123Z"}}),
                 Bson::DateTime(DateTime::from_millis(1_700_000_000_123)),
@@ -4867,15 +5982,23 @@ mod tests {
                 bson!({"$dateFromString": {"dateString": "14/11/2023", "format": "%d/%m/%Y"}}),
                 Bson::DateTime(DateTime::from_millis(1_699_920_000_000)),
             ),
-            (bson!({"$dateFromString": {"dateString": "garbage", "onError": "bad"}}), bson!("bad")),
-            (bson!({"$dateFromString": {"dateString": null, "onNull": 0}}), bson!(0)),
+            (
+                bson!({"$dateFromString": {"dateString": "garbage", "onError": "bad"}}),
+                bson!("bad"),
+            ),
+            (
+                bson!({"$dateFromString": {"dateString": null, "onNull": 0}}),
+                bson!(0),
+            ),
             (
                 bson!({"$dateFromParts": {"year": 2023, "month": 11, "day": 14}}),
                 Bson::DateTime(DateTime::from_millis(1_699_920_000_000)),
             ),
             (
                 bson!({"$dateFromParts": {"year": 2023, "month": 14, "day": 1}}),
-                Bson::DateTime(DateTime::from_millis(days_from_civil(2024, 2, 1) * MS_PER_DAY)),
+                Bson::DateTime(DateTime::from_millis(
+                    days_from_civil(2024, 2, 1) * MS_PER_DAY,
+                )),
             ),
             (
                 bson!({"$dateToParts": {"date": "$d"}}),
@@ -4883,7 +6006,9 @@ mod tests {
             ),
             (
                 bson!({"$dateAdd": {"startDate": DateTime::from_millis(days_from_civil(2023, 1, 31) * MS_PER_DAY), "unit": "month", "amount": 1}}),
-                Bson::DateTime(DateTime::from_millis(days_from_civil(2023, 2, 28) * MS_PER_DAY)),
+                Bson::DateTime(DateTime::from_millis(
+                    days_from_civil(2023, 2, 28) * MS_PER_DAY,
+                )),
             ),
             (
                 bson!({"$dateSubtract": {"startDate": "$d", "unit": "hour", "amount": 22}}),
@@ -4899,13 +6024,21 @@ mod tests {
             ),
             (
                 bson!({"$dateTrunc": {"date": "$d", "unit": "month"}}),
-                Bson::DateTime(DateTime::from_millis(days_from_civil(2023, 11, 1) * MS_PER_DAY)),
+                Bson::DateTime(DateTime::from_millis(
+                    days_from_civil(2023, 11, 1) * MS_PER_DAY,
+                )),
             ),
         ]);
         check_err(vec![
             (bson!({"$year": "$s"}), 16006),
-            (bson!({"$year": {"date": "$d", "timezone": "Mars/Base"}}), 40485),
-            (bson!({"$dateToString": {"date": "$d", "format": "%Q"}}), 18536),
+            (
+                bson!({"$year": {"date": "$d", "timezone": "Mars/Base"}}),
+                40485,
+            ),
+            (
+                bson!({"$dateToString": {"date": "$d", "format": "%Q"}}),
+                18536,
+            ),
             (bson!({"$dateFromString": {"dateString": "garbage"}}), 241),
             (bson!({"$dateFromParts": {"month": 1}}), 40516),
         ]);
@@ -4922,13 +6055,31 @@ mod tests {
     #[test]
     fn objects_and_accumulators() {
         check(vec![
-            (bson!({"$mergeObjects": [{"a": 1, "b": 1}, "$missing", {"b": 2}]}), bson!({"a": 1, "b": 2})),
+            (
+                bson!({"$mergeObjects": [{"a": 1, "b": 1}, "$missing", {"b": 2}]}),
+                bson!({"a": 1, "b": 2}),
+            ),
             (bson!({"$getField": "a"}), bson!(5)),
-            (bson!({"$getField": {"field": "k", "input": "$nested"}}), bson!({"v": 42})),
-            (bson!({"$getField": {"field": "a.b", "input": {"$literal": {"a.b": 3}}}}), bson!(3)),
-            (bson!({"$setField": {"field": "z", "input": {"a": 1}, "value": 2}}), bson!({"a": 1, "z": 2})),
-            (bson!({"$setField": {"field": "a", "input": {"a": 1}, "value": "$$REMOVE"}}), bson!({})),
-            (bson!({"$unsetField": {"field": "a", "input": {"a": 1, "b": 2}}}), bson!({"b": 2})),
+            (
+                bson!({"$getField": {"field": "k", "input": "$nested"}}),
+                bson!({"v": 42}),
+            ),
+            (
+                bson!({"$getField": {"field": "a.b", "input": {"$literal": {"a.b": 3}}}}),
+                bson!(3),
+            ),
+            (
+                bson!({"$setField": {"field": "z", "input": {"a": 1}, "value": 2}}),
+                bson!({"a": 1, "z": 2}),
+            ),
+            (
+                bson!({"$setField": {"field": "a", "input": {"a": 1}, "value": "$$REMOVE"}}),
+                bson!({}),
+            ),
+            (
+                bson!({"$unsetField": {"field": "a", "input": {"a": 1, "b": 2}}}),
+                bson!({"b": 2}),
+            ),
             (bson!({"$sum": "$arr"}), bson!(6)),
             (bson!({"$sum": [1, 2.5, "x"]}), bson!(3.5)),
             (bson!({"$sum": "$missing"}), bson!(0)),
@@ -4939,7 +6090,10 @@ mod tests {
             (bson!({"$stdDevPop": [[1, 3]]}), bson!(1.0)),
             (bson!({"$stdDevSamp": [[1]]}), Bson::Null),
         ]);
-        check_err(vec![(bson!({"$mergeObjects": [1]}), 40400), (bson!({"$getField": {"field": 1}}), 3041704)]);
+        check_err(vec![
+            (bson!({"$mergeObjects": [1]}), 40400),
+            (bson!({"$getField": {"field": 1}}), 3041704),
+        ]);
     }
 
     #[test]
@@ -4949,11 +6103,17 @@ mod tests {
         assert_eq!(d("1E+3").add(&d("1")).to_d128().to_string(), "1001");
         assert_eq!(d("0.1").mul(&d("0.2")).to_d128().to_string(), "0.02");
         assert_eq!(d("7").rem(&d("3")).to_d128().to_string(), "1");
-        assert_eq!(d("-7.5").round(0, Rounding::HalfEven).to_d128().to_string(), "-8");
+        assert_eq!(
+            d("-7.5").round(0, Rounding::HalfEven).to_d128().to_string(),
+            "-8"
+        );
         assert_eq!(d("2").sub(&d("2")).to_d128().to_string(), "0");
         assert_eq!(d("123.4500").to_i64_exact(), None);
         assert_eq!(d("1.2E+2").to_i64_exact(), Some(120));
-        assert_eq!(Dec::from_f64(0.1).to_d128().to_string(), "0.100000000000000");
+        assert_eq!(
+            Dec::from_f64(0.1).to_d128().to_string(),
+            "0.100000000000000"
+        );
     }
 
     #[test]
@@ -4967,8 +6127,17 @@ mod tests {
         assert_eq!(fmt_double(-2.5), "-2.5");
         let e = Expr::parse(&bson!({"$gt": ["$a", 1]})).unwrap();
         assert!(e.eval_bool(&doc! {"a": 2}, &Variables::default()).unwrap());
-        assert_eq!(Expr::parse(&bson!("$a.b")).unwrap().as_field_path().as_deref(), Some("a.b"));
+        assert_eq!(
+            Expr::parse(&bson!("$a.b"))
+                .unwrap()
+                .as_field_path()
+                .as_deref(),
+            Some("a.b")
+        );
         // constant folding keeps literal object/array expressions cheap
-        assert!(Expr::parse(&bson!({"x": [1, 2], "y": "lit"})).unwrap().as_constant().is_some());
+        assert!(Expr::parse(&bson!({"x": [1, 2], "y": "lit"}))
+            .unwrap()
+            .as_constant()
+            .is_some());
     }
 }

@@ -21,7 +21,10 @@ impl Group {
 
     pub(crate) fn parse(arg: &Bson) -> MongoResult<Group> {
         let Bson::Document(d) = arg else {
-            return Err(MongoError::location(15947, "a group's fields must be specified in an object"));
+            return Err(MongoError::location(
+                15947,
+                "a group's fields must be specified in an object",
+            ));
         };
         let mut id = None;
         let mut accs = Vec::new();
@@ -29,20 +32,32 @@ impl Group {
             if k == "_id" {
                 id = Some(match v {
                     // `_id: {a: ..., b: ...}` is an object expression.
-                    Bson::Document(sub) if !sub.keys().next().is_some_and(|f| f.starts_with('$')) => Expr::parse_object(sub)?,
+                    Bson::Document(sub)
+                        if !sub.keys().next().is_some_and(|f| f.starts_with('$')) =>
+                    {
+                        Expr::parse_object(sub)?
+                    }
                     v => Expr::parse(v)?,
                 });
                 continue;
             }
             if k.contains('.') {
-                return Err(MongoError::location(40235, format!("The field name '{k}' cannot contain '.'")));
+                return Err(MongoError::location(
+                    40235,
+                    format!("The field name '{k}' cannot contain '.'"),
+                ));
             }
             if k.starts_with('$') {
-                return Err(MongoError::location(40236, format!("The field name '{k}' cannot be an operator name")));
+                return Err(MongoError::location(
+                    40236,
+                    format!("The field name '{k}' cannot be an operator name"),
+                ));
             }
             accs.push((k.clone(), Accumulator::parse(k, v)?));
         }
-        let id = id.ok_or_else(|| MongoError::location(15955, "a group specification must include an _id"))?;
+        let id = id.ok_or_else(|| {
+            MongoError::location(15955, "a group specification must include an _id")
+        })?;
         Ok(Group { id, accs })
     }
 
@@ -141,15 +156,26 @@ pub(crate) enum AccState {
 
 impl Accumulator {
     pub(crate) fn count() -> Accumulator {
-        Accumulator { kind: Kind::Count, arg: Expr::constant(Bson::Int32(1)), n: None, sort: None }
+        Accumulator {
+            kind: Kind::Count,
+            arg: Expr::constant(Bson::Int32(1)),
+            n: None,
+            sort: None,
+        }
     }
 
     pub(crate) fn parse(field: &str, spec: &Bson) -> MongoResult<Accumulator> {
         let Bson::Document(d) = spec else {
-            return Err(MongoError::location(40234, format!("The field '{field}' must be an accumulator object")));
+            return Err(MongoError::location(
+                40234,
+                format!("The field '{field}' must be an accumulator object"),
+            ));
         };
         if d.len() != 1 {
-            return Err(MongoError::location(40238, format!("The field '{field}' must specify one accumulator")));
+            return Err(MongoError::location(
+                40238,
+                format!("The field '{field}' must specify one accumulator"),
+            ));
         }
         let (name, arg) = d.iter().next().unwrap();
         let kind = match name.as_str() {
@@ -174,60 +200,115 @@ impl Accumulator {
             "$maxN" => Kind::MaxN,
             "$minN" => Kind::MinN,
             "$accumulator" | "$median" | "$percentile" => {
-                return Err(MongoError::new(ErrorCode::NotImplemented, format!("{name} is not supported")))
+                return Err(MongoError::new(
+                    ErrorCode::NotImplemented,
+                    format!("{name} is not supported"),
+                ))
             }
-            _ => return Err(MongoError::location(15952, format!("unknown group operator '{name}'"))),
+            _ => {
+                return Err(MongoError::location(
+                    15952,
+                    format!("unknown group operator '{name}'"),
+                ))
+            }
         };
         match kind {
             Kind::Count => {
                 if !matches!(arg, Bson::Document(a) if a.is_empty()) {
-                    return Err(MongoError::location(40273, "$count takes no arguments, i.e. $count:{}"));
+                    return Err(MongoError::location(
+                        40273,
+                        "$count takes no arguments, i.e. $count:{}",
+                    ));
                 }
                 Ok(Accumulator::count())
             }
             Kind::Top | Kind::Bottom | Kind::TopN | Kind::BottomN => {
                 let Bson::Document(a) = arg else {
-                    return Err(MongoError::location(5788001, format!("specification for {name} must be an object")));
+                    return Err(MongoError::location(
+                        5788001,
+                        format!("specification for {name} must be an object"),
+                    ));
                 };
                 let with_n = matches!(kind, Kind::TopN | Kind::BottomN);
                 for k in a.keys() {
                     let ok = matches!(k.as_str(), "sortBy" | "output") || (with_n && k == "n");
                     if !ok {
-                        return Err(MongoError::location(5788002, format!("Unknown argument for {name}: {k}")));
+                        return Err(MongoError::location(
+                            5788002,
+                            format!("Unknown argument for {name}: {k}"),
+                        ));
                     }
                 }
-                let output = a.get("output").ok_or_else(|| MongoError::location(5788004, format!("Missing value for 'output' in {name}")))?;
+                let output = a.get("output").ok_or_else(|| {
+                    MongoError::location(5788004, format!("Missing value for 'output' in {name}"))
+                })?;
                 let Some(Bson::Document(sort_by)) = a.get("sortBy") else {
-                    return Err(MongoError::location(5788005, format!("Missing or invalid value for 'sortBy' in {name}")));
+                    return Err(MongoError::location(
+                        5788005,
+                        format!("Missing or invalid value for 'sortBy' in {name}"),
+                    ));
                 };
                 let n = if with_n {
-                    Some(Expr::parse(a.get("n").ok_or_else(|| MongoError::location(5788003, format!("Missing value for 'n' in {name}")))?)?)
+                    Some(Expr::parse(a.get("n").ok_or_else(|| {
+                        MongoError::location(5788003, format!("Missing value for 'n' in {name}"))
+                    })?)?)
                 } else {
                     if a.contains_key("n") {
-                        return Err(MongoError::location(5788002, format!("Unknown argument for {name}: n")));
+                        return Err(MongoError::location(
+                            5788002,
+                            format!("Unknown argument for {name}: n"),
+                        ));
                     }
                     None
                 };
-                Ok(Accumulator { kind, arg: Expr::parse(output)?, n, sort: Some(SortKeys::parse(sort_by)?) })
+                Ok(Accumulator {
+                    kind,
+                    arg: Expr::parse(output)?,
+                    n,
+                    sort: Some(SortKeys::parse(sort_by)?),
+                })
             }
             Kind::FirstN | Kind::LastN | Kind::MaxN | Kind::MinN => {
                 let Bson::Document(a) = arg else {
-                    return Err(MongoError::location(5787801, format!("specification for {name} must be an object")));
+                    return Err(MongoError::location(
+                        5787801,
+                        format!("specification for {name} must be an object"),
+                    ));
                 };
                 for k in a.keys() {
                     if k != "input" && k != "n" {
-                        return Err(MongoError::location(5787901, format!("Unknown argument for {name}: {k}")));
+                        return Err(MongoError::location(
+                            5787901,
+                            format!("Unknown argument for {name}: {k}"),
+                        ));
                     }
                 }
-                let input = a.get("input").ok_or_else(|| MongoError::location(5787907, format!("Missing value for 'input' in {name}")))?;
-                let n = a.get("n").ok_or_else(|| MongoError::location(5787906, format!("Missing value for 'n' in {name}")))?;
-                Ok(Accumulator { kind, arg: Expr::parse(input)?, n: Some(Expr::parse(n)?), sort: None })
+                let input = a.get("input").ok_or_else(|| {
+                    MongoError::location(5787907, format!("Missing value for 'input' in {name}"))
+                })?;
+                let n = a.get("n").ok_or_else(|| {
+                    MongoError::location(5787906, format!("Missing value for 'n' in {name}"))
+                })?;
+                Ok(Accumulator {
+                    kind,
+                    arg: Expr::parse(input)?,
+                    n: Some(Expr::parse(n)?),
+                    sort: None,
+                })
             }
             _ => {
                 if matches!(arg, Bson::Array(_)) {
-                    return Err(MongoError::location(40237, format!("The {name} accumulator is a unary operator")));
+                    return Err(MongoError::location(
+                        40237,
+                        format!("The {name} accumulator is a unary operator"),
+                    ));
                 }
-                Ok(Accumulator { kind, arg: Expr::parse(arg)?, n: None, sort: None })
+                Ok(Accumulator {
+                    kind,
+                    arg: Expr::parse(arg)?,
+                    n: None,
+                    sort: None,
+                })
             }
         }
     }
@@ -240,8 +321,18 @@ impl Accumulator {
                 let v = e.eval(&bson::doc! {"_id": key.clone()}, vars)?;
                 match expr::as_int_exact(&v) {
                     Some(k) if k > 0 => k as usize,
-                    Some(_) => return Err(MongoError::location(5787908, format!("'n' must be greater than 0, found {v}"))),
-                    None => return Err(MongoError::location(5787902, format!("Value for 'n' must be of integral type, but found {v}"))),
+                    Some(_) => {
+                        return Err(MongoError::location(
+                            5787908,
+                            format!("'n' must be greater than 0, found {v}"),
+                        ))
+                    }
+                    None => {
+                        return Err(MongoError::location(
+                            5787902,
+                            format!("Value for 'n' must be of integral type, but found {v}"),
+                        ))
+                    }
                 }
             }
         };
@@ -325,20 +416,23 @@ impl Accumulator {
                     xs.push(expr::num_f64(n));
                 }
             }
-            AccState::Merge(out) => match v {
-                Bson::Document(sub) => {
-                    for (k, x) in sub {
-                        out.insert(k, x);
+            AccState::Merge(out) => {
+                match v {
+                    Bson::Document(sub) => {
+                        for (k, x) in sub {
+                            out.insert(k, x);
+                        }
                     }
-                }
-                Bson::Null | Bson::Undefined => {}
-                other => {
-                    return Err(MongoError::location(
+                    Bson::Null | Bson::Undefined => {}
+                    other => return Err(MongoError::location(
                         40400,
-                        format!("$mergeObjects requires object inputs, but input {other} is of type {}", expr::type_name(&other)),
-                    ))
+                        format!(
+                            "$mergeObjects requires object inputs, but input {other} is of type {}",
+                            expr::type_name(&other)
+                        ),
+                    )),
                 }
-            },
+            }
             AccState::Ranked(items, n, seq) => {
                 let sort = self.sort.as_ref().expect("ranked accumulators have a sort");
                 let key = sort.key(d);
@@ -346,7 +440,9 @@ impl Accumulator {
                 *seq += 1;
                 let entry = (key, *seq, missing_to_null(v));
                 // Keep ascending order; $bottom keeps the largest n, $top the smallest n.
-                let pos = items.partition_point(|e| sort.compare_keys(&e.0, &entry.0) != std::cmp::Ordering::Greater);
+                let pos = items.partition_point(|e| {
+                    sort.compare_keys(&e.0, &entry.0) != std::cmp::Ordering::Greater
+                });
                 items.insert(pos, entry);
                 if items.len() > *n {
                     if bottom {
@@ -371,7 +467,13 @@ impl Accumulator {
                 if !matches!(v, Bson::Null | Bson::Undefined) {
                     items.push(v);
                     let desc = self.kind == Kind::MaxN;
-                    items.sort_by(|a, b| if desc { compare_values(b, a) } else { compare_values(a, b) });
+                    items.sort_by(|a, b| {
+                        if desc {
+                            compare_values(b, a)
+                        } else {
+                            compare_values(a, b)
+                        }
+                    });
                     items.truncate(*n);
                 }
             }
@@ -388,7 +490,9 @@ impl Accumulator {
                     Bson::Null
                 } else {
                     match acc {
-                        Num::M(_) => expr::eval_divide(&expr::num_to_bson(acc), &Bson::Int64(cnt as i64))?,
+                        Num::M(_) => {
+                            expr::eval_divide(&expr::num_to_bson(acc), &Bson::Int64(cnt as i64))?
+                        }
                         n => Bson::Double(expr::num_f64(n) / cnt as f64),
                     }
                 }

@@ -26,7 +26,9 @@ fn parse_err(msg: impl Into<String>) -> MongoError {
 impl Lookup {
     pub(crate) fn parse(arg: &Bson) -> MongoResult<Lookup> {
         let Bson::Document(d) = arg else {
-            return Err(parse_err("the $lookup stage specification must be an object"));
+            return Err(parse_err(
+                "the $lookup stage specification must be an object",
+            ));
         };
         let mut from = None;
         let (mut local, mut foreign, mut as_path) = (None, None, None);
@@ -40,14 +42,31 @@ impl Lookup {
                         Some(Bson::String(c)) => from = Some(c.clone()),
                         _ => return Err(parse_err("$lookup 'from' must have a 'coll' string")),
                     },
-                    _ => return Err(MongoError::location(4570, format!("$lookup argument 'from' must be a string, is type {}", expr::type_name(v)))),
+                    _ => {
+                        return Err(MongoError::location(
+                            4570,
+                            format!(
+                                "$lookup argument 'from' must be a string, is type {}",
+                                expr::type_name(v)
+                            ),
+                        ))
+                    }
                 },
                 "localField" | "foreignField" | "as" => {
                     let Bson::String(s) = v else {
-                        return Err(MongoError::location(4570, format!("$lookup argument '{k}' must be a string, is type {}", expr::type_name(v))));
+                        return Err(MongoError::location(
+                            4570,
+                            format!(
+                                "$lookup argument '{k}' must be a string, is type {}",
+                                expr::type_name(v)
+                            ),
+                        ));
                     };
                     if s.is_empty() || s.starts_with('$') || s.split('.').any(str::is_empty) {
-                        return Err(MongoError::location(16410, format!("FieldPath '{s}' is not valid for $lookup '{k}'")));
+                        return Err(MongoError::location(
+                            16410,
+                            format!("FieldPath '{s}' is not valid for $lookup '{k}'"),
+                        ));
                     }
                     let p = Some(split_path(s));
                     match k.as_str() {
@@ -58,8 +77,11 @@ impl Lookup {
                 }
                 "let" => {
                     let Bson::Document(l) = v else {
-                        return Err(MongoError::location(ErrorCode::FailedToParse as i32, "$lookup argument 'let' must be an object"))
-                            .map_err(|e| parse_err(e.message));
+                        return Err(MongoError::location(
+                            ErrorCode::FailedToParse as i32,
+                            "$lookup argument 'let' must be an object",
+                        ))
+                        .map_err(|e| parse_err(e.message));
                     };
                     for (name, e) in l {
                         let_vars.push((name.clone(), Expr::parse(e)?));
@@ -69,7 +91,11 @@ impl Lookup {
                     let Bson::Array(stages) = v else {
                         return Err(parse_err("$lookup argument 'pipeline' must be an array"));
                     };
-                    let stages = super::stage_docs(stages, ErrorCode::FailedToParse as i32, "$lookup pipeline elements must be objects")?;
+                    let stages = super::stage_docs(
+                        stages,
+                        ErrorCode::FailedToParse as i32,
+                        "$lookup pipeline elements must be objects",
+                    )?;
                     pipeline = Some(Pipeline::parse_inner(&stages, Nesting::Lookup)?);
                 }
                 _ => return Err(parse_err(format!("unknown argument to $lookup: {k}"))),
@@ -82,17 +108,31 @@ impl Lookup {
         if local.is_none() && pipeline.is_none() {
             return Err(parse_err("$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified"));
         }
-        let starts_with_documents = pipeline.as_ref().is_some_and(Pipeline::starts_with_documents);
+        let starts_with_documents = pipeline
+            .as_ref()
+            .is_some_and(Pipeline::starts_with_documents);
         if from.is_none() && !starts_with_documents {
             return Err(parse_err("must specify 'from' field for a $lookup"));
         }
         for (name, _) in &let_vars {
             Variables::new().bind_let(&bson::doc! {name.clone(): 0}, &Document::new())?;
         }
-        Ok(Lookup { from, local, foreign, as_path, let_vars, pipeline })
+        Ok(Lookup {
+            from,
+            local,
+            foreign,
+            as_path,
+            let_vars,
+            pipeline,
+        })
     }
 
-    pub(crate) fn run(&self, docs: Vec<Document>, ctx: &dyn AggContext, vars: &Variables) -> MongoResult<Vec<Document>> {
+    pub(crate) fn run(
+        &self,
+        docs: Vec<Document>,
+        ctx: &dyn AggContext,
+        vars: &Variables,
+    ) -> MongoResult<Vec<Document>> {
         let foreign_docs = match &self.from {
             Some(c) => ctx.collection_docs(c)?,
             None => Vec::new(),
@@ -122,13 +162,24 @@ impl Lookup {
                     let mut inner = vars.clone();
                     for (name, e) in &self.let_vars {
                         let v = e.eval(&d, vars)?;
-                        inner.set(name.clone(), if matches!(v, Bson::Undefined) { Bson::Null } else { v });
+                        inner.set(
+                            name.clone(),
+                            if matches!(v, Bson::Undefined) {
+                                Bson::Null
+                            } else {
+                                v
+                            },
+                        );
                     }
                     p.run_with(matched, ctx, &inner)?
                 }
                 None => matched,
             };
-            project::set_nested(&mut d, &self.as_path, Bson::Array(matched.into_iter().map(Bson::Document).collect()));
+            project::set_nested(
+                &mut d,
+                &self.as_path,
+                Bson::Array(matched.into_iter().map(Bson::Document).collect()),
+            );
             out.push(d);
         }
         Ok(out)
@@ -227,7 +278,10 @@ pub(crate) struct GraphLookup {
 impl GraphLookup {
     pub(crate) fn parse(arg: &Bson) -> MongoResult<GraphLookup> {
         let Bson::Document(d) = arg else {
-            return Err(MongoError::location(40327, "the $graphLookup stage specification must be an object"));
+            return Err(MongoError::location(
+                40327,
+                "the $graphLookup stage specification must be an object",
+            ));
         };
         let mut from = None;
         let mut start_with = None;
@@ -236,16 +290,34 @@ impl GraphLookup {
         let mut restrict = None;
         let path_arg = |k: &str, v: &Bson| -> MongoResult<Vec<String>> {
             match v {
-                Bson::String(s) if !s.is_empty() && !s.starts_with('$') && !s.split('.').any(str::is_empty) => Ok(split_path(s)),
-                Bson::String(s) => Err(MongoError::location(16410, format!("FieldPath '{s}' is not valid for $graphLookup '{k}'"))),
-                _ => Err(MongoError::location(40103, format!("expected string as argument for {k}, found: {}", expr::type_name(v)))),
+                Bson::String(s)
+                    if !s.is_empty() && !s.starts_with('$') && !s.split('.').any(str::is_empty) =>
+                {
+                    Ok(split_path(s))
+                }
+                Bson::String(s) => Err(MongoError::location(
+                    16410,
+                    format!("FieldPath '{s}' is not valid for $graphLookup '{k}'"),
+                )),
+                _ => Err(MongoError::location(
+                    40103,
+                    format!(
+                        "expected string as argument for {k}, found: {}",
+                        expr::type_name(v)
+                    ),
+                )),
             }
         };
         for (k, v) in d {
             match k.as_str() {
                 "from" => match v {
                     Bson::String(s) => from = Some(s.clone()),
-                    _ => return Err(MongoError::location(40103, "expected string as argument for from")),
+                    _ => {
+                        return Err(MongoError::location(
+                            40103,
+                            "expected string as argument for from",
+                        ))
+                    }
                 },
                 "startWith" => start_with = Some(Expr::parse(v)?),
                 "connectFromField" => cf = Some(path_arg(k, v)?),
@@ -254,24 +326,44 @@ impl GraphLookup {
                 "depthField" => depth_field = Some(path_arg(k, v)?),
                 "maxDepth" => {
                     let n = expr::as_int_exact(v).ok_or_else(|| {
-                        MongoError::location(40100, format!("maxDepth must be numeric, found type: {}", expr::type_name(v)))
+                        MongoError::location(
+                            40100,
+                            format!(
+                                "maxDepth must be numeric, found type: {}",
+                                expr::type_name(v)
+                            ),
+                        )
                     })?;
                     if n < 0 {
-                        return Err(MongoError::location(40101, format!("maxDepth requires a nonnegative argument, found: {n}")));
+                        return Err(MongoError::location(
+                            40101,
+                            format!("maxDepth requires a nonnegative argument, found: {n}"),
+                        ));
                     }
                     max_depth = Some(n);
                 }
                 "restrictSearchWithMatch" => {
                     let Bson::Document(m) = v else {
-                        return Err(MongoError::location(40185, "restrictSearchWithMatch must be an object"));
+                        return Err(MongoError::location(
+                            40185,
+                            "restrictSearchWithMatch must be an object",
+                        ));
                     };
                     restrict = Some(Matcher::new(m)?);
                 }
-                _ => return Err(MongoError::location(40104, format!("Unknown argument to $graphLookup: {k}"))),
+                _ => {
+                    return Err(MongoError::location(
+                        40104,
+                        format!("Unknown argument to $graphLookup: {k}"),
+                    ))
+                }
             }
         }
         let missing = || {
-            MongoError::location(40105, "from, as, startWith, connectFromField and connectToField must all be specified")
+            MongoError::location(
+                40105,
+                "from, as, startWith, connectFromField and connectToField must all be specified",
+            )
         };
         Ok(GraphLookup {
             from: from.ok_or_else(missing)?,
@@ -285,7 +377,12 @@ impl GraphLookup {
         })
     }
 
-    pub(crate) fn run(&self, docs: Vec<Document>, ctx: &dyn AggContext, vars: &Variables) -> MongoResult<Vec<Document>> {
+    pub(crate) fn run(
+        &self,
+        docs: Vec<Document>,
+        ctx: &dyn AggContext,
+        vars: &Variables,
+    ) -> MongoResult<Vec<Document>> {
         let mut foreign = ctx.collection_docs(&self.from)?;
         if let Some(m) = &self.restrict {
             let mut kept = Vec::with_capacity(foreign.len());

@@ -83,7 +83,11 @@ impl MergeSpec {
 
 /// Applies `$merge`'s whenMatched/whenNotMatched rules to one result document `new`,
 /// given the target document that matched it (if any).
-pub fn merge_document(existing: Option<&Document>, new: &Document, spec: &MergeSpec) -> MongoResult<MergeAction> {
+pub fn merge_document(
+    existing: Option<&Document>,
+    new: &Document,
+    spec: &MergeSpec,
+) -> MongoResult<MergeAction> {
     let Some(existing) = existing else {
         return match spec.when_not_matched {
             WhenNotMatched::Insert => Ok(MergeAction::Insert(new.clone())),
@@ -141,7 +145,10 @@ pub fn merge_document(existing: Option<&Document>, new: &Document, spec: &MergeS
 }
 
 fn unknown(stage: &str, k: &str) -> MongoError {
-    MongoError::new(ErrorCode::Location40415, format!("BSON field '{stage}.{k}' is an unknown field."))
+    MongoError::new(
+        ErrorCode::Location40415,
+        format!("BSON field '{stage}.{k}' is an unknown field."),
+    )
 }
 
 fn wrong_type(stage: &str, k: &str, expected: &str) -> MongoError {
@@ -153,7 +160,10 @@ fn wrong_type(stage: &str, k: &str, expected: &str) -> MongoError {
 
 fn check_coll(name: &str) -> MongoResult<()> {
     if name.is_empty() || name.contains('\0') || name.starts_with('.') || name.contains('$') {
-        return Err(MongoError::new(ErrorCode::InvalidNamespace, format!("Invalid collection name: {name}")));
+        return Err(MongoError::new(
+            ErrorCode::InvalidNamespace,
+            format!("Invalid collection name: {name}"),
+        ));
     }
     Ok(())
 }
@@ -162,7 +172,10 @@ pub(crate) fn parse_out(arg: &Bson) -> MongoResult<OutputStage> {
     match arg {
         Bson::String(c) => {
             check_coll(c)?;
-            Ok(OutputStage::Out { db: None, coll: c.clone() })
+            Ok(OutputStage::Out {
+                db: None,
+                coll: c.clone(),
+            })
         }
         Bson::Document(d) => {
             let (mut db, mut coll) = (None, None);
@@ -172,20 +185,29 @@ pub(crate) fn parse_out(arg: &Bson) -> MongoResult<OutputStage> {
                     ("coll", Bson::String(s)) => coll = Some(s.clone()),
                     ("db" | "coll", _) => return Err(wrong_type("$out", k, "string")),
                     ("timeseries", _) => {
-                        return Err(MongoError::new(ErrorCode::NotImplemented, "$out to a time-series collection is not supported"))
+                        return Err(MongoError::new(
+                            ErrorCode::NotImplemented,
+                            "$out to a time-series collection is not supported",
+                        ))
                     }
                     _ => return Err(unknown("$out", k)),
                 }
             }
             let coll = coll.ok_or_else(|| {
-                MongoError::new(ErrorCode::Location40414, "BSON field '$out.coll' is missing but a required field")
+                MongoError::new(
+                    ErrorCode::Location40414,
+                    "BSON field '$out.coll' is missing but a required field",
+                )
             })?;
             check_coll(&coll)?;
             Ok(OutputStage::Out { db, coll })
         }
         other => Err(MongoError::location(
             16990,
-            format!("$out only supports a string or object argument, not {}", crate::expr::type_name(other)),
+            format!(
+                "$out only supports a string or object argument, not {}",
+                crate::expr::type_name(other)
+            ),
         )),
     }
 }
@@ -209,11 +231,16 @@ pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
         other => {
             return Err(MongoError::location(
                 51182,
-                format!("$merge only supports a string or object argument, not {}", crate::expr::type_name(other)),
+                format!(
+                    "$merge only supports a string or object argument, not {}",
+                    crate::expr::type_name(other)
+                ),
             ))
         }
     }
-    let Bson::Document(d) = arg else { unreachable!() };
+    let Bson::Document(d) = arg else {
+        unreachable!()
+    };
     let mut into = None;
     let mut has_let = false;
     for (k, v) in d {
@@ -322,10 +349,18 @@ pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
             _ => return Err(unknown("$merge", k)),
         }
     }
-    let (db, coll) = into.ok_or_else(|| MongoError::new(ErrorCode::Location40414, "BSON field '$merge.into' is missing but a required field"))?;
+    let (db, coll) = into.ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::Location40414,
+            "BSON field '$merge.into' is missing but a required field",
+        )
+    })?;
     check_coll(&coll)?;
     if has_let && !matches!(spec.when_matched, WhenMatched::Pipeline(_)) {
-        return Err(MongoError::location(51199, "Cannot use 'let' variables with 'whenMatched' mode other than a pipeline"));
+        return Err(MongoError::location(
+            51199,
+            "Cannot use 'let' variables with 'whenMatched' mode other than a pipeline",
+        ));
     }
     spec.db = db;
     spec.coll = coll;

@@ -101,12 +101,22 @@ impl Pipeline {
             }
             let (name, arg) = spec.iter().next().unwrap();
             if output.is_some() {
-                return Err(MongoError::location(40601, format!("{} can only be the final stage in the pipeline", stage_name(&output))));
+                return Err(MongoError::location(
+                    40601,
+                    format!(
+                        "{} can only be the final stage in the pipeline",
+                        stage_name(&output)
+                    ),
+                ));
             }
             match name.as_str() {
                 "$out" | "$merge" => {
                     if nesting != Nesting::Top {
-                        let code = if nesting == Nesting::Facet { 40600 } else { 51047 };
+                        let code = if nesting == Nesting::Facet {
+                            40600
+                        } else {
+                            51047
+                        };
                         let msg = if nesting == Nesting::Facet {
                             format!("{name} is not allowed to be used within a $facet stage")
                         } else {
@@ -114,11 +124,18 @@ impl Pipeline {
                         };
                         return Err(MongoError::location(code, msg));
                     }
-                    output = Some(if name == "$out" { merge::parse_out(arg)? } else { merge::parse_merge(arg)? });
+                    output = Some(if name == "$out" {
+                        merge::parse_out(arg)?
+                    } else {
+                        merge::parse_merge(arg)?
+                    });
                     continue;
                 }
                 "$documents" if i != 0 => {
-                    return Err(MongoError::location(40602, "$documents is only valid as the first stage in a pipeline"));
+                    return Err(MongoError::location(
+                        40602,
+                        "$documents is only valid as the first stage in a pipeline",
+                    ));
                 }
                 "$match" if i == 0 => {
                     if let Bson::Document(d) = arg {
@@ -126,13 +143,20 @@ impl Pipeline {
                     }
                 }
                 "$facet" if nesting == Nesting::Facet => {
-                    return Err(MongoError::location(40600, "$facet is not allowed to be used within a $facet stage"));
+                    return Err(MongoError::location(
+                        40600,
+                        "$facet is not allowed to be used within a $facet stage",
+                    ));
                 }
                 _ => {}
             }
             out.push(parse_stage(name, arg)?);
         }
-        Ok(Pipeline { stages: out, output, leading_match })
+        Ok(Pipeline {
+            stages: out,
+            output,
+            leading_match,
+        })
     }
 
     /// Runs the pipeline over `input` (the documents of the collection, or of the
@@ -144,12 +168,19 @@ impl Pipeline {
     }
 
     /// Runs with explicit variables (sub-pipelines, `$lookup` with `let`).
-    pub fn run_with(&self, input: Vec<Document>, ctx: &dyn AggContext, vars: &Variables) -> MongoResult<Vec<Document>> {
+    pub fn run_with(
+        &self,
+        input: Vec<Document>,
+        ctx: &dyn AggContext,
+        vars: &Variables,
+    ) -> MongoResult<Vec<Document>> {
         let mut docs = input;
         let mut i = 0;
         while i < self.stages.len() {
             // $sort + $limit: keep only the top k while sorting.
-            if let (Stage::Sort(keys), Some(Stage::Limit(n))) = (&self.stages[i], self.stages.get(i + 1)) {
+            if let (Stage::Sort(keys), Some(Stage::Limit(n))) =
+                (&self.stages[i], self.stages.get(i + 1))
+            {
                 docs = keys.sort_top(docs, Some(*n));
                 docs.truncate(*n);
                 i += 2;
@@ -248,7 +279,10 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
     Ok(match name {
         "$match" => {
             let Bson::Document(d) = arg else {
-                return Err(err(15959, "the match filter must be an expression in an object"));
+                return Err(err(
+                    15959,
+                    "the match filter must be an expression in an object",
+                ));
             };
             Stage::Match(MatchStage::new(d)?)
         }
@@ -260,7 +294,13 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
         }
         "$addFields" | "$set" => {
             let Bson::Document(d) = arg else {
-                return Err(err(40272, format!("{name} specification stage must be an object, got {}", crate::expr::type_name(arg))));
+                return Err(err(
+                    40272,
+                    format!(
+                        "{name} specification stage must be an object, got {}",
+                        crate::expr::type_name(arg)
+                    ),
+                ));
             };
             Stage::AddFields(SetFields::parse(d)?)
         }
@@ -281,7 +321,10 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             };
             for p in &paths {
                 if p.is_empty() || p.starts_with('$') || p.split('.').any(str::is_empty) {
-                    return Err(err(31002, format!("Invalid $unset :: caused by :: FieldPath '{p}' is not valid")));
+                    return Err(err(
+                        31002,
+                        format!("Invalid $unset :: caused by :: FieldPath '{p}' is not valid"),
+                    ));
                 }
             }
             Stage::Unset(paths.iter().map(|p| split_path(p)).collect())
@@ -294,18 +337,29 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             Stage::Sort(SortKeys::parse(d)?)
         }
         "$limit" => {
-            let n = crate::expr::as_int_exact(arg)
-                .ok_or_else(|| err(15957, format!("the limit must be specified as a number, got {arg}")))?;
+            let n = crate::expr::as_int_exact(arg).ok_or_else(|| {
+                err(
+                    15957,
+                    format!("the limit must be specified as a number, got {arg}"),
+                )
+            })?;
             if n <= 0 {
                 return Err(err(15958, "the limit must be positive"));
             }
             Stage::Limit(n as usize)
         }
         "$skip" => {
-            let n = crate::expr::as_int_exact(arg)
-                .ok_or_else(|| err(15972, format!("Argument to $skip must be a number, got {arg}")))?;
+            let n = crate::expr::as_int_exact(arg).ok_or_else(|| {
+                err(
+                    15972,
+                    format!("Argument to $skip must be a number, got {arg}"),
+                )
+            })?;
             if n < 0 {
-                return Err(err(15956, format!("Argument to $skip cannot be negative, got {n}")));
+                return Err(err(
+                    15956,
+                    format!("Argument to $skip cannot be negative, got {n}"),
+                ));
             }
             Stage::Skip(n as usize)
         }
@@ -329,7 +383,10 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
         "$graphLookup" => Stage::GraphLookup(Box::new(GraphLookup::parse(arg)?)),
         "$replaceRoot" => {
             let Bson::Document(d) = arg else {
-                return Err(err(40228, "expected an object as specification for $replaceRoot stage"));
+                return Err(err(
+                    40228,
+                    "expected an object as specification for $replaceRoot stage",
+                ));
             };
             for k in d.keys() {
                 if k != "newRoot" {
@@ -339,23 +396,38 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
                     ));
                 }
             }
-            let root = d
-                .get("newRoot")
-                .ok_or_else(|| MongoError::new(ErrorCode::Location40414, "BSON field '$replaceRoot.newRoot' is missing but a required field"))?;
+            let root = d.get("newRoot").ok_or_else(|| {
+                MongoError::new(
+                    ErrorCode::Location40414,
+                    "BSON field '$replaceRoot.newRoot' is missing but a required field",
+                )
+            })?;
             Stage::ReplaceRoot(Expr::parse(root)?)
         }
         "$replaceWith" => Stage::ReplaceRoot(Expr::parse(arg)?),
         "$facet" => {
             let Bson::Document(d) = arg else {
-                return Err(err(15947, "the $facet specification must be a non-empty object"));
+                return Err(err(
+                    15947,
+                    "the $facet specification must be a non-empty object",
+                ));
             };
             if d.is_empty() {
-                return Err(err(40169, "the $facet specification must be a non-empty object"));
+                return Err(err(
+                    40169,
+                    "the $facet specification must be a non-empty object",
+                ));
             }
             let mut facets = Vec::new();
             for (k, v) in d {
                 let Bson::Array(stages) = v else {
-                    return Err(err(40170, format!("arguments to $facet must be arrays, {k} is type {}", crate::expr::type_name(v))));
+                    return Err(err(
+                        40170,
+                        format!(
+                            "arguments to $facet must be arrays, {k} is type {}",
+                            crate::expr::type_name(v)
+                        ),
+                    ));
                 };
                 let stages = stage_docs(stages, 40171, "subpipeline elements must be objects")?;
                 facets.push((k.clone(), Pipeline::parse_inner(&stages, Nesting::Facet)?));
@@ -365,17 +437,28 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
         "$sortByCount" => {
             let ok = match arg {
                 Bson::String(s) => s.starts_with('$'),
-                Bson::Document(d) => d.keys().next().is_some_and(|k| k.starts_with('$')) && d.len() == 1,
+                Bson::Document(d) => {
+                    d.keys().next().is_some_and(|k| k.starts_with('$')) && d.len() == 1
+                }
                 _ => false,
             };
             if !ok {
-                return Err(err(40148, "the sortByCount field must be defined as a $-prefixed path or an expression"));
+                return Err(err(
+                    40148,
+                    "the sortByCount field must be defined as a $-prefixed path or an expression",
+                ));
             }
-            let group = Group::simple(Expr::parse(arg)?, vec![("count".to_string(), Accumulator::count())]);
+            let group = Group::simple(
+                Expr::parse(arg)?,
+                vec![("count".to_string(), Accumulator::count())],
+            );
             Stage::Facet(vec![(
                 String::new(),
                 Pipeline {
-                    stages: vec![Stage::Group(Box::new(group)), Stage::Sort(SortKeys::parse(&bson::doc! {"count": -1})?)],
+                    stages: vec![
+                        Stage::Group(Box::new(group)),
+                        Stage::Sort(SortKeys::parse(&bson::doc! {"count": -1})?),
+                    ],
                     output: None,
                     leading_match: None,
                 },
@@ -383,14 +466,18 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
         }
         "$sample" => {
             let Bson::Document(d) = arg else {
-                return Err(err(28745, "the $sample stage specification must be an object"));
+                return Err(err(
+                    28745,
+                    "the $sample stage specification must be an object",
+                ));
             };
             let mut size = None;
             for (k, v) in d {
                 if k != "size" {
                     return Err(err(28748, format!("unrecognized option to $sample: {k}")));
                 }
-                let n = crate::expr::as_int_exact(v).ok_or_else(|| err(28746, "size argument to $sample must be a number"))?;
+                let n = crate::expr::as_int_exact(v)
+                    .ok_or_else(|| err(28746, "size argument to $sample must be a number"))?;
                 if n < 0 {
                     return Err(err(28747, "size argument to $sample must not be negative"));
                 }
@@ -409,11 +496,19 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
                     match (k.as_str(), v) {
                         ("coll", Bson::String(c)) => coll = Some(c.clone()),
                         ("pipeline", Bson::Array(a)) => {
-                            let stages = stage_docs(a, 40172, "$unionWith pipeline elements must be objects")?;
-                            pipeline = Some(Box::new(Pipeline::parse_inner(&stages, Nesting::Lookup)?));
+                            let stages = stage_docs(
+                                a,
+                                40172,
+                                "$unionWith pipeline elements must be objects",
+                            )?;
+                            pipeline =
+                                Some(Box::new(Pipeline::parse_inner(&stages, Nesting::Lookup)?));
                         }
                         ("coll" | "pipeline", _) => {
-                            return Err(MongoError::new(ErrorCode::TypeMismatch, format!("BSON field '$unionWith.{k}' is the wrong type")))
+                            return Err(MongoError::new(
+                                ErrorCode::TypeMismatch,
+                                format!("BSON field '$unionWith.{k}' is the wrong type"),
+                            ))
                         }
                         _ => {
                             return Err(MongoError::new(
@@ -424,7 +519,10 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
                     }
                 }
                 let coll = coll.ok_or_else(|| {
-                    MongoError::new(ErrorCode::Location40414, "BSON field '$unionWith.coll' is missing but a required field")
+                    MongoError::new(
+                        ErrorCode::Location40414,
+                        "BSON field '$unionWith.coll' is missing but a required field",
+                    )
                 })?;
                 Stage::UnionWith(coll, pipeline)
             }
@@ -438,15 +536,33 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
         },
         "$redact" => Stage::Redact(Expr::parse(arg)?),
         "$documents" => Stage::Documents(Expr::parse(arg)?),
-        "$collStats" | "$indexStats" | "$currentOp" | "$listSessions" | "$listLocalSessions" | "$planCacheStats"
-        | "$changeStream" | "$geoNear" | "$search" | "$searchMeta" | "$listSearchIndexes" | "$setWindowFields" | "$densify"
-        | "$fill" | "$shardedDataDistribution" | "$listSampledQueries" => {
+        "$collStats"
+        | "$indexStats"
+        | "$currentOp"
+        | "$listSessions"
+        | "$listLocalSessions"
+        | "$planCacheStats"
+        | "$changeStream"
+        | "$geoNear"
+        | "$search"
+        | "$searchMeta"
+        | "$listSearchIndexes"
+        | "$setWindowFields"
+        | "$densify"
+        | "$fill"
+        | "$shardedDataDistribution"
+        | "$listSampledQueries" => {
             return Err(MongoError::new(
                 ErrorCode::NotImplemented,
                 format!("{name} is not supported by the aggregation library"),
             ))
         }
-        _ => return Err(err(40324, format!("Unrecognized pipeline stage name: '{name}'"))),
+        _ => {
+            return Err(err(
+                40324,
+                format!("Unrecognized pipeline stage name: '{name}'"),
+            ))
+        }
     })
 }
 
@@ -459,7 +575,12 @@ fn stage_docs(a: &[Bson], code: i32, msg: &str) -> MongoResult<Vec<Document>> {
         .collect()
 }
 
-fn run_stage(stage: &Stage, docs: Vec<Document>, ctx: &dyn AggContext, vars: &Variables) -> MongoResult<Vec<Document>> {
+fn run_stage(
+    stage: &Stage,
+    docs: Vec<Document>,
+    ctx: &dyn AggContext,
+    vars: &Variables,
+) -> MongoResult<Vec<Document>> {
     Ok(match stage {
         Stage::Match(m) => {
             let mut out = Vec::with_capacity(docs.len());
@@ -470,8 +591,14 @@ fn run_stage(stage: &Stage, docs: Vec<Document>, ctx: &dyn AggContext, vars: &Va
             }
             out
         }
-        Stage::Project(p) => docs.iter().map(|d| p.apply(d, vars)).collect::<MongoResult<_>>()?,
-        Stage::AddFields(s) => docs.iter().map(|d| s.apply(d, vars)).collect::<MongoResult<_>>()?,
+        Stage::Project(p) => docs
+            .iter()
+            .map(|d| p.apply(d, vars))
+            .collect::<MongoResult<_>>()?,
+        Stage::AddFields(s) => docs
+            .iter()
+            .map(|d| s.apply(d, vars))
+            .collect::<MongoResult<_>>()?,
         Stage::Unset(paths) => docs
             .into_iter()
             .map(|mut d| {
@@ -494,7 +621,11 @@ fn run_stage(stage: &Stage, docs: Vec<Document>, ctx: &dyn AggContext, vars: &Va
                 Vec::new()
             } else {
                 let n = docs.len();
-                let v = if n <= i32::MAX as usize { Bson::Int32(n as i32) } else { Bson::Int64(n as i64) };
+                let v = if n <= i32::MAX as usize {
+                    Bson::Int32(n as i32)
+                } else {
+                    Bson::Int64(n as i64)
+                };
                 let mut d = Document::new();
                 d.insert(field.clone(), v);
                 vec![d]
@@ -515,7 +646,11 @@ fn run_stage(stage: &Stage, docs: Vec<Document>, ctx: &dyn AggContext, vars: &Va
                 match e.eval(d, vars)? {
                     Bson::Document(nd) => out.push(nd),
                     v => {
-                        let shown = if matches!(v, Bson::Undefined) { "MISSING".to_string() } else { v.to_string() };
+                        let shown = if matches!(v, Bson::Undefined) {
+                            "MISSING".to_string()
+                        } else {
+                            v.to_string()
+                        };
                         return Err(err(
                             40228,
                             format!(
@@ -536,7 +671,10 @@ fn run_stage(stage: &Stage, docs: Vec<Document>, ctx: &dyn AggContext, vars: &Va
             let mut out = Document::new();
             for (name, p) in facets {
                 let res = p.run_with(docs.clone(), ctx, vars)?;
-                out.insert(name.clone(), Bson::Array(res.into_iter().map(Bson::Document).collect()));
+                out.insert(
+                    name.clone(),
+                    Bson::Array(res.into_iter().map(Bson::Document).collect()),
+                );
             }
             vec![out]
         }
@@ -581,7 +719,10 @@ fn run_stage(stage: &Stage, docs: Vec<Document>, ctx: &dyn AggContext, vars: &Va
                 .into_iter()
                 .map(|x| match x {
                     Bson::Document(d) => Ok(d),
-                    _ => Err(MongoError::new(ErrorCode::TypeMismatch, "$documents elements must be objects")),
+                    _ => Err(MongoError::new(
+                        ErrorCode::TypeMismatch,
+                        "$documents elements must be objects",
+                    )),
                 })
                 .collect::<MongoResult<_>>()?
         }
@@ -626,7 +767,11 @@ impl MatchStage {
             }
         }
         // Validate the whole filter even when all of it was `$expr` (e.g. `$and: []`).
-        let matcher = if rest.is_empty() && !filter.contains_key("$and") { None } else { Some(Matcher::new(&rest)?) };
+        let matcher = if rest.is_empty() && !filter.contains_key("$and") {
+            None
+        } else {
+            Some(Matcher::new(&rest)?)
+        };
         Ok(MatchStage { matcher, exprs })
     }
 
@@ -703,12 +848,22 @@ impl Unwind {
             }
         };
         let Some(p) = path.strip_prefix('$') else {
-            return Err(err(28818, format!("path option to $unwind stage should be prefixed with a '$': {path}")));
+            return Err(err(
+                28818,
+                format!("path option to $unwind stage should be prefixed with a '$': {path}"),
+            ));
         };
         if p.is_empty() || p.split('.').any(str::is_empty) || p.starts_with('$') {
-            return Err(err(28818, format!("invalid path for $unwind stage: {path}")));
+            return Err(err(
+                28818,
+                format!("invalid path for $unwind stage: {path}"),
+            ));
         }
-        Ok(Unwind { path: split_path(p), index_field: index.map(|s| split_path(&s)), preserve })
+        Ok(Unwind {
+            path: split_path(p),
+            index_field: index.map(|s| split_path(&s)),
+            preserve,
+        })
     }
 
     fn apply(&self, d: Document, out: &mut Vec<Document>) {
@@ -768,7 +923,10 @@ fn parse_output(v: Option<&Bson>, stage: &str) -> MongoResult<Vec<(String, Accum
             }
             Ok(out)
         }
-        Some(_) => Err(err(40196, format!("The $bucket 'output' field must be an object, but found type: {stage}"))),
+        Some(_) => Err(err(
+            40196,
+            format!("The $bucket 'output' field must be an object, but found type: {stage}"),
+        )),
     }
 }
 
@@ -782,30 +940,50 @@ impl Bucket {
                 return Err(err(40197, format!("Unrecognized option to $bucket: {k}.")));
             }
         }
-        let group_by = d.get("groupBy").ok_or_else(|| err(40198, "$bucket requires 'groupBy' and 'boundaries' to be specified."))?;
+        let group_by = d.get("groupBy").ok_or_else(|| {
+            err(
+                40198,
+                "$bucket requires 'groupBy' and 'boundaries' to be specified.",
+            )
+        })?;
         let ok_group = match group_by {
             Bson::String(s) => s.starts_with('$'),
             Bson::Document(_) => true,
             _ => false,
         };
         if !ok_group {
-            return Err(err(40202, "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression"));
+            return Err(err(
+                40202,
+                "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression",
+            ));
         }
         let Some(b) = d.get("boundaries") else {
-            return Err(err(40198, "$bucket requires 'groupBy' and 'boundaries' to be specified."));
+            return Err(err(
+                40198,
+                "$bucket requires 'groupBy' and 'boundaries' to be specified.",
+            ));
         };
         let Bson::Array(boundaries) = b else {
-            return Err(err(40200, "The $bucket 'boundaries' field must be an array"));
+            return Err(err(
+                40200,
+                "The $bucket 'boundaries' field must be an array",
+            ));
         };
         if boundaries.len() < 2 {
             return Err(err(40192, format!("The $bucket 'boundaries' field must have at least 2 values, but found {} value(s).", boundaries.len())));
         }
         for w in boundaries.windows(2) {
             if crate::order::type_rank(&w[0]) != crate::order::type_rank(&w[1]) {
-                return Err(err(40193, "All values in the the 'boundaries' option to $bucket must have the same type."));
+                return Err(err(
+                    40193,
+                    "All values in the the 'boundaries' option to $bucket must have the same type.",
+                ));
             }
             if compare_values(&w[0], &w[1]) != std::cmp::Ordering::Less {
-                return Err(err(40194, "The 'boundaries' option to $bucket must be sorted in ascending order."));
+                return Err(err(
+                    40194,
+                    "The 'boundaries' option to $bucket must be sorted in ascending order.",
+                ));
             }
         }
         let default = d.get("default").cloned();
@@ -819,7 +997,12 @@ impl Bucket {
                 return Err(err(40199, "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary."));
             }
         }
-        Ok(Bucket { group_by: Expr::parse(group_by)?, boundaries: boundaries.clone(), default, output: parse_output(d.get("output"), "$bucket")? })
+        Ok(Bucket {
+            group_by: Expr::parse(group_by)?,
+            boundaries: boundaries.clone(),
+            default,
+            output: parse_output(d.get("output"), "$bucket")?,
+        })
     }
 
     fn run(&self, docs: Vec<Document>, vars: &Variables) -> MongoResult<Vec<Document>> {
@@ -827,8 +1010,11 @@ impl Bucket {
         let mut buckets: Vec<Option<Vec<group::AccState>>> = vec![None; n + 1];
         for d in &docs {
             let v = self.group_by.eval(d, vars)?;
-            let pos = self.boundaries.partition_point(|b| compare_values(b, &v) != std::cmp::Ordering::Greater);
-            let same_type = crate::order::type_rank(&v) == crate::order::type_rank(&self.boundaries[0]);
+            let pos = self
+                .boundaries
+                .partition_point(|b| compare_values(b, &v) != std::cmp::Ordering::Greater);
+            let same_type =
+                crate::order::type_rank(&v) == crate::order::type_rank(&self.boundaries[0]);
             let idx = if same_type && pos >= 1 && pos <= n {
                 pos - 1
             } else if self.default.is_some() {
@@ -840,8 +1026,17 @@ impl Bucket {
                 ));
             };
             if buckets[idx].is_none() {
-                let id = if idx == n { self.default.clone().unwrap() } else { self.boundaries[idx].clone() };
-                buckets[idx] = Some(self.output.iter().map(|(_, a)| a.start(&id, vars)).collect::<MongoResult<_>>()?);
+                let id = if idx == n {
+                    self.default.clone().unwrap()
+                } else {
+                    self.boundaries[idx].clone()
+                };
+                buckets[idx] = Some(
+                    self.output
+                        .iter()
+                        .map(|(_, a)| a.start(&id, vars))
+                        .collect::<MongoResult<_>>()?,
+                );
             }
             let states = buckets[idx].as_mut().unwrap();
             for (st, (_, acc)) in states.iter_mut().zip(&self.output) {
@@ -851,7 +1046,11 @@ impl Bucket {
         let mut out = Vec::new();
         for (i, b) in buckets.into_iter().enumerate() {
             let Some(states) = b else { continue };
-            let id = if i == n { self.default.clone().unwrap() } else { self.boundaries[i].clone() };
+            let id = if i == n {
+                self.default.clone().unwrap()
+            } else {
+                self.boundaries[i].clone()
+            };
             let mut doc = bson::doc! {"_id": id};
             for (st, (name, acc)) in states.into_iter().zip(&self.output) {
                 doc.insert(name.clone(), acc.finish(st)?);
@@ -878,20 +1077,48 @@ impl BucketAuto {
             match k.as_str() {
                 "groupBy" | "buckets" | "output" => {}
                 "granularity" => {
-                    return Err(MongoError::new(ErrorCode::NotImplemented, "$bucketAuto granularity is not supported"))
+                    return Err(MongoError::new(
+                        ErrorCode::NotImplemented,
+                        "$bucketAuto granularity is not supported",
+                    ))
                 }
-                _ => return Err(err(40245, format!("Unrecognized option to $bucketAuto: {k}."))),
+                _ => {
+                    return Err(err(
+                        40245,
+                        format!("Unrecognized option to $bucketAuto: {k}."),
+                    ))
+                }
             }
         }
         let (Some(g), Some(b)) = (d.get("groupBy"), d.get("buckets")) else {
-            return Err(err(40246, "$bucketAuto requires 'groupBy' and 'buckets' to be specified"));
+            return Err(err(
+                40246,
+                "$bucketAuto requires 'groupBy' and 'buckets' to be specified",
+            ));
         };
         let buckets = match crate::expr::as_int_exact(b) {
             Some(n) if n > 0 && n <= i32::MAX as i64 => n as usize,
-            Some(_) => return Err(err(40243, format!("The $bucketAuto 'buckets' field must be greater than 0, but found: {b}"))),
-            None => return Err(err(40241, format!("The $bucketAuto 'buckets' field must be a numeric value, but found type: {}", crate::expr::type_name(b)))),
+            Some(_) => {
+                return Err(err(
+                    40243,
+                    format!(
+                        "The $bucketAuto 'buckets' field must be greater than 0, but found: {b}"
+                    ),
+                ))
+            }
+            None => return Err(err(
+                40241,
+                format!(
+                    "The $bucketAuto 'buckets' field must be a numeric value, but found type: {}",
+                    crate::expr::type_name(b)
+                ),
+            )),
         };
-        Ok(BucketAuto { group_by: Expr::parse(g)?, buckets, output: parse_output(d.get("output"), "$bucketAuto")? })
+        Ok(BucketAuto {
+            group_by: Expr::parse(g)?,
+            buckets,
+            output: parse_output(d.get("output"), "$bucketAuto")?,
+        })
     }
 
     fn run(&self, docs: Vec<Document>, vars: &Variables) -> MongoResult<Vec<Document>> {
@@ -914,13 +1141,23 @@ impl BucketAuto {
         while i < total {
             let mut j = (i + per).min(total);
             // equal values stay in one bucket
-            while j < total && compare_values(&keyed[j].0, &keyed[j - 1].0) == std::cmp::Ordering::Equal {
+            while j < total
+                && compare_values(&keyed[j].0, &keyed[j - 1].0) == std::cmp::Ordering::Equal
+            {
                 j += 1;
             }
             let min = keyed[i].0.clone();
-            let max = if j < total { keyed[j].0.clone() } else { keyed[j - 1].0.clone() };
+            let max = if j < total {
+                keyed[j].0.clone()
+            } else {
+                keyed[j - 1].0.clone()
+            };
             let id = Bson::Document(bson::doc! {"min": min.clone(), "max": max.clone()});
-            let mut states: Vec<group::AccState> = self.output.iter().map(|(_, a)| a.start(&id, vars)).collect::<MongoResult<_>>()?;
+            let mut states: Vec<group::AccState> = self
+                .output
+                .iter()
+                .map(|(_, a)| a.start(&id, vars))
+                .collect::<MongoResult<_>>()?;
             for (_, d) in &keyed[i..j] {
                 for (st, (_, acc)) in states.iter_mut().zip(&self.output) {
                     acc.add(st, d, vars)?;
@@ -940,7 +1177,12 @@ impl BucketAuto {
 // ---------------------------------------------------------------------------------------
 // $redact
 
-fn redact(e: &Expr, root: &Document, current: &Document, vars: &Variables) -> MongoResult<Option<Document>> {
+fn redact(
+    e: &Expr,
+    root: &Document,
+    current: &Document,
+    vars: &Variables,
+) -> MongoResult<Option<Document>> {
     let v = e.eval_with_current(root, current, vars)?;
     match v.as_str() {
         Some("PRUNE") => Ok(None),

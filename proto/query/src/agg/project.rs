@@ -29,7 +29,10 @@ impl Tree {
     /// existing leaf is a collision, as in MongoDB.
     fn insert(&mut self, path: &[&str], item: Item, full: &str) -> MongoResult<()> {
         let collision = || {
-            MongoError::location(31250, format!("Invalid $project :: caused by :: Path collision at {full}"))
+            MongoError::location(
+                31250,
+                format!("Invalid $project :: caused by :: Path collision at {full}"),
+            )
         };
         let (head, rest) = path.split_first().expect("non-empty path");
         let pos = self.fields.iter().position(|(n, _)| n == head);
@@ -43,7 +46,8 @@ impl Tree {
         let idx = match pos {
             Some(i) => i,
             None => {
-                self.fields.push((head.to_string(), Item::Sub(Tree::default())));
+                self.fields
+                    .push((head.to_string(), Item::Sub(Tree::default())));
                 self.fields.len() - 1
             }
         };
@@ -73,13 +77,22 @@ impl Tree {
 
 fn check_field_name(k: &str) -> MongoResult<()> {
     if k.is_empty() {
-        return Err(MongoError::location(40352, "FieldPath cannot be constructed with empty string"));
+        return Err(MongoError::location(
+            40352,
+            "FieldPath cannot be constructed with empty string",
+        ));
     }
     if k.starts_with('$') {
-        return Err(MongoError::location(16410, format!("FieldPath field names may not start with '$'. Given FieldPath: {k}")));
+        return Err(MongoError::location(
+            16410,
+            format!("FieldPath field names may not start with '$'. Given FieldPath: {k}"),
+        ));
     }
     if k.split('.').any(str::is_empty) {
-        return Err(MongoError::location(15998, format!("FieldPath field names may not be empty strings. Given: {k}")));
+        return Err(MongoError::location(
+            15998,
+            format!("FieldPath field names may not be empty strings. Given: {k}"),
+        ));
     }
     Ok(())
 }
@@ -101,21 +114,50 @@ impl Projection {
         }
         let mut tree = Tree::default();
         parse_project_level(spec, "", &mut tree)?;
-        let mut has_incl = false;
-        let mut excl_non_id: Option<String> = None;
-        let mut has_expr = false;
+        // The first non-_id field decides the mode, as in MongoDB's parser.
+        let mut mode: Option<bool> = None;
+        let mut conflict: Option<MongoError> = None;
+        tree.visit(&mut |k, i| {
+            if conflict.is_some() {
+                return;
+            }
+            let this = match i {
+                Item::Include | Item::Expr(_) => true,
+                Item::Exclude if k != "_id" => false,
+                _ => return,
+            };
+            match mode {
+                None => mode = Some(this),
+                Some(true) if !this => {
+                    conflict = Some(MongoError::location(
+                        31254,
+                        format!("Invalid $project :: caused by :: Cannot do exclusion on field {k} in inclusion projection"),
+                    ))
+                }
+                Some(false) if matches!(i, Item::Expr(_)) => {
+                    conflict = Some(MongoError::location(
+                        31252,
+                        format!("Invalid $project :: caused by :: Cannot use expression other than $meta in exclusion projection (field {k})"),
+                    ))
+                }
+                Some(false) if this => {
+                    conflict = Some(MongoError::location(
+                        31253,
+                        format!("Invalid $project :: caused by :: Cannot do inclusion on field {k} in exclusion projection"),
+                    ))
+                }
+                _ => {}
+            }
+        });
+        if let Some(e) = conflict {
+            return Err(e);
+        }
         let mut top_id_excluded = false;
         for (k, i) in &tree.fields {
             if k == "_id" && matches!(i, Item::Exclude) {
                 top_id_excluded = true;
             }
         }
-        tree.visit(&mut |k, i| match i {
-            Item::Include => has_incl = true,
-            Item::Expr(_) => has_expr = true,
-            Item::Exclude if k != "_id" => excl_non_id = Some(k.to_string()),
-            _ => {}
-        });
         // `_id: 0` nested (e.g. "a._id") counts as a regular exclusion.
         let mut nested_id_excl = false;
         for (_, i) in &tree.fields {
@@ -127,14 +169,8 @@ impl Projection {
                 });
             }
         }
-        let inclusion = has_incl || has_expr;
+        let inclusion = mode.unwrap_or(false);
         if inclusion {
-            if let Some(k) = excl_non_id {
-                return Err(MongoError::location(
-                    31254,
-                    format!("Invalid $project :: caused by :: Cannot do exclusion on field {k} in inclusion projection"),
-                ));
-            }
             if nested_id_excl {
                 return Err(MongoError::location(
                     31254,
@@ -161,7 +197,11 @@ impl Projection {
 
 fn parse_project_level(spec: &Document, prefix: &str, tree: &mut Tree) -> MongoResult<()> {
     for (k, v) in spec {
-        let full = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        let full = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
         check_field_name(k)?;
         let parts: Vec<&str> = k.split('.').collect();
         let item = match v {
@@ -210,16 +250,25 @@ fn insert_subtree(tree: &mut Tree, path: &[&str], sub: Tree, full: &str) -> Mong
                     t.insert(&[k.as_str()], i, full)?;
                 }
             }
-            Some(_) => return Err(MongoError::location(31250, format!("Invalid $project :: caused by :: Path collision at {full}"))),
+            Some(_) => {
+                return Err(MongoError::location(
+                    31250,
+                    format!("Invalid $project :: caused by :: Path collision at {full}"),
+                ))
+            }
         }
         return Ok(());
     }
     if tree.get(head).is_none() {
-        tree.fields.push((head.to_string(), Item::Sub(Tree::default())));
+        tree.fields
+            .push((head.to_string(), Item::Sub(Tree::default())));
     }
     match tree.fields.iter_mut().find(|(n, _)| n == head) {
         Some((_, Item::Sub(t))) => insert_subtree(t, rest, sub, full),
-        _ => Err(MongoError::location(31250, format!("Invalid $project :: caused by :: Path collision at {full}"))),
+        _ => Err(MongoError::location(
+            31250,
+            format!("Invalid $project :: caused by :: Path collision at {full}"),
+        )),
     }
 }
 
@@ -247,17 +296,25 @@ fn include(tree: &Tree, doc: &Document) -> Document {
 }
 
 fn include_array(t: &Tree, a: &[Bson]) -> Vec<Bson> {
+    // Scalars are dropped, unless computed fields will turn them into documents.
+    let keep_slots = t.has_computed();
     a.iter()
         .filter_map(|e| match e {
             Bson::Document(d) => Some(Bson::Document(include(t, d))),
             Bson::Array(inner) => Some(Bson::Array(include_array(t, inner))),
+            _ if keep_slots => Some(Bson::Undefined),
             _ => None,
         })
         .collect()
 }
 
 /// Computed-field pass: evaluates expressions against the root document.
-fn add_computed(tree: &Tree, out: &mut Document, root: &Document, vars: &Variables) -> MongoResult<()> {
+fn add_computed(
+    tree: &Tree,
+    out: &mut Document,
+    root: &Document,
+    vars: &Variables,
+) -> MongoResult<()> {
     for (k, item) in &tree.fields {
         match item {
             Item::Expr(e) => match e.eval(root, vars)? {
@@ -290,7 +347,12 @@ fn add_computed(tree: &Tree, out: &mut Document, root: &Document, vars: &Variabl
     Ok(())
 }
 
-fn computed_array(t: &Tree, a: Vec<Bson>, root: &Document, vars: &Variables) -> MongoResult<Vec<Bson>> {
+fn computed_array(
+    t: &Tree,
+    a: Vec<Bson>,
+    root: &Document,
+    vars: &Variables,
+) -> MongoResult<Vec<Bson>> {
     a.into_iter()
         .map(|e| match e {
             Bson::Document(mut d) => {
@@ -378,16 +440,26 @@ impl SetFields {
 
 fn parse_set_level(spec: &Document, prefix: &str, tree: &mut Tree) -> MongoResult<()> {
     for (k, v) in spec {
-        let full = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        let full = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
         check_field_name(k)?;
         let parts: Vec<&str> = k.split('.').collect();
         match v {
-            Bson::Document(d) if !d.is_empty() && !d.keys().next().is_some_and(|f| f.starts_with('$')) => {
+            Bson::Document(d)
+                if !d.is_empty() && !d.keys().next().is_some_and(|f| f.starts_with('$')) =>
+            {
                 let mut sub = Tree::default();
                 parse_set_level(d, &full, &mut sub)?;
                 insert_subtree(tree, &parts, sub, &full)?;
             }
-            Bson::Document(d) if d.is_empty() => tree.insert(&parts, Item::Expr(Expr::constant(Bson::Document(Document::new()))), &full)?,
+            Bson::Document(d) if d.is_empty() => tree.insert(
+                &parts,
+                Item::Expr(Expr::constant(Bson::Document(Document::new()))),
+                &full,
+            )?,
             other => tree.insert(&parts, Item::Expr(Expr::parse(other)?), &full)?,
         }
     }

@@ -17,31 +17,42 @@ pub(crate) struct SortKeys {
 impl SortKeys {
     pub(crate) fn parse(spec: &Document) -> MongoResult<SortKeys> {
         if spec.is_empty() {
-            return Err(MongoError::location(15976, "$sort stage must have at least one sort key"));
+            return Err(MongoError::location(
+                15976,
+                "$sort stage must have at least one sort key",
+            ));
         }
         let mut fields = Vec::with_capacity(spec.len());
         for (k, v) in spec {
             if k.is_empty() || k.split('.').any(str::is_empty) {
-                return Err(MongoError::location(15998, format!("FieldPath field names may not be empty strings: '{k}'")));
+                return Err(MongoError::location(
+                    15998,
+                    format!("FieldPath field names may not be empty strings: '{k}'"),
+                ));
             }
             if k.starts_with('$') {
-                return Err(MongoError::location(16410, format!("FieldPath field names may not start with '$': '{k}'")));
+                return Err(MongoError::location(
+                    16410,
+                    format!("FieldPath field names may not start with '$': '{k}'"),
+                ));
             }
-            let desc = match v {
-                Bson::Document(d) if d.contains_key("$meta") => {
-                    return Err(MongoError::new(ErrorCode::NotImplemented, "$meta sort is not supported"))
-                }
-                v => match crate::expr::as_int_exact(v) {
-                    Some(1) => false,
-                    Some(-1) => true,
-                    _ => {
-                        return Err(MongoError::location(
-                            15975,
-                            "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
+            let desc =
+                match v {
+                    Bson::Document(d) if d.contains_key("$meta") => {
+                        return Err(MongoError::new(
+                            ErrorCode::NotImplemented,
+                            "$meta sort is not supported",
                         ))
                     }
-                },
-            };
+                    v => match crate::expr::as_int_exact(v) {
+                        Some(1) => false,
+                        Some(-1) => true,
+                        _ => return Err(MongoError::location(
+                            15975,
+                            "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
+                        )),
+                    },
+                };
             fields.push((k.split('.').map(str::to_string).collect(), desc));
         }
         Ok(SortKeys { fields })
@@ -75,16 +86,20 @@ impl SortKeys {
 
     /// Sorts stably; with `limit`, only the first `limit` documents need to be in order.
     pub(crate) fn sort_top(&self, docs: Vec<Document>, limit: Option<usize>) -> Vec<Document> {
-        let mut keyed: Vec<(Vec<Bson>, Document)> = docs.into_iter().map(|d| (self.key(&d), d)).collect();
+        let mut keyed: Vec<(Vec<Bson>, Document)> =
+            docs.into_iter().map(|d| (self.key(&d), d)).collect();
         match limit {
             Some(k) if k > 0 && k * 4 < keyed.len() => {
                 // Stable top-k: order by (key, original position).
                 let mut idx: Vec<usize> = (0..keyed.len()).collect();
-                let cmp = |a: &usize, b: &usize| self.compare_keys(&keyed[*a].0, &keyed[*b].0).then(a.cmp(b));
+                let cmp = |a: &usize, b: &usize| {
+                    self.compare_keys(&keyed[*a].0, &keyed[*b].0).then(a.cmp(b))
+                };
                 idx.select_nth_unstable_by(k - 1, cmp);
                 idx.truncate(k);
                 idx.sort_by(cmp);
-                let mut slots: Vec<Option<Document>> = keyed.into_iter().map(|(_, d)| Some(d)).collect();
+                let mut slots: Vec<Option<Document>> =
+                    keyed.into_iter().map(|(_, d)| Some(d)).collect();
                 return idx.into_iter().map(|i| slots[i].take().unwrap()).collect();
             }
             _ => keyed.sort_by(|a, b| self.compare_keys(&a.0, &b.0)),
