@@ -701,3 +701,39 @@ async fn read_message_truncation_and_huge_lengths() {
     assert!(read_message(&mut f.as_slice(), &mut buf).await.is_err());
     assert!(buf.capacity() <= 2 << 20, "{}", buf.capacity());
 }
+
+/// Writes valid frames of every kind as a seed corpus for the fuzz target:
+/// `WIRE_FUZZ_SEEDS=fuzz/corpus/decode_message cargo test -p wire --test codec -- --ignored`
+#[test]
+#[ignore]
+fn write_fuzz_seeds() {
+    let Ok(dir) = std::env::var("WIRE_FUZZ_SEEDS") else {
+        return;
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut checksummed = insert_msg();
+    checksummed.flags = OpMsg::CHECKSUM_PRESENT | OpMsg::EXHAUST_ALLOWED;
+    let mut seeds = vec![
+        (
+            "msg_insert",
+            encode_op_msg_request(1, &insert_msg(), None).unwrap(),
+        ),
+        (
+            "msg_checksum",
+            encode_op_msg_request(2, &checksummed, None).unwrap(),
+        ),
+        ("query_hello", encode_op_query(3, &hello_query()).unwrap()),
+        ("reply", encode_op_reply(4, 3, &doc! { "ok": 1.0 })),
+    ];
+    for c in COMPRESSORS {
+        seeds.push((
+            c.name(),
+            encode_op_msg_request(5, &checksummed, Some(c)).unwrap(),
+        ));
+        let q = encode_compressed(&encode_op_query(6, &hello_query()).unwrap(), c);
+        seeds.push((c.name(), q));
+    }
+    for (i, (name, frame)) in seeds.iter().enumerate() {
+        std::fs::write(format!("{dir}/seed_{i}_{name}"), frame).unwrap();
+    }
+}
