@@ -99,7 +99,7 @@ impl FindCursor {
     fn project(&self, d: Document) -> MongoResult<Document> {
         match &self.projection {
             Some(p) => {
-                if p.needs_position() {
+                if p.requires_match_position() {
                     let pos = self.matcher.matches_with_position(&d).flatten();
                     p.apply_with_position(&d, pos)
                 } else {
@@ -129,13 +129,14 @@ impl FindCursor {
     }
 
     fn sort_all(&mut self, engine: &dyn Engine, deadline: &Deadline) -> MongoResult<()> {
-        let Some(sort) = &self.sort else { return Ok(()) };
-        if self.sorted.is_some() {
+        if self.sort.is_none() || self.sorted.is_some() {
             return Ok(());
         }
         self.fill(engine, usize::MAX, deadline)?;
         let mut all: Vec<Document> = self.pending.drain(..).collect();
-        all.sort_by(|a, b| sort.compare(a, b));
+        if let Some(sort) = &self.sort {
+            all.sort_by(|a, b| sort.compare(a, b));
+        }
         self.sorted = Some(all.into());
         Ok(())
     }

@@ -43,7 +43,8 @@ impl Shard for Service {
 /// Opens the node described by `config` and serves it until `shutdown`.
 pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(), ShardError> {
     let kind = config.engine_kind().map_err(ShardError::Catalog)?;
-    let node = tokio::task::spawn_blocking(move || Node::open(&kind, config.cursor_timeout()))
+    let cursor_timeout = config.cursor_timeout();
+    let node = tokio::task::spawn_blocking(move || Node::open(&kind, cursor_timeout))
         .await
         .map_err(|e| ShardError::Catalog(e.to_string()))??;
     let listener = TcpListener::bind(&config.listen).await?;

@@ -56,7 +56,8 @@ pub fn expire_once(node: &Node) -> wire::MongoResult<usize> {
                     hint: Some(Bson::String(index.name.clone())),
                     ..Default::default()
                 };
-                let _guard = meta.write_lock.lock().unwrap();
+                let lock = meta.write_lock.clone();
+    let _guard = lock.lock().unwrap();
                 let current = node.catalog.get(&meta.ns()).unwrap_or(meta.clone());
                 for d in collect(node.engine.as_ref(), &current, &args, &Deadline::default())? {
                     delete_document(node.engine.as_ref(), &current, &d)?;

@@ -69,7 +69,8 @@ async fn create_list_drop_and_planner_uses_indexes() {
 #[tokio::test]
 async fn unique_sparse_partial_indexes() {
     let cluster = TestCluster::start().await;
-    let coll = cluster.client().await.database("ix").collection::<Document>("u");
+    let db = cluster.client().await.database("ix");
+    let coll = db.collection::<Document>("u");
     coll.create_index(IndexModel::builder().keys(doc! {"email": 1}).options(IndexOptions::builder().unique(true).sparse(true).build()).build())
         .await
         .unwrap();
@@ -90,14 +91,14 @@ async fn unique_sparse_partial_indexes() {
     assert_eq!(coll.find_one(doc! {"_id": id}).await.unwrap().unwrap().get_str("email").unwrap(), "b@x");
 
     // building a unique index over duplicates fails and leaves no index behind
-    let c2 = coll.database().collection::<Document>("dups");
+    let c2 = db.collection::<Document>("dups");
     c2.insert_many(vec![doc! {"k": 1}, doc! {"k": 1}]).await.unwrap();
     let err = c2.create_index(IndexModel::builder().keys(doc! {"k": 1}).options(IndexOptions::builder().unique(true).build()).build()).await.unwrap_err();
     assert!(format!("{err}").contains("E11000"), "{err}");
     assert_eq!(c2.list_index_names().await.unwrap(), vec!["_id_"]);
 
     // partial: only matching documents are constrained
-    let c3 = coll.database().collection::<Document>("partial");
+    let c3 = db.collection::<Document>("partial");
     c3.create_index(
         IndexModel::builder()
             .keys(doc! {"sku": 1})

@@ -81,8 +81,9 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     }
     let pipeline = Pipeline::parse(if skip_first { &stages[1..] } else { &stages[..] })?;
     let mut vars = Variables::default();
+    vars.pin_now();
     if let Some(lets) = opt_doc(cmd, "let")? {
-        vars = vars.with_let(lets)?;
+        vars.bind_let(lets, &Document::new())?;
     }
     if !skip_first {
         if let Some(c) = coll {

@@ -15,6 +15,18 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         .ok_or_else(|| MongoError::failed_to_parse("BSON field 'delete.deletes' is missing but a required field"))?;
     check_batch_size(deletes.len())?;
     let ordered = opt_bool(cmd, "ordered")?.unwrap_or(true);
+    // Statement shape errors fail the whole command, as MongoDB's parser does.
+    for d in deletes {
+        if let Bson::Document(d) = d {
+            if let Some(limit) = opt_i64(d, "limit")? {
+                if limit != 0 && limit != 1 {
+                    return Err(MongoError::failed_to_parse(format!(
+                        "The limit field in delete objects must be 0 or 1. Got {limit}"
+                    )));
+                }
+            }
+        }
+    }
     let mut n = 0i64;
     let mut errors = Vec::new();
     for (i, d) in deletes.iter().enumerate() {
@@ -47,7 +59,8 @@ fn run_one(ctx: &Ctx, coll: &str, d: &Bson) -> MongoResult<i64> {
         query::matcher::Matcher::new(&filter)?;
         return Ok(0);
     };
-    let _guard = meta.write_lock.lock().unwrap();
+    let lock = meta.write_lock.clone();
+    let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let hint = d.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
     let args = FindArgs { filter, limit: (limit == 1).then_some(1), hint, ..Default::default() };

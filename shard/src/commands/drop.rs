@@ -12,7 +12,8 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let Some(meta) = ctx.node.catalog.get(&ns) else {
         return Ok(Document::new());
     };
-    let _guard = meta.write_lock.lock().unwrap();
+    let lock = meta.write_lock.clone();
+    let _guard = lock.lock().unwrap();
     let dropped = ctx.node.catalog.drop_collection(ctx.node.engine.as_ref(), &ns)?;
     let was = dropped.map(|m| m.indexes.len() as i32 + 1).unwrap_or(0);
     Ok(doc! {"nIndexesWas": was, "ns": ns})

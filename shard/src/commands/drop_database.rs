@@ -7,7 +7,8 @@ use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     for meta in ctx.node.catalog.list(ctx.db) {
-        let _guard = meta.write_lock.lock().unwrap();
+        let lock = meta.write_lock.clone();
+    let _guard = lock.lock().unwrap();
         ctx.node.catalog.drop_collection(ctx.node.engine.as_ref(), &meta.ns())?;
     }
     Ok(doc! {"dropped": ctx.db})

@@ -10,7 +10,8 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
     let meta = existing(ctx, coll)
         .ok_or_else(|| MongoError::new(ErrorCode::NamespaceNotFound, format!("ns not found {}.{coll}", ctx.db)))?;
-    let _guard = meta.write_lock.lock().unwrap();
+    let lock = meta.write_lock.clone();
+    let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let was = meta.indexes.len() as i32 + 1;
     let not_found = |what: String| MongoError::new(ErrorCode::IndexNotFound, format!("index not found with name [{what}]"));

@@ -47,7 +47,8 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             return Ok(reply(None, doc! {"n": 0}, &fields));
         }
     };
-    let _guard = meta.write_lock.lock().unwrap();
+    let lock = meta.write_lock.clone();
+    let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let hint = cmd.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
     let args = FindArgs { filter: filter.clone(), sort, limit: Some(1), hint, ..Default::default() };

@@ -29,7 +29,8 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             }
         }
     }
-    let _guard = meta.write_lock.lock().unwrap();
+    let lock = meta.write_lock.clone();
+    let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     // With ordered inserts, only the documents before the first invalid one are written.
     let limit = if ordered { errors.first().map(|(i, _)| *i).unwrap_or(usize::MAX) } else { usize::MAX };

@@ -76,7 +76,8 @@ fn run_one(ctx: &Ctx, coll: &str, u: &Bson) -> MongoResult<Outcome> {
             return Ok(Outcome { matched: 0, modified: 0, upserted_id: None });
         }
     };
-    let _guard = meta.write_lock.lock().unwrap();
+    let lock = meta.write_lock.clone();
+    let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let args = FindArgs { filter: filter.clone(), limit: if multi { None } else { Some(1) }, hint, ..Default::default() };
     let docs = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?;
