@@ -9,6 +9,8 @@
 //! `Bson::Undefined` (the deprecated undefined type, which MongoDB itself treats like a
 //! missing value in aggregation). [`Expr::eval_opt`] returns `None` instead.
 
+#![allow(clippy::result_large_err)]
+
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -788,7 +790,10 @@ fn parse_path_string(s: &str) -> MongoResult<Node> {
         ));
     }
     if parts.iter().any(|p| p.starts_with('$')) {
-        return Err(err(16410, format!("FieldPath field names may not start with '$'. Consider using $getField or $setField.")));
+        return Err(err(
+            16410,
+            "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
+        ));
     }
     Ok(Node::Field(parts))
 }
@@ -2404,11 +2409,10 @@ fn unary_math(op: Op, v: &Bson) -> MongoResult<Bson> {
             } else {
                 "a positive number"
             };
-            let prefix = if allow_zero { "must be " } else { "must be " };
             return Err(err(
                 code,
                 format!(
-                    "{name}'s argument {prefix}{what}, but is {}",
+                    "{name}'s argument must be {what}, but is {}",
                     num_to_bson(n)
                 ),
             ));
@@ -2566,19 +2570,20 @@ fn round_trunc(op: Op, v: &Bson, place: Option<&Bson>) -> MongoResult<Bson> {
     if is_nullish(v) || place.is_some_and(is_nullish) {
         return Ok(Bson::Null);
     }
-    let place =
-        match place {
-            None => 0,
-            Some(p) => match as_int_exact(p) {
-                Some(p) if (-20..=100).contains(&p) => p as i32,
-                _ => return Err(err(
+    let place = match place {
+        None => 0,
+        Some(p) => match as_int_exact(p) {
+            Some(p) if (-20..=100).contains(&p) => p as i32,
+            _ => {
+                return Err(err(
                     51083,
                     format!(
                         "cannot apply {name} with precision value {p} value must be in [-20, 100]"
                     ),
-                )),
-            },
-        };
+                ))
+            }
+        },
+    };
     let Some(n) = num_of(v) else {
         return Err(err(
             51081,
@@ -2881,7 +2886,7 @@ impl Dec {
             self.coef.checked_mul(pow10(self.exp as u32)?)?
         } else {
             let p = pow10((-self.exp) as u32).unwrap_or(u128::MAX);
-            if self.coef % p != 0 {
+            if !self.coef.is_multiple_of(p) {
                 return None;
             }
             self.coef / p
@@ -3687,13 +3692,15 @@ fn set_op(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
                 match x {
                     Bson::Array(a) => arrays.push(a),
                     x if is_nullish(&x) => return Ok(Bson::Null),
-                    x => return Err(err(
-                        if op == Op::SetUnion { 17043 } else { 17047 },
-                        format!(
+                    x => {
+                        return Err(err(
+                            if op == Op::SetUnion { 17043 } else { 17047 },
+                            format!(
                             "All operands of {name} must be arrays. One argument is of type: {}",
                             type_name(&x)
                         ),
-                    )),
+                        ))
+                    }
                 }
             }
             let mut out = Vec::new();
@@ -4014,27 +4021,30 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
             let s = match &input {
                 Bson::String(s) => s,
                 x if is_nullish(x) => return Ok(Bson::Null),
-                x => return Err(err(
-                    50699,
-                    format!(
+                x => {
+                    return Err(err(
+                        50699,
+                        format!(
                         "{name} requires its input to be a string, got {x} (of type {}) instead.",
                         type_name(x)
                     ),
-                )),
+                    ))
+                }
             };
-            let set: Vec<char> =
-                match &chars {
-                    None => WHITESPACE.to_vec(),
-                    Some(x) if is_nullish(x) => return Ok(Bson::Null),
-                    Some(Bson::String(c)) => c.chars().collect(),
-                    Some(x) => return Err(err(
+            let set: Vec<char> = match &chars {
+                None => WHITESPACE.to_vec(),
+                Some(x) if is_nullish(x) => return Ok(Bson::Null),
+                Some(Bson::String(c)) => c.chars().collect(),
+                Some(x) => {
+                    return Err(err(
                         50700,
                         format!(
                             "{name} requires 'chars' to be a string, got {x} (of type {}) instead.",
                             type_name(x)
                         ),
-                    )),
-                };
+                    ))
+                }
+            };
             let pred = |c: char| set.contains(&c);
             Ok(Bson::String(
                 match op {
@@ -4171,13 +4181,15 @@ fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> Mon
             let mut arr = match input {
                 Bson::Array(a) => a,
                 x if is_nullish(&x) => return Ok(Bson::Null),
-                x => return Err(err(
-                    2942504,
-                    format!(
+                x => {
+                    return Err(err(
+                        2942504,
+                        format!(
                         "The input argument to $sortArray must be an array, but was of type: {}",
                         type_name(&x)
                     ),
-                )),
+                    ))
+                }
             };
             sort_values(&mut arr, spec)?;
             Ok(Bson::Array(arr))

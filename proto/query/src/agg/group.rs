@@ -416,23 +416,23 @@ impl Accumulator {
                     xs.push(expr::num_f64(n));
                 }
             }
-            AccState::Merge(out) => {
-                match v {
-                    Bson::Document(sub) => {
-                        for (k, x) in sub {
-                            out.insert(k, x);
-                        }
+            AccState::Merge(out) => match v {
+                Bson::Document(sub) => {
+                    for (k, x) in sub {
+                        out.insert(k, x);
                     }
-                    Bson::Null | Bson::Undefined => {}
-                    other => return Err(MongoError::location(
+                }
+                Bson::Null | Bson::Undefined => {}
+                other => {
+                    return Err(MongoError::location(
                         40400,
                         format!(
                             "$mergeObjects requires object inputs, but input {other} is of type {}",
                             expr::type_name(&other)
                         ),
-                    )),
+                    ))
                 }
-            }
+            },
             AccState::Ranked(items, n, seq) => {
                 let sort = self.sort.as_ref().expect("ranked accumulators have a sort");
                 let key = sort.key(d);

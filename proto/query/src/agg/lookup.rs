@@ -137,10 +137,7 @@ impl Lookup {
             Some(c) => ctx.collection_docs(c)?,
             None => Vec::new(),
         };
-        let index = match &self.foreign {
-            Some(f) => Some(build_index(&foreign_docs, f)),
-            None => None,
-        };
+        let index = self.foreign.as_ref().map(|f| build_index(&foreign_docs, f));
         let mut out = Vec::with_capacity(docs.len());
         for mut d in docs {
             let matched: Vec<Document> = match (&self.local, &index) {

@@ -6,6 +6,8 @@
 //! [`Pipeline::output_stage`] and the caller performs the writes, using
 //! [`merge_document`] for `$merge`'s whenMatched/whenNotMatched rules.
 
+#![allow(clippy::result_large_err)]
+
 mod group;
 mod lookup;
 mod merge;
@@ -1106,13 +1108,15 @@ impl BucketAuto {
                     ),
                 ))
             }
-            None => return Err(err(
-                40241,
-                format!(
+            None => {
+                return Err(err(
+                    40241,
+                    format!(
                     "The $bucketAuto 'buckets' field must be a numeric value, but found type: {}",
                     crate::expr::type_name(b)
                 ),
-            )),
+                ))
+            }
         };
         Ok(BucketAuto {
             group_by: Expr::parse(g)?,
