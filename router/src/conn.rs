@@ -49,7 +49,8 @@ pub async fn handle(stream: TcpStream, peer: SocketAddr, id: u64, state: Arc<Rou
                     // A well-framed message with a bad body: answer it and keep going.
                     let Some(header) = MsgHeader::parse(&buf) else { break };
                     let reply = e.to_mongo_error().to_document();
-                    let frame = session.encode_reply(&header, wire::OP_MSG, &reply, None);
+                    let op = if header.op_code == wire::OP_QUERY { wire::OP_REPLY } else { wire::OP_MSG };
+                    let frame = session.encode_reply(&header, op, &reply, None);
                     if wr.write_all(&frame).await.is_err() || wr.flush().await.is_err() {
                         break;
                     }
