@@ -193,8 +193,15 @@ fn key(v: &Bson) -> Vec<u8> {
 /// leaf both an array and its elements. A missing branch contributes null.
 pub(crate) fn match_values(d: &Document, path: &[String]) -> Vec<Bson> {
     let mut out = Vec::new();
-    collect(&Bson::Document(d.clone()), path, &mut out, true);
+    collect_doc(d, path, &mut out, true);
     out
+}
+
+fn collect_doc(d: &Document, path: &[String], out: &mut Vec<Bson>, whole_arrays: bool) {
+    match d.get(&path[0]) {
+        Some(x) => collect(x, &path[1..], out, whole_arrays),
+        None => out.push(Bson::Null),
+    }
 }
 
 fn collect(v: &Bson, path: &[String], out: &mut Vec<Bson>, whole_arrays: bool) {
@@ -213,10 +220,7 @@ fn collect(v: &Bson, path: &[String], out: &mut Vec<Bson>, whole_arrays: bool) {
         return;
     }
     match v {
-        Bson::Document(d) => match d.get(&path[0]) {
-            Some(x) => collect(x, &path[1..], out, whole_arrays),
-            None => out.push(Bson::Null),
-        },
+        Bson::Document(d) => collect_doc(d, path, out, whole_arrays),
         Bson::Array(a) => {
             if let Ok(i) = path[0].parse::<usize>() {
                 if let Some(e) = a.get(i) {
@@ -236,7 +240,7 @@ fn collect(v: &Bson, path: &[String], out: &mut Vec<Bson>, whole_arrays: bool) {
 /// The values of `localField` to look up: array elements, or null when missing.
 fn local_values(d: &Document, path: &[String]) -> Vec<Bson> {
     let mut out = Vec::new();
-    collect(&Bson::Document(d.clone()), path, &mut out, false);
+    collect_doc(d, path, &mut out, false);
     if out.is_empty() {
         out.push(Bson::Null);
     }
