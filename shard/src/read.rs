@@ -22,10 +22,15 @@ pub struct FindArgs {
     pub skip: u64,
     pub limit: Option<u64>,
     pub hint: Option<Bson>,
+    /// Variables for `$expr` (the command's `let`).
+    pub vars: Option<query::expr::Variables>,
 }
 
 pub fn open_find(meta: &CollectionMeta, args: &FindArgs) -> MongoResult<(FindCursor, Plan)> {
-    let matcher = Matcher::new(&args.filter)?;
+    let mut matcher = Matcher::new(&args.filter)?;
+    if let Some(vars) = &args.vars {
+        matcher = matcher.with_variables(vars.clone());
+    }
     let sort = match &args.sort {
         Some(s) if !s.is_empty() => Some(SortSpec::new(s)?),
         _ => None,

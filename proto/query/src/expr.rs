@@ -967,7 +967,11 @@ fn parse_operator(name: &str, arg: &Bson) -> MongoResult<Node> {
         }
         return Ok(Node::Named(op, slots));
     }
-    let args = args_of(arg)?;
+    // `{$rand: {}}` is MongoDB's documented spelling of a zero-argument call.
+    let args = match (op, arg) {
+        (Op::Rand, Bson::Document(d)) if d.is_empty() => Vec::new(),
+        _ => args_of(arg)?,
+    };
     let (min, max) = arity(op).unwrap_or((1, 1));
     if args.len() < min || args.len() > max {
         let msg = if min == max {

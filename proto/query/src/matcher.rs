@@ -23,6 +23,8 @@ use crate::{ErrorCode, MongoError, MongoResult};
 #[derive(Debug, Clone)]
 pub struct Matcher {
     kind: Kind,
+    /// Variables `$expr` sees: the command's `let` (and `$$NOW`).
+    vars: crate::expr::Variables,
 }
 
 #[derive(Debug, Clone)]
@@ -645,14 +647,18 @@ impl<'a> Root<'a> {
 }
 
 /// Evaluation state: the first runtime error (from `$expr`) is remembered.
-#[derive(Default)]
-struct Eval {
+struct Eval<'a> {
     error: Option<MongoError>,
+    vars: &'a crate::expr::Variables,
 }
 
 type Outcome = (bool, Option<usize>);
 
-impl Eval {
+impl<'a> Eval<'a> {
+    fn new(vars: &'a crate::expr::Variables) -> Self {
+        Eval { error: None, vars }
+    }
+
     fn node(&mut self, node: &Node, root: Root) -> Outcome {
         match node {
             Node::And(children) => {
@@ -686,7 +692,7 @@ impl Eval {
                 let Root::Doc(d) = root else {
                     return (false, None);
                 };
-                match e.eval(d, &crate::expr::Variables::default()) {
+                match e.eval(d, self.vars) {
                     Ok(v) => (is_truthy(&v), None),
                     Err(err) => {
                         self.error.get_or_insert(err);
@@ -862,7 +868,14 @@ impl Matcher {
                     in_elem_match: false,
                 },
             )?),
+            vars: crate::expr::Variables::default(),
         })
+    }
+
+    /// The same filter with variables for `$expr` (a command's `let`).
+    pub fn with_variables(mut self, vars: crate::expr::Variables) -> Matcher {
+        self.vars = vars;
+        self
     }
 
     /// A matcher for bare values, as `$pull` and `$elemMatch` use them: an operator
@@ -897,7 +910,10 @@ impl Matcher {
             }
             other => Kind::Value(vec![Pred::Eq(other.clone())]),
         };
-        Ok(Matcher { kind })
+        Ok(Matcher {
+            kind,
+            vars: crate::expr::Variables::default(),
+        })
     }
 
     pub fn matches(&self, doc: &Document) -> bool {
@@ -906,7 +922,7 @@ impl Matcher {
 
     /// Like [`Matcher::matches`] but reports `$expr` evaluation errors.
     pub fn matches_checked(&self, doc: &Document) -> MongoResult<bool> {
-        let mut ev = Eval::default();
+        let mut ev = Eval::new(&self.vars);
         let m = self.run(&mut ev, doc).0;
         match ev.error {
             Some(e) => Err(e),
@@ -918,7 +934,7 @@ impl Matcher {
     /// index, in the first array traversed, of the element that satisfied the first
     /// array-traversing predicate (what the positional `$` operator refers to).
     pub fn matches_with_position(&self, doc: &Document) -> Option<Option<usize>> {
-        let mut ev = Eval::default();
+        let mut ev = Eval::new(&self.vars);
         let (m, pos) = self.run(&mut ev, doc);
         m.then_some(pos)
     }
@@ -937,7 +953,7 @@ impl Matcher {
     /// itself (no array expansion); for a document filter, `v` must be a document that
     /// matches.
     pub fn matches_value(&self, v: &Bson) -> bool {
-        let mut ev = Eval::default();
+        let mut ev = Eval::new(&self.vars);
         match &self.kind {
             Kind::Value(preds) => preds.iter().all(|p| ev.single(p, Some(v))),
             Kind::Filter(node) => match v {

@@ -60,6 +60,9 @@ pub enum ErrorCode {
     DuplicateKey = 11000,
     Location16410 = 16410,
     EmptyFieldName = 56,
+    ShutdownInProgress = 91,
+    NetworkTimeout = 89,
+    HostUnreachable = 6,
 }
 
 impl ErrorCode {
@@ -114,6 +117,9 @@ impl ErrorCode {
             DuplicateKey => "DuplicateKey",
             Location16410 => "Location16410",
             EmptyFieldName => "EmptyFieldName",
+            ShutdownInProgress => "ShutdownInProgress",
+            NetworkTimeout => "NetworkTimeout",
+            HostUnreachable => "HostUnreachable",
         }
     }
 }

@@ -80,17 +80,18 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         }
     }
     let pipeline = Pipeline::parse(if skip_first { &stages[1..] } else { &stages[..] })?;
-    let mut vars = Variables::default();
-    vars.pin_now();
-    if let Some(lets) = opt_doc(cmd, "let")? {
-        vars.bind_let(lets, &Document::new())?;
-    }
+    let vars = super::args::let_vars(cmd)?.unwrap_or_else(|| {
+        let mut v = Variables::default();
+        v.pin_now();
+        v
+    });
     if !skip_first {
         if let Some(c) = coll {
             if let Some(meta) = existing(ctx, c) {
                 let filter = pipeline.leading_match().cloned().unwrap_or_default();
                 let hint = cmd.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
-                input = collect(ctx.node.engine.as_ref(), &meta, &FindArgs { filter, hint, ..Default::default() }, &ctx.deadline)?;
+                let args = FindArgs { filter, hint, vars: Some(vars.clone()), ..Default::default() };
+                input = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?;
             }
         }
     }

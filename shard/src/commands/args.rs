@@ -116,6 +116,33 @@ pub fn create_on_write(ctx: &Ctx, coll: &str) -> MongoResult<Arc<CollectionMeta>
     Ok(meta)
 }
 
+/// Rejects fields a statement (an `updates` or `deletes` entry) does not have, as
+/// MongoDB 7's IDL parser does (for example `sort`, which only 8.0 accepts).
+pub fn check_statement_fields(stmt: &Document, context: &str, allowed: &[&str]) -> MongoResult<()> {
+    for k in stmt.keys() {
+        if !allowed.contains(&k.as_str()) {
+            return Err(MongoError::new(
+                ErrorCode::Location40415,
+                format!("BSON field '{context}.{k}' is an unknown field."),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The command's `let` variables, for `$expr` (and `$$NOW` pinned once per command).
+pub fn let_vars(cmd: &Document) -> MongoResult<Option<query::expr::Variables>> {
+    match opt_doc(cmd, "let")? {
+        None => Ok(None),
+        Some(lets) => {
+            let mut vars = query::expr::Variables::default();
+            vars.pin_now();
+            vars.bind_let(lets, &Document::new())?;
+            Ok(Some(vars))
+        }
+    }
+}
+
 pub fn ns(ctx: &Ctx, coll: &str) -> String {
     format!("{}.{}", ctx.db, coll)
 }

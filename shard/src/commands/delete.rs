@@ -27,10 +27,11 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             }
         }
     }
+    let vars = super::args::let_vars(cmd)?;
     let mut n = 0i64;
     let mut errors = Vec::new();
     for (i, d) in deletes.iter().enumerate() {
-        match run_one(ctx, coll, d) {
+        match run_one(ctx, coll, d, &vars) {
             Ok(k) => n += k,
             Err(e) => {
                 errors.push((i, e));
@@ -43,10 +44,11 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     Ok(write_reply(n, errors))
 }
 
-fn run_one(ctx: &Ctx, coll: &str, d: &Bson) -> MongoResult<i64> {
+fn run_one(ctx: &Ctx, coll: &str, d: &Bson, vars: &Option<query::expr::Variables>) -> MongoResult<i64> {
     let Bson::Document(d) = d else {
         return Err(MongoError::type_mismatch("BSON field 'delete.deletes' must contain objects"));
     };
+    super::args::check_statement_fields(d, "delete.deletes", &["q", "limit", "hint", "collation"])?;
     let filter = opt_doc(d, "q")?
         .cloned()
         .ok_or_else(|| MongoError::failed_to_parse("BSON field 'delete.deletes.q' is missing but a required field"))?;
@@ -63,7 +65,7 @@ fn run_one(ctx: &Ctx, coll: &str, d: &Bson) -> MongoResult<i64> {
     let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let hint = d.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
-    let args = FindArgs { filter, limit: (limit == 1).then_some(1), hint, ..Default::default() };
+    let args = FindArgs { filter, limit: (limit == 1).then_some(1), hint, vars: vars.clone(), ..Default::default() };
     let docs = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?;
     for doc in &docs {
         delete_document(ctx.node.engine.as_ref(), &meta, doc)?;

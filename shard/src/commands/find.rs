@@ -23,6 +23,7 @@ pub fn parse(cmd: &Document) -> MongoResult<FindArgs> {
         skip: opt_count(cmd, "skip")?.unwrap_or(0),
         limit,
         hint: cmd.get("hint").cloned().filter(|h| !matches!(h, Bson::Null)),
+        vars: super::args::let_vars(cmd)?,
     })
 }
 

@@ -51,7 +51,8 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let hint = cmd.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
-    let args = FindArgs { filter: filter.clone(), sort, limit: Some(1), hint, ..Default::default() };
+    let vars = super::args::let_vars(cmd)?;
+    let args = FindArgs { filter: filter.clone(), sort, limit: Some(1), hint, vars: vars.clone(), ..Default::default() };
     let found = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?.into_iter().next();
     let engine = ctx.node.engine.as_ref();
     match (found, spec) {
@@ -61,7 +62,10 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         }
         (None, None) => Ok(reply(None, doc! {"n": 0}, &fields)),
         (Some(old), Some(spec)) => {
-            let matcher = Matcher::new(&filter)?;
+            let mut matcher = Matcher::new(&filter)?;
+            if let Some(v) = vars {
+                matcher = matcher.with_variables(v);
+            }
             let (new, _) = apply_to_existing(ctx, &meta, &matcher, &spec, &old)?;
             let value = if return_new { new } else { old };
             Ok(reply(Some(value), doc! {"n": 1, "updatedExisting": true}, &fields))

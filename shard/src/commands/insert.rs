@@ -82,6 +82,9 @@ pub fn prepare(d: &Bson) -> MongoResult<Document> {
         return Err(MongoError::type_mismatch("BSON field 'insert.documents' must contain documents"));
     };
     check_id(d.get("_id"))?;
+    if let Some(k) = d.keys().find(|k| k.starts_with('$')) {
+        return Err(MongoError::bad_value(format!("Document can't have $ prefixed field names: {k}")));
+    }
     Ok(with_id_first(d))
 }
 

@@ -19,11 +19,12 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         .ok_or_else(|| MongoError::failed_to_parse("BSON field 'update.updates' is missing but a required field"))?;
     check_batch_size(updates.len())?;
     let ordered = opt_bool(cmd, "ordered")?.unwrap_or(true);
+    let vars = super::args::let_vars(cmd)?;
     let (mut n, mut modified) = (0i64, 0i64);
     let mut upserted = Vec::new();
     let mut errors = Vec::new();
     for (i, u) in updates.iter().enumerate() {
-        match run_one(ctx, coll, u) {
+        match run_one(ctx, coll, u, &vars) {
             Ok(out) => {
                 n += out.matched;
                 modified += out.modified;
@@ -54,10 +55,15 @@ struct Outcome {
     upserted_id: Option<Bson>,
 }
 
-fn run_one(ctx: &Ctx, coll: &str, u: &Bson) -> MongoResult<Outcome> {
+fn run_one(ctx: &Ctx, coll: &str, u: &Bson, vars: &Option<query::expr::Variables>) -> MongoResult<Outcome> {
     let Bson::Document(u) = u else {
         return Err(MongoError::type_mismatch("BSON field 'update.updates' must contain objects"));
     };
+    super::args::check_statement_fields(
+        u,
+        "update.updates",
+        &["q", "u", "upsert", "multi", "arrayFilters", "hint", "collation", "c", "upsertSupplied"],
+    )?;
     let filter = super::args::opt_doc(u, "q")?.cloned().unwrap_or_default();
     let update = u.get("u").ok_or_else(|| MongoError::failed_to_parse("BSON field 'update.updates.u' is missing but a required field"))?;
     let array_filters = array_filters(u)?;
@@ -79,7 +85,7 @@ fn run_one(ctx: &Ctx, coll: &str, u: &Bson) -> MongoResult<Outcome> {
     let lock = meta.write_lock.clone();
     let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
-    let args = FindArgs { filter: filter.clone(), limit: if multi { None } else { Some(1) }, hint, ..Default::default() };
+    let args = FindArgs { filter: filter.clone(), limit: if multi { None } else { Some(1) }, hint, vars: vars.clone(), ..Default::default() };
     let docs = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?;
     if docs.is_empty() {
         if !upsert {
@@ -88,7 +94,10 @@ fn run_one(ctx: &Ctx, coll: &str, u: &Bson) -> MongoResult<Outcome> {
         let inserted = upsert_insert(ctx, &meta, &filter, &spec)?;
         return Ok(Outcome { matched: 0, modified: 0, upserted_id: inserted.get("_id").cloned() });
     }
-    let matcher = Matcher::new(&filter)?;
+    let mut matcher = Matcher::new(&filter)?;
+    if let Some(v) = vars {
+        matcher = matcher.with_variables(v.clone());
+    }
     let mut modified = 0;
     for old in &docs {
         ctx.deadline.check()?;
