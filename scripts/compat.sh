@@ -30,10 +30,10 @@ if [ ! -x "$venv/bin/pytest" ]; then
   mkdir -p "$cache"; python3 -m venv "$venv"
   "$venv/bin/pip" install -q "pymongo==4.20.1" pytest pytest-asyncio
 fi
-"$venv/bin/python" -c "import zstandard" 2>/dev/null || "$venv/bin/pip" install -q zstandard
-BULWARK_URI="mongodb://127.0.0.1:$PORT/" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/python
-
+"$venv/bin/python" -c "import backports.zstd" 2>/dev/null || "$venv/bin/pip" install -q backports.zstd
 status=0
+BULWARK_URI="mongodb://127.0.0.1:$PORT/" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/python || status=1
+
 run_suite() { # group floor-percent
   local group=$1 floor=$2 out passed failed total pct
   out=$(bash "$SUITE" --port "$PORT" "$group" 2>&1 || true)
@@ -47,10 +47,10 @@ run_suite() { # group floor-percent
     echo "== $group is below its floor"; status=1
   fi
 }
-run_suite crud "${FLOOR_CRUD:-90}"
-run_suite collection-management "${FLOOR_COLLECTION_MANAGEMENT:-0}"
-run_suite index-management "${FLOOR_INDEX_MANAGEMENT:-0}"
-run_suite run-command "${FLOOR_RUN_COMMAND:-0}"
+run_suite crud "${FLOOR_CRUD:-93}"
+run_suite collection-management "${FLOOR_COLLECTION_MANAGEMENT:-55}"
+run_suite index-management "${FLOOR_INDEX_MANAGEMENT:-60}"
+run_suite run-command "${FLOOR_RUN_COMMAND:-80}"
 if [ $status -ne 0 ]; then
   echo "== bulwark log tail"; tail -50 "$LOG"
 fi

@@ -10,7 +10,11 @@ use serde::de::DeserializeOwned;
 pub fn load<T: DeserializeOwned>(file: Option<&Path>) -> anyhow::Result<T> {
     let mut builder = config::Config::builder();
     if let Some(path) = file {
-        builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml).required(true));
+        builder = builder.add_source(
+            config::File::from(path)
+                .format(config::FileFormat::Toml)
+                .required(true),
+        );
     }
     builder = builder.add_source(config::Environment::with_prefix("BULWARK").try_parsing(true));
     let raw = builder.build().context("reading configuration")?;

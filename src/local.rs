@@ -59,8 +59,14 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         sd2.cancel();
         r
     });
-    println!("Bulwark is running. Connect with: mongodb://127.0.0.1:{}/", args.port);
-    println!("Data directory: {}. Press Ctrl-C to stop.", args.dir.display());
+    println!(
+        "Bulwark is running. Connect with: mongodb://127.0.0.1:{}/",
+        args.port
+    );
+    println!(
+        "Data directory: {}. Press Ctrl-C to stop.",
+        args.dir.display()
+    );
     let (r, s) = tokio::join!(router_task, shard_task);
     r?.context("router")?;
     s?.context("shard")?;

@@ -11,7 +11,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
-#[command(name = "bulwark", version, about = "A MongoDB-compatible distributed database")]
+#[command(
+    name = "bulwark",
+    version,
+    about = "A MongoDB-compatible distributed database"
+)]
 struct Cli {
     /// Log format: human-readable text or one JSON object per line.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -47,8 +51,11 @@ struct RoleArgs {
 }
 
 fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -60,7 +67,8 @@ fn shutdown_on_signal() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -84,19 +92,29 @@ fn main() -> anyhow::Result<()> {
         }
     }
     init_tracing(cli.log_format);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let shutdown = shutdown_on_signal();
         match cli.role {
             Role::Local(args) => local::run(args, shutdown).await,
             Role::Router(a) => {
                 let config: router::RouterConfig = cli_config::load(a.config.as_deref())?;
-                config.validate().map_err(anyhow::Error::msg).context("invalid router config")?;
-                router::start(config, shutdown).await.context("router failed")
+                config
+                    .validate()
+                    .map_err(anyhow::Error::msg)
+                    .context("invalid router config")?;
+                router::start(config, shutdown)
+                    .await
+                    .context("router failed")
             }
             Role::Shard(a) => {
                 let config: shard::ShardConfig = cli_config::load(a.config.as_deref())?;
-                config.validate().map_err(anyhow::Error::msg).context("invalid shard config")?;
+                config
+                    .validate()
+                    .map_err(anyhow::Error::msg)
+                    .context("invalid shard config")?;
                 shard::start(config, shutdown).await.context("shard failed")
             }
         }

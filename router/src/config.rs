@@ -17,7 +17,12 @@ pub struct RouterConfig {
 
 impl Default for RouterConfig {
     fn default() -> Self {
-        RouterConfig { listen: "127.0.0.1:27017".into(), shard: "127.0.0.1:27100".into(), max_connections: 20_000, slow_ms: 100 }
+        RouterConfig {
+            listen: "127.0.0.1:27017".into(),
+            shard: "127.0.0.1:27100".into(),
+            max_connections: 20_000,
+            slow_ms: 100,
+        }
     }
 }
 

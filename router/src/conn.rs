@@ -22,16 +22,31 @@ pub struct Session {
     /// Compressors agreed in the handshake (`hello.compression`).
     pub compressors: Vec<Compressor>,
     next_request_id: i32,
+    /// Increment of the last cluster time this connection reported (keeps it monotonic).
+    clock_increment: u32,
 }
 
-pub async fn handle(stream: TcpStream, peer: SocketAddr, id: u64, state: Arc<RouterState>, shutdown: CancellationToken) {
+pub async fn handle(
+    stream: TcpStream,
+    peer: SocketAddr,
+    id: u64,
+    state: Arc<RouterState>,
+    shutdown: CancellationToken,
+) {
     let span = info_span!("conn", id, %peer);
     async move {
         debug!("connection opened");
         let (rd, wr) = stream.into_split();
         let mut rd = BufReader::new(rd);
         let mut wr = BufWriter::new(wr);
-        let mut session = Session { id, peer, state, compressors: Vec::new(), next_request_id: 1 };
+        let mut session = Session {
+            id,
+            peer,
+            state,
+            compressors: Vec::new(),
+            next_request_id: 1,
+            clock_increment: 0,
+        };
         let mut buf = Vec::new();
         loop {
             let incoming = tokio::select! {
@@ -47,9 +62,15 @@ pub async fn handle(stream: TcpStream, peer: SocketAddr, id: u64, state: Arc<Rou
                 }
                 Err(e) => {
                     // A well-framed message with a bad body: answer it and keep going.
-                    let Some(header) = MsgHeader::parse(&buf) else { break };
+                    let Some(header) = MsgHeader::parse(&buf) else {
+                        break;
+                    };
                     let reply = e.to_mongo_error().to_document();
-                    let op = if header.op_code == wire::OP_QUERY { wire::OP_REPLY } else { wire::OP_MSG };
+                    let op = if header.op_code == wire::OP_QUERY {
+                        wire::OP_REPLY
+                    } else {
+                        wire::OP_MSG
+                    };
                     let frame = session.encode_reply(&header, op, &reply, None);
                     if wr.write_all(&frame).await.is_err() || wr.flush().await.is_err() {
                         break;
@@ -57,7 +78,9 @@ pub async fn handle(stream: TcpStream, peer: SocketAddr, id: u64, state: Arc<Rou
                     continue;
                 }
             };
-            let Some(frame) = session.respond(incoming).await else { continue };
+            let Some(frame) = session.respond(incoming).await else {
+                continue;
+            };
             if wr.write_all(&frame).await.is_err() || wr.flush().await.is_err() {
                 break;
             }
@@ -71,7 +94,11 @@ pub async fn handle(stream: TcpStream, peer: SocketAddr, id: u64, state: Arc<Rou
 impl Session {
     /// Runs one request; `None` when the client asked for no reply (`moreToCome`).
     async fn respond(&mut self, incoming: Incoming) -> Option<Vec<u8>> {
-        let Incoming { header, request, compressor } = incoming;
+        let Incoming {
+            header,
+            request,
+            compressor,
+        } = incoming;
         match request {
             Request::Msg(msg) => {
                 let more_to_come = msg.more_to_come();
@@ -96,7 +123,13 @@ impl Session {
         }
     }
 
-    fn encode_reply(&mut self, header: &MsgHeader, op: i32, reply: &Document, compressor: Option<Compressor>) -> Vec<u8> {
+    fn encode_reply(
+        &mut self,
+        header: &MsgHeader,
+        op: i32,
+        reply: &Document,
+        compressor: Option<Compressor>,
+    ) -> Vec<u8> {
         self.next_request_id = self.next_request_id.wrapping_add(1);
         if op == wire::OP_REPLY {
             wire::encode_op_reply(self.next_request_id, header.request_id, reply)
@@ -112,12 +145,13 @@ impl Session {
         let db = match cmd.get("$db") {
             Some(Bson::String(db)) => db.clone(),
             _ => {
-                return MongoError::location(40571, "OP_MSG requests require a $db argument").to_document();
+                return MongoError::location(40571, "OP_MSG requests require a $db argument")
+                    .to_document();
             }
         };
         let result = commands::dispatch(self, &db, &name, cmd).await;
         let elapsed = started.elapsed();
-        let reply = match result {
+        let mut reply = match result {
             Ok(mut reply) => {
                 if !reply.contains_key("ok") {
                     reply.insert("ok", 1.0);
@@ -126,7 +160,10 @@ impl Session {
             }
             Err(e) => e.to_document(),
         };
-        let ok = matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0) || matches!(reply.get("ok"), Some(Bson::Int32(1)));
+        self.clock_increment = self.clock_increment.wrapping_add(1);
+        crate::cluster_time::stamp(&mut reply, crate::cluster_time::now(self.clock_increment));
+        let ok = matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0)
+            || matches!(reply.get("ok"), Some(Bson::Int32(1)));
         let ms = elapsed.as_millis() as u64;
         if ms >= self.state.config.slow_ms {
             info!(command = %name, %db, ms, ok, "slow command");

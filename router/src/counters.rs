@@ -27,7 +27,9 @@ pub struct OpCounters {
 
 impl Default for OpCounters {
     fn default() -> Self {
-        OpCounters { stripes: (0..STRIPES).map(|_| Stripe::default()).collect() }
+        OpCounters {
+            stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
+        }
     }
 }
 
@@ -37,6 +39,9 @@ impl OpCounters {
     }
 
     pub fn total(&self, op: Op) -> i64 {
-        self.stripes.iter().map(|s| s.0[op as usize].load(Ordering::Relaxed)).sum::<u64>() as i64
+        self.stripes
+            .iter()
+            .map(|s| s.0[op as usize].load(Ordering::Relaxed))
+            .sum::<u64>() as i64
     }
 }

@@ -41,7 +41,11 @@ pub async fn bind(addr: &str) -> Result<TcpListener, RouterError> {
         .await?
         .next()
         .ok_or_else(|| RouterError::Config(format!("cannot resolve {addr}")))?;
-    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     Ok(socket.listen(LISTEN_BACKLOG)?)
@@ -54,7 +58,11 @@ pub async fn start(config: RouterConfig, shutdown: CancellationToken) -> Result<
 
 /// Serves clients on an already bound listener until `shutdown`, then waits for the
 /// connection tasks to finish.
-pub async fn serve(listener: TcpListener, config: RouterConfig, shutdown: CancellationToken) -> Result<(), RouterError> {
+pub async fn serve(
+    listener: TcpListener,
+    config: RouterConfig,
+    shutdown: CancellationToken,
+) -> Result<(), RouterError> {
     config.validate().map_err(RouterError::Config)?;
     let local = listener.local_addr()?;
     let state = Arc::new(RouterState {
@@ -64,7 +72,14 @@ pub async fn serve(listener: TcpListener, config: RouterConfig, shutdown: Cancel
         started: Instant::now(),
         counters: OpCounters::default(),
         connections_total: AtomicU64::new(0),
-        host: format!("{}:{}", hostname::get().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into()), local.port()),
+        host: format!(
+            "{}:{}",
+            hostname::get()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "localhost".into()),
+            local.port()
+        ),
     });
     info!(addr = %local, shard = %state.config.shard, "router listening");
     let tasks = TaskTracker::new();

@@ -21,7 +21,11 @@ pub struct ShardHandle {
 
 impl ShardHandle {
     pub fn connect_lazy(addr: &str) -> Result<ShardHandle, RouterError> {
-        let url = if addr.starts_with("http") { addr.to_string() } else { format!("http://{addr}") };
+        let url = if addr.starts_with("http") {
+            addr.to_string()
+        } else {
+            format!("http://{addr}")
+        };
         let channel = Endpoint::from_shared(url)
             .map_err(|_| RouterError::ShardAddress(addr.to_string()))?
             .tcp_nodelay(true)
@@ -36,8 +40,15 @@ impl ShardHandle {
 
     /// Runs `cmd` on the shard; `max_time_ms` (0 = none) bounds both the shard's work and
     /// the wait here.
-    pub async fn run(&self, db: &str, cmd: &Document, max_time_ms: u64, client: &str) -> MongoResult<Document> {
-        let command = bson::to_vec(cmd).map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+    pub async fn run(
+        &self,
+        db: &str,
+        cmd: &Document,
+        max_time_ms: u64,
+        client: &str,
+    ) -> MongoResult<Document> {
+        let command = bson::to_vec(cmd)
+            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         let mut req = tonic::Request::new(CommandRequest {
             db: db.to_string(),
             command,
@@ -48,7 +59,12 @@ impl ShardHandle {
             // A little slack so the shard reports MaxTimeMSExpired itself when it can.
             req.set_timeout(Duration::from_millis(max_time_ms + 50));
         }
-        let reply = self.client.clone().run_command(req).await.map_err(status_to_error)?;
+        let reply = self
+            .client
+            .clone()
+            .run_command(req)
+            .await
+            .map_err(status_to_error)?;
         Document::from_reader(&mut reply.into_inner().reply.as_slice())
             .map_err(|e| MongoError::internal(format!("shard sent an invalid reply: {e}")))
     }
@@ -56,9 +72,16 @@ impl ShardHandle {
 
 fn status_to_error(s: tonic::Status) -> MongoError {
     match s.code() {
-        tonic::Code::DeadlineExceeded => MongoError::new(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit"),
-        tonic::Code::Unavailable => MongoError::new(ErrorCode::HostUnreachable, format!("shard unreachable: {}", s.message())),
-        tonic::Code::InvalidArgument => MongoError::new(ErrorCode::InvalidBSON, s.message().to_string()),
+        tonic::Code::DeadlineExceeded => {
+            MongoError::new(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit")
+        }
+        tonic::Code::Unavailable => MongoError::new(
+            ErrorCode::HostUnreachable,
+            format!("shard unreachable: {}", s.message()),
+        ),
+        tonic::Code::InvalidArgument => {
+            MongoError::new(ErrorCode::InvalidBSON, s.message().to_string())
+        }
         _ => MongoError::internal(format!("shard call failed: {}", s.message())),
     }
 }

@@ -107,7 +107,9 @@ pub struct Catalog {
 
 impl Catalog {
     pub fn load(engine: &dyn Engine) -> MongoResult<Catalog> {
-        engine.create_table(CATALOG_TABLE).map_err(storage_to_mongo)?;
+        engine
+            .create_table(CATALOG_TABLE)
+            .map_err(storage_to_mongo)?;
         let mut map = BTreeMap::new();
         let mut max_table = 0u64;
         for (_, value) in engine
@@ -123,7 +125,10 @@ impl Catalog {
             }
             map.insert(meta.ns(), Arc::new(meta));
         }
-        Ok(Catalog { collections: RwLock::new(map), next_table: Mutex::new(max_table + 1) })
+        Ok(Catalog {
+            collections: RwLock::new(map),
+            next_table: Mutex::new(max_table + 1),
+        })
     }
 
     pub fn get(&self, ns: &str) -> Option<Arc<CollectionMeta>> {
@@ -142,8 +147,13 @@ impl Catalog {
     }
 
     pub fn databases(&self) -> Vec<String> {
-        let mut dbs: Vec<String> =
-            self.collections.read().unwrap().values().map(|m| m.db.clone()).collect();
+        let mut dbs: Vec<String> = self
+            .collections
+            .read()
+            .unwrap()
+            .values()
+            .map(|m| m.db.clone())
+            .collect();
         dbs.dedup();
         dbs
     }
@@ -184,7 +194,11 @@ impl Catalog {
         };
         engine.create_table(&meta.table).map_err(storage_to_mongo)?;
         let mut batch = WriteBatch::default();
-        batch.put(CATALOG_TABLE, ns.as_bytes().to_vec(), bson::to_vec(&meta.to_document()).unwrap());
+        batch.put(
+            CATALOG_TABLE,
+            ns.as_bytes().to_vec(),
+            bson::to_vec(&meta.to_document()).unwrap(),
+        );
         engine.write(&batch).map_err(storage_to_mongo)?;
         let meta = Arc::new(meta);
         map.insert(ns, meta.clone());
@@ -193,17 +207,28 @@ impl Catalog {
 
     /// Adds the catalog write for `meta` to `batch`; call `install` after the batch commits.
     pub fn stage(&self, batch: &mut WriteBatch, meta: &CollectionMeta) {
-        batch.put(CATALOG_TABLE, meta.ns().into_bytes(), bson::to_vec(&meta.to_document()).unwrap());
+        batch.put(
+            CATALOG_TABLE,
+            meta.ns().into_bytes(),
+            bson::to_vec(&meta.to_document()).unwrap(),
+        );
     }
 
     pub fn install(&self, meta: CollectionMeta) -> Arc<CollectionMeta> {
         let meta = Arc::new(meta);
-        self.collections.write().unwrap().insert(meta.ns(), meta.clone());
+        self.collections
+            .write()
+            .unwrap()
+            .insert(meta.ns(), meta.clone());
         meta
     }
 
     /// Removes a namespace from the catalog and drops its tables.
-    pub fn drop_collection(&self, engine: &dyn Engine, ns: &str) -> MongoResult<Option<Arc<CollectionMeta>>> {
+    pub fn drop_collection(
+        &self,
+        engine: &dyn Engine,
+        ns: &str,
+    ) -> MongoResult<Option<Arc<CollectionMeta>>> {
         let Some(meta) = self.collections.write().unwrap().remove(ns) else {
             return Ok(None);
         };
@@ -218,11 +243,20 @@ impl Catalog {
     }
 
     /// Moves a collection to a new namespace; its tables stay where they are.
-    pub fn rename(&self, engine: &dyn Engine, from: &str, to_db: &str, to_name: &str) -> MongoResult<()> {
+    pub fn rename(
+        &self,
+        engine: &dyn Engine,
+        from: &str,
+        to_db: &str,
+        to_name: &str,
+    ) -> MongoResult<()> {
         validate_namespace(to_db, to_name)?;
         let mut map = self.collections.write().unwrap();
         let Some(old) = map.remove(from) else {
-            return Err(MongoError::new(ErrorCode::NamespaceNotFound, "source namespace does not exist"));
+            return Err(MongoError::new(
+                ErrorCode::NamespaceNotFound,
+                "source namespace does not exist",
+            ));
         };
         let meta = CollectionMeta {
             db: to_db.to_string(),
@@ -246,17 +280,28 @@ impl Catalog {
 }
 
 fn table_number(table: &str) -> u64 {
-    table.trim_start_matches(|c: char| c.is_ascii_alphabetic()).parse().unwrap_or(0)
+    table
+        .trim_start_matches(|c: char| c.is_ascii_alphabetic())
+        .parse()
+        .unwrap_or(0)
 }
 
 fn meta_from_document(d: &Document) -> MongoResult<CollectionMeta> {
     let corrupt = |what: &str| MongoError::internal(format!("corrupt catalog entry: {what}"));
     let mut indexes = Vec::new();
     for i in d.get_array("indexes").map_err(|_| corrupt("indexes"))? {
-        let Bson::Document(spec) = i else { return Err(corrupt("index")) };
+        let Bson::Document(spec) = i else {
+            return Err(corrupt("index"));
+        };
         let mut spec = spec.clone();
-        let table = spec.remove("table").and_then(|t| t.as_str().map(str::to_string)).ok_or_else(|| corrupt("index table"))?;
-        let multikey = spec.remove("multikey").and_then(|b| b.as_bool()).unwrap_or(false);
+        let table = spec
+            .remove("table")
+            .and_then(|t| t.as_str().map(str::to_string))
+            .ok_or_else(|| corrupt("index table"))?;
+        let multikey = spec
+            .remove("multikey")
+            .and_then(|b| b.as_bool())
+            .unwrap_or(false);
         let mut meta = index_from_spec(&spec, table)?;
         meta.multikey = multikey;
         indexes.push(meta);
@@ -264,9 +309,14 @@ fn meta_from_document(d: &Document) -> MongoResult<CollectionMeta> {
     Ok(CollectionMeta {
         db: d.get_str("db").map_err(|_| corrupt("db"))?.to_string(),
         name: d.get_str("name").map_err(|_| corrupt("name"))?.to_string(),
-        table: d.get_str("table").map_err(|_| corrupt("table"))?.to_string(),
+        table: d
+            .get_str("table")
+            .map_err(|_| corrupt("table"))?
+            .to_string(),
         uuid: match d.get("uuid") {
-            Some(Bson::Binary(b)) => bson::Uuid::from_bytes(b.bytes.clone().try_into().map_err(|_| corrupt("uuid"))?),
+            Some(Bson::Binary(b)) => {
+                bson::Uuid::from_bytes(b.bytes.clone().try_into().map_err(|_| corrupt("uuid"))?)
+            }
             _ => return Err(corrupt("uuid")),
         },
         options: d.get_document("options").cloned().unwrap_or_default(),
@@ -281,47 +331,88 @@ pub fn index_from_spec(spec: &Document, table: String) -> MongoResult<IndexMeta>
     let key = match spec.get("key") {
         Some(Bson::Document(k)) if !k.is_empty() => k.clone(),
         Some(Bson::Document(_)) => return Err(bad("Index keys cannot be an empty field.".into())),
-        _ => return Err(MongoError::failed_to_parse("The 'key' field is a required property of an index specification")),
+        _ => {
+            return Err(MongoError::failed_to_parse(
+                "The 'key' field is a required property of an index specification",
+            ))
+        }
     };
     let name = match spec.get("name") {
         Some(Bson::String(n)) if !n.is_empty() => n.clone(),
-        Some(_) => return Err(MongoError::type_mismatch("The field 'name' must be a non-empty string")),
-        None => return Err(MongoError::failed_to_parse("The 'name' field is a required property of an index specification")),
+        Some(_) => {
+            return Err(MongoError::type_mismatch(
+                "The field 'name' must be a non-empty string",
+            ))
+        }
+        None => {
+            return Err(MongoError::failed_to_parse(
+                "The 'name' field is a required property of an index specification",
+            ))
+        }
     };
     let mut fields = Vec::new();
     for (path, dir) in &key {
         if path.is_empty() || path.starts_with('$') && path != "$**" {
-            return Err(bad(format!("Index key contains an illegal field name: '{path}'")));
+            return Err(bad(format!(
+                "Index key contains an illegal field name: '{path}'"
+            )));
         }
         let kind = match dir {
             Bson::String(s) if s == "hashed" => KeyKind::Hashed,
             Bson::String(s) => {
                 return Err(bad(format!("Unknown index plugin '{s}'")));
             }
-            v => match v.as_f64().or_else(|| v.as_i64().map(|x| x as f64)).or_else(|| v.as_i32().map(|x| x as f64)) {
+            v => match v
+                .as_f64()
+                .or_else(|| v.as_i64().map(|x| x as f64))
+                .or_else(|| v.as_i32().map(|x| x as f64))
+            {
                 Some(x) if x > 0.0 => KeyKind::Ascending,
                 Some(x) if x < 0.0 => KeyKind::Descending,
-                _ => return Err(bad(format!("Values in the index key pattern can't be zero or non-numeric: {v}"))),
+                _ => {
+                    return Err(bad(format!(
+                        "Values in the index key pattern can't be zero or non-numeric: {v}"
+                    )))
+                }
             },
         };
         fields.push((path.clone(), kind));
     }
-    let flag = |f: &str| spec.get(f).map(|v| matches!(v, Bson::Boolean(true)) || v.as_i32() == Some(1)).unwrap_or(false);
+    let flag = |f: &str| {
+        spec.get(f)
+            .map(|v| matches!(v, Bson::Boolean(true)) || v.as_i32() == Some(1))
+            .unwrap_or(false)
+    };
     let unique = flag("unique");
     let partial = match spec.get("partialFilterExpression") {
         Some(Bson::Document(f)) => Some(Matcher::new(f)?),
-        Some(_) => return Err(MongoError::type_mismatch("partialFilterExpression must be an object")),
+        Some(_) => {
+            return Err(MongoError::type_mismatch(
+                "partialFilterExpression must be an object",
+            ))
+        }
         None => None,
     };
     let expire_after_seconds = match spec.get("expireAfterSeconds") {
         None => None,
-        Some(v) => match v.as_i64().or_else(|| v.as_i32().map(i64::from)).or_else(|| v.as_f64().map(|f| f as i64)) {
+        Some(v) => match v
+            .as_i64()
+            .or_else(|| v.as_i32().map(i64::from))
+            .or_else(|| v.as_f64().map(|f| f as i64))
+        {
             Some(s) if s >= 0 => Some(s),
-            _ => return Err(MongoError::new(ErrorCode::InvalidOptions, "TTL index 'expireAfterSeconds' option must be a non-negative number")),
+            _ => {
+                return Err(MongoError::new(
+                    ErrorCode::InvalidOptions,
+                    "TTL index 'expireAfterSeconds' option must be a non-negative number",
+                ))
+            }
         },
     };
     if unique && fields.iter().any(|(_, k)| *k == KeyKind::Hashed) {
-        return Err(bad("Currently hashed indexes cannot guarantee uniqueness. Use a regular index.".into()));
+        return Err(bad(
+            "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.".into(),
+        ));
     }
     Ok(IndexMeta {
         name,
@@ -350,7 +441,9 @@ pub fn validate_namespace(db: &str, coll: &str) -> MongoResult<()> {
         return Err(invalid(format!("Invalid collection name: {coll}")));
     }
     if db.len() + 1 + coll.len() > 255 {
-        return Err(invalid(format!("Fully qualified namespace is too long: {db}.{coll}")));
+        return Err(invalid(format!(
+            "Fully qualified namespace is too long: {db}.{coll}"
+        )));
     }
     Ok(())
 }

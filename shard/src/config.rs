@@ -51,9 +51,14 @@ impl ShardConfig {
 
     pub fn engine_kind(&self) -> Result<EngineKind, String> {
         match self.engine.as_str() {
-            "wiredtiger" => Ok(EngineKind::WiredTiger { dir: self.dir.clone(), cache_mb: self.cache_mb }),
+            "wiredtiger" => Ok(EngineKind::WiredTiger {
+                dir: self.dir.clone(),
+                cache_mb: self.cache_mb,
+            }),
             "memory" => Ok(EngineKind::Memory),
-            other => Err(format!("unknown engine '{other}' (expected wiredtiger or memory)")),
+            other => Err(format!(
+                "unknown engine '{other}' (expected wiredtiger or memory)"
+            )),
         }
     }
 

@@ -36,9 +36,10 @@ impl Deadline {
 
     pub fn check(&self) -> MongoResult<()> {
         match self.0 {
-            Some(t) if Instant::now() >= t => {
-                Err(MongoError::new(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit"))
-            }
+            Some(t) if Instant::now() >= t => Err(MongoError::new(
+                ErrorCode::MaxTimeMSExpired,
+                "operation exceeded time limit",
+            )),
             _ => Ok(()),
         }
     }
@@ -47,7 +48,12 @@ impl Deadline {
 /// Anything a cursor can draw batches from.
 pub trait CursorSource: Send {
     /// Up to `max_docs` more documents; an empty result with `exhausted()` means done.
-    fn next_batch(&mut self, engine: &dyn Engine, max_docs: usize, deadline: &Deadline) -> MongoResult<Vec<Document>>;
+    fn next_batch(
+        &mut self,
+        engine: &dyn Engine,
+        max_docs: usize,
+        deadline: &Deadline,
+    ) -> MongoResult<Vec<Document>>;
     fn exhausted(&self) -> bool;
 }
 
@@ -55,7 +61,12 @@ pub trait CursorSource: Send {
 pub struct Materialized(pub VecDeque<Document>);
 
 impl CursorSource for Materialized {
-    fn next_batch(&mut self, _: &dyn Engine, max_docs: usize, _: &Deadline) -> MongoResult<Vec<Document>> {
+    fn next_batch(
+        &mut self,
+        _: &dyn Engine,
+        max_docs: usize,
+        _: &Deadline,
+    ) -> MongoResult<Vec<Document>> {
         let n = max_docs.min(self.0.len());
         Ok(self.0.drain(..n).collect())
     }
@@ -81,7 +92,14 @@ pub struct FindCursor {
 }
 
 impl FindCursor {
-    pub fn new(scan: Scan, matcher: Matcher, projection: Option<Projection>, skip: u64, limit: Option<u64>, sort: Option<SortSpec>) -> Self {
+    pub fn new(
+        scan: Scan,
+        matcher: Matcher,
+        projection: Option<Projection>,
+        skip: u64,
+        limit: Option<u64>,
+        sort: Option<SortSpec>,
+    ) -> Self {
         FindCursor {
             scan,
             matcher,
@@ -143,7 +161,12 @@ impl FindCursor {
 }
 
 impl CursorSource for FindCursor {
-    fn next_batch(&mut self, engine: &dyn Engine, max_docs: usize, deadline: &Deadline) -> MongoResult<Vec<Document>> {
+    fn next_batch(
+        &mut self,
+        engine: &dyn Engine,
+        max_docs: usize,
+        deadline: &Deadline,
+    ) -> MongoResult<Vec<Document>> {
         self.sort_all(engine, deadline)?;
         let mut out = Vec::new();
         let mut bytes = 0usize;
@@ -201,11 +224,21 @@ pub struct Cursors {
 
 impl Cursors {
     pub fn new(idle_timeout: Duration) -> Arc<Cursors> {
-        Arc::new(Cursors { open: Mutex::new(HashMap::new()), idle_timeout })
+        Arc::new(Cursors {
+            open: Mutex::new(HashMap::new()),
+            idle_timeout,
+        })
     }
 
     pub fn park(&self, id: i64, ns: String, source: Box<dyn CursorSource>) {
-        self.open.lock().unwrap().insert(id, Parked { ns, source, last_used: Instant::now() });
+        self.open.lock().unwrap().insert(
+            id,
+            Parked {
+                ns,
+                source,
+                last_used: Instant::now(),
+            },
+        );
     }
 
     pub fn new_id() -> i64 {
@@ -270,7 +303,11 @@ pub fn batch_reply(
         cursors.park(id, ns.to_string(), source);
         id
     };
-    let key = if existing_id.is_some() { "nextBatch" } else { "firstBatch" };
+    let key = if existing_id.is_some() {
+        "nextBatch"
+    } else {
+        "firstBatch"
+    };
     let batch: Vec<Bson> = batch.into_iter().map(Bson::Document).collect();
     Ok(doc! {"cursor": {key: batch, "id": id, "ns": ns}, "ok": 1.0})
 }

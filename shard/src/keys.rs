@@ -52,7 +52,10 @@ pub fn index_keys(index: &IndexMeta, doc: &Document) -> MongoResult<Vec<Vec<Bson
         }
         if *kind == KeyKind::Hashed {
             if values.iter().any(|v| matches!(v, Bson::Array(_))) || values.len() > 1 {
-                return Err(MongoError::location(16766, "Error: hashed indexes do not currently support array values"));
+                return Err(MongoError::location(
+                    16766,
+                    "Error: hashed indexes do not currently support array values",
+                ));
             }
             values = values.iter().map(hashed_value).collect();
         }
@@ -62,7 +65,10 @@ pub fn index_keys(index: &IndexMeta, doc: &Document) -> MongoResult<Vec<Vec<Bson
         return Ok(Vec::new());
     }
     if array_fields > 1 {
-        return Err(MongoError::location(171, format!("cannot index parallel arrays for index {}", index.name)));
+        return Err(MongoError::location(
+            171,
+            format!("cannot index parallel arrays for index {}", index.name),
+        ));
     }
     // Cartesian product (at most one component has several values).
     let mut keys: Vec<Vec<Bson>> = vec![Vec::new()];
@@ -82,7 +88,11 @@ pub fn index_keys(index: &IndexMeta, doc: &Document) -> MongoResult<Vec<Vec<Bson
 
 /// Encodes the indexed values of one entry (without the record key).
 pub fn encode_index_prefix(index: &IndexMeta, values: &[Bson]) -> Vec<u8> {
-    let descending: Vec<bool> = index.fields.iter().map(|(_, k)| *k == KeyKind::Descending).collect();
+    let descending: Vec<bool> = index
+        .fields
+        .iter()
+        .map(|(_, k)| *k == KeyKind::Descending)
+        .collect();
     keystring::encode_key(values, &descending)
 }
 

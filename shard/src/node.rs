@@ -43,8 +43,14 @@ impl Node {
             }
             EngineKind::Memory => Arc::new(storage::MemoryEngine::default()),
         };
-        let catalog = Catalog::load(engine.as_ref()).map_err(|e| ShardError::Catalog(e.to_string()))?;
-        Ok(Arc::new(Node { engine, catalog, cursors: Cursors::new(cursor_timeout), started: Instant::now() }))
+        let catalog =
+            Catalog::load(engine.as_ref()).map_err(|e| ShardError::Catalog(e.to_string()))?;
+        Ok(Arc::new(Node {
+            engine,
+            catalog,
+            cursors: Cursors::new(cursor_timeout),
+            started: Instant::now(),
+        }))
     }
 
     /// Runs one command and returns its reply document (`ok: 1` or an error document).
@@ -54,12 +60,20 @@ impl Node {
             return MongoError::failed_to_parse("empty command").to_document();
         };
         let Some(spec) = commands::lookup(name) else {
-            return MongoError::new(ErrorCode::CommandNotFound, format!("no such command: '{name}'")).to_document();
+            return MongoError::new(
+                ErrorCode::CommandNotFound,
+                format!("no such command: '{name}'"),
+            )
+            .to_document();
         };
         if let Err(e) = deadline.check() {
             return e.to_document();
         }
-        let ctx = Ctx { node: self, db, deadline };
+        let ctx = Ctx {
+            node: self,
+            db,
+            deadline,
+        };
         match (spec.run)(&ctx, cmd) {
             Ok(mut reply) => {
                 if !reply.contains_key("ok") {

@@ -34,7 +34,10 @@ impl Plan {
         match &self.access {
             Access::IdPoints(_) => doc! {"stage": "IDHACK"},
             Access::IdRange { range, reverse } => {
-                if matches!((&range.start, &range.end), (Bound::Unbounded, Bound::Unbounded)) {
+                if matches!(
+                    (&range.start, &range.end),
+                    (Bound::Unbounded, Bound::Unbounded)
+                ) {
                     doc! {"stage": "COLLSCAN", "direction": if *reverse { "backward" } else { "forward" }}
                 } else {
                     doc! {"stage": "CLUSTERED_IXSCAN", "direction": if *reverse { "backward" } else { "forward" }}
@@ -60,15 +63,24 @@ struct FieldBounds {
     upper: Option<(Bson, bool)>,
 }
 
-pub fn plan(meta: &CollectionMeta, filter: &Document, sort: Option<&Document>, hint: Option<&Bson>) -> MongoResult<Plan> {
+pub fn plan(
+    meta: &CollectionMeta,
+    filter: &Document,
+    sort: Option<&Document>,
+    hint: Option<&Bson>,
+) -> MongoResult<Plan> {
     let id_sort = sort.and_then(id_sort_direction);
     let forced = match hint {
         None => None,
         Some(h) => Some(resolve_hint(meta, h)?),
     };
-    let reverse = id_sort == Some(true) || matches!(hint, Some(Bson::Document(d)) if d.get("$natural").and_then(num) == Some(-1.0));
+    let reverse = id_sort == Some(true)
+        || matches!(hint, Some(Bson::Document(d)) if d.get("$natural").and_then(num) == Some(-1.0));
     let collscan = || Plan {
-        access: Access::IdRange { range: KeyRange::all(), reverse },
+        access: Access::IdRange {
+            range: KeyRange::all(),
+            reverse,
+        },
         sort_provided: id_sort.is_some(),
     };
     if let Some(Hinted::Natural) = forced {
@@ -85,11 +97,17 @@ pub fn plan(meta: &CollectionMeta, filter: &Document, sort: Option<&Document>, h
             if reverse {
                 keys.reverse();
             }
-            return Ok(Plan { access: Access::IdPoints(keys), sort_provided: id_sort.is_some() });
+            return Ok(Plan {
+                access: Access::IdPoints(keys),
+                sort_provided: id_sort.is_some(),
+            });
         }
         if b.lower.is_some() || b.upper.is_some() {
             return Ok(Plan {
-                access: Access::IdRange { range: value_range(&b, false, id_key), reverse },
+                access: Access::IdRange {
+                    range: value_range(&b, false, id_key),
+                    reverse,
+                },
                 sort_provided: id_sort.is_some(),
             });
         }
@@ -107,7 +125,11 @@ pub fn plan(meta: &CollectionMeta, filter: &Document, sort: Option<&Document>, h
         let (field, kind) = &index.fields[0];
         let b = bounds(field);
         let encode = |v: &Bson| -> Vec<u8> {
-            let v = if *kind == KeyKind::Hashed { hashed_value(v) } else { v.clone() };
+            let v = if *kind == KeyKind::Hashed {
+                hashed_value(v)
+            } else {
+                v.clone()
+            };
             let mut out = Vec::new();
             query::keystring::encode_value(&mut out, &v);
             if *kind == KeyKind::Descending {
@@ -119,14 +141,21 @@ pub fn plan(meta: &CollectionMeta, filter: &Document, sort: Option<&Document>, h
             let mut r: Vec<Vec<u8>> = points.iter().map(encode).collect();
             r.sort();
             r.dedup();
-            (if index.unique { 3 } else { 2 }, r.iter().map(|p| KeyRange::prefix(p)).collect())
+            (
+                if index.unique { 3 } else { 2 },
+                r.iter().map(|p| KeyRange::prefix(p)).collect(),
+            )
         } else if (b.lower.is_some() || b.upper.is_some()) && *kind != KeyKind::Hashed {
             let r = value_range(&b, index.multikey, |v| {
                 let mut out = Vec::new();
                 query::keystring::encode_value(&mut out, v);
                 out
             });
-            let r = if *kind == KeyKind::Descending { invert(r) } else { r };
+            let r = if *kind == KeyKind::Descending {
+                invert(r)
+            } else {
+                r
+            };
             (1, vec![r])
         } else if forced.is_some() {
             (0, vec![KeyRange::all()])
@@ -138,7 +167,10 @@ pub fn plan(meta: &CollectionMeta, filter: &Document, sort: Option<&Document>, h
         }
     }
     match best {
-        Some((_, index, ranges)) => Ok(Plan { access: Access::Index { index, ranges }, sort_provided: false }),
+        Some((_, index, ranges)) => Ok(Plan {
+            access: Access::Index { index, ranges },
+            sort_provided: false,
+        }),
         None => Ok(collscan()),
     }
 }
@@ -155,7 +187,11 @@ fn resolve_hint(meta: &CollectionMeta, hint: &Bson) -> MongoResult<Hinted> {
         Bson::Document(d) if d.contains_key("$natural") => return Ok(Hinted::Natural),
         Bson::Document(d) if d.len() == 1 && d.get("_id").is_some() => return Ok(Hinted::Natural),
         Bson::Document(d) => meta.indexes.iter().position(|i| &i.key == d),
-        _ => return Err(MongoError::failed_to_parse("hint must be a string or an object")),
+        _ => {
+            return Err(MongoError::failed_to_parse(
+                "hint must be a string or an object",
+            ))
+        }
     };
     found.map(Hinted::Index).ok_or_else(|| MongoError::bad_value("error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index"))
 }
@@ -180,7 +216,10 @@ fn id_sort_direction(sort: &Document) -> Option<bool> {
 
 /// Whether a value can bound an index scan (arrays and regexes match in other ways).
 fn boundable(v: &Bson) -> bool {
-    !matches!(v, Bson::Array(_) | Bson::RegularExpression(_) | Bson::Null | Bson::Undefined)
+    !matches!(
+        v,
+        Bson::Array(_) | Bson::RegularExpression(_) | Bson::Null | Bson::Undefined
+    )
 }
 
 fn field_bounds(filter: &Document, field: &str) -> FieldBounds {

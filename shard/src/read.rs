@@ -43,11 +43,19 @@ pub fn open_find(meta: &CollectionMeta, args: &FindArgs) -> MongoResult<(FindCur
     let scan = Scan::new(meta, &plan.access);
     let sort = if plan.sort_provided { None } else { sort };
     let limit = args.limit.filter(|&l| l > 0);
-    Ok((FindCursor::new(scan, matcher, projection, args.skip, limit, sort), plan))
+    Ok((
+        FindCursor::new(scan, matcher, projection, args.skip, limit, sort),
+        plan,
+    ))
 }
 
 /// All matching documents (unprojected), in sort order, up to `limit`.
-pub fn collect(engine: &dyn Engine, meta: &CollectionMeta, args: &FindArgs, deadline: &Deadline) -> MongoResult<Vec<Document>> {
+pub fn collect(
+    engine: &dyn Engine,
+    meta: &CollectionMeta,
+    args: &FindArgs,
+    deadline: &Deadline,
+) -> MongoResult<Vec<Document>> {
     let (mut cursor, _) = open_find(meta, args)?;
     let mut out = Vec::new();
     loop {

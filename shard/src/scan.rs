@@ -59,7 +59,10 @@ impl Scan {
     }
 
     /// The next page of documents (unfiltered), or `None` when the scan is exhausted.
-    pub fn next_page(&mut self, engine: &dyn Engine) -> MongoResult<Option<Vec<(Vec<u8>, Document)>>> {
+    pub fn next_page(
+        &mut self,
+        engine: &dyn Engine,
+    ) -> MongoResult<Option<Vec<(Vec<u8>, Document)>>> {
         if !self.points.is_empty() {
             let mut out = Vec::new();
             while let Some(k) = self.points.pop_front() {
@@ -75,9 +78,13 @@ impl Scan {
             return Ok(Some(out));
         }
         loop {
-            let Some(range) = self.ranges.front_mut() else { return Ok(None) };
+            let Some(range) = self.ranges.front_mut() else {
+                return Ok(None);
+            };
             let table = self.index_table.as_ref().unwrap_or(&self.table);
-            let page = engine.scan(table, range, self.reverse, PAGE).map_err(storage_to_mongo)?;
+            let page = engine
+                .scan(table, range, self.reverse, PAGE)
+                .map_err(storage_to_mongo)?;
             let Some((last, _)) = page.last() else {
                 self.ranges.pop_front();
                 continue;

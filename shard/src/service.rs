@@ -24,7 +24,10 @@ struct Service {
 
 #[tonic::async_trait]
 impl Shard for Service {
-    async fn run_command(&self, request: Request<CommandRequest>) -> Result<Response<CommandReply>, Status> {
+    async fn run_command(
+        &self,
+        request: Request<CommandRequest>,
+    ) -> Result<Response<CommandReply>, Status> {
         let req = request.into_inner();
         let deadline = Deadline::after_ms(req.max_time_ms);
         let node = self.node.clone();
@@ -49,7 +52,13 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
         .map_err(|e| ShardError::Catalog(e.to_string()))??;
     let listener = TcpListener::bind(&config.listen).await?;
     info!(addr = %listener.local_addr()?, "shard listening");
-    serve(node, listener, Duration::from_secs(config.ttl_interval_secs), shutdown).await
+    serve(
+        node,
+        listener,
+        Duration::from_secs(config.ttl_interval_secs),
+        shutdown,
+    )
+    .await
 }
 
 /// Serves an already opened node on an already bound listener (tests use port 0).
@@ -66,7 +75,10 @@ pub async fn serve(
     let result = tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .add_service(svc)
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown.cancelled())
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown.cancelled(),
+        )
         .await;
     shutdown.cancel();
     let _ = background.await;

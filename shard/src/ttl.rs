@@ -14,10 +14,18 @@ use crate::read::{collect, FindArgs};
 use crate::write_path::delete_document;
 use crate::Node;
 
-pub fn spawn_background(node: Arc<Node>, ttl_interval: Duration, shutdown: CancellationToken) -> JoinHandle<()> {
+pub fn spawn_background(
+    node: Arc<Node>,
+    ttl_interval: Duration,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut ttl = tokio::time::interval(ttl_interval);
-        let mut reap = tokio::time::interval(Duration::from_secs(1).max(node.cursors.idle_timeout / 10).min(Duration::from_secs(60)));
+        let mut reap = tokio::time::interval(
+            Duration::from_secs(1)
+                .max(node.cursors.idle_timeout / 10)
+                .min(Duration::from_secs(60)),
+        );
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -47,9 +55,14 @@ pub fn expire_once(node: &Node) -> wire::MongoResult<usize> {
     let mut deleted = 0;
     for db in node.catalog.databases() {
         for meta in node.catalog.list(&db) {
-            for index in meta.indexes.iter().filter(|i| i.expire_after_seconds.is_some() && i.fields.len() == 1) {
+            for index in meta
+                .indexes
+                .iter()
+                .filter(|i| i.expire_after_seconds.is_some() && i.fields.len() == 1)
+            {
                 let secs = index.expire_after_seconds.unwrap_or(0);
-                let cutoff = bson::DateTime::from_millis(now.saturating_sub(secs.saturating_mul(1000)));
+                let cutoff =
+                    bson::DateTime::from_millis(now.saturating_sub(secs.saturating_mul(1000)));
                 let field = &index.fields[0].0;
                 let args = FindArgs {
                     filter: doc! {field.clone(): {"$lt": cutoff}},
@@ -57,7 +70,7 @@ pub fn expire_once(node: &Node) -> wire::MongoResult<usize> {
                     ..Default::default()
                 };
                 let lock = meta.write_lock.clone();
-    let _guard = lock.lock().unwrap();
+                let _guard = lock.lock().unwrap();
                 let current = node.catalog.get(&meta.ns()).unwrap_or(meta.clone());
                 for d in collect(node.engine.as_ref(), &current, &args, &Deadline::default())? {
                     delete_document(node.engine.as_ref(), &current, &d)?;

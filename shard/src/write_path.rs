@@ -15,17 +15,33 @@ use crate::error::storage_to_mongo;
 use crate::keys::{id_key, index_entry_key, index_keys};
 
 /// One index's entries for one document, as storage keys.
-fn entries(index: &IndexMeta, doc: &Document, record_key: &[u8]) -> MongoResult<(BTreeSet<Vec<u8>>, bool)> {
+fn entries(
+    index: &IndexMeta,
+    doc: &Document,
+    record_key: &[u8],
+) -> MongoResult<(BTreeSet<Vec<u8>>, bool)> {
     let keys = index_keys(index, doc)?;
     let multikey = keys.len() > 1;
-    Ok((keys.iter().map(|k| index_entry_key(index, k, record_key)).collect(), multikey))
+    Ok((
+        keys.iter()
+            .map(|k| index_entry_key(index, k, record_key))
+            .collect(),
+        multikey,
+    ))
 }
 
 /// Stages inserting `doc` (which already has an `_id`). Returns the indexes that became multikey.
-fn stage_insert(meta: &CollectionMeta, doc: &Document, batch: &mut WriteBatch) -> MongoResult<Vec<usize>> {
-    let id = doc.get("_id").ok_or_else(|| MongoError::internal("document without _id"))?;
+fn stage_insert(
+    meta: &CollectionMeta,
+    doc: &Document,
+    batch: &mut WriteBatch,
+) -> MongoResult<Vec<usize>> {
+    let id = doc
+        .get("_id")
+        .ok_or_else(|| MongoError::internal("document without _id"))?;
     let rk = id_key(id);
-    let bytes = bson::to_vec(doc).map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+    let bytes =
+        bson::to_vec(doc).map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
     check_size(bytes.len())?;
     let mut flips = Vec::new();
     for (n, index) in meta.indexes.iter().enumerate() {
@@ -49,7 +65,10 @@ pub fn check_size(len: usize) -> MongoResult<()> {
     if len > wire::MAX_BSON_SIZE {
         return Err(MongoError::new(
             ErrorCode::BSONObjectTooLarge,
-            format!("object to insert too large. size in bytes: {len}, max size: {}", wire::MAX_BSON_SIZE),
+            format!(
+                "object to insert too large. size in bytes: {len}, max size: {}",
+                wire::MAX_BSON_SIZE
+            ),
         ));
     }
     Ok(())
@@ -101,7 +120,9 @@ fn duplicate_key_error(meta: &CollectionMeta, table: &str, docs: &[&Document]) -
     let mut key_value = Document::new();
     if let [d] = docs {
         for (field, _) in &pattern {
-            let v = query::path::get_path(d, field).cloned().unwrap_or(Bson::Null);
+            let v = query::path::get_path(d, field)
+                .cloned()
+                .unwrap_or(Bson::Null);
             key_value.insert(field.clone(), v);
         }
     }
@@ -150,7 +171,10 @@ pub fn insert_documents(
             // The catalog may have changed after an earlier document flipped an index.
             let current = catalog.get(&meta.ns());
             let m = current.as_deref().unwrap_or(meta);
-            let flips: BTreeSet<usize> = f.into_iter().filter(|&n| !m.indexes.get(n).is_some_and(|x| x.multikey)).collect();
+            let flips: BTreeSet<usize> = f
+                .into_iter()
+                .filter(|&n| !m.indexes.get(n).is_some_and(|x| x.multikey))
+                .collect();
             commit(engine, catalog, m, batch, &flips, &[d])
         });
         if let Err(e) = result {
@@ -171,9 +195,12 @@ pub fn replace_document(
     old: &Document,
     new: &Document,
 ) -> MongoResult<()> {
-    let id = old.get("_id").ok_or_else(|| MongoError::internal("document without _id"))?;
+    let id = old
+        .get("_id")
+        .ok_or_else(|| MongoError::internal("document without _id"))?;
     let rk = id_key(id);
-    let bytes = bson::to_vec(new).map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+    let bytes =
+        bson::to_vec(new).map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
     check_size(bytes.len())?;
     let mut batch = WriteBatch::default();
     let mut flips = BTreeSet::new();
@@ -198,8 +225,14 @@ pub fn replace_document(
     commit(engine, catalog, meta, batch, &flips, &[new])
 }
 
-pub fn delete_document(engine: &dyn Engine, meta: &CollectionMeta, old: &Document) -> MongoResult<()> {
-    let id = old.get("_id").ok_or_else(|| MongoError::internal("document without _id"))?;
+pub fn delete_document(
+    engine: &dyn Engine,
+    meta: &CollectionMeta,
+    old: &Document,
+) -> MongoResult<()> {
+    let id = old
+        .get("_id")
+        .ok_or_else(|| MongoError::internal("document without _id"))?;
     let rk = id_key(id);
     let mut batch = WriteBatch::default();
     for index in &meta.indexes {
@@ -213,15 +246,26 @@ pub fn delete_document(engine: &dyn Engine, meta: &CollectionMeta, old: &Documen
 }
 
 /// Builds a new index over the existing documents. Fails with E11000 on a unique violation.
-pub fn build_index(engine: &dyn Engine, meta: &CollectionMeta, index: &mut IndexMeta) -> MongoResult<()> {
-    engine.create_table(&index.table).map_err(storage_to_mongo)?;
+pub fn build_index(
+    engine: &dyn Engine,
+    meta: &CollectionMeta,
+    index: &mut IndexMeta,
+) -> MongoResult<()> {
+    engine
+        .create_table(&index.table)
+        .map_err(storage_to_mongo)?;
     let mut resume: Option<Vec<u8>> = None;
     loop {
         let range = match &resume {
             None => storage::KeyRange::all(),
-            Some(k) => storage::KeyRange { start: std::ops::Bound::Excluded(k.clone()), end: std::ops::Bound::Unbounded },
+            Some(k) => storage::KeyRange {
+                start: std::ops::Bound::Excluded(k.clone()),
+                end: std::ops::Bound::Unbounded,
+            },
         };
-        let page = engine.scan(&meta.table, &range, false, 512).map_err(storage_to_mongo)?;
+        let page = engine
+            .scan(&meta.table, &range, false, 512)
+            .map_err(storage_to_mongo)?;
         if page.is_empty() {
             return Ok(());
         }
@@ -268,5 +312,6 @@ fn find_duplicate(index: &IndexMeta, docs: &[Document]) -> Option<Document> {
 }
 
 pub fn decode_document(bytes: &[u8]) -> MongoResult<Document> {
-    Document::from_reader(&mut &bytes[..]).map_err(|e| MongoError::internal(format!("corrupt document: {e}")))
+    Document::from_reader(&mut &bytes[..])
+        .map_err(|e| MongoError::internal(format!("corrupt document: {e}")))
 }

@@ -35,27 +35,45 @@ impl TestCluster {
     pub async fn start_in(dir: &Path, storage: Storage) -> TestCluster {
         let kind = match storage {
             Storage::Memory => shard::EngineKind::Memory,
-            Storage::WiredTiger => shard::EngineKind::WiredTiger { dir: dir.join("shard0"), cache_mb: 64 },
+            Storage::WiredTiger => shard::EngineKind::WiredTiger {
+                dir: dir.join("shard0"),
+                cache_mb: 64,
+            },
         };
-        let node = tokio::task::spawn_blocking(move || shard::Node::open(&kind, Duration::from_secs(600)))
-            .await
-            .unwrap()
-            .expect("open shard node");
+        let node =
+            tokio::task::spawn_blocking(move || shard::Node::open(&kind, Duration::from_secs(600)))
+                .await
+                .unwrap()
+                .expect("open shard node");
         let shutdown = CancellationToken::new();
         let shard_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let shard_addr = shard_listener.local_addr().unwrap();
         let router_listener = router::listener::bind("127.0.0.1:0").await.unwrap();
         let router_addr = router_listener.local_addr().unwrap();
-        let config = router::RouterConfig { listen: router_addr.to_string(), shard: shard_addr.to_string(), ..Default::default() };
+        let config = router::RouterConfig {
+            listen: router_addr.to_string(),
+            shard: shard_addr.to_string(),
+            ..Default::default()
+        };
         let s = shutdown.clone();
         let shard_task = tokio::spawn(async move {
-            shard::serve(node, shard_listener, Duration::from_secs(1), s).await.expect("shard serve");
+            shard::serve(node, shard_listener, Duration::from_secs(1), s)
+                .await
+                .expect("shard serve");
         });
         let s = shutdown.clone();
         let router_task = tokio::spawn(async move {
-            router::serve(router_listener, config, s).await.expect("router serve");
+            router::serve(router_listener, config, s)
+                .await
+                .expect("router serve");
         });
-        TestCluster { router_addr, dir: dir.to_path_buf(), shutdown, tasks: vec![shard_task, router_task], _tmp: None }
+        TestCluster {
+            router_addr,
+            dir: dir.to_path_buf(),
+            shutdown,
+            tasks: vec![shard_task, router_task],
+            _tmp: None,
+        }
     }
 
     pub fn uri(&self) -> String {
@@ -63,7 +81,10 @@ impl TestCluster {
     }
 
     pub async fn client(&self) -> mongodb::Client {
-        let mut opts = mongodb::options::ClientOptions::parse(format!("mongodb://{}/", self.router_addr)).await.unwrap();
+        let mut opts =
+            mongodb::options::ClientOptions::parse(format!("mongodb://{}/", self.router_addr))
+                .await
+                .unwrap();
         opts.server_selection_timeout = Some(Duration::from_secs(10));
         mongodb::Client::with_options(opts).unwrap()
     }

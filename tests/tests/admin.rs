@@ -19,13 +19,37 @@ async fn handshake_presents_as_mongos() {
     assert!(params.contains_key("enableTestCommands"));
     let build = admin.run_command(doc! {"buildInfo": 1}).await.unwrap();
     assert!(build.get_str("version").unwrap().starts_with("7."));
-    for cmd in [doc! {"ping": 1}, doc! {"getCmdLineOpts": 1}, doc! {"whatsmyuri": 1}, doc! {"connectionStatus": 1}, doc! {"endSessions": []}, doc! {"killAllSessions": []}] {
-        admin.run_command(cmd.clone()).await.unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    for cmd in [
+        doc! {"ping": 1},
+        doc! {"getCmdLineOpts": 1},
+        doc! {"whatsmyuri": 1},
+        doc! {"connectionStatus": 1},
+        doc! {"endSessions": []},
+        doc! {"killAllSessions": []},
+    ] {
+        admin
+            .run_command(cmd.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{cmd}: {e}"));
     }
     let status = admin.run_command(doc! {"serverStatus": 1}).await.unwrap();
     assert_eq!(status.get_str("process").unwrap(), "mongos");
-    assert!(status.get_document("connections").unwrap().get_i64("current").unwrap() >= 1);
-    assert!(status.get_document("opcounters").unwrap().get_i64("command").unwrap() >= 1);
+    assert!(
+        status
+            .get_document("connections")
+            .unwrap()
+            .get_i64("current")
+            .unwrap()
+            >= 1
+    );
+    assert!(
+        status
+            .get_document("opcounters")
+            .unwrap()
+            .get_i64("command")
+            .unwrap()
+            >= 1
+    );
 }
 
 #[tokio::test]
@@ -36,20 +60,38 @@ async fn databases_and_collections_lifecycle() {
     db.create_collection("a").await.unwrap();
     let err = db.create_collection("a").await.unwrap_err();
     assert!(format!("{err}").contains("already exists"), "{err}");
-    db.collection::<Document>("b").insert_one(doc! {"x": 1}).await.unwrap();
+    db.collection::<Document>("b")
+        .insert_one(doc! {"x": 1})
+        .await
+        .unwrap();
     let mut names = db.list_collection_names().await.unwrap();
     names.sort();
     assert_eq!(names, vec!["a", "b"]);
-    assert!(client.list_database_names().await.unwrap().contains(&"life".to_string()));
+    assert!(client
+        .list_database_names()
+        .await
+        .unwrap()
+        .contains(&"life".to_string()));
 
     client
         .database("admin")
         .run_command(doc! {"renameCollection": "life.b", "to": "life.c"})
         .await
         .unwrap();
-    let found: Vec<Document> = db.collection::<Document>("c").find(doc! {}).await.unwrap().try_collect().await.unwrap();
+    let found: Vec<Document> = db
+        .collection::<Document>("c")
+        .find(doc! {})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
     assert_eq!(found.len(), 1);
-    let err = client.database("admin").run_command(doc! {"renameCollection": "life.nope", "to": "life.d"}).await.unwrap_err();
+    let err = client
+        .database("admin")
+        .run_command(doc! {"renameCollection": "life.nope", "to": "life.d"})
+        .await
+        .unwrap_err();
     assert!(format!("{err}").contains("does not exist"), "{err}");
 
     let stats = db.run_command(doc! {"collStats": "c"}).await.unwrap();
@@ -61,23 +103,47 @@ async fn databases_and_collections_lifecycle() {
     db.collection::<Document>("a").drop().await.unwrap();
     assert_eq!(db.list_collection_names().await.unwrap(), vec!["c"]);
     db.drop().await.unwrap();
-    assert!(!client.list_database_names().await.unwrap().contains(&"life".to_string()));
+    assert!(!client
+        .list_database_names()
+        .await
+        .unwrap()
+        .contains(&"life".to_string()));
 }
 
 #[tokio::test]
 async fn data_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = TestCluster::start_in(dir.path(), Storage::WiredTiger).await;
-    let coll = cluster.client().await.database("keep").collection::<Document>("c");
-    coll.insert_many((0..500).map(|i| doc! {"_id": i, "v": i * 2})).await.unwrap();
-    coll.create_index(mongodb::IndexModel::builder().keys(doc! {"v": 1}).build()).await.unwrap();
+    let coll = cluster
+        .client()
+        .await
+        .database("keep")
+        .collection::<Document>("c");
+    coll.insert_many((0..500).map(|i| doc! {"_id": i, "v": i * 2}))
+        .await
+        .unwrap();
+    coll.create_index(mongodb::IndexModel::builder().keys(doc! {"v": 1}).build())
+        .await
+        .unwrap();
     coll.delete_one(doc! {"_id": 7}).await.unwrap();
     cluster.stop().await;
 
     let cluster = TestCluster::start_in(dir.path(), Storage::WiredTiger).await;
-    let coll = cluster.client().await.database("keep").collection::<Document>("c");
+    let coll = cluster
+        .client()
+        .await
+        .database("keep")
+        .collection::<Document>("c");
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 499);
-    assert_eq!(coll.find_one(doc! {"v": 20}).await.unwrap().unwrap().get_i32("_id").unwrap(), 10);
+    assert_eq!(
+        coll.find_one(doc! {"v": 20})
+            .await
+            .unwrap()
+            .unwrap()
+            .get_i32("_id")
+            .unwrap(),
+        10
+    );
     assert_eq!(coll.list_index_names().await.unwrap(), vec!["_id_", "v_1"]);
     cluster.stop().await;
 }

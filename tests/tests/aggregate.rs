@@ -5,7 +5,12 @@ use futures::TryStreamExt;
 use tests::TestCluster;
 
 async fn run(coll: &mongodb::Collection<Document>, pipeline: Vec<Document>) -> Vec<Document> {
-    coll.aggregate(pipeline).await.unwrap().try_collect().await.unwrap()
+    coll.aggregate(pipeline)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -22,7 +27,10 @@ async fn group_sort_project_unwind_lookup_facet() {
         .await
         .unwrap();
     db.collection::<Document>("customers")
-        .insert_many(vec![doc! {"_id": "a", "name": "Ann"}, doc! {"_id": "b", "name": "Bob"}])
+        .insert_many(vec![
+            doc! {"_id": "a", "name": "Ann"},
+            doc! {"_id": "b", "name": "Bob"},
+        ])
         .await
         .unwrap();
 
@@ -33,13 +41,23 @@ async fn group_sort_project_unwind_lookup_facet() {
         doc! {"$project": {"total": 1, "n": 1, "max": 1, "avg": 1}},
     ])
     .await;
-    assert_eq!(got, vec![
-        doc! {"_id": "a", "total": 17, "n": 2, "max": 10, "avg": 8.5},
-        doc! {"_id": "b", "total": 5, "n": 1, "max": 5, "avg": 5.0},
-    ]);
+    assert_eq!(
+        got,
+        vec![
+            doc! {"_id": "a", "total": 17, "n": 2, "max": 10, "avg": 8.5},
+            doc! {"_id": "b", "total": 5, "n": 1, "max": 5, "avg": 5.0},
+        ]
+    );
 
-    let got = run(&orders, vec![doc! {"$unwind": "$items"}, doc! {"$sortByCount": "$items"}]).await;
-    assert_eq!(got, vec![doc! {"_id": "x", "count": 2}, doc! {"_id": "y", "count": 1}]);
+    let got = run(
+        &orders,
+        vec![doc! {"$unwind": "$items"}, doc! {"$sortByCount": "$items"}],
+    )
+    .await;
+    assert_eq!(
+        got,
+        vec![doc! {"_id": "x", "count": 2}, doc! {"_id": "y", "count": 1}]
+    );
 
     let got = run(&orders, vec![
         doc! {"$match": {"_id": 2}},
@@ -52,11 +70,23 @@ async fn group_sort_project_unwind_lookup_facet() {
     let got = run(&orders, vec![doc! {"$facet": {"count": [{"$count": "n"}], "top": [{"$sort": {"amount": -1}}, {"$limit": 1}, {"$project": {"_id": 1}}]}}]).await;
     assert_eq!(got, vec![doc! {"count": [{"n": 3}], "top": [{"_id": 1}]}]);
 
-    let got = run(&orders, vec![doc! {"$set": {"big": {"$gt": ["$amount", 6]}}}, doc! {"$unset": ["items", "cust"]}, doc! {"$skip": 1}, doc! {"$limit": 1}]).await;
+    let got = run(
+        &orders,
+        vec![
+            doc! {"$set": {"big": {"$gt": ["$amount", 6]}}},
+            doc! {"$unset": ["items", "cust"]},
+            doc! {"$skip": 1},
+            doc! {"$limit": 1},
+        ],
+    )
+    .await;
     assert_eq!(got, vec![doc! {"_id": 2, "amount": 5, "big": false}]);
 
     // unknown stage and operator errors carry MongoDB's codes
-    let err = orders.aggregate(vec![doc! {"$bogus": {}}]).await.unwrap_err();
+    let err = orders
+        .aggregate(vec![doc! {"$bogus": {}}])
+        .await
+        .unwrap_err();
     assert!(format!("{err}").contains("40324"), "{err}");
 }
 
@@ -65,16 +95,46 @@ async fn out_and_merge_write_collections() {
     let cluster = TestCluster::start().await;
     let db = cluster.client().await.database("agg2");
     let src = db.collection::<Document>("src");
-    src.insert_many((0..10).map(|i| doc! {"_id": i, "g": i % 2})).await.unwrap();
-    let out = run(&src, vec![doc! {"$group": {"_id": "$g", "n": {"$sum": 1}}}, doc! {"$out": "summary"}]).await;
+    src.insert_many((0..10).map(|i| doc! {"_id": i, "g": i % 2}))
+        .await
+        .unwrap();
+    let out = run(
+        &src,
+        vec![
+            doc! {"$group": {"_id": "$g", "n": {"$sum": 1}}},
+            doc! {"$out": "summary"},
+        ],
+    )
+    .await;
     assert!(out.is_empty());
-    let mut summary: Vec<Document> = db.collection::<Document>("summary").find(doc! {}).await.unwrap().try_collect().await.unwrap();
+    let mut summary: Vec<Document> = db
+        .collection::<Document>("summary")
+        .find(doc! {})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
     summary.sort_by_key(|d| d.get_i32("_id").unwrap());
-    assert_eq!(summary, vec![doc! {"_id": 0, "n": 5}, doc! {"_id": 1, "n": 5}]);
+    assert_eq!(
+        summary,
+        vec![doc! {"_id": 0, "n": 5}, doc! {"_id": 1, "n": 5}]
+    );
 
     run(&src, vec![doc! {"$match": {"_id": {"$lt": 2}}}, doc! {"$project": {"tag": "m"}}, doc! {"$merge": {"into": "summary", "whenMatched": "merge", "whenNotMatched": "insert"}}]).await;
-    let merged = db.collection::<Document>("summary").find_one(doc! {"_id": 0}).await.unwrap().unwrap();
+    let merged = db
+        .collection::<Document>("summary")
+        .find_one(doc! {"_id": 0})
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(merged, doc! {"_id": 0, "n": 5, "tag": "m"});
-    assert_eq!(db.collection::<Document>("summary").count_documents(doc! {}).await.unwrap(), 2);
+    assert_eq!(
+        db.collection::<Document>("summary")
+            .count_documents(doc! {})
+            .await
+            .unwrap(),
+        2
+    );
     let _ = Bson::Null;
 }

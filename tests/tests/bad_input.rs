@@ -33,7 +33,9 @@ fn nested(depth: usize) -> Document {
 async fn garbage_truncated_and_oversized_frames_close_the_connection() {
     let cluster = TestCluster::start().await;
     let addr = cluster.router_addr;
-    assert!(send_raw(addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.is_none());
+    assert!(send_raw(addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .is_none());
     // length says 48 MB + 1
     let mut huge = (48_000_001i32).to_le_bytes().to_vec();
     huge.extend_from_slice(&[0u8; 12]);
@@ -48,7 +50,11 @@ async fn garbage_truncated_and_oversized_frames_close_the_connection() {
 
     // the router still serves a real driver
     let client = cluster.client().await;
-    client.database("admin").run_command(doc! {"ping": 1}).await.unwrap();
+    client
+        .database("admin")
+        .run_command(doc! {"ping": 1})
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -56,26 +62,39 @@ async fn too_deep_nesting_gets_an_error_reply() {
     let cluster = TestCluster::start().await;
     let mut body = doc! {"insert": "deep", "$db": "t"};
     body.insert("documents", vec![bson::Bson::Document(nested(150))]);
-    let reply = send_raw(cluster.router_addr, &op_msg(&body)).await.expect("an error reply");
+    let reply = send_raw(cluster.router_addr, &op_msg(&body))
+        .await
+        .expect("an error reply");
     let (_, doc) = wire::decode_reply(&reply).unwrap();
     assert_eq!(doc.get_f64("ok").unwrap(), 0.0, "{doc}");
     assert!(doc.get_i32("code").is_ok(), "{doc}");
     // Nothing was inserted, and the server is fine.
     let client = cluster.client().await;
-    assert_eq!(client.database("t").collection::<Document>("deep").count_documents(doc! {}).await.unwrap(), 0);
+    assert_eq!(
+        client
+            .database("t")
+            .collection::<Document>("deep")
+            .count_documents(doc! {})
+            .await
+            .unwrap(),
+        0
+    );
 }
 
 #[tokio::test]
 async fn unacknowledged_writes_with_more_to_come_get_no_reply_but_apply() {
     let cluster = TestCluster::start().await;
-    let body = doc! {"insert": "w0", "$db": "t", "documents": [{"_id": 1}], "writeConcern": {"w": 0}};
+    let body =
+        doc! {"insert": "w0", "$db": "t", "documents": [{"_id": 1}], "writeConcern": {"w": 0}};
     let mut msg = op_msg(&body);
     // flagBits live right after the 16-byte header; bit 1 is moreToCome.
     msg[16] |= 0b10;
     let mut s = TcpStream::connect(cluster.router_addr).await.unwrap();
     s.write_all(&msg).await.unwrap();
     // A ping on the same connection is answered, proving the insert sent no reply.
-    let ping = wire::encode_op_msg_request(8, &wire::OpMsg::new(doc! {"ping": 1, "$db": "admin"}), None).unwrap();
+    let ping =
+        wire::encode_op_msg_request(8, &wire::OpMsg::new(doc! {"ping": 1, "$db": "admin"}), None)
+            .unwrap();
     s.write_all(&ping).await.unwrap();
     let mut len = [0u8; 4];
     s.read_exact(&mut len).await.unwrap();
@@ -87,5 +106,13 @@ async fn unacknowledged_writes_with_more_to_come_get_no_reply_but_apply() {
     assert_eq!(header.response_to, 8);
     assert_eq!(doc.get_f64("ok").unwrap(), 1.0);
     let client = cluster.client().await;
-    assert_eq!(client.database("t").collection::<Document>("w0").count_documents(doc! {"_id": 1}).await.unwrap(), 1);
+    assert_eq!(
+        client
+            .database("t")
+            .collection::<Document>("w0")
+            .count_documents(doc! {"_id": 1})
+            .await
+            .unwrap(),
+        1
+    );
 }

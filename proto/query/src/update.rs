@@ -48,6 +48,8 @@ impl UpdateContext {
 #[derive(Debug, Clone)]
 pub struct UpdateSpec {
     kind: Kind,
+    /// The command's `let` variables, visible to pipeline updates.
+    vars: Variables,
 }
 
 #[derive(Debug, Clone)]
@@ -58,6 +60,12 @@ enum Kind {
 }
 
 impl UpdateSpec {
+    /// The same update with the command's `let` variables (pipeline updates see them).
+    pub fn with_variables(mut self, vars: Variables) -> UpdateSpec {
+        self.vars = vars;
+        self
+    }
+
     /// Parses an update. `array_filters` are the command's `arrayFilters`; they are only
     /// legal with operator updates and every one of them must be used.
     pub fn parse(update: &Bson, array_filters: Option<&[Document]>) -> MongoResult<UpdateSpec> {
@@ -70,6 +78,7 @@ impl UpdateSpec {
                 }
                 Ok(UpdateSpec {
                     kind: Kind::Pipeline(Box::new(parse_pipeline(stages)?)),
+                    vars: Variables::default(),
                 })
             }
             Bson::Document(d) => {
@@ -78,6 +87,7 @@ impl UpdateSpec {
                     let m = ModifierUpdate::parse(d, array_filters.unwrap_or(&[]))?;
                     Ok(UpdateSpec {
                         kind: Kind::Modifiers(Box::new(m)),
+                        vars: Variables::default(),
                     })
                 } else {
                     if array_filters.is_some_and(|f| !f.is_empty()) {
@@ -88,6 +98,7 @@ impl UpdateSpec {
                     validate_replacement(d)?;
                     Ok(UpdateSpec {
                         kind: Kind::Replacement(d.clone()),
+                        vars: Variables::default(),
                     })
                 }
             }
@@ -114,7 +125,7 @@ impl UpdateSpec {
         match &self.kind {
             Kind::Modifiers(m) => m.apply(doc, ctx),
             Kind::Replacement(r) => apply_replacement(r, doc),
-            Kind::Pipeline(stages) => apply_pipeline(stages, doc, ctx),
+            Kind::Pipeline(stages) => apply_pipeline(stages, doc, ctx, &self.vars),
         }
     }
 
@@ -146,7 +157,7 @@ impl UpdateSpec {
             }
             Kind::Pipeline(stages) => {
                 let mut d = seed.clone();
-                apply_pipeline(stages, &mut d, &ctx)?;
+                apply_pipeline(stages, &mut d, &ctx, &self.vars)?;
                 d
             }
         };
@@ -1920,8 +1931,9 @@ fn apply_pipeline(
     pipeline: &Pipeline,
     doc: &mut Document,
     ctx: &UpdateContext,
+    vars: &Variables,
 ) -> MongoResult<bool> {
-    let vars = Variables::default().with_now(ctx.now);
+    let vars = vars.clone().with_now(ctx.now);
     let mut out = pipeline.run_with(vec![doc.clone()], &NoCollections, &vars)?;
     let mut cur = match (out.pop(), out.is_empty()) {
         (Some(d), true) => d,

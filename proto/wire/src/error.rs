@@ -59,6 +59,7 @@ pub enum ErrorCode {
     BSONObjectTooLarge = 10334,
     DuplicateKey = 11000,
     Location16410 = 16410,
+    SearchNotEnabled = 31082,
     EmptyFieldName = 56,
     ShutdownInProgress = 91,
     NetworkTimeout = 89,
@@ -116,6 +117,7 @@ impl ErrorCode {
             BSONObjectTooLarge => "BSONObjectTooLarge",
             DuplicateKey => "DuplicateKey",
             Location16410 => "Location16410",
+            SearchNotEnabled => "SearchNotEnabled",
             EmptyFieldName => "EmptyFieldName",
             ShutdownInProgress => "ShutdownInProgress",
             NetworkTimeout => "NetworkTimeout",
@@ -137,12 +139,22 @@ pub struct MongoError {
 
 impl MongoError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        MongoError { code: code as i32, code_name: Cow::Borrowed(code.name()), message: message.into(), extra: None }
+        MongoError {
+            code: code as i32,
+            code_name: Cow::Borrowed(code.name()),
+            message: message.into(),
+            extra: None,
+        }
     }
 
     /// An error whose code has no name in [`ErrorCode`] (MongoDB's numbered "LocationNNNN" asserts).
     pub fn location(code: i32, message: impl Into<String>) -> Self {
-        MongoError { code, code_name: Cow::Owned(format!("Location{code}")), message: message.into(), extra: None }
+        MongoError {
+            code,
+            code_name: Cow::Owned(format!("Location{code}")),
+            message: message.into(),
+            extra: None,
+        }
     }
 
     pub fn with_extra(mut self, extra: Document) -> Self {
@@ -179,7 +191,8 @@ impl MongoError {
 
     /// The form used inside `writeErrors` entries (`index` is added by the caller).
     pub fn to_write_error(&self, index: usize) -> Document {
-        let mut d = doc! { "index": index as i32, "code": self.code, "errmsg": self.message.clone() };
+        let mut d =
+            doc! { "index": index as i32, "code": self.code, "errmsg": self.message.clone() };
         if let Some(extra) = &self.extra {
             for (k, v) in extra {
                 d.insert(k.clone(), v.clone());

@@ -6,7 +6,10 @@ use wire::MongoResult;
 use crate::conn::Session;
 
 pub fn run(_: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
-    let parts: Vec<i32> = crate::VERSION.split('.').filter_map(|p| p.parse().ok()).collect();
+    let parts: Vec<i32> = crate::VERSION
+        .split('.')
+        .filter_map(|p| p.parse().ok())
+        .collect();
     let mut version_array = parts.clone();
     version_array.push(0);
     Ok(doc! {

@@ -30,7 +30,11 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
     for f in ROUTER_ONLY {
         cmd.remove(*f);
     }
-    session.state.shard.run(db, &cmd, max_time_ms, &session.peer.to_string()).await
+    session
+        .state
+        .shard
+        .run(db, &cmd, max_time_ms, &session.peer.to_string())
+        .await
 }
 
 /// Validates `maxTimeMS` as MongoDB does: a non-negative 32-bit integer (0 = no limit).
@@ -40,11 +44,15 @@ pub fn max_time_ms(v: Option<&Bson>) -> MongoResult<u64> {
         Some(Bson::Int32(n)) => i64::from(*n),
         Some(Bson::Int64(n)) => *n,
         Some(Bson::Double(d)) if d.fract() == 0.0 && d.is_finite() => *d as i64,
-        Some(Bson::Double(_)) => return Err(MongoError::bad_value("maxTimeMS has non-integral value")),
+        Some(Bson::Double(_)) => {
+            return Err(MongoError::bad_value("maxTimeMS has non-integral value"))
+        }
         Some(_) => return Err(MongoError::bad_value("maxTimeMS must be a number")),
     };
     if !(0..=i64::from(i32::MAX)).contains(&n) {
-        return Err(MongoError::bad_value(format!("{n} value for maxTimeMS is out of range [0, 2147483647]")));
+        return Err(MongoError::bad_value(format!(
+            "{n} value for maxTimeMS is out of range [0, 2147483647]"
+        )));
     }
     Ok(n as u64)
 }

@@ -9,7 +9,14 @@ use crate::conn::Session;
 pub fn run(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
     let legacy = !cmd.contains_key("hello");
     let mut reply = Document::new();
-    reply.insert(if legacy { "ismaster" } else { "isWritablePrimary" }, true);
+    reply.insert(
+        if legacy {
+            "ismaster"
+        } else {
+            "isWritablePrimary"
+        },
+        true,
+    );
     reply.insert("msg", "isdbgrid");
     reply.insert("maxBsonObjectSize", wire::MAX_BSON_SIZE as i32);
     reply.insert("maxMessageSizeBytes", wire::MAX_MESSAGE_SIZE as i32);
@@ -22,7 +29,10 @@ pub fn run(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Docu
     reply.insert("readOnly", false);
     // Compression: the first compressor the client offers that we support.
     if let Some(Bson::Array(offered)) = cmd.get("compression") {
-        session.compressors = offered.iter().filter_map(|c| c.as_str().and_then(Compressor::from_name)).collect();
+        session.compressors = offered
+            .iter()
+            .filter_map(|c| c.as_str().and_then(Compressor::from_name))
+            .collect();
         let agreed: Vec<&str> = session.compressors.iter().map(|c| c.name()).collect();
         reply.insert("compression", agreed);
     }

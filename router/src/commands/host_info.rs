@@ -6,7 +6,9 @@ use wire::MongoResult;
 use crate::conn::Session;
 
 pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
-    let cores = std::thread::available_parallelism().map(|n| n.get() as i32).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get() as i32)
+        .unwrap_or(1);
     Ok(doc! {
         "system": {"currentTime": bson::DateTime::now(), "hostname": &session.state.host, "numCores": cores, "cpuArch": std::env::consts::ARCH},
         "os": {"type": std::env::consts::OS},

@@ -16,6 +16,7 @@ mod hello;
 mod host_info;
 mod list_commands;
 mod ping;
+mod search_indexes;
 mod server_status;
 mod sessions;
 mod whatsmyuri;
@@ -44,6 +45,9 @@ const LOCAL: &[(&str, LocalFn)] = &[
     ("startSession", sessions::start_session),
     ("hostInfo", host_info::run),
     ("listCommands", list_commands::run),
+    ("createSearchIndexes", search_indexes::run),
+    ("updateSearchIndex", search_indexes::run),
+    ("dropSearchIndex", search_indexes::run),
 ];
 
 /// Commands forwarded to the shard, with the counter they bump.
@@ -74,9 +78,23 @@ pub const FORWARDED: &[(&str, Op)] = &[
     ("dbStats", Op::Command),
 ];
 
-pub async fn dispatch(session: &mut Session, db: &str, name: &str, cmd: Document) -> MongoResult<Document> {
+pub async fn dispatch(
+    session: &mut Session,
+    db: &str,
+    name: &str,
+    cmd: Document,
+) -> MongoResult<Document> {
     if let Some(Bson::Boolean(true)) = cmd.get("startTransaction") {
-        return Err(MongoError::new(ErrorCode::IllegalOperation, "multi-document transactions are not supported yet"));
+        return Err(MongoError::new(
+            ErrorCode::IllegalOperation,
+            "multi-document transactions are not supported yet",
+        ));
+    }
+    if name == "aggregate" && starts_with_stage(&cmd, "$listSearchIndexes") {
+        return Err(MongoError::new(
+            ErrorCode::SearchNotEnabled,
+            search_indexes::NOT_ENABLED,
+        ));
     }
     if let Some((_, run)) = LOCAL.iter().find(|(n, _)| *n == name) {
         session.state.counters.add(session.id, Op::Command, 1);
@@ -86,5 +104,18 @@ pub async fn dispatch(session: &mut Session, db: &str, name: &str, cmd: Document
         session.state.counters.add(session.id, *op, 1);
         return forward::run(session, db, cmd).await;
     }
-    Err(MongoError::new(ErrorCode::CommandNotFound, format!("no such command: '{name}'")))
+    Err(MongoError::new(
+        ErrorCode::CommandNotFound,
+        format!("no such command: '{name}'"),
+    ))
+}
+
+fn starts_with_stage(cmd: &Document, stage: &str) -> bool {
+    match cmd.get("pipeline") {
+        Some(Bson::Array(stages)) => stages
+            .first()
+            .and_then(Bson::as_document)
+            .is_some_and(|s| s.contains_key(stage)),
+        _ => false,
+    }
 }

@@ -10,7 +10,9 @@ use crate::conn::Session;
 fn session_list<'a>(cmd: &'a Document, name: &str) -> MongoResult<&'a Vec<Bson>> {
     match cmd.get(name) {
         Some(Bson::Array(a)) => Ok(a),
-        _ => Err(MongoError::type_mismatch(format!("BSON field '{name}' is the wrong type, expected type 'array'"))),
+        _ => Err(MongoError::type_mismatch(format!(
+            "BSON field '{name}' is the wrong type, expected type 'array'"
+        ))),
     }
 }
 
@@ -31,5 +33,7 @@ pub fn refresh_sessions(_: &mut Session, _db: &str, cmd: &Document) -> MongoResu
 }
 
 pub fn start_session(_: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
-    Ok(doc! {"id": {"id": bson::Binary {subtype: bson::spec::BinarySubtype::Uuid, bytes: bson::Uuid::new().bytes().to_vec()}}, "timeoutMinutes": 30})
+    Ok(
+        doc! {"id": {"id": bson::Binary {subtype: bson::spec::BinarySubtype::Uuid, bytes: bson::Uuid::new().bytes().to_vec()}}, "timeoutMinutes": 30},
+    )
 }

@@ -23,7 +23,12 @@ impl AggContext for ShardAggContext<'_, '_> {
     fn collection_docs(&self, coll: &str) -> MongoResult<Vec<Document>> {
         match existing(self.ctx, coll) {
             None => Ok(Vec::new()),
-            Some(meta) => collect(self.ctx.node.engine.as_ref(), &meta, &FindArgs::default(), &self.ctx.deadline),
+            Some(meta) => collect(
+                self.ctx.node.engine.as_ref(),
+                &meta,
+                &FindArgs::default(),
+                &self.ctx.deadline,
+            ),
         }
     }
 
@@ -33,31 +38,42 @@ impl AggContext for ShardAggContext<'_, '_> {
 }
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    let coll = match cmd.get("aggregate") {
-        Some(Bson::String(s)) if !s.is_empty() => Some(s.as_str()),
-        Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(1.0)) => None,
-        _ => {
-            return Err(MongoError::new(
+    let coll =
+        match cmd.get("aggregate") {
+            Some(Bson::String(s)) if !s.is_empty() => Some(s.as_str()),
+            Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(1.0)) => None,
+            _ => return Err(MongoError::new(
                 wire::ErrorCode::InvalidNamespace,
                 "Invalid aggregate namespace: the 'aggregate' field must be a collection name or 1",
-            ))
-        }
-    };
-    let stages_raw = opt_array(cmd, "pipeline")?
-        .ok_or_else(|| MongoError::failed_to_parse("BSON field 'aggregate.pipeline' is missing but a required field"))?;
+            )),
+        };
+    let stages_raw = opt_array(cmd, "pipeline")?.ok_or_else(|| {
+        MongoError::failed_to_parse(
+            "BSON field 'aggregate.pipeline' is missing but a required field",
+        )
+    })?;
     let mut stages = Vec::with_capacity(stages_raw.len());
     for s in stages_raw {
         match s {
             Bson::Document(d) => stages.push(d.clone()),
-            _ => return Err(MongoError::type_mismatch("Each element of the 'pipeline' array must be an object")),
+            _ => {
+                return Err(MongoError::type_mismatch(
+                    "Each element of the 'pipeline' array must be an object",
+                ))
+            }
         }
     }
     let explain = matches!(cmd.get("explain"), Some(Bson::Boolean(true)));
     let cursor_opts = opt_doc(cmd, "cursor")?;
     if cursor_opts.is_none() && !explain {
-        return Err(MongoError::failed_to_parse("The 'cursor' option is required, except for aggregate with the explain argument"));
+        return Err(MongoError::failed_to_parse(
+            "The 'cursor' option is required, except for aggregate with the explain argument",
+        ));
     }
-    let batch_size = cursor_opts.map(|c| opt_count(c, "batchSize")).transpose()?.flatten();
+    let batch_size = cursor_opts
+        .map(|c| opt_count(c, "batchSize"))
+        .transpose()?
+        .flatten();
 
     // $collStats must be first and reads storage, not documents.
     let mut input: Vec<Document> = Vec::new();
@@ -65,21 +81,32 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     if let Some(first) = stages.first() {
         if let Some(Bson::Document(spec)) = first.get("$collStats") {
             let meta = coll.and_then(|c| existing(ctx, c)).ok_or_else(|| {
-                MongoError::new(wire::ErrorCode::NamespaceNotFound, "Unable to retrieve storageStats in $collStats stage")
+                MongoError::new(
+                    wire::ErrorCode::NamespaceNotFound,
+                    "Unable to retrieve storageStats in $collStats stage",
+                )
             })?;
-            let mut out = doc! {"ns": meta.ns(), "host": "bulwark-shard", "localTime": bson::DateTime::now()};
+            let mut out =
+                doc! {"ns": meta.ns(), "host": "bulwark-shard", "localTime": bson::DateTime::now()};
             let stats = super::coll_stats::storage_stats(ctx, &meta)?;
             if spec.contains_key("storageStats") {
                 out.insert("storageStats", stats.clone());
             }
             if spec.contains_key("count") {
-                out.insert("count", doc! {"count": stats.get("count").cloned().unwrap_or(Bson::Int64(0))});
+                out.insert(
+                    "count",
+                    doc! {"count": stats.get("count").cloned().unwrap_or(Bson::Int64(0))},
+                );
             }
             input.push(out);
             skip_first = true;
         }
     }
-    let pipeline = Pipeline::parse(if skip_first { &stages[1..] } else { &stages[..] })?;
+    let pipeline = Pipeline::parse(if skip_first {
+        &stages[1..]
+    } else {
+        &stages[..]
+    })?;
     let vars = super::args::let_vars(cmd)?.unwrap_or_else(|| {
         let mut v = Variables::default();
         v.pin_now();
@@ -89,8 +116,16 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         if let Some(c) = coll {
             if let Some(meta) = existing(ctx, c) {
                 let filter = pipeline.leading_match().cloned().unwrap_or_default();
-                let hint = cmd.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
-                let args = FindArgs { filter, hint, vars: Some(vars.clone()), ..Default::default() };
+                let hint = cmd
+                    .get("hint")
+                    .cloned()
+                    .filter(|h| !matches!(h, Bson::Null));
+                let args = FindArgs {
+                    filter,
+                    hint,
+                    vars: Some(vars.clone()),
+                    ..Default::default()
+                };
                 input = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?;
             }
         }
@@ -100,6 +135,17 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     ctx.deadline.check()?;
     let results = super::aggregate_output::write(ctx, &pipeline, results)?;
     let ns = format!("{}.{}", ctx.db, coll.unwrap_or("$cmd.aggregate"));
-    let max = batch_size.map(|b| b as usize).unwrap_or(DEFAULT_FIRST_BATCH);
-    batch_reply(&ctx.node.cursors, ctx.node.engine.as_ref(), &ns, Box::new(Materialized(VecDeque::from(results))), None, max, false, &ctx.deadline)
+    let max = batch_size
+        .map(|b| b as usize)
+        .unwrap_or(DEFAULT_FIRST_BATCH);
+    batch_reply(
+        &ctx.node.cursors,
+        ctx.node.engine.as_ref(),
+        &ns,
+        Box::new(Materialized(VecDeque::from(results))),
+        None,
+        max,
+        false,
+        &ctx.deadline,
+    )
 }

@@ -35,7 +35,10 @@ fn out(ctx: &Ctx, db: &str, coll: &str, results: Vec<Document>) -> MongoResult<(
     let temp = format!("tmp.agg_out.{:x}", Cursors::new_id());
     let (meta, _) = catalog.create_collection(engine, db, &temp, Document::new())?;
     let docs: Vec<Document> = results.iter().map(with_id_first).collect();
-    if let Some((_, e)) = insert_documents(engine, catalog, &meta, &docs, true).into_iter().next() {
+    if let Some((_, e)) = insert_documents(engine, catalog, &meta, &docs, true)
+        .into_iter()
+        .next()
+    {
         catalog.drop_collection(engine, &meta.ns())?;
         return Err(e);
     }
@@ -59,20 +62,38 @@ fn merge(ctx: &Ctx, spec: &MergeSpec, results: Vec<Document>) -> MongoResult<()>
         ctx.deadline.check()?;
         let meta = catalog.get(&meta.ns()).unwrap_or_else(|| meta.clone());
         // Documents without _id get one, as MongoDB does when `on` is the default `_id`.
-        let doc = if doc.contains_key("_id") || spec.on != ["_id"] { doc } else { with_id_first(&doc) };
+        let doc = if doc.contains_key("_id") || spec.on != ["_id"] {
+            doc
+        } else {
+            with_id_first(&doc)
+        };
         let filter = spec.match_filter(&doc)?;
-        let args = FindArgs { filter, limit: Some(1), ..Default::default() };
-        let existing = collect(engine, &meta, &args, &ctx.deadline)?.into_iter().next();
+        let args = FindArgs {
+            filter,
+            limit: Some(1),
+            ..Default::default()
+        };
+        let existing = collect(engine, &meta, &args, &ctx.deadline)?
+            .into_iter()
+            .next();
         match merge_document(existing.as_ref(), &doc, spec)? {
             MergeAction::Nothing => {}
             MergeAction::Insert(d) => {
-                if let Some((_, e)) = insert_documents(engine, catalog, &meta, &[with_id_first(&d)], true).into_iter().next() {
+                if let Some((_, e)) =
+                    insert_documents(engine, catalog, &meta, &[with_id_first(&d)], true)
+                        .into_iter()
+                        .next()
+                {
                     return Err(e);
                 }
             }
             MergeAction::Update(d) => {
                 let old = existing.expect("an update always has a matched document");
-                let d = if d.get("_id").is_some() { d } else { with_id_first(&d) };
+                let d = if d.get("_id").is_some() {
+                    d
+                } else {
+                    with_id_first(&d)
+                };
                 replace_document(engine, catalog, &meta, &old, &with_id_first(&d))?;
             }
         }

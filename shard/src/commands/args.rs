@@ -50,7 +50,10 @@ pub fn collection_name(cmd: &Document) -> MongoResult<&str> {
     let name = cmd_name(cmd);
     match cmd.get(name) {
         Some(Bson::String(s)) if !s.is_empty() => Ok(s),
-        Some(Bson::String(_)) => Err(MongoError::new(ErrorCode::InvalidNamespace, "Invalid empty namespace specified")),
+        Some(Bson::String(_)) => Err(MongoError::new(
+            ErrorCode::InvalidNamespace,
+            "Invalid empty namespace specified",
+        )),
         Some(v) => Err(MongoError::new(
             ErrorCode::InvalidNamespace,
             format!("collection name has invalid type {}", type_name(v)),
@@ -100,7 +103,9 @@ pub fn opt_i64(cmd: &Document, field: &str) -> MongoResult<Option<i64>> {
 pub fn opt_count(cmd: &Document, field: &str) -> MongoResult<Option<u64>> {
     match opt_i64(cmd, field)? {
         None => Ok(None),
-        Some(n) if n < 0 => Err(MongoError::bad_value(format!("{field} value must be non-negative, but received: {n}"))),
+        Some(n) if n < 0 => Err(MongoError::bad_value(format!(
+            "{field} value must be non-negative, but received: {n}"
+        ))),
         Some(n) => Ok(Some(n as u64)),
     }
 }
@@ -112,7 +117,12 @@ pub fn existing(ctx: &Ctx, coll: &str) -> Option<Arc<CollectionMeta>> {
 
 /// Collection metadata, creating the collection on first write as MongoDB does.
 pub fn create_on_write(ctx: &Ctx, coll: &str) -> MongoResult<Arc<CollectionMeta>> {
-    let (meta, _) = ctx.node.catalog.create_collection(ctx.node.engine.as_ref(), ctx.db, coll, Document::new())?;
+    let (meta, _) = ctx.node.catalog.create_collection(
+        ctx.node.engine.as_ref(),
+        ctx.db,
+        coll,
+        Document::new(),
+    )?;
     Ok(meta)
 }
 

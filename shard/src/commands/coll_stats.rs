@@ -9,15 +9,21 @@ use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
-    let meta = existing(ctx, coll)
-        .ok_or_else(|| MongoError::new(ErrorCode::NamespaceNotFound, format!("Collection [{}.{coll}] not found.", ctx.db)))?;
+    let meta = existing(ctx, coll).ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::NamespaceNotFound,
+            format!("Collection [{}.{coll}] not found.", ctx.db),
+        )
+    })?;
     storage_stats(ctx, &meta)
 }
 
 /// Sizes and counts in collStats' shape.
 pub fn storage_stats(ctx: &Ctx, meta: &CollectionMeta) -> MongoResult<Document> {
     let engine = ctx.node.engine.as_ref();
-    let s = engine.stats(&meta.table).map_err(crate::error::storage_to_mongo)?;
+    let s = engine
+        .stats(&meta.table)
+        .map_err(crate::error::storage_to_mongo)?;
     let mut index_sizes = Document::new();
     let mut total_index = 0i64;
     index_sizes.insert("_id_", 0i64);

@@ -13,13 +13,24 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let filter = opt_doc(cmd, "query")?.cloned().unwrap_or_default();
     let skip = opt_count(cmd, "skip")?.unwrap_or(0);
     // A negative limit counts like its absolute value (legacy shell behaviour).
-    let limit = opt_i64(cmd, "limit")?.map(|l| l.unsigned_abs()).filter(|&l| l > 0);
+    let limit = opt_i64(cmd, "limit")?
+        .map(|l| l.unsigned_abs())
+        .filter(|&l| l > 0);
     let Some(meta) = existing(ctx, coll) else {
         query::matcher::Matcher::new(&filter)?;
         return Ok(doc! {"n": 0, "ok": 1.0});
     };
-    let hint = cmd.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
-    let args = FindArgs { filter, skip, limit, hint, ..Default::default() };
+    let hint = cmd
+        .get("hint")
+        .cloned()
+        .filter(|h| !matches!(h, Bson::Null));
+    let args = FindArgs {
+        filter,
+        skip,
+        limit,
+        hint,
+        ..Default::default()
+    };
     let (mut cursor, _) = open_find(&meta, &args)?;
     let mut n = 0i64;
     loop {

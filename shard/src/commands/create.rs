@@ -9,17 +9,33 @@ use crate::node::Ctx;
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
     if existing(ctx, coll).is_some() {
-        return Err(MongoError::new(ErrorCode::NamespaceExists, format!("Collection {}.{coll} already exists.", ctx.db)));
+        return Err(MongoError::new(
+            ErrorCode::NamespaceExists,
+            format!("Collection {}.{coll} already exists.", ctx.db),
+        ));
     }
     if cmd.contains_key("viewOn") || cmd.contains_key("pipeline") {
-        return Err(MongoError::new(ErrorCode::CommandNotSupported, "views are not supported"));
+        return Err(MongoError::new(
+            ErrorCode::CommandNotSupported,
+            "views are not supported",
+        ));
     }
     let mut options = Document::new();
     for (k, v) in cmd.iter().skip(1) {
         match k.as_str() {
-            "capped" | "size" | "max" | "validator" | "validationLevel" | "validationAction" | "collation"
-            | "clusteredIndex" | "storageEngine" | "indexOptionDefaults" | "expireAfterSeconds"
-            | "changeStreamPreAndPostImages" | "timeseries" => {
+            "capped"
+            | "size"
+            | "max"
+            | "validator"
+            | "validationLevel"
+            | "validationAction"
+            | "collation"
+            | "clusteredIndex"
+            | "storageEngine"
+            | "indexOptionDefaults"
+            | "expireAfterSeconds"
+            | "changeStreamPreAndPostImages"
+            | "timeseries" => {
                 options.insert(k.clone(), v.clone());
             }
             _ => {}
@@ -27,9 +43,14 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     }
     if let Some(Bson::Boolean(true)) = options.get("capped") {
         if !options.contains_key("size") {
-            return Err(MongoError::new(ErrorCode::InvalidOptions, "the 'size' field is required when 'capped' is true"));
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "the 'size' field is required when 'capped' is true",
+            ));
         }
     }
-    ctx.node.catalog.create_collection(ctx.node.engine.as_ref(), ctx.db, coll, options)?;
+    ctx.node
+        .catalog
+        .create_collection(ctx.node.engine.as_ref(), ctx.db, coll, options)?;
     Ok(Document::new())
 }

@@ -9,7 +9,13 @@ use crate::node::Ctx;
 use crate::write_path::build_index;
 
 /// Spec fields that distinguish two indexes on the same key.
-const OPTION_FIELDS: &[&str] = &["unique", "sparse", "partialFilterExpression", "expireAfterSeconds", "collation"];
+const OPTION_FIELDS: &[&str] = &[
+    "unique",
+    "sparse",
+    "partialFilterExpression",
+    "expireAfterSeconds",
+    "collation",
+];
 
 fn same_options(a: &Document, b: &Document) -> bool {
     OPTION_FIELDS.iter().all(|f| {
@@ -23,10 +29,15 @@ fn same_options(a: &Document, b: &Document) -> bool {
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
-    let specs = opt_array(cmd, "indexes")?
-        .ok_or_else(|| MongoError::failed_to_parse("BSON field 'createIndexes.indexes' is missing but a required field"))?;
+    let specs = opt_array(cmd, "indexes")?.ok_or_else(|| {
+        MongoError::failed_to_parse(
+            "BSON field 'createIndexes.indexes' is missing but a required field",
+        )
+    })?;
     if specs.is_empty() {
-        return Err(MongoError::bad_value("Must specify at least one index to create"));
+        return Err(MongoError::bad_value(
+            "Must specify at least one index to create",
+        ));
     }
     let created_coll = existing(ctx, coll).is_none();
     let meta = create_on_write(ctx, coll)?;
@@ -38,7 +49,9 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let mut new: Vec<IndexMeta> = Vec::new();
     for spec in specs {
         let Bson::Document(spec) = spec else {
-            return Err(MongoError::type_mismatch("each index specification must be an object"));
+            return Err(MongoError::type_mismatch(
+                "each index specification must be an object",
+            ));
         };
         let mut spec = spec.clone();
         spec.remove("v");
@@ -50,10 +63,21 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             if probe.name == "_id_" && is_id_key {
                 continue;
             }
-            let code = if is_id_key { ErrorCode::IndexOptionsConflict } else { ErrorCode::IndexKeySpecsConflict };
-            return Err(MongoError::new(code, format!("An index conflicting with the _id index was requested: {spec}")));
+            let code = if is_id_key {
+                ErrorCode::IndexOptionsConflict
+            } else {
+                ErrorCode::IndexKeySpecsConflict
+            };
+            return Err(MongoError::new(
+                code,
+                format!("An index conflicting with the _id index was requested: {spec}"),
+            ));
         }
-        if let Some(existing) = indexes.iter().chain(new.iter()).find(|i| i.name == probe.name) {
+        if let Some(existing) = indexes
+            .iter()
+            .chain(new.iter())
+            .find(|i| i.name == probe.name)
+        {
             if existing.key == probe.key && same_options(&existing.spec, &spec) {
                 continue;
             }
@@ -62,11 +86,18 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                 format!("An existing index has the same name as the requested index. Requested index: {spec}, existing index: {}", existing.spec),
             ));
         }
-        if let Some(existing) = indexes.iter().chain(new.iter()).find(|i| i.key == probe.key) {
+        if let Some(existing) = indexes
+            .iter()
+            .chain(new.iter())
+            .find(|i| i.key == probe.key)
+        {
             if same_options(&existing.spec, &spec) {
                 return Err(MongoError::new(
                     ErrorCode::IndexOptionsConflict,
-                    format!("Index already exists with a different name: {}", existing.name),
+                    format!(
+                        "Index already exists with a different name: {}",
+                        existing.name
+                    ),
                 ));
             }
             if existing.unique == probe.unique && existing.sparse == probe.sparse {
@@ -97,7 +128,9 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let updated = meta.derive(indexes);
     let mut batch = storage::WriteBatch::default();
     ctx.node.catalog.stage(&mut batch, &updated);
-    engine.write(&batch).map_err(crate::error::storage_to_mongo)?;
+    engine
+        .write(&batch)
+        .map_err(crate::error::storage_to_mongo)?;
     ctx.node.catalog.install(updated);
     let mut reply = doc! {
         "numIndexesBefore": before,

@@ -11,13 +11,19 @@ use crate::write_path::delete_document;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
-    let deletes = opt_array(cmd, "deletes")?
-        .ok_or_else(|| MongoError::failed_to_parse("BSON field 'delete.deletes' is missing but a required field"))?;
+    let deletes = opt_array(cmd, "deletes")?.ok_or_else(|| {
+        MongoError::failed_to_parse("BSON field 'delete.deletes' is missing but a required field")
+    })?;
     check_batch_size(deletes.len())?;
     let ordered = opt_bool(cmd, "ordered")?.unwrap_or(true);
     // Statement shape errors fail the whole command, as MongoDB's parser does.
     for d in deletes {
         if let Bson::Document(d) = d {
+            super::args::check_statement_fields(
+                d,
+                "delete.deletes",
+                &["q", "limit", "hint", "collation"],
+            )?;
             if let Some(limit) = opt_i64(d, "limit")? {
                 if limit != 0 && limit != 1 {
                     return Err(MongoError::failed_to_parse(format!(
@@ -44,18 +50,29 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     Ok(write_reply(n, errors))
 }
 
-fn run_one(ctx: &Ctx, coll: &str, d: &Bson, vars: &Option<query::expr::Variables>) -> MongoResult<i64> {
+fn run_one(
+    ctx: &Ctx,
+    coll: &str,
+    d: &Bson,
+    vars: &Option<query::expr::Variables>,
+) -> MongoResult<i64> {
     let Bson::Document(d) = d else {
-        return Err(MongoError::type_mismatch("BSON field 'delete.deletes' must contain objects"));
+        return Err(MongoError::type_mismatch(
+            "BSON field 'delete.deletes' must contain objects",
+        ));
     };
-    super::args::check_statement_fields(d, "delete.deletes", &["q", "limit", "hint", "collation"])?;
-    let filter = opt_doc(d, "q")?
-        .cloned()
-        .ok_or_else(|| MongoError::failed_to_parse("BSON field 'delete.deletes.q' is missing but a required field"))?;
-    let limit = opt_i64(d, "limit")?
-        .ok_or_else(|| MongoError::failed_to_parse("BSON field 'delete.deletes.limit' is missing but a required field"))?;
+    let filter = opt_doc(d, "q")?.cloned().ok_or_else(|| {
+        MongoError::failed_to_parse("BSON field 'delete.deletes.q' is missing but a required field")
+    })?;
+    let limit = opt_i64(d, "limit")?.ok_or_else(|| {
+        MongoError::failed_to_parse(
+            "BSON field 'delete.deletes.limit' is missing but a required field",
+        )
+    })?;
     if limit != 0 && limit != 1 {
-        return Err(MongoError::failed_to_parse(format!("The limit field in delete objects must be 0 or 1. Got {limit}")));
+        return Err(MongoError::failed_to_parse(format!(
+            "The limit field in delete objects must be 0 or 1. Got {limit}"
+        )));
     }
     let Some(meta) = existing(ctx, coll) else {
         query::matcher::Matcher::new(&filter)?;
@@ -65,7 +82,13 @@ fn run_one(ctx: &Ctx, coll: &str, d: &Bson, vars: &Option<query::expr::Variables
     let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let hint = d.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
-    let args = FindArgs { filter, limit: (limit == 1).then_some(1), hint, vars: vars.clone(), ..Default::default() };
+    let args = FindArgs {
+        filter,
+        limit: (limit == 1).then_some(1),
+        hint,
+        vars: vars.clone(),
+        ..Default::default()
+    };
     let docs = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?;
     for doc in &docs {
         delete_document(ctx.node.engine.as_ref(), &meta, doc)?;

@@ -11,16 +11,36 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
     let key = match cmd.get("key") {
         Some(Bson::String(k)) => k.clone(),
-        Some(_) => return Err(MongoError::type_mismatch("BSON field 'distinct.key' is the wrong type, expected type 'string'")),
-        None => return Err(MongoError::failed_to_parse("BSON field 'distinct.key' is missing but a required field")),
+        Some(_) => {
+            return Err(MongoError::type_mismatch(
+                "BSON field 'distinct.key' is the wrong type, expected type 'string'",
+            ))
+        }
+        None => {
+            return Err(MongoError::failed_to_parse(
+                "BSON field 'distinct.key' is missing but a required field",
+            ))
+        }
     };
     let filter = opt_doc(cmd, "query")?.cloned().unwrap_or_default();
     let Some(meta) = existing(ctx, coll) else {
         query::matcher::Matcher::new(&filter)?;
         return Ok(doc! {"values": [], "ok": 1.0});
     };
-    let hint = cmd.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
-    let docs = collect(ctx.node.engine.as_ref(), &meta, &FindArgs { filter, hint, ..Default::default() }, &ctx.deadline)?;
+    let hint = cmd
+        .get("hint")
+        .cloned()
+        .filter(|h| !matches!(h, Bson::Null));
+    let docs = collect(
+        ctx.node.engine.as_ref(),
+        &meta,
+        &FindArgs {
+            filter,
+            hint,
+            ..Default::default()
+        },
+        &ctx.deadline,
+    )?;
     let mut seen = std::collections::HashSet::new();
     let mut values: Vec<Bson> = Vec::new();
     for d in &docs {

@@ -8,8 +8,10 @@ use crate::node::Ctx;
 pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     for meta in ctx.node.catalog.list(ctx.db) {
         let lock = meta.write_lock.clone();
-    let _guard = lock.lock().unwrap();
-        ctx.node.catalog.drop_collection(ctx.node.engine.as_ref(), &meta.ns())?;
+        let _guard = lock.lock().unwrap();
+        ctx.node
+            .catalog
+            .drop_collection(ctx.node.engine.as_ref(), &meta.ns())?;
     }
     Ok(doc! {"dropped": ctx.db})
 }

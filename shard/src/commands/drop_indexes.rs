@@ -8,13 +8,22 @@ use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
-    let meta = existing(ctx, coll)
-        .ok_or_else(|| MongoError::new(ErrorCode::NamespaceNotFound, format!("ns not found {}.{coll}", ctx.db)))?;
+    let meta = existing(ctx, coll).ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::NamespaceNotFound,
+            format!("ns not found {}.{coll}", ctx.db),
+        )
+    })?;
     let lock = meta.write_lock.clone();
     let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let was = meta.indexes.len() as i32 + 1;
-    let not_found = |what: String| MongoError::new(ErrorCode::IndexNotFound, format!("index not found with name [{what}]"));
+    let not_found = |what: String| {
+        MongoError::new(
+            ErrorCode::IndexNotFound,
+            format!("index not found with name [{what}]"),
+        )
+    };
     let id_err = || MongoError::new(ErrorCode::InvalidOptions, "cannot drop _id index");
     let targets: Vec<String> = match cmd.get("index") {
         Some(Bson::String(s)) if s == "*" => meta.indexes.iter().map(|i| i.name.clone()).collect(),
@@ -26,7 +35,12 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             }
             match meta.indexes.iter().find(|i| &i.key == key) {
                 Some(i) => vec![i.name.clone()],
-                None => return Err(MongoError::new(ErrorCode::IndexNotFound, format!("can't find index with key: {key}"))),
+                None => {
+                    return Err(MongoError::new(
+                        ErrorCode::IndexNotFound,
+                        format!("can't find index with key: {key}"),
+                    ))
+                }
             }
         }
         Some(Bson::Array(names)) => {
@@ -35,27 +49,51 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                 match n {
                     Bson::String(s) if s == "_id_" => return Err(id_err()),
                     Bson::String(s) => v.push(s.clone()),
-                    _ => return Err(MongoError::type_mismatch("dropIndexes names must be strings")),
+                    _ => {
+                        return Err(MongoError::type_mismatch(
+                            "dropIndexes names must be strings",
+                        ))
+                    }
                 }
             }
             v
         }
-        _ => return Err(MongoError::type_mismatch("BSON field 'dropIndexes.index' must be a string, an object or an array")),
+        _ => {
+            return Err(MongoError::type_mismatch(
+                "BSON field 'dropIndexes.index' must be a string, an object or an array",
+            ))
+        }
     };
     for t in &targets {
         if meta.index(t).is_none() {
             return Err(not_found(t.clone()));
         }
     }
-    let keep: Vec<_> = meta.indexes.iter().filter(|i| !targets.contains(&i.name)).cloned().collect();
-    let dropped: Vec<_> = meta.indexes.iter().filter(|i| targets.contains(&i.name)).cloned().collect();
+    let keep: Vec<_> = meta
+        .indexes
+        .iter()
+        .filter(|i| !targets.contains(&i.name))
+        .cloned()
+        .collect();
+    let dropped: Vec<_> = meta
+        .indexes
+        .iter()
+        .filter(|i| targets.contains(&i.name))
+        .cloned()
+        .collect();
     let updated = meta.derive(keep);
     let mut batch = storage::WriteBatch::default();
     ctx.node.catalog.stage(&mut batch, &updated);
-    ctx.node.engine.write(&batch).map_err(crate::error::storage_to_mongo)?;
+    ctx.node
+        .engine
+        .write(&batch)
+        .map_err(crate::error::storage_to_mongo)?;
     ctx.node.catalog.install(updated);
     for i in dropped {
-        ctx.node.engine.drop_table(&i.table).map_err(crate::error::storage_to_mongo)?;
+        ctx.node
+            .engine
+            .drop_table(&i.table)
+            .map_err(crate::error::storage_to_mongo)?;
     }
     Ok(doc! {"nIndexesWas": was})
 }

@@ -13,7 +13,8 @@ use crate::node::Ctx;
 use crate::read::{open_find, FindArgs};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    let inner = opt_doc(cmd, "explain")?.ok_or_else(|| MongoError::failed_to_parse("explain requires a command object"))?;
+    let inner = opt_doc(cmd, "explain")?
+        .ok_or_else(|| MongoError::failed_to_parse("explain requires a command object"))?;
     let verbosity = match cmd.get("verbosity") {
         None => "allPlansExecution",
         Some(Bson::String(v)) if ["queryPlanner", "executionStats", "allPlansExecution"].contains(&v.as_str()) => v,
@@ -22,7 +23,10 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let name = inner.keys().next().cloned().unwrap_or_default();
     let args = match name.as_str() {
         "find" => super::find::parse(inner)?,
-        "count" | "distinct" => FindArgs { filter: opt_doc(inner, "query")?.cloned().unwrap_or_default(), ..Default::default() },
+        "count" | "distinct" => FindArgs {
+            filter: opt_doc(inner, "query")?.cloned().unwrap_or_default(),
+            ..Default::default()
+        },
         "findAndModify" | "findandmodify" => FindArgs {
             filter: opt_doc(inner, "query")?.cloned().unwrap_or_default(),
             sort: opt_doc(inner, "sort")?.cloned(),
@@ -30,13 +34,20 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             ..Default::default()
         },
         "update" | "delete" => {
-            let (field, q) = if name == "update" { ("updates", "q") } else { ("deletes", "q") };
+            let (field, q) = if name == "update" {
+                ("updates", "q")
+            } else {
+                ("deletes", "q")
+            };
             let first = match inner.get(field) {
                 Some(Bson::Array(a)) => a.first().and_then(|d| d.as_document()).cloned(),
                 _ => None,
             }
             .unwrap_or_default();
-            FindArgs { filter: opt_doc(&first, q)?.cloned().unwrap_or_default(), ..Default::default() }
+            FindArgs {
+                filter: opt_doc(&first, q)?.cloned().unwrap_or_default(),
+                ..Default::default()
+            }
         }
         "aggregate" => {
             let filter = match inner.get("pipeline") {
@@ -48,10 +59,16 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                     .unwrap_or_default(),
                 _ => return Err(MongoError::failed_to_parse("aggregate requires a pipeline")),
             };
-            FindArgs { filter, ..Default::default() }
+            FindArgs {
+                filter,
+                ..Default::default()
+            }
         }
         other => {
-            return Err(MongoError::new(ErrorCode::CommandNotFound, format!("Explain failed due to unknown command: {other}")))
+            return Err(MongoError::new(
+                ErrorCode::CommandNotFound,
+                format!("Explain failed due to unknown command: {other}"),
+            ))
         }
     };
     let coll = collection_name(inner)?;

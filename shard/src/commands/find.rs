@@ -10,10 +10,16 @@ use crate::read::{open_find, FindArgs};
 
 pub fn parse(cmd: &Document) -> MongoResult<FindArgs> {
     if let Some(Bson::Boolean(true)) = cmd.get("tailable") {
-        return Err(MongoError::bad_value("error processing query: tailable cursor requested on non capped collection"));
+        return Err(MongoError::bad_value(
+            "error processing query: tailable cursor requested on non capped collection",
+        ));
     }
     let limit = match opt_i64(cmd, "limit")? {
-        Some(n) if n < 0 => return Err(MongoError::bad_value(format!("limit value must be non-negative, but received: {n}"))),
+        Some(n) if n < 0 => {
+            return Err(MongoError::bad_value(format!(
+                "limit value must be non-negative, but received: {n}"
+            )))
+        }
         other => other.map(|n| n as u64),
     };
     Ok(FindArgs {
@@ -22,7 +28,10 @@ pub fn parse(cmd: &Document) -> MongoResult<FindArgs> {
         projection: opt_doc(cmd, "projection")?.cloned(),
         skip: opt_count(cmd, "skip")?.unwrap_or(0),
         limit,
-        hint: cmd.get("hint").cloned().filter(|h| !matches!(h, Bson::Null)),
+        hint: cmd
+            .get("hint")
+            .cloned()
+            .filter(|h| !matches!(h, Bson::Null)),
         vars: super::args::let_vars(cmd)?,
     })
 }
@@ -40,6 +49,18 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     };
     let (cursor, _) = open_find(&meta, &args)?;
     let max = batch_size.unwrap_or(DEFAULT_FIRST_BATCH);
-    let single = single_batch || args.limit.is_some_and(|l| l > 0 && l as usize <= max && batch_size.is_none());
-    batch_reply(&ctx.node.cursors, ctx.node.engine.as_ref(), &ns, Box::new(cursor), None, max, single, &ctx.deadline)
+    let single = single_batch
+        || args
+            .limit
+            .is_some_and(|l| l > 0 && l as usize <= max && batch_size.is_none());
+    batch_reply(
+        &ctx.node.cursors,
+        ctx.node.engine.as_ref(),
+        &ns,
+        Box::new(cursor),
+        None,
+        max,
+        single,
+        &ctx.deadline,
+    )
 }

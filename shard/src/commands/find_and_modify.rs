@@ -25,18 +25,34 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         _ => None,
     };
     match (remove, update) {
-        (true, Some(_)) => return Err(MongoError::failed_to_parse("Cannot specify both an update and remove=true")),
-        (false, None) => return Err(MongoError::failed_to_parse("Either an update or remove=true must be specified")),
+        (true, Some(_)) => {
+            return Err(MongoError::failed_to_parse(
+                "Cannot specify both an update and remove=true",
+            ))
+        }
+        (false, None) => {
+            return Err(MongoError::failed_to_parse(
+                "Either an update or remove=true must be specified",
+            ))
+        }
         _ => {}
     }
     if remove && return_new {
         return Err(MongoError::failed_to_parse("Cannot specify both new=true and remove=true; 'remove' always returns the deleted document"));
     }
     if remove && upsert {
-        return Err(MongoError::failed_to_parse("Cannot specify both upsert=true and remove=true "));
+        return Err(MongoError::failed_to_parse(
+            "Cannot specify both upsert=true and remove=true ",
+        ));
     }
     let spec = match update {
-        Some(u) => Some(UpdateSpec::parse(u, array_filters(cmd)?.as_deref())?),
+        Some(u) => {
+            let spec = UpdateSpec::parse(u, array_filters(cmd)?.as_deref())?;
+            Some(match super::args::let_vars(cmd)? {
+                Some(v) => spec.with_variables(v),
+                None => spec,
+            })
+        }
         None => None,
     };
     let meta = match existing(ctx, coll) {
@@ -50,10 +66,22 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let lock = meta.write_lock.clone();
     let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
-    let hint = cmd.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
+    let hint = cmd
+        .get("hint")
+        .cloned()
+        .filter(|h| !matches!(h, Bson::Null));
     let vars = super::args::let_vars(cmd)?;
-    let args = FindArgs { filter: filter.clone(), sort, limit: Some(1), hint, vars: vars.clone(), ..Default::default() };
-    let found = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?.into_iter().next();
+    let args = FindArgs {
+        filter: filter.clone(),
+        sort,
+        limit: Some(1),
+        hint,
+        vars: vars.clone(),
+        ..Default::default()
+    };
+    let found = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?
+        .into_iter()
+        .next();
     let engine = ctx.node.engine.as_ref();
     match (found, spec) {
         (Some(old), None) => {
@@ -68,15 +96,27 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             }
             let (new, _) = apply_to_existing(ctx, &meta, &matcher, &spec, &old)?;
             let value = if return_new { new } else { old };
-            Ok(reply(Some(value), doc! {"n": 1, "updatedExisting": true}, &fields))
+            Ok(reply(
+                Some(value),
+                doc! {"n": 1, "updatedExisting": true},
+                &fields,
+            ))
         }
         (None, Some(spec)) if upsert => {
             let inserted = upsert_insert(ctx, &meta, &filter, &spec)?;
             let id = inserted.get("_id").cloned().unwrap_or(Bson::Null);
             let value = if return_new { Some(inserted) } else { None };
-            Ok(reply(value, doc! {"n": 1, "updatedExisting": false, "upserted": id}, &fields))
+            Ok(reply(
+                value,
+                doc! {"n": 1, "updatedExisting": false, "upserted": id},
+                &fields,
+            ))
         }
-        (None, Some(_)) => Ok(reply(None, doc! {"n": 0, "updatedExisting": false}, &fields)),
+        (None, Some(_)) => Ok(reply(
+            None,
+            doc! {"n": 0, "updatedExisting": false},
+            &fields,
+        )),
     }
 }
 

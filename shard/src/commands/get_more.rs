@@ -26,10 +26,26 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                 type_name(v)
             )))
         }
-        None => return Err(MongoError::failed_to_parse("BSON field 'getMore.collection' is missing but a required field")),
+        None => {
+            return Err(MongoError::failed_to_parse(
+                "BSON field 'getMore.collection' is missing but a required field",
+            ))
+        }
     };
-    let max = opt_count(cmd, "batchSize")?.filter(|&b| b > 0).map(|b| b as usize).unwrap_or(usize::MAX);
+    let max = opt_count(cmd, "batchSize")?
+        .filter(|&b| b > 0)
+        .map(|b| b as usize)
+        .unwrap_or(usize::MAX);
     let ns = format!("{}.{}", ctx.db, coll);
     let source = ctx.node.cursors.take(id, &ns)?;
-    batch_reply(&ctx.node.cursors, ctx.node.engine.as_ref(), &ns, source, Some(id), max, false, &ctx.deadline)
+    batch_reply(
+        &ctx.node.cursors,
+        ctx.node.engine.as_ref(),
+        &ns,
+        source,
+        Some(id),
+        max,
+        false,
+        &ctx.deadline,
+    )
 }

@@ -9,8 +9,9 @@ use crate::write_path::insert_documents;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
-    let docs = opt_array(cmd, "documents")?
-        .ok_or_else(|| MongoError::failed_to_parse("BSON field 'insert.documents' is missing but a required field"))?;
+    let docs = opt_array(cmd, "documents")?.ok_or_else(|| {
+        MongoError::failed_to_parse("BSON field 'insert.documents' is missing but a required field")
+    })?;
     check_batch_size(docs.len())?;
     let ordered = opt_bool(cmd, "ordered")?.unwrap_or(true);
     let meta = create_on_write(ctx, coll)?;
@@ -33,11 +34,22 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     // With ordered inserts, only the documents before the first invalid one are written.
-    let limit = if ordered { errors.first().map(|(i, _)| *i).unwrap_or(usize::MAX) } else { usize::MAX };
-    let to_write: Vec<(usize, Document)> = prepared.into_iter().filter(|(i, _)| *i < limit).collect();
+    let limit = if ordered {
+        errors.first().map(|(i, _)| *i).unwrap_or(usize::MAX)
+    } else {
+        usize::MAX
+    };
+    let to_write: Vec<(usize, Document)> =
+        prepared.into_iter().filter(|(i, _)| *i < limit).collect();
     let positions: Vec<usize> = to_write.iter().map(|(i, _)| *i).collect();
     let docs: Vec<Document> = to_write.into_iter().map(|(_, d)| d).collect();
-    let failed = insert_documents(ctx.node.engine.as_ref(), &ctx.node.catalog, &meta, &docs, ordered);
+    let failed = insert_documents(
+        ctx.node.engine.as_ref(),
+        &ctx.node.catalog,
+        &meta,
+        &docs,
+        ordered,
+    );
     let mut n = docs.len();
     if ordered {
         if let Some((j, _)) = failed.first() {
@@ -60,7 +72,10 @@ pub fn check_batch_size(n: usize) -> MongoResult<()> {
     if n == 0 || n > wire::MAX_WRITE_BATCH {
         return Err(MongoError::new(
             ErrorCode::InvalidLength,
-            format!("Write batch sizes must be between 1 and {}. Got {n} operations.", wire::MAX_WRITE_BATCH),
+            format!(
+                "Write batch sizes must be between 1 and {}. Got {n} operations.",
+                wire::MAX_WRITE_BATCH
+            ),
         ));
     }
     Ok(())
@@ -70,7 +85,10 @@ pub fn check_batch_size(n: usize) -> MongoResult<()> {
 pub fn write_reply(n: i64, errors: Vec<(usize, MongoError)>) -> Document {
     let mut reply = doc! {"n": n as i32};
     if !errors.is_empty() {
-        let errs: Vec<Bson> = errors.iter().map(|(i, e)| Bson::Document(e.to_write_error(*i))).collect();
+        let errs: Vec<Bson> = errors
+            .iter()
+            .map(|(i, e)| Bson::Document(e.to_write_error(*i)))
+            .collect();
         reply.insert("writeErrors", errs);
     }
     reply
@@ -79,20 +97,34 @@ pub fn write_reply(n: i64, errors: Vec<(usize, MongoError)>) -> Document {
 /// Gives the document an `_id` (first, as MongoDB stores it) and validates it.
 pub fn prepare(d: &Bson) -> MongoResult<Document> {
     let Bson::Document(d) = d else {
-        return Err(MongoError::type_mismatch("BSON field 'insert.documents' must contain documents"));
+        return Err(MongoError::type_mismatch(
+            "BSON field 'insert.documents' must contain documents",
+        ));
     };
     check_id(d.get("_id"))?;
-    if let Some(k) = d.keys().find(|k| k.starts_with('$')) {
-        return Err(MongoError::bad_value(format!("Document can't have $ prefixed field names: {k}")));
-    }
     Ok(with_id_first(d))
 }
 
 pub fn check_id(id: Option<&Bson>) -> MongoResult<()> {
     match id {
-        Some(Bson::Array(_)) => Err(MongoError::new(ErrorCode::InvalidIdField, "The '_id' value cannot be of type array")),
-        Some(Bson::RegularExpression(_)) => Err(MongoError::new(ErrorCode::InvalidIdField, "The '_id' value cannot be of type regex")),
-        Some(Bson::Undefined) => Err(MongoError::new(ErrorCode::InvalidIdField, "can't use a undefined for _id")),
+        Some(Bson::Array(_)) => Err(MongoError::new(
+            ErrorCode::InvalidIdField,
+            "The '_id' value cannot be of type array",
+        )),
+        Some(Bson::RegularExpression(_)) => Err(MongoError::new(
+            ErrorCode::InvalidIdField,
+            "The '_id' value cannot be of type regex",
+        )),
+        Some(Bson::Undefined) => Err(MongoError::new(
+            ErrorCode::InvalidIdField,
+            "can't use a undefined for _id",
+        )),
+        Some(Bson::Document(d)) if d.keys().any(|k| k.starts_with('$')) => Err(MongoError::new(
+            ErrorCode::DollarPrefixedFieldName,
+            format!(
+                "_id fields may not contain '$'-prefixed fields: {d} is not valid for storage."
+            ),
+        )),
         _ => Ok(()),
     }
 }
@@ -102,7 +134,12 @@ pub fn with_id_first(d: &Document) -> Document {
         Some(k) if k == "_id" => d.clone(),
         _ => {
             let mut out = Document::new();
-            out.insert("_id", d.get("_id").cloned().unwrap_or_else(|| Bson::ObjectId(ObjectId::new())));
+            out.insert(
+                "_id",
+                d.get("_id")
+                    .cloned()
+                    .unwrap_or_else(|| Bson::ObjectId(ObjectId::new())),
+            );
             for (k, v) in d {
                 if k != "_id" {
                     out.insert(k.clone(), v.clone());

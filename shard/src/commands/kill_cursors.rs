@@ -7,11 +7,17 @@ use super::args::opt_array;
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    let ids = opt_array(cmd, "cursors")?.ok_or_else(|| MongoError::failed_to_parse("BSON field 'killCursors.cursors' is missing but a required field"))?;
+    let ids = opt_array(cmd, "cursors")?.ok_or_else(|| {
+        MongoError::failed_to_parse(
+            "BSON field 'killCursors.cursors' is missing but a required field",
+        )
+    })?;
     let (mut killed, mut not_found) = (Vec::new(), Vec::new());
     for id in ids {
         let Bson::Int64(id) = id else {
-            return Err(MongoError::type_mismatch("BSON field 'killCursors.cursors' must contain longs"));
+            return Err(MongoError::type_mismatch(
+                "BSON field 'killCursors.cursors' must contain longs",
+            ));
         };
         if ctx.node.cursors.kill(*id) {
             killed.push(*id);
@@ -19,5 +25,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             not_found.push(*id);
         }
     }
-    Ok(doc! {"cursorsKilled": killed, "cursorsNotFound": not_found, "cursorsAlive": [], "cursorsUnknown": [], "ok": 1.0})
+    Ok(
+        doc! {"cursorsKilled": killed, "cursorsNotFound": not_found, "cursorsAlive": [], "cursorsUnknown": [], "ok": 1.0},
+    )
 }

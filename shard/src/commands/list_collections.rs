@@ -13,7 +13,10 @@ use crate::node::Ctx;
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let filter = Matcher::new(&opt_doc(cmd, "filter")?.cloned().unwrap_or_default())?;
     let name_only = opt_bool(cmd, "nameOnly")?.unwrap_or(false);
-    let batch_size = opt_doc(cmd, "cursor")?.map(|c| opt_count(c, "batchSize")).transpose()?.flatten();
+    let batch_size = opt_doc(cmd, "cursor")?
+        .map(|c| opt_count(c, "batchSize"))
+        .transpose()?
+        .flatten();
     let mut out = VecDeque::new();
     for meta in ctx.node.catalog.list(ctx.db) {
         let full = doc! {
@@ -22,10 +25,23 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"},
         };
         if filter.matches(&full) {
-            out.push_back(if name_only { doc! {"name": &meta.name, "type": "collection"} } else { full });
+            out.push_back(if name_only {
+                doc! {"name": &meta.name, "type": "collection"}
+            } else {
+                full
+            });
         }
     }
     let ns = format!("{}.$cmd.listCollections", ctx.db);
     let max = batch_size.map(|b| b as usize).unwrap_or(usize::MAX);
-    batch_reply(&ctx.node.cursors, ctx.node.engine.as_ref(), &ns, Box::new(Materialized(out)), None, max, false, &ctx.deadline)
+    batch_reply(
+        &ctx.node.cursors,
+        ctx.node.engine.as_ref(),
+        &ns,
+        Box::new(Materialized(out)),
+        None,
+        max,
+        false,
+        &ctx.deadline,
+    )
 }

@@ -15,9 +15,18 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     for db in ctx.node.catalog.databases() {
         let mut size = 0i64;
         for meta in ctx.node.catalog.list(&db) {
-            size += ctx.node.engine.stats(&meta.table).map(|s| s.bytes as i64).unwrap_or(0);
+            size += ctx
+                .node
+                .engine
+                .stats(&meta.table)
+                .map(|s| s.bytes as i64)
+                .unwrap_or(0);
         }
-        let entry = if name_only { doc! {"name": &db} } else { doc! {"name": &db, "sizeOnDisk": size, "empty": false} };
+        let entry = if name_only {
+            doc! {"name": &db}
+        } else {
+            doc! {"name": &db, "sizeOnDisk": size, "empty": false}
+        };
         if filter.matches(&entry) {
             total += size;
             dbs.push(Bson::Document(entry));

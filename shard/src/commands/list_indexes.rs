@@ -11,9 +11,16 @@ use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
-    let meta = existing(ctx, coll)
-        .ok_or_else(|| MongoError::new(ErrorCode::NamespaceNotFound, format!("ns does not exist: {}.{coll}", ctx.db)))?;
-    let batch_size = opt_doc(cmd, "cursor")?.map(|c| opt_count(c, "batchSize")).transpose()?.flatten();
+    let meta = existing(ctx, coll).ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::NamespaceNotFound,
+            format!("ns does not exist: {}.{coll}", ctx.db),
+        )
+    })?;
+    let batch_size = opt_doc(cmd, "cursor")?
+        .map(|c| opt_count(c, "batchSize"))
+        .transpose()?
+        .flatten();
     let mut out = VecDeque::new();
     out.push_back(doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"});
     for i in &meta.indexes {
@@ -21,5 +28,14 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     }
     let ns = format!("{}.{coll}", ctx.db);
     let max = batch_size.map(|b| b as usize).unwrap_or(usize::MAX);
-    batch_reply(&ctx.node.cursors, ctx.node.engine.as_ref(), &ns, Box::new(Materialized(out)), None, max, false, &ctx.deadline)
+    batch_reply(
+        &ctx.node.cursors,
+        ctx.node.engine.as_ref(),
+        &ns,
+        Box::new(Materialized(out)),
+        None,
+        max,
+        false,
+        &ctx.deadline,
+    )
 }

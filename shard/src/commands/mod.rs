@@ -5,9 +5,9 @@ use wire::MongoResult;
 
 use crate::node::Ctx;
 
-pub mod args;
 mod aggregate;
 mod aggregate_output;
+pub mod args;
 mod coll_stats;
 mod count;
 mod create;
@@ -40,30 +40,126 @@ pub struct CommandSpec {
 }
 
 const COMMANDS: &[CommandSpec] = &[
-    CommandSpec { name: "insert", run: insert::run, writes: true },
-    CommandSpec { name: "update", run: update::run, writes: true },
-    CommandSpec { name: "delete", run: delete::run, writes: true },
-    CommandSpec { name: "findAndModify", run: find_and_modify::run, writes: true },
-    CommandSpec { name: "findandmodify", run: find_and_modify::run, writes: true },
-    CommandSpec { name: "find", run: find::run, writes: false },
-    CommandSpec { name: "getMore", run: get_more::run, writes: false },
-    CommandSpec { name: "killCursors", run: kill_cursors::run, writes: false },
-    CommandSpec { name: "count", run: count::run, writes: false },
-    CommandSpec { name: "distinct", run: distinct::run, writes: false },
-    CommandSpec { name: "aggregate", run: aggregate::run, writes: false },
-    CommandSpec { name: "explain", run: explain::run, writes: false },
-    CommandSpec { name: "create", run: create::run, writes: true },
-    CommandSpec { name: "drop", run: drop::run, writes: true },
-    CommandSpec { name: "dropDatabase", run: drop_database::run, writes: true },
-    CommandSpec { name: "renameCollection", run: rename_collection::run, writes: true },
-    CommandSpec { name: "listCollections", run: list_collections::run, writes: false },
-    CommandSpec { name: "listDatabases", run: list_databases::run, writes: false },
-    CommandSpec { name: "createIndexes", run: create_indexes::run, writes: true },
-    CommandSpec { name: "listIndexes", run: list_indexes::run, writes: false },
-    CommandSpec { name: "dropIndexes", run: drop_indexes::run, writes: true },
-    CommandSpec { name: "deleteIndexes", run: drop_indexes::run, writes: true },
-    CommandSpec { name: "collStats", run: coll_stats::run, writes: false },
-    CommandSpec { name: "dbStats", run: db_stats::run, writes: false },
+    CommandSpec {
+        name: "insert",
+        run: insert::run,
+        writes: true,
+    },
+    CommandSpec {
+        name: "update",
+        run: update::run,
+        writes: true,
+    },
+    CommandSpec {
+        name: "delete",
+        run: delete::run,
+        writes: true,
+    },
+    CommandSpec {
+        name: "findAndModify",
+        run: find_and_modify::run,
+        writes: true,
+    },
+    CommandSpec {
+        name: "findandmodify",
+        run: find_and_modify::run,
+        writes: true,
+    },
+    CommandSpec {
+        name: "find",
+        run: find::run,
+        writes: false,
+    },
+    CommandSpec {
+        name: "getMore",
+        run: get_more::run,
+        writes: false,
+    },
+    CommandSpec {
+        name: "killCursors",
+        run: kill_cursors::run,
+        writes: false,
+    },
+    CommandSpec {
+        name: "count",
+        run: count::run,
+        writes: false,
+    },
+    CommandSpec {
+        name: "distinct",
+        run: distinct::run,
+        writes: false,
+    },
+    CommandSpec {
+        name: "aggregate",
+        run: aggregate::run,
+        writes: false,
+    },
+    CommandSpec {
+        name: "explain",
+        run: explain::run,
+        writes: false,
+    },
+    CommandSpec {
+        name: "create",
+        run: create::run,
+        writes: true,
+    },
+    CommandSpec {
+        name: "drop",
+        run: drop::run,
+        writes: true,
+    },
+    CommandSpec {
+        name: "dropDatabase",
+        run: drop_database::run,
+        writes: true,
+    },
+    CommandSpec {
+        name: "renameCollection",
+        run: rename_collection::run,
+        writes: true,
+    },
+    CommandSpec {
+        name: "listCollections",
+        run: list_collections::run,
+        writes: false,
+    },
+    CommandSpec {
+        name: "listDatabases",
+        run: list_databases::run,
+        writes: false,
+    },
+    CommandSpec {
+        name: "createIndexes",
+        run: create_indexes::run,
+        writes: true,
+    },
+    CommandSpec {
+        name: "listIndexes",
+        run: list_indexes::run,
+        writes: false,
+    },
+    CommandSpec {
+        name: "dropIndexes",
+        run: drop_indexes::run,
+        writes: true,
+    },
+    CommandSpec {
+        name: "deleteIndexes",
+        run: drop_indexes::run,
+        writes: true,
+    },
+    CommandSpec {
+        name: "collStats",
+        run: coll_stats::run,
+        writes: false,
+    },
+    CommandSpec {
+        name: "dbStats",
+        run: db_stats::run,
+        writes: false,
+    },
 ];
 
 pub fn lookup(name: &str) -> Option<&'static CommandSpec> {

@@ -9,30 +9,51 @@ use crate::node::Ctx;
 fn split_ns(ns: &str) -> MongoResult<(&str, &str)> {
     ns.split_once('.')
         .filter(|(d, c)| !d.is_empty() && !c.is_empty())
-        .ok_or_else(|| MongoError::new(ErrorCode::InvalidNamespace, format!("Invalid namespace specified '{ns}'")))
+        .ok_or_else(|| {
+            MongoError::new(
+                ErrorCode::InvalidNamespace,
+                format!("Invalid namespace specified '{ns}'"),
+            )
+        })
 }
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     if ctx.db != "admin" {
-        return Err(MongoError::new(ErrorCode::Unauthorized, "renameCollection may only be run against the admin database."));
+        return Err(MongoError::new(
+            ErrorCode::Unauthorized,
+            "renameCollection may only be run against the admin database.",
+        ));
     }
-    let (Some(Bson::String(from)), Some(Bson::String(to))) = (cmd.get("renameCollection"), cmd.get("to")) else {
-        return Err(MongoError::type_mismatch("'renameCollection' and 'to' must be namespace strings"));
+    let (Some(Bson::String(from)), Some(Bson::String(to))) =
+        (cmd.get("renameCollection"), cmd.get("to"))
+    else {
+        return Err(MongoError::type_mismatch(
+            "'renameCollection' and 'to' must be namespace strings",
+        ));
     };
     let (to_db, to_coll) = split_ns(to)?;
     split_ns(from)?;
     let drop_target = opt_bool(cmd, "dropTarget")?.unwrap_or(false);
     let catalog = &ctx.node.catalog;
-    let source = catalog
-        .get(from)
-        .ok_or_else(|| MongoError::new(ErrorCode::NamespaceNotFound, format!("Source collection {from} does not exist")))?;
+    let source = catalog.get(from).ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::NamespaceNotFound,
+            format!("Source collection {from} does not exist"),
+        )
+    })?;
     if from == to {
-        return Err(MongoError::new(ErrorCode::IllegalOperation, "Can't rename a collection to itself"));
+        return Err(MongoError::new(
+            ErrorCode::IllegalOperation,
+            "Can't rename a collection to itself",
+        ));
     }
     let _guard = source.write_lock.lock().unwrap();
     if let Some(target) = catalog.get(to) {
         if !drop_target {
-            return Err(MongoError::new(ErrorCode::NamespaceExists, "target namespace exists"));
+            return Err(MongoError::new(
+                ErrorCode::NamespaceExists,
+                "target namespace exists",
+            ));
         }
         let _t = target.write_lock.lock().unwrap();
         catalog.drop_collection(ctx.node.engine.as_ref(), to)?;

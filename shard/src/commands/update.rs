@@ -15,11 +15,18 @@ use crate::write_path::{insert_documents, replace_document};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
-    let updates = opt_array(cmd, "updates")?
-        .ok_or_else(|| MongoError::failed_to_parse("BSON field 'update.updates' is missing but a required field"))?;
+    let updates = opt_array(cmd, "updates")?.ok_or_else(|| {
+        MongoError::failed_to_parse("BSON field 'update.updates' is missing but a required field")
+    })?;
     check_batch_size(updates.len())?;
     let ordered = opt_bool(cmd, "ordered")?.unwrap_or(true);
     let vars = super::args::let_vars(cmd)?;
+    // Statement shape errors fail the whole command, as MongoDB's parser does.
+    for u in updates {
+        if let Bson::Document(u) = u {
+            super::args::check_statement_fields(u, "update.updates", UPDATE_STATEMENT_FIELDS)?;
+        }
+    }
     let (mut n, mut modified) = (0i64, 0i64);
     let mut upserted = Vec::new();
     let mut errors = Vec::new();
@@ -49,29 +56,50 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     Ok(reply)
 }
 
+const UPDATE_STATEMENT_FIELDS: &[&str] = &[
+    "q",
+    "u",
+    "upsert",
+    "multi",
+    "arrayFilters",
+    "hint",
+    "collation",
+    "c",
+    "upsertSupplied",
+];
+
 struct Outcome {
     matched: i64,
     modified: i64,
     upserted_id: Option<Bson>,
 }
 
-fn run_one(ctx: &Ctx, coll: &str, u: &Bson, vars: &Option<query::expr::Variables>) -> MongoResult<Outcome> {
+fn run_one(
+    ctx: &Ctx,
+    coll: &str,
+    u: &Bson,
+    vars: &Option<query::expr::Variables>,
+) -> MongoResult<Outcome> {
     let Bson::Document(u) = u else {
-        return Err(MongoError::type_mismatch("BSON field 'update.updates' must contain objects"));
+        return Err(MongoError::type_mismatch(
+            "BSON field 'update.updates' must contain objects",
+        ));
     };
-    super::args::check_statement_fields(
-        u,
-        "update.updates",
-        &["q", "u", "upsert", "multi", "arrayFilters", "hint", "collation", "c", "upsertSupplied"],
-    )?;
     let filter = super::args::opt_doc(u, "q")?.cloned().unwrap_or_default();
-    let update = u.get("u").ok_or_else(|| MongoError::failed_to_parse("BSON field 'update.updates.u' is missing but a required field"))?;
+    let update = u.get("u").ok_or_else(|| {
+        MongoError::failed_to_parse("BSON field 'update.updates.u' is missing but a required field")
+    })?;
     let array_filters = array_filters(u)?;
-    let spec = UpdateSpec::parse(update, array_filters.as_deref())?;
+    let mut spec = UpdateSpec::parse(update, array_filters.as_deref())?;
+    if let Some(v) = vars {
+        spec = spec.with_variables(v.clone());
+    }
     let multi = opt_bool(u, "multi")?.unwrap_or(false);
     let upsert = opt_bool(u, "upsert")?.unwrap_or(false);
     if multi && spec.is_replacement() {
-        return Err(MongoError::failed_to_parse("multi update is not supported for replacement-style update"));
+        return Err(MongoError::failed_to_parse(
+            "multi update is not supported for replacement-style update",
+        ));
     }
     let hint = u.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
     let meta = match existing(ctx, coll) {
@@ -79,20 +107,38 @@ fn run_one(ctx: &Ctx, coll: &str, u: &Bson, vars: &Option<query::expr::Variables
         None if upsert => create_on_write(ctx, coll)?,
         None => {
             Matcher::new(&filter)?;
-            return Ok(Outcome { matched: 0, modified: 0, upserted_id: None });
+            return Ok(Outcome {
+                matched: 0,
+                modified: 0,
+                upserted_id: None,
+            });
         }
     };
     let lock = meta.write_lock.clone();
     let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
-    let args = FindArgs { filter: filter.clone(), limit: if multi { None } else { Some(1) }, hint, vars: vars.clone(), ..Default::default() };
+    let args = FindArgs {
+        filter: filter.clone(),
+        limit: if multi { None } else { Some(1) },
+        hint,
+        vars: vars.clone(),
+        ..Default::default()
+    };
     let docs = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?;
     if docs.is_empty() {
         if !upsert {
-            return Ok(Outcome { matched: 0, modified: 0, upserted_id: None });
+            return Ok(Outcome {
+                matched: 0,
+                modified: 0,
+                upserted_id: None,
+            });
         }
         let inserted = upsert_insert(ctx, &meta, &filter, &spec)?;
-        return Ok(Outcome { matched: 0, modified: 0, upserted_id: inserted.get("_id").cloned() });
+        return Ok(Outcome {
+            matched: 0,
+            modified: 0,
+            upserted_id: inserted.get("_id").cloned(),
+        });
     }
     let mut matcher = Matcher::new(&filter)?;
     if let Some(v) = vars {
@@ -105,7 +151,11 @@ fn run_one(ctx: &Ctx, coll: &str, u: &Bson, vars: &Option<query::expr::Variables
             modified += 1;
         }
     }
-    Ok(Outcome { matched: docs.len() as i64, modified, upserted_id: None })
+    Ok(Outcome {
+        matched: docs.len() as i64,
+        modified,
+        upserted_id: None,
+    })
 }
 
 pub fn array_filters(u: &Document) -> MongoResult<Option<Vec<Document>>> {
@@ -115,7 +165,9 @@ pub fn array_filters(u: &Document) -> MongoResult<Option<Vec<Document>>> {
             .iter()
             .map(|f| match f {
                 Bson::Document(d) => Ok(d.clone()),
-                _ => Err(MongoError::type_mismatch("arrayFilters must contain objects")),
+                _ => Err(MongoError::type_mismatch(
+                    "arrayFilters must contain objects",
+                )),
             })
             .collect::<MongoResult<Vec<_>>>()
             .map(Some),
@@ -152,10 +204,21 @@ pub fn apply_to_existing(
 }
 
 /// Inserts the document an upsert creates when nothing matched; returns it.
-pub fn upsert_insert(ctx: &Ctx, meta: &CollectionMeta, filter: &Document, spec: &UpdateSpec) -> MongoResult<Document> {
+pub fn upsert_insert(
+    ctx: &Ctx,
+    meta: &CollectionMeta,
+    filter: &Document,
+    spec: &UpdateSpec,
+) -> MongoResult<Document> {
     let doc = spec.upsert_document(filter, bson::DateTime::now())?;
     check_id(doc.get("_id"))?;
-    let errors = insert_documents(ctx.node.engine.as_ref(), &ctx.node.catalog, meta, std::slice::from_ref(&doc), true);
+    let errors = insert_documents(
+        ctx.node.engine.as_ref(),
+        &ctx.node.catalog,
+        meta,
+        std::slice::from_ref(&doc),
+        true,
+    );
     match errors.into_iter().next() {
         Some((_, e)) => Err(e),
         None => Ok(doc),

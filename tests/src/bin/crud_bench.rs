@@ -20,7 +20,13 @@ struct Args {
 }
 
 fn parse_args() -> Args {
-    let mut a = Args { runs: 3, docs: 100_000, lookups: 20_000, batch: 100, value_size: 1024 };
+    let mut a = Args {
+        runs: 3,
+        docs: 100_000,
+        lookups: 20_000,
+        batch: 100,
+        value_size: 1024,
+    };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i + 1 < argv.len() {
@@ -49,7 +55,9 @@ async fn router_insert(coll: &mongodb::Collection<Document>, args: &Args) -> f64
     let started = Instant::now();
     let mut next = 0i64;
     while (next as usize) < args.docs {
-        let batch: Vec<Document> = (0..args.batch).map(|k| doc! {"_id": next + k as i64, "p": &payload}).collect();
+        let batch: Vec<Document> = (0..args.batch)
+            .map(|k| doc! {"_id": next + k as i64, "p": &payload})
+            .collect();
         next += args.batch as i64;
         coll.insert_many(batch).await.unwrap();
     }
@@ -77,7 +85,11 @@ async fn main() {
     let (mut ins, mut get, mut raw_ins, mut raw_get) = (vec![], vec![], vec![], vec![]);
     for run in 1..=args.runs {
         let cluster = TestCluster::start().await;
-        let coll = cluster.client().await.database("bench").collection::<Document>("c");
+        let coll = cluster
+            .client()
+            .await
+            .database("bench")
+            .collection::<Document>("c");
         let i = router_insert(&coll, &args).await;
         let g = router_point_find(&coll, &args).await;
         cluster.stop().await;
@@ -100,7 +112,10 @@ async fn main() {
     }
     let (i, g, ri, rg) = (median(ins), median(get), median(raw_ins), median(raw_get));
     println!();
-    println!("medians of {} runs ({} docs of {} B, batches of {}, {} lookups):", args.runs, args.docs, args.value_size, args.batch, args.lookups);
+    println!(
+        "medians of {} runs ({} docs of {} B, batches of {}, {} lookups):",
+        args.runs, args.docs, args.value_size, args.batch, args.lookups
+    );
     println!("  insert_many via router : {i:>12.0} docs/s");
     println!("  raw WiredTiger insert  : {ri:>12.0} rows/s");
     println!("  ratio                  : {:>12.3}", i / ri);
