@@ -199,12 +199,7 @@ const TYPE_ALIASES: &[(&str, i32)] = &[
 
 /// The BSON type name (`$type` alias) of a value, e.g. "int", "object".
 pub fn bson_type_name(v: &Bson) -> &'static str {
-    let code = bson_type_code(v);
-    TYPE_ALIASES
-        .iter()
-        .find(|(_, c)| *c == code)
-        .map(|(n, _)| *n)
-        .unwrap_or("unknown")
+    crate::expr::type_name(v)
 }
 
 /// Parses one `$type` argument (code or alias).

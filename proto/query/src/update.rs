@@ -18,7 +18,7 @@ use std::sync::Arc;
 use bson::{Bson, DateTime, Decimal128, Document, Timestamp};
 
 use crate::agg::{NoCollections, Pipeline};
-use crate::expr::Variables;
+use crate::expr::{type_name, Variables};
 use crate::matcher::Matcher;
 use crate::{ErrorCode, MongoError, MongoResult};
 
@@ -2390,33 +2390,6 @@ fn identical_docs(a: &Document, b: &Document) -> bool {
 /// Equality for immutable-field checks: identical, or equal in MongoDB's comparison (1 == 1.0).
 fn same_value(a: &Bson, b: &Bson) -> bool {
     identical(a, b) || crate::order::values_equal(a, b)
-}
-
-/// mongod's `typeName`.
-fn type_name(v: &Bson) -> &'static str {
-    match v {
-        Bson::Double(_) => "double",
-        Bson::String(_) => "string",
-        Bson::Document(_) => "object",
-        Bson::Array(_) => "array",
-        Bson::Binary(_) => "binData",
-        Bson::Undefined => "undefined",
-        Bson::ObjectId(_) => "objectId",
-        Bson::Boolean(_) => "bool",
-        Bson::DateTime(_) => "date",
-        Bson::Null => "null",
-        Bson::RegularExpression(_) => "regex",
-        Bson::DbPointer(_) => "dbPointer",
-        Bson::JavaScriptCode(_) => "javascript",
-        Bson::Symbol(_) => "symbol",
-        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
-        Bson::Int32(_) => "int",
-        Bson::Timestamp(_) => "timestamp",
-        Bson::Int64(_) => "long",
-        Bson::Decimal128(_) => "decimal",
-        Bson::MinKey => "minKey",
-        Bson::MaxKey => "maxKey",
-    }
 }
 
 /// `name: value` the way mongod's `BSONElement::toString` prints it in messages.

@@ -9,8 +9,8 @@ use query::agg::{AggContext, Pipeline};
 use query::expr::Variables;
 use wire::{MongoError, MongoResult};
 
-use super::args::{existing, opt_array, opt_count, opt_doc};
-use crate::cursor::{batch_reply, Materialized, DEFAULT_FIRST_BATCH};
+use super::args::{existing, materialized_reply, opt_array, opt_doc};
+use crate::cursor::DEFAULT_FIRST_BATCH;
 use crate::node::Ctx;
 use crate::read::{collect, FindArgs};
 
@@ -70,10 +70,6 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             "The 'cursor' option is required, except for aggregate with the explain argument",
         ));
     }
-    let batch_size = cursor_opts
-        .map(|c| opt_count(c, "batchSize"))
-        .transpose()?
-        .flatten();
 
     // $collStats must be first and reads storage, not documents.
     let mut input: Vec<Document> = Vec::new();
@@ -135,17 +131,5 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     ctx.deadline.check()?;
     let results = super::aggregate_output::write(ctx, &pipeline, results)?;
     let ns = format!("{}.{}", ctx.db, coll.unwrap_or("$cmd.aggregate"));
-    let max = batch_size
-        .map(|b| b as usize)
-        .unwrap_or(DEFAULT_FIRST_BATCH);
-    batch_reply(
-        &ctx.node.cursors,
-        ctx.node.engine.as_ref(),
-        &ns,
-        Box::new(Materialized(VecDeque::from(results))),
-        None,
-        max,
-        false,
-        &ctx.deadline,
-    )
+    materialized_reply(ctx, cmd, &ns, VecDeque::from(results), DEFAULT_FIRST_BATCH)
 }

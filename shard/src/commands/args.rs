@@ -8,31 +8,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use crate::catalog::CollectionMeta;
 use crate::node::Ctx;
 
-pub fn type_name(v: &Bson) -> &'static str {
-    match v {
-        Bson::Double(_) => "double",
-        Bson::String(_) => "string",
-        Bson::Document(_) => "object",
-        Bson::Array(_) => "array",
-        Bson::Binary(_) => "binData",
-        Bson::Undefined => "undefined",
-        Bson::ObjectId(_) => "objectId",
-        Bson::Boolean(_) => "bool",
-        Bson::DateTime(_) => "date",
-        Bson::Null => "null",
-        Bson::RegularExpression(_) => "regex",
-        Bson::JavaScriptCode(_) => "javascript",
-        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
-        Bson::Int32(_) => "int",
-        Bson::Timestamp(_) => "timestamp",
-        Bson::Int64(_) => "long",
-        Bson::Decimal128(_) => "decimal",
-        Bson::MinKey => "minKey",
-        Bson::MaxKey => "maxKey",
-        Bson::DbPointer(_) => "dbPointer",
-        Bson::Symbol(_) => "symbol",
-    }
-}
+pub use query::expr::type_name;
 
 fn wrong_type(cmd: &str, field: &str, v: &Bson, expected: &str) -> MongoError {
     MongoError::type_mismatch(format!(
@@ -155,4 +131,30 @@ pub fn let_vars(cmd: &Document) -> MongoResult<Option<query::expr::Variables>> {
 
 pub fn ns(ctx: &Ctx, coll: &str) -> String {
     format!("{}.{}", ctx.db, coll)
+}
+
+/// Replies with the first batch of already computed results and parks the rest as a
+/// cursor; the batch size comes from the command's `cursor.batchSize`.
+pub fn materialized_reply(
+    ctx: &Ctx,
+    cmd: &Document,
+    ns: &str,
+    docs: std::collections::VecDeque<Document>,
+    default_batch: usize,
+) -> MongoResult<Document> {
+    let batch_size = opt_doc(cmd, "cursor")?
+        .map(|c| opt_count(c, "batchSize"))
+        .transpose()?
+        .flatten();
+    let max = batch_size.map(|b| b as usize).unwrap_or(default_batch);
+    crate::cursor::batch_reply(
+        &ctx.node.cursors,
+        ctx.node.engine.as_ref(),
+        ns,
+        Box::new(crate::cursor::Materialized(docs)),
+        None,
+        max,
+        false,
+        &ctx.deadline,
+    )
 }

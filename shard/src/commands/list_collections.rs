@@ -6,17 +6,12 @@ use bson::{doc, Document};
 use query::matcher::Matcher;
 use wire::MongoResult;
 
-use super::args::{opt_bool, opt_count, opt_doc};
-use crate::cursor::{batch_reply, Materialized};
+use super::args::{materialized_reply, opt_bool, opt_doc};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let filter = Matcher::new(&opt_doc(cmd, "filter")?.cloned().unwrap_or_default())?;
     let name_only = opt_bool(cmd, "nameOnly")?.unwrap_or(false);
-    let batch_size = opt_doc(cmd, "cursor")?
-        .map(|c| opt_count(c, "batchSize"))
-        .transpose()?
-        .flatten();
     let mut out = VecDeque::new();
     for meta in ctx.node.catalog.list(ctx.db) {
         let full = doc! {
@@ -33,15 +28,5 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         }
     }
     let ns = format!("{}.$cmd.listCollections", ctx.db);
-    let max = batch_size.map(|b| b as usize).unwrap_or(usize::MAX);
-    batch_reply(
-        &ctx.node.cursors,
-        ctx.node.engine.as_ref(),
-        &ns,
-        Box::new(Materialized(out)),
-        None,
-        max,
-        false,
-        &ctx.deadline,
-    )
+    materialized_reply(ctx, cmd, &ns, out, usize::MAX)
 }

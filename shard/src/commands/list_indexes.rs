@@ -5,8 +5,7 @@ use std::collections::VecDeque;
 use bson::{doc, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use super::args::{collection_name, existing, opt_count, opt_doc};
-use crate::cursor::{batch_reply, Materialized};
+use super::args::{collection_name, existing, materialized_reply};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
@@ -17,25 +16,11 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             format!("ns does not exist: {}.{coll}", ctx.db),
         )
     })?;
-    let batch_size = opt_doc(cmd, "cursor")?
-        .map(|c| opt_count(c, "batchSize"))
-        .transpose()?
-        .flatten();
     let mut out = VecDeque::new();
     out.push_back(doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"});
     for i in &meta.indexes {
         out.push_back(i.spec.clone());
     }
     let ns = format!("{}.{coll}", ctx.db);
-    let max = batch_size.map(|b| b as usize).unwrap_or(usize::MAX);
-    batch_reply(
-        &ctx.node.cursors,
-        ctx.node.engine.as_ref(),
-        &ns,
-        Box::new(Materialized(out)),
-        None,
-        max,
-        false,
-        &ctx.deadline,
-    )
+    materialized_reply(ctx, cmd, &ns, out, usize::MAX)
 }
