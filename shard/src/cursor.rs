@@ -314,3 +314,27 @@ pub fn batch_reply(
 
 /// Keeps `CollectionMeta` alive for the life of a cursor even if the collection is dropped.
 pub type MetaRef = Arc<CollectionMeta>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_cursors_time_out_and_then_are_not_found() {
+        let cursors = Cursors::new(Duration::from_millis(0));
+        let id = Cursors::new_id();
+        cursors.park(id, "db.c".into(), Box::new(Materialized(VecDeque::from(vec![doc! {"a": 1}]))));
+        assert_eq!(cursors.reap(), 1);
+        let err = cursors.take(id, "db.c").err().expect("reaped cursor is gone");
+        assert_eq!(err.code, ErrorCode::CursorNotFound as i32);
+    }
+
+    #[test]
+    fn a_cursor_is_bound_to_its_namespace() {
+        let cursors = Cursors::new(Duration::from_secs(600));
+        cursors.park(7, "db.c".into(), Box::new(Materialized(VecDeque::new())));
+        assert!(cursors.take(7, "db.other").is_err());
+        assert!(cursors.take(7, "db.c").is_ok());
+        assert_eq!(cursors.reap(), 0);
+    }
+}
