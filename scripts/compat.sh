@@ -32,6 +32,7 @@ if [ ! -x "$venv/bin/pytest" ]; then
 fi
 "$venv/bin/python" -c "import backports.zstd" 2>/dev/null || "$venv/bin/pip" install -q backports.zstd
 status=0
+PYTHON="$venv/bin/python" bash scripts/separate-roles.sh || status=1
 BULWARK_URI="mongodb://127.0.0.1:$PORT/" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/python || status=1
 
 run_suite() { # group floor-percent

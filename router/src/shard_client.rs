@@ -13,6 +13,9 @@ use crate::RouterError;
 
 /// Largest gRPC message either way (a 48 MB wire message plus envelope).
 const MAX_GRPC_MESSAGE: usize = 64 * 1024 * 1024;
+/// HTTP/2 flow-control windows (per stream, per connection).
+pub const STREAM_WINDOW: u32 = 8 * 1024 * 1024;
+pub const CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
 
 #[derive(Clone)]
 pub struct ShardHandle {
@@ -31,6 +34,10 @@ impl ShardHandle {
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(5))
             .http2_keep_alive_interval(Duration::from_secs(10))
+            // HTTP/2's default 64 KiB windows stall a 100 KiB insert batch for a
+            // WINDOW_UPDATE round trip; give a batch room to go out in one flight.
+            .initial_stream_window_size(Some(STREAM_WINDOW))
+            .initial_connection_window_size(Some(CONNECTION_WINDOW))
             .connect_lazy();
         let client = ShardClient::new(channel)
             .max_decoding_message_size(MAX_GRPC_MESSAGE)

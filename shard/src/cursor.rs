@@ -323,9 +323,16 @@ mod tests {
     fn idle_cursors_time_out_and_then_are_not_found() {
         let cursors = Cursors::new(Duration::from_millis(0));
         let id = Cursors::new_id();
-        cursors.park(id, "db.c".into(), Box::new(Materialized(VecDeque::from(vec![doc! {"a": 1}]))));
+        cursors.park(
+            id,
+            "db.c".into(),
+            Box::new(Materialized(VecDeque::from(vec![doc! {"a": 1}]))),
+        );
         assert_eq!(cursors.reap(), 1);
-        let err = cursors.take(id, "db.c").err().expect("reaped cursor is gone");
+        let err = cursors
+            .take(id, "db.c")
+            .err()
+            .expect("reaped cursor is gone");
         assert_eq!(err.code, ErrorCode::CursorNotFound as i32);
     }
 

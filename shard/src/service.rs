@@ -74,14 +74,21 @@ pub async fn serve(
         .max_encoding_message_size(MAX_GRPC_MESSAGE);
     // tonic applies tcp_nodelay only to listeners it binds itself; without it, small gRPC
     // frames wait for delayed ACKs (40 ms per round trip).
-    let incoming = tokio_stream::StreamExt::map(tokio_stream::wrappers::TcpListenerStream::new(listener), |s| {
-        if let Ok(s) = &s {
-            let _ = s.set_nodelay(true);
-        }
-        s
-    });
+    let incoming = tokio_stream::StreamExt::map(
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        |s| {
+            if let Ok(s) = &s {
+                let _ = s.set_nodelay(true);
+            }
+            s
+        },
+    );
     let result = tonic::transport::Server::builder()
         .tcp_nodelay(true)
+        // HTTP/2's default 64 KiB windows would hold a 100 KiB insert batch for a
+        // WINDOW_UPDATE round trip (the router sets the same for replies).
+        .initial_stream_window_size(Some(8 * 1024 * 1024))
+        .initial_connection_window_size(Some(32 * 1024 * 1024))
         .add_service(svc)
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
         .await;
