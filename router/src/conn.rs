@@ -65,6 +65,12 @@ pub async fn handle(
                     let Some(header) = MsgHeader::parse(&buf) else {
                         break;
                     };
+                    // A client that set moreToCome reads no reply; answering would
+                    // desynchronise its stream, so the bad message is dropped.
+                    if header.op_code == wire::OP_MSG && buf.get(16).is_some_and(|f| f & 0b10 != 0)
+                    {
+                        continue;
+                    }
                     let reply = e.to_mongo_error().to_document();
                     let op = if header.op_code == wire::OP_QUERY {
                         wire::OP_REPLY
