@@ -286,8 +286,7 @@ impl Cursors {
 
 /// Runs one batch and either parks the cursor or closes it; returns the reply.
 pub fn batch_reply(
-    cursors: &Cursors,
-    engine: &dyn Engine,
+    node: &crate::Node,
     ns: &str,
     mut source: Box<dyn CursorSource>,
     existing_id: Option<i64>,
@@ -295,6 +294,7 @@ pub fn batch_reply(
     single_batch: bool,
     deadline: &Deadline,
 ) -> MongoResult<Document> {
+    let (cursors, engine) = (&node.cursors, node.engine.as_ref());
     let batch = source.next_batch(engine, max_docs, deadline)?;
     let id = if single_batch || source.exhausted() {
         0

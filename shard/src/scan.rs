@@ -16,6 +16,9 @@ use crate::write_path::decode_document;
 /// Entries read from storage per page.
 pub const PAGE: usize = 256;
 
+/// One page of a scan: record keys with their documents.
+pub type Page = Vec<(Vec<u8>, Document)>;
+
 pub struct Scan {
     table: String,
     index_table: Option<String>,
@@ -59,10 +62,7 @@ impl Scan {
     }
 
     /// The next page of documents (unfiltered), or `None` when the scan is exhausted.
-    pub fn next_page(
-        &mut self,
-        engine: &dyn Engine,
-    ) -> MongoResult<Option<Vec<(Vec<u8>, Document)>>> {
+    pub fn next_page(&mut self, engine: &dyn Engine) -> MongoResult<Option<Page>> {
         if !self.points.is_empty() {
             let mut out = Vec::new();
             while let Some(k) = self.points.pop_front() {

@@ -33,12 +33,14 @@ impl Shard for Service {
         let node = self.node.clone();
         let reply = tokio::task::spawn_blocking(move || {
             let cmd = Document::from_reader(&mut req.command.as_slice())
-                .map_err(|e| Status::invalid_argument(format!("command is not BSON: {e}")))?;
+                .map_err(|e| Status::invalid_argument(format!("command is not BSON: {e}")))
+                .map_err(Box::new)?;
             let reply = node.run_command(&req.db, &cmd, deadline);
-            bson::to_vec(&reply).map_err(|e| Status::internal(e.to_string()))
+            bson::to_vec(&reply).map_err(|e| Box::new(Status::internal(e.to_string())))
         })
         .await
-        .map_err(|e| Status::internal(format!("command task failed: {e}")))??;
+        .map_err(|e| Status::internal(format!("command task failed: {e}")))?
+        .map_err(|e| *e)?;
         Ok(Response::new(CommandReply { reply }))
     }
 }

@@ -226,7 +226,7 @@ async fn deletes_and_find_and_modify() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(replaced.get_bool("even").unwrap(), false);
+    assert!(!replaced.get_bool("even").unwrap());
 }
 
 #[tokio::test]

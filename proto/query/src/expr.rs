@@ -9,8 +9,6 @@
 //! `Bson::Undefined` (the deprecated undefined type, which MongoDB itself treats like a
 //! missing value in aggregation). [`Expr::eval_opt`] returns `None` instead.
 
-#![allow(clippy::result_large_err)]
-
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::fmt::Write as _;

@@ -19,7 +19,6 @@
 //!
 //! Decoding is lossy for numeric types (the type is not stored): see [`decode_value`].
 // MongoError is the shared, deliberately rich error type; boxing it is a crate-wide decision.
-#![allow(clippy::result_large_err)]
 use bson::{
     oid::ObjectId, spec::BinarySubtype, Binary, Bson, DateTime, Document, JavaScriptCodeWithScope,
     Regex, Timestamp,

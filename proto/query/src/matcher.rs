@@ -10,7 +10,6 @@
 //! Not supported: `$where` and `$text` (errors), geospatial operators (BadValue),
 //! regex features the `regex` crate lacks (look-around, back-references: BadValue at parse).
 // MongoError is the shared, deliberately rich error type; boxing it is a crate-wide decision.
-#![allow(clippy::result_large_err)]
 use std::cmp::Ordering;
 
 use bson::{Bson, Document};

@@ -12,7 +12,6 @@
 //! equal; this keeps the order total and transitive and identical to the keystring
 //! encoding in [`crate::keystring`].
 // MongoError is the shared, deliberately rich error type; boxing it is a crate-wide decision.
-#![allow(clippy::result_large_err)]
 use std::cmp::Ordering;
 
 use bson::{Bson, Decimal128, Document};

@@ -5,7 +5,6 @@
 //! * [`traverse`] / [`path_values`]: MongoDB's implicit array traversal used by query
 //!   matching and multikey index keys (`a.b` over `{a: [{b: 1}, {b: 2}]}` yields 1 and 2).
 // MongoError is the shared, deliberately rich error type; boxing it is a crate-wide decision.
-#![allow(clippy::result_large_err)]
 use std::collections::HashSet;
 
 use bson::{Bson, Document};

@@ -10,7 +10,6 @@
 //! fields and computed fields that are new are appended in specification order.
 //! Not supported: `{$meta: ...}` (BadValue).
 // MongoError is the shared, deliberately rich error type; boxing it is a crate-wide decision.
-#![allow(clippy::result_large_err)]
 use bson::{Bson, Document};
 
 use crate::expr::{Expr, Variables};

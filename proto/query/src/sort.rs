@@ -5,7 +5,6 @@
 //! through a dotted path are traversed the same way); an empty array sorts as
 //! `undefined`, i.e. before null.
 // MongoError is the shared, deliberately rich error type; boxing it is a crate-wide decision.
-#![allow(clippy::result_large_err)]
 use std::cmp::Ordering;
 
 use bson::{Bson, Document};

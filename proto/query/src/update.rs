@@ -8,7 +8,6 @@
 //! one update are appended in sorted order, exactly like mongod.
 
 // MongoError is the workspace-wide error type; boxing it is a crate-wide decision.
-#![allow(clippy::result_large_err)]
 
 use std::borrow::Cow;
 use std::cmp::Ordering;

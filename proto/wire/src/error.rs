@@ -134,7 +134,8 @@ pub struct MongoError {
     pub code_name: Cow<'static, str>,
     pub message: String,
     /// Extra top-level reply fields, e.g. `keyPattern`/`keyValue` for a duplicate key.
-    pub extra: Option<Document>,
+    /// Boxed so that `Result<T, MongoError>` stays small on every return path.
+    pub extra: Option<Box<Document>>,
 }
 
 impl MongoError {
@@ -158,7 +159,7 @@ impl MongoError {
     }
 
     pub fn with_extra(mut self, extra: Document) -> Self {
-        self.extra = Some(extra);
+        self.extra = Some(Box::new(extra));
         self
     }
 
@@ -182,7 +183,7 @@ impl MongoError {
     pub fn to_document(&self) -> Document {
         let mut d = doc! { "ok": 0.0, "errmsg": self.message.clone(), "code": self.code, "codeName": self.code_name.as_ref() };
         if let Some(extra) = &self.extra {
-            for (k, v) in extra {
+            for (k, v) in extra.iter() {
                 d.insert(k.clone(), v.clone());
             }
         }
@@ -194,7 +195,7 @@ impl MongoError {
         let mut d =
             doc! { "index": index as i32, "code": self.code, "errmsg": self.message.clone() };
         if let Some(extra) = &self.extra {
-            for (k, v) in extra {
+            for (k, v) in extra.iter() {
                 d.insert(k.clone(), v.clone());
             }
         }

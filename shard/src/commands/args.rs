@@ -148,8 +148,7 @@ pub fn materialized_reply(
         .flatten();
     let max = batch_size.map(|b| b as usize).unwrap_or(default_batch);
     crate::cursor::batch_reply(
-        &ctx.node.cursors,
-        ctx.node.engine.as_ref(),
+        ctx.node,
         ns,
         Box::new(crate::cursor::Materialized(docs)),
         None,

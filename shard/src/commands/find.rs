@@ -54,8 +54,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             .limit
             .is_some_and(|l| l > 0 && l as usize <= max && batch_size.is_none());
     batch_reply(
-        &ctx.node.cursors,
-        ctx.node.engine.as_ref(),
+        ctx.node,
         &ns,
         Box::new(cursor),
         None,

@@ -38,14 +38,5 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         .unwrap_or(usize::MAX);
     let ns = format!("{}.{}", ctx.db, coll);
     let source = ctx.node.cursors.take(id, &ns)?;
-    batch_reply(
-        &ctx.node.cursors,
-        ctx.node.engine.as_ref(),
-        &ns,
-        source,
-        Some(id),
-        max,
-        false,
-        &ctx.deadline,
-    )
+    batch_reply(ctx.node, &ns, source, Some(id), max, false, &ctx.deadline)
 }

@@ -6,8 +6,6 @@
 //! [`Pipeline::output_stage`] and the caller performs the writes, using
 //! [`merge_document`] for `$merge`'s whenMatched/whenNotMatched rules.
 
-#![allow(clippy::result_large_err)]
-
 mod group;
 mod lookup;
 mod merge;
