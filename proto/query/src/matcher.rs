@@ -243,15 +243,7 @@ impl TypeSel {
 
 /// Truthiness as `$expr` / `$cond` see it: false, null, undefined, numeric zero are false.
 pub fn is_truthy(v: &Bson) -> bool {
-    match v {
-        Bson::Boolean(b) => *b,
-        Bson::Null | Bson::Undefined => false,
-        Bson::Int32(i) => *i != 0,
-        Bson::Int64(i) => *i != 0,
-        Bson::Double(d) => *d != 0.0,
-        Bson::Decimal128(_) => order::as_f64(v).is_some_and(|d| d != 0.0),
-        _ => true,
-    }
+    crate::expr::truthy(v)
 }
 
 // ---------------------------------------------------------------------------------------

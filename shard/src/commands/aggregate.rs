@@ -112,10 +112,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         if let Some(c) = coll {
             if let Some(meta) = existing(ctx, c) {
                 let filter = pipeline.leading_match().cloned().unwrap_or_default();
-                let hint = cmd
-                    .get("hint")
-                    .cloned()
-                    .filter(|h| !matches!(h, Bson::Null));
+                let hint = super::args::opt_hint(cmd);
                 let args = FindArgs {
                     filter,
                     hint,

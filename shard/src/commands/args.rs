@@ -86,6 +86,13 @@ pub fn opt_count(cmd: &Document, field: &str) -> MongoResult<Option<u64>> {
     }
 }
 
+/// The `hint` of a find, count, update or delete (`null` means none).
+pub fn opt_hint(cmd: &Document) -> Option<Bson> {
+    cmd.get("hint")
+        .cloned()
+        .filter(|h| !matches!(h, Bson::Null))
+}
+
 /// Collection metadata if the collection exists.
 pub fn existing(ctx: &Ctx, coll: &str) -> Option<Arc<CollectionMeta>> {
     ctx.node.catalog.get(&format!("{}.{}", ctx.db, coll))

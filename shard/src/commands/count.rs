@@ -1,6 +1,6 @@
 //! `count`: the number of documents matching a query, after skip and limit.
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 use wire::MongoResult;
 
 use super::args::{collection_name, existing, opt_count, opt_doc, opt_i64};
@@ -20,10 +20,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         query::matcher::Matcher::new(&filter)?;
         return Ok(doc! {"n": 0, "ok": 1.0});
     };
-    let hint = cmd
-        .get("hint")
-        .cloned()
-        .filter(|h| !matches!(h, Bson::Null));
+    let hint = super::args::opt_hint(cmd);
     let args = FindArgs {
         filter,
         skip,

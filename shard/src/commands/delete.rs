@@ -81,7 +81,7 @@ fn run_one(
     let lock = meta.write_lock.clone();
     let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
-    let hint = d.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
+    let hint = super::args::opt_hint(d);
     let args = FindArgs {
         filter,
         limit: (limit == 1).then_some(1),

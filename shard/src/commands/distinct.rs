@@ -27,10 +27,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         query::matcher::Matcher::new(&filter)?;
         return Ok(doc! {"values": [], "ok": 1.0});
     };
-    let hint = cmd
-        .get("hint")
-        .cloned()
-        .filter(|h| !matches!(h, Bson::Null));
+    let hint = super::args::opt_hint(cmd);
     let docs = collect(
         ctx.node.engine.as_ref(),
         &meta,

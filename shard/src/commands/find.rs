@@ -28,10 +28,7 @@ pub fn parse(cmd: &Document) -> MongoResult<FindArgs> {
         projection: opt_doc(cmd, "projection")?.cloned(),
         skip: opt_count(cmd, "skip")?.unwrap_or(0),
         limit,
-        hint: cmd
-            .get("hint")
-            .cloned()
-            .filter(|h| !matches!(h, Bson::Null)),
+        hint: super::args::opt_hint(cmd),
         vars: super::args::let_vars(cmd)?,
     })
 }

@@ -66,10 +66,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let lock = meta.write_lock.clone();
     let _guard = lock.lock().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
-    let hint = cmd
-        .get("hint")
-        .cloned()
-        .filter(|h| !matches!(h, Bson::Null));
+    let hint = super::args::opt_hint(cmd);
     let vars = super::args::let_vars(cmd)?;
     let args = FindArgs {
         filter: filter.clone(),

@@ -101,7 +101,7 @@ fn run_one(
             "multi update is not supported for replacement-style update",
         ));
     }
-    let hint = u.get("hint").cloned().filter(|h| !matches!(h, Bson::Null));
+    let hint = super::args::opt_hint(u);
     let meta = match existing(ctx, coll) {
         Some(m) => m,
         None if upsert => create_on_write(ctx, coll)?,
