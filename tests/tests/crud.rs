@@ -300,6 +300,53 @@ async fn unknown_operator_and_wrong_types_get_mongodb_errors() {
     assert!(format!("{err}").contains("limit"), "{err}");
 }
 
+#[tokio::test]
+async fn get_more_and_kill_cursors_by_command() {
+    let cluster = TestCluster::start().await;
+    let db = cluster.client().await.database("app");
+    db.collection::<Document>("k")
+        .insert_many((0..10).map(|i| doc! {"_id": i}))
+        .await
+        .unwrap();
+    let first = db
+        .run_command(doc! {"find": "k", "batchSize": 3})
+        .await
+        .unwrap();
+    let cursor = first.get_document("cursor").unwrap();
+    let id = cursor.get_i64("id").unwrap();
+    assert_ne!(id, 0);
+    assert_eq!(cursor.get_array("firstBatch").unwrap().len(), 3);
+    let more = db
+        .run_command(doc! {"getMore": id, "collection": "k", "batchSize": 4})
+        .await
+        .unwrap();
+    assert_eq!(
+        more.get_document("cursor")
+            .unwrap()
+            .get_array("nextBatch")
+            .unwrap()
+            .len(),
+        4
+    );
+    let killed = db
+        .run_command(doc! {"killCursors": "k", "cursors": [id, 424242i64]})
+        .await
+        .unwrap();
+    assert_eq!(
+        killed.get_array("cursorsKilled").unwrap(),
+        &vec![Bson::Int64(id)]
+    );
+    assert_eq!(
+        killed.get_array("cursorsNotFound").unwrap(),
+        &vec![Bson::Int64(424242)]
+    );
+    let err = db
+        .run_command(doc! {"getMore": id, "collection": "k"})
+        .await
+        .unwrap_err();
+    assert_eq!(command_code(&err), Some(43), "{err}");
+}
+
 pub fn command_code(err: &mongodb::error::Error) -> Option<i32> {
     match &*err.kind {
         mongodb::error::ErrorKind::Command(c) => Some(c.code),
