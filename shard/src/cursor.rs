@@ -136,7 +136,9 @@ impl FindCursor {
                 None => self.scan_done = true,
                 Some(page) => {
                     for (_, d) in page {
-                        if self.matcher.matches(&d) {
+                        // `$expr` errors (an undefined variable, a bad operand) fail the
+                        // operation, as in MongoDB, rather than silently not matching.
+                        if self.matcher.matches_checked(&d)? {
                             self.pending.push_back(d);
                         }
                     }

@@ -32,6 +32,14 @@ def test_crud_roundtrip(db):
     assert len(list(c.find().batch_size(5))) == 120
     assert sorted(c.distinct("tags")) == ["t0", "t1", "t2"]
     assert c.estimated_document_count() == 120
+    # let variables reach $expr; comment is accepted
+    got = list(c.find({"$expr": {"$eq": ["$i", "$$target"]}}, {"_id": 0, "i": 1}, let={"target": 7}, comment="by let"))
+    assert got == [{"i": 7}]
+    with pytest.raises(OperationFailure) as e:  # an undefined variable is an error, not "no match"
+        c.count_documents({"$expr": {"$lt": ["$i", "$$n"]}}, comment="c")
+    assert e.value.code == 17276
+    r = c.update_many({"$expr": {"$lt": ["$i", "$$lim"]}}, [{"$set": {"low": "$$flag"}}], let={"lim": 2, "flag": True})
+    assert r.modified_count == 2 and c.count_documents({"low": True}) == 2
 
     r = c.update_many({"i": {"$lt": 10}}, {"$inc": {"sq": 1}, "$push": {"tags": "low"}})
     assert (r.matched_count, r.modified_count) == (10, 10)
