@@ -11,6 +11,7 @@ use std::time::Instant;
 use bson::{doc, Document};
 use tests::TestCluster;
 
+#[derive(Clone, Copy)]
 struct Args {
     runs: usize,
     docs: usize,
@@ -64,6 +65,33 @@ async fn router_insert(coll: &mongodb::Collection<Document>, args: &Args) -> f64
     args.docs as f64 / started.elapsed().as_secs_f64()
 }
 
+/// The shard's command layer alone (no driver, no router, no network): the same insert
+/// batches handed straight to `Node::run_command`; returns docs/s. Shows how much of the
+/// gap to raw WiredTiger is spent above the shard.
+fn shard_only_insert(dir: &std::path::Path, args: &Args) -> f64 {
+    let kind = shard::EngineKind::WiredTiger {
+        dir: dir.to_path_buf(),
+        cache_mb: 512,
+    };
+    let node = shard::Node::open(&kind, std::time::Duration::from_secs(600)).expect("open node");
+    let payload = "x".repeat(args.value_size);
+    let started = Instant::now();
+    let mut next = 0i64;
+    while (next as usize) < args.docs {
+        let docs: Vec<Document> = (0..args.batch)
+            .map(|k| doc! {"_id": next + k as i64, "p": &payload})
+            .collect();
+        next += args.batch as i64;
+        let reply = node.run_command(
+            "bench",
+            &doc! {"insert": "c", "documents": docs},
+            shard::cursor::Deadline::default(),
+        );
+        assert_eq!(reply.get_f64("ok").ok(), Some(1.0), "{reply}");
+    }
+    args.docs as f64 / started.elapsed().as_secs_f64()
+}
+
 /// Point `find_one` by `_id` on random existing ids, one client; returns ops/s.
 async fn router_point_find(coll: &mongodb::Collection<Document>, args: &Args) -> f64 {
     let mut x: u64 = 0x9E3779B97F4A7C15;
@@ -82,7 +110,8 @@ async fn router_point_find(coll: &mongodb::Collection<Document>, args: &Args) ->
 #[tokio::main]
 async fn main() {
     let args = parse_args();
-    let (mut ins, mut get, mut raw_ins, mut raw_get) = (vec![], vec![], vec![], vec![]);
+    let (mut ins, mut get, mut raw_ins, mut raw_get, mut shard_ins) =
+        (vec![], vec![], vec![], vec![], vec![]);
     for run in 1..=args.runs {
         let cluster = TestCluster::start().await;
         let coll = cluster
@@ -97,20 +126,29 @@ async fn main() {
         let dir = tempfile::tempdir().unwrap();
         let (docs, lookups, vs, batch) = (args.docs, args.lookups, args.value_size, args.batch);
         let path = dir.path().to_path_buf();
-        let (ri, rg) = tokio::task::spawn_blocking(move || {
+        let shard_args = args;
+        let (ri, rg, si) = tokio::task::spawn_blocking(move || {
             let ri = storage::rawbench::raw_insert(&path.join("ins"), docs, vs, batch);
             let rg = storage::rawbench::raw_point_get(&path.join("get"), docs, vs, lookups);
-            (ri, rg)
+            let si = shard_only_insert(&path.join("shard"), &shard_args);
+            (ri, rg, si)
         })
         .await
         .unwrap();
-        println!("run {run}: router insert {i:.0} docs/s, router find_one {g:.0} ops/s, raw WT insert {ri:.0} rows/s, raw WT get {rg:.0} ops/s");
+        println!("run {run}: router insert {i:.0} docs/s, shard-only insert {si:.0} docs/s, router find_one {g:.0} ops/s, raw WT insert {ri:.0} rows/s, raw WT get {rg:.0} ops/s");
+        shard_ins.push(si);
         ins.push(i);
         get.push(g);
         raw_ins.push(ri);
         raw_get.push(rg);
     }
-    let (i, g, ri, rg) = (median(ins), median(get), median(raw_ins), median(raw_get));
+    let (i, g, ri, rg, si) = (
+        median(ins),
+        median(get),
+        median(raw_ins),
+        median(raw_get),
+        median(shard_ins),
+    );
     println!();
     println!(
         "medians of {} runs ({} docs of {} B, batches of {}, {} lookups):",
@@ -119,6 +157,10 @@ async fn main() {
     println!("  insert_many via router : {i:>12.0} docs/s");
     println!("  raw WiredTiger insert  : {ri:>12.0} rows/s");
     println!("  ratio                  : {:>12.3}", i / ri);
+    println!(
+        "  shard layer only       : {si:>12.0} docs/s (ratio {:.3}; no driver, router or network)",
+        si / ri
+    );
     println!("  find_one via router    : {g:>12.0} ops/s");
     println!("  raw WiredTiger search  : {rg:>12.0} ops/s");
     println!("  ratio                  : {:>12.3}", g / rg);
