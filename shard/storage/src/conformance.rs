@@ -111,7 +111,7 @@ pub fn ordering<E: Engine>(e: &E) {
         vec![0x7f],
         vec![0x80],
     ];
-    let mut rng = Rng(42);
+    let mut rng = crate::xorshift::Rng::new(42);
     for _ in 0..200 {
         let len = (rng.next() % 6) as usize;
         keys.push((0..len).map(|_| rng.next() as u8).collect());
@@ -403,7 +403,7 @@ pub fn empty_keys_and_values<E: Engine>(e: &E) {
 
 pub fn large_values<E: Engine>(e: &E) {
     e.create_table("t").unwrap();
-    let mut rng = Rng(7);
+    let mut rng = crate::xorshift::Rng::new(7);
     let big: Vec<u8> = (0..1 << 20).map(|_| rng.next() as u8).collect();
     let mut b = WriteBatch::new();
     for i in 0..4u8 {
@@ -648,18 +648,4 @@ fn value_for(k: &[u8]) -> Vec<u8> {
     let mut v = b"v:".to_vec();
     v.extend_from_slice(k);
     v
-}
-
-/// xorshift64: deterministic data without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
 }

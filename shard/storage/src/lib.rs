@@ -13,6 +13,7 @@ pub mod conformance;
 mod memory;
 pub mod rawbench;
 mod wt;
+pub mod xorshift;
 
 pub use memory::MemoryEngine;
 pub use wt::{WiredTigerEngine, WtOptions, DEFAULT_CHECKPOINT_INTERVAL};

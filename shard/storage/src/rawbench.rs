@@ -47,7 +47,7 @@ pub fn raw_point_get(dir: &Path, rows: usize, value_size: usize, lookups: usize)
         &vec![0x5au8; value_size],
         1000,
     );
-    let mut rng = Rng(0x9e3779b97f4a7c15);
+    let mut rng = crate::xorshift::Rng::new(0x9e3779b97f4a7c15);
     let mut checksum = 0usize;
     let start = Instant::now();
     for _ in 0..lookups {
@@ -84,7 +84,7 @@ pub fn engine_insert(dir: &Path, docs: usize, value_size: usize, batch: usize) -
 pub fn engine_point_get(dir: &Path, rows: usize, value_size: usize, lookups: usize) -> f64 {
     let engine = bench_engine(dir);
     engine_load(&engine, rows, &vec![0x5au8; value_size], 1000);
-    let mut rng = Rng(0x9e3779b97f4a7c15);
+    let mut rng = crate::xorshift::Rng::new(0x9e3779b97f4a7c15);
     let mut checksum = 0usize;
     let start = Instant::now();
     for _ in 0..lookups {
@@ -189,19 +189,6 @@ fn raw_load(session: &mut Session, cursor: &mut Cursor, docs: usize, value: &[u8
             }
         }
         i = end;
-    }
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
     }
 }
 

@@ -50,19 +50,24 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Insert batch number `n` (ids `n*batch ..`), each document `{_id, p: payload}`.
+fn batch_docs(n: usize, args: &Args, payload: &str) -> Vec<Document> {
+    let first = (n * args.batch) as i64;
+    (0..args.batch)
+        .map(|k| doc! {"_id": first + k as i64, "p": payload})
+        .collect()
+}
+
 /// Inserts `docs` documents of about `value_size` bytes in batches; returns docs/s.
 async fn router_insert(coll: &mongodb::Collection<Document>, args: &Args) -> f64 {
     let payload = "x".repeat(args.value_size);
     let started = Instant::now();
-    let mut next = 0i64;
-    while (next as usize) < args.docs {
-        let batch: Vec<Document> = (0..args.batch)
-            .map(|k| doc! {"_id": next + k as i64, "p": &payload})
-            .collect();
-        next += args.batch as i64;
-        coll.insert_many(batch).await.unwrap();
+    for n in 0..args.docs / args.batch {
+        coll.insert_many(batch_docs(n, args, &payload))
+            .await
+            .unwrap();
     }
-    args.docs as f64 / started.elapsed().as_secs_f64()
+    (args.docs / args.batch * args.batch) as f64 / started.elapsed().as_secs_f64()
 }
 
 /// The shard's command layer alone (no driver, no router, no network): the same insert
@@ -76,31 +81,21 @@ fn shard_only_insert(dir: &std::path::Path, args: &Args) -> f64 {
     let node = shard::Node::open(&kind, std::time::Duration::from_secs(600)).expect("open node");
     let payload = "x".repeat(args.value_size);
     let started = Instant::now();
-    let mut next = 0i64;
-    while (next as usize) < args.docs {
-        let docs: Vec<Document> = (0..args.batch)
-            .map(|k| doc! {"_id": next + k as i64, "p": &payload})
-            .collect();
-        next += args.batch as i64;
-        let reply = node.run_command(
-            "bench",
-            &doc! {"insert": "c", "documents": docs},
-            shard::cursor::Deadline::default(),
-        );
+    for n in 0..args.docs / args.batch {
+        let cmd = doc! {"insert": "c", "documents": batch_docs(n, args, &payload)};
+        let reply = node.run_command("bench", &cmd, shard::cursor::Deadline::default());
         assert_eq!(reply.get_f64("ok").ok(), Some(1.0), "{reply}");
     }
-    args.docs as f64 / started.elapsed().as_secs_f64()
+    (args.docs / args.batch * args.batch) as f64 / started.elapsed().as_secs_f64()
 }
 
 /// Point `find_one` by `_id` on random existing ids, one client; returns ops/s.
 async fn router_point_find(coll: &mongodb::Collection<Document>, args: &Args) -> f64 {
-    let mut x: u64 = 0x9E3779B97F4A7C15;
+    let mut rng = storage::xorshift::Rng::new(0x9E3779B97F4A7C15);
+    let inserted = (args.docs / args.batch * args.batch) as u64;
     let started = Instant::now();
     for _ in 0..args.lookups {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let id = (x % args.docs as u64) as i64;
+        let id = (rng.next() % inserted) as i64;
         let d = coll.find_one(doc! {"_id": id}).await.unwrap();
         assert!(d.is_some(), "document {id} missing");
     }
