@@ -17,7 +17,7 @@ use std::sync::Arc;
 use bson::{Bson, DateTime, Decimal128, Document, Timestamp};
 
 use crate::agg::{NoCollections, Pipeline};
-use crate::expr::{type_name, Variables};
+use crate::expr::{type_name, Dec, Variables};
 use crate::matcher::Matcher;
 use crate::{ErrorCode, MongoError, MongoResult};
 
@@ -1997,12 +1997,13 @@ impl Num {
         })
     }
 
+    /// Decimal arithmetic is shared with the aggregation expressions (`crate::expr::Dec`).
     fn to_dec(self) -> Dec {
         match self {
-            Num::I32(i) => Dec::from_i128(i as i128),
-            Num::I64(i) => Dec::from_i128(i as i128),
+            Num::I32(i) => Dec::from_i64(i64::from(i)),
+            Num::I64(i) => Dec::from_i64(i),
             Num::F64(d) => Dec::from_f64(d),
-            Num::Dec(d) => Dec::parse(&d.to_string()),
+            Num::Dec(d) => Dec::from_d128(&d),
         }
     }
 
@@ -2010,7 +2011,7 @@ impl Num {
     fn add(self, o: Num) -> Option<Bson> {
         use Num::*;
         Some(match (self, o) {
-            (Dec(_), _) | (_, Dec(_)) => self.to_dec().add(&o.to_dec()).to_bson(),
+            (Dec(_), _) | (_, Dec(_)) => Bson::Decimal128(self.to_dec().add(&o.to_dec()).to_d128()),
             (F64(_), _) | (_, F64(_)) => Bson::Double(self.to_f64()? + o.to_f64()?),
             (I32(a), I32(b)) => match a.checked_add(b) {
                 Some(r) => Bson::Int32(r),
@@ -2023,7 +2024,7 @@ impl Num {
     fn mul(self, o: Num) -> Option<Bson> {
         use Num::*;
         Some(match (self, o) {
-            (Dec(_), _) | (_, Dec(_)) => self.to_dec().mul(&o.to_dec()).to_bson(),
+            (Dec(_), _) | (_, Dec(_)) => Bson::Decimal128(self.to_dec().mul(&o.to_dec()).to_d128()),
             (F64(_), _) | (_, F64(_)) => Bson::Double(self.to_f64()? * o.to_f64()?),
             (I32(a), I32(b)) => match a.checked_mul(b) {
                 Some(r) => Bson::Int32(r),
@@ -2051,315 +2052,6 @@ fn debug_number(v: &Bson) -> String {
         Bson::Decimal128(d) => format!("(NumberDecimal){d}"),
         other => fmt_value(other),
     }
-}
-
-/// A decimal value as sign, decimal digits and exponent, enough for `$inc`/`$mul` on
-/// Decimal128 (bson 2.x has no decimal arithmetic). Results round half-even to 34 digits.
-#[derive(Debug, Clone)]
-enum Dec {
-    Finite {
-        neg: bool,
-        digits: Vec<u8>,
-        exp: i64,
-    },
-    Inf(bool),
-    NaN,
-}
-
-impl Dec {
-    fn from_i128(i: i128) -> Dec {
-        let digits = i
-            .unsigned_abs()
-            .to_string()
-            .bytes()
-            .map(|b| b - b'0')
-            .collect();
-        Dec::Finite {
-            neg: i < 0,
-            digits,
-            exp: 0,
-        }
-    }
-
-    /// mongod converts a double to decimal rounded to 15 significant digits.
-    fn from_f64(d: f64) -> Dec {
-        if d.is_nan() {
-            return Dec::NaN;
-        }
-        if d.is_infinite() {
-            return Dec::Inf(d < 0.0);
-        }
-        if d == 0.0 {
-            return Dec::Finite {
-                neg: d.is_sign_negative(),
-                digits: vec![0],
-                exp: 0,
-            };
-        }
-        let s = format!("{:.14e}", d.abs());
-        let (mant, e) = s.split_once('e').expect("exponent form");
-        let digits: Vec<u8> = mant
-            .bytes()
-            .filter(u8::is_ascii_digit)
-            .map(|b| b - b'0')
-            .collect();
-        let e: i64 = e.parse().expect("exponent");
-        Dec::Finite {
-            neg: d < 0.0,
-            digits,
-            exp: e - 14,
-        }
-    }
-
-    fn parse(s: &str) -> Dec {
-        let (neg, body) = match s.strip_prefix('-') {
-            Some(rest) => (true, rest),
-            None => (false, s.strip_prefix('+').unwrap_or(s)),
-        };
-        if body.eq_ignore_ascii_case("nan") {
-            return Dec::NaN;
-        }
-        if body.eq_ignore_ascii_case("infinity") || body.eq_ignore_ascii_case("inf") {
-            return Dec::Inf(neg);
-        }
-        let (mant, e) = match body.split_once(['E', 'e']) {
-            Some((m, e)) => (m, e.parse::<i64>().unwrap_or(0)),
-            None => (body, 0),
-        };
-        let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
-        let mut digits: Vec<u8> = int
-            .bytes()
-            .chain(frac.bytes())
-            .map(|b| b.wrapping_sub(b'0'))
-            .collect();
-        let lead = digits
-            .iter()
-            .take_while(|d| **d == 0)
-            .count()
-            .min(digits.len().saturating_sub(1));
-        digits.drain(..lead);
-        if digits.is_empty() {
-            digits.push(0);
-        }
-        Dec::Finite {
-            neg,
-            digits,
-            exp: e - frac.len() as i64,
-        }
-    }
-
-    fn add(&self, o: &Dec) -> Dec {
-        match (self, o) {
-            (Dec::NaN, _) | (_, Dec::NaN) => Dec::NaN,
-            (Dec::Inf(a), Dec::Inf(b)) if a != b => Dec::NaN,
-            (Dec::Inf(a), _) | (_, Dec::Inf(a)) => Dec::Inf(*a),
-            (
-                Dec::Finite {
-                    neg: na,
-                    digits: da,
-                    exp: ea,
-                },
-                Dec::Finite {
-                    neg: nb,
-                    digits: db,
-                    exp: eb,
-                },
-            ) => {
-                // Align to the smaller exponent, capping the shift far beyond 34 digits.
-                let exp = (*ea).min(*eb).max((*ea).max(*eb) - 80);
-                let a = scale(da, ea - exp);
-                let b = scale(db, eb - exp);
-                let (neg, digits) = if na == nb {
-                    (*na, digits_add(&a, &b))
-                } else {
-                    match digits_cmp(&a, &b) {
-                        Ordering::Less => (*nb, digits_sub(&b, &a)),
-                        _ => (*na, digits_sub(&a, &b)),
-                    }
-                };
-                let zero = digits.iter().all(|d| *d == 0);
-                Dec::Finite {
-                    neg: neg && !zero,
-                    digits,
-                    exp,
-                }
-                .round()
-            }
-        }
-    }
-
-    fn mul(&self, o: &Dec) -> Dec {
-        match (self, o) {
-            (Dec::NaN, _) | (_, Dec::NaN) => Dec::NaN,
-            (Dec::Inf(a), Dec::Inf(b)) => Dec::Inf(a != b),
-            (Dec::Inf(a), Dec::Finite { neg, digits, .. })
-            | (Dec::Finite { neg, digits, .. }, Dec::Inf(a)) => {
-                if digits.iter().all(|d| *d == 0) {
-                    Dec::NaN
-                } else {
-                    Dec::Inf(a != neg)
-                }
-            }
-            (
-                Dec::Finite {
-                    neg: na,
-                    digits: da,
-                    exp: ea,
-                },
-                Dec::Finite {
-                    neg: nb,
-                    digits: db,
-                    exp: eb,
-                },
-            ) => {
-                let mut out = vec![0u32; da.len() + db.len()];
-                for (i, x) in da.iter().rev().enumerate() {
-                    for (j, y) in db.iter().rev().enumerate() {
-                        out[i + j] += (*x as u32) * (*y as u32);
-                    }
-                }
-                let mut carry = 0u32;
-                for d in out.iter_mut() {
-                    let t = *d + carry;
-                    *d = t % 10;
-                    carry = t / 10;
-                }
-                let digits: Vec<u8> = out.iter().rev().map(|d| *d as u8).collect();
-                Dec::Finite {
-                    neg: na != nb,
-                    digits,
-                    exp: ea + eb,
-                }
-                .round()
-            }
-        }
-    }
-
-    /// Strips leading zeros and rounds (half-even) to 34 significant digits.
-    fn round(self) -> Dec {
-        let Dec::Finite {
-            neg,
-            mut digits,
-            mut exp,
-        } = self
-        else {
-            return self;
-        };
-        let lead = digits
-            .iter()
-            .take_while(|d| **d == 0)
-            .count()
-            .min(digits.len() - 1);
-        digits.drain(..lead);
-        if digits.len() > 34 {
-            let cut = digits.len() - 34;
-            let rest: Vec<u8> = digits.split_off(34);
-            exp += cut as i64;
-            let first = rest[0];
-            let tail_nonzero = rest[1..].iter().any(|d| *d != 0);
-            let round_up = first > 5 || (first == 5 && (tail_nonzero || digits[33] % 2 == 1));
-            if round_up {
-                let mut i = digits.len();
-                loop {
-                    if i == 0 {
-                        digits.insert(0, 1);
-                        digits.pop();
-                        exp += 1;
-                        break;
-                    }
-                    i -= 1;
-                    if digits[i] == 9 {
-                        digits[i] = 0;
-                    } else {
-                        digits[i] += 1;
-                        break;
-                    }
-                }
-            }
-        }
-        Dec::Finite { neg, digits, exp }
-    }
-
-    fn to_bson(&self) -> Bson {
-        let s = match self {
-            Dec::NaN => "NaN".to_owned(),
-            Dec::Inf(neg) => if *neg { "-Infinity" } else { "Infinity" }.to_owned(),
-            Dec::Finite { neg, digits, exp } => {
-                let ds: String = digits.iter().map(|d| (b'0' + d) as char).collect();
-                format!("{}{}E{}", if *neg { "-" } else { "" }, ds, exp)
-            }
-        };
-        match s.parse::<Decimal128>() {
-            Ok(d) => Bson::Decimal128(d),
-            // Out of Decimal128's exponent range: saturate the way IEEE does.
-            Err(_) => {
-                let neg = matches!(self, Dec::Finite { neg: true, .. });
-                Bson::Decimal128(
-                    (if neg { "-Infinity" } else { "Infinity" })
-                        .parse()
-                        .expect("infinity"),
-                )
-            }
-        }
-    }
-}
-
-fn scale(d: &[u8], by: i64) -> Vec<u8> {
-    let mut v = d.to_vec();
-    v.extend(std::iter::repeat_n(0u8, by.max(0) as usize));
-    v
-}
-
-fn digits_cmp(a: &[u8], b: &[u8]) -> Ordering {
-    let strip = |x: &[u8]| {
-        x.iter()
-            .position(|d| *d != 0)
-            .map(|p| x[p..].to_vec())
-            .unwrap_or_default()
-    };
-    let (a, b) = (strip(a), strip(b));
-    a.len().cmp(&b.len()).then_with(|| a.cmp(&b))
-}
-
-fn digits_add(a: &[u8], b: &[u8]) -> Vec<u8> {
-    let n = a.len().max(b.len());
-    let mut out = Vec::with_capacity(n + 1);
-    let mut carry = 0u8;
-    for i in 0..n {
-        let x = if i < a.len() { a[a.len() - 1 - i] } else { 0 };
-        let y = if i < b.len() { b[b.len() - 1 - i] } else { 0 };
-        let t = x + y + carry;
-        out.push(t % 10);
-        carry = t / 10;
-    }
-    if carry > 0 {
-        out.push(carry);
-    }
-    out.reverse();
-    out
-}
-
-/// `a - b` for `a >= b`.
-fn digits_sub(a: &[u8], b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(a.len());
-    let mut borrow = 0i8;
-    for i in 0..a.len() {
-        let x = a[a.len() - 1 - i] as i8;
-        let y = if i < b.len() {
-            b[b.len() - 1 - i] as i8
-        } else {
-            0
-        };
-        let mut t = x - y - borrow;
-        borrow = 0;
-        if t < 0 {
-            t += 10;
-            borrow = 1;
-        }
-        out.push(t as u8);
-    }
-    out.reverse();
-    out
 }
 
 // ---------------------------------------------------------------------------------------
