@@ -2700,8 +2700,18 @@ fn drop_digits(c: u128, k: u32, mode: Rounding, neg: bool) -> u128 {
 }
 
 impl Dec {
+    /// Decodes the BID bits directly (shared with the comparison order), no string round trip.
     pub(crate) fn from_d128(d: &Decimal128) -> Dec {
-        Dec::parse(&d.to_string()).unwrap_or(DEC_NAN)
+        match crate::order::decode_decimal(d) {
+            crate::order::DecimalParts::NaN => DEC_NAN,
+            crate::order::DecimalParts::Infinity { neg } => Dec {
+                neg,
+                coef: 0,
+                exp: 0,
+                special: 1,
+            },
+            crate::order::DecimalParts::Finite { neg, coef, exp } => Dec::finite(neg, coef, exp),
+        }
     }
 
     fn finite(neg: bool, coef: u128, exp: i32) -> Dec {
@@ -6108,6 +6118,31 @@ mod tests {
             (bson!({"$mergeObjects": [1]}), 40400),
             (bson!({"$getField": {"field": 1}}), 3041704),
         ]);
+    }
+
+    #[test]
+    fn decimal_bits_decode_like_their_text() {
+        for text in [
+            "0",
+            "-0",
+            "1.0",
+            "123.4500",
+            "-9.999999999999999999999999999999999E+6144",
+            "1E-6176",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "42",
+        ] {
+            let d: bson::Decimal128 = text.parse().unwrap();
+            let from_bits = Dec::from_d128(&d);
+            let from_text = Dec::parse(&d.to_string()).unwrap();
+            assert_eq!(
+                from_bits.to_d128().to_string(),
+                from_text.to_d128().to_string(),
+                "{text}"
+            );
+        }
     }
 
     #[test]
