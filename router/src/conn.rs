@@ -18,6 +18,8 @@ use crate::listener::RouterState;
 pub struct Session {
     pub id: u64,
     pub peer: SocketAddr,
+    /// `peer` formatted once; sent with every forwarded command.
+    pub peer_text: String,
     pub state: Arc<RouterState>,
     /// Compressors agreed in the handshake (`hello.compression`).
     pub compressors: Vec<Compressor>,
@@ -42,6 +44,7 @@ pub async fn handle(
         let mut session = Session {
             id,
             peer,
+            peer_text: peer.to_string(),
             state,
             compressors: Vec::new(),
             next_request_id: 1,

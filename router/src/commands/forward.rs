@@ -33,7 +33,7 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
     session
         .state
         .shard
-        .run(db, &cmd, max_time_ms, &session.peer.to_string())
+        .run(db, &cmd, max_time_ms, &session.peer_text)
         .await
 }
 

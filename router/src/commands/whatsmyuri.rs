@@ -6,5 +6,5 @@ use wire::MongoResult;
 use crate::conn::Session;
 
 pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
-    Ok(doc! {"you": session.peer.to_string()})
+    Ok(doc! {"you": &session.peer_text})
 }
