@@ -48,6 +48,10 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         .with_context(|| format!("binding the router to {}", router_config.listen))?;
     // When either role stops (failure or Ctrl-C), the other stops too.
     let (sd1, sd2) = (shutdown.clone(), shutdown.clone());
+    // The router calls this process's shard directly; the shard's gRPC port still
+    // serves routers started elsewhere (`bulwark router --shard ADDR`).
+    let shard_handle =
+        router::shard_client::ShardHandle::in_process(shard::service::in_process(node.clone()));
     let ttl = Duration::from_secs(args.ttl_interval_secs);
     let shard_task = tokio::spawn(async move {
         let r = shard::serve(node, shard_listener, ttl, sd1.clone()).await;
@@ -55,7 +59,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         r
     });
     let router_task = tokio::spawn(async move {
-        let r = router::serve(router_listener, router_config, sd2.clone()).await;
+        let r = router::serve_with(router_listener, router_config, shard_handle, sd2.clone()).await;
         sd2.cancel();
         r
     });

@@ -13,7 +13,7 @@ pub mod shard_client;
 
 pub use config::RouterConfig;
 pub use error::RouterError;
-pub use listener::{serve, start};
+pub use listener::{serve, serve_with, start};
 
 /// The MongoDB version and wire version Bulwark presents (7.0 → wire version 21).
 pub const VERSION: &str = "7.0.0";

@@ -63,10 +63,21 @@ pub async fn serve(
     config: RouterConfig,
     shutdown: CancellationToken,
 ) -> Result<(), RouterError> {
+    let shard = ShardHandle::connect_lazy(&config.shard)?;
+    serve_with(listener, config, shard, shutdown).await
+}
+
+/// Like [`serve`], with the shard handle given (an in-process shard, for example).
+pub async fn serve_with(
+    listener: TcpListener,
+    config: RouterConfig,
+    shard: ShardHandle,
+    shutdown: CancellationToken,
+) -> Result<(), RouterError> {
     config.validate().map_err(RouterError::Config)?;
     let local = listener.local_addr()?;
     let state = Arc::new(RouterState {
-        shard: ShardHandle::connect_lazy(&config.shard)?,
+        shard,
         connection_slots: Arc::new(Semaphore::new(config.max_connections)),
         config,
         started: Instant::now(),

@@ -1,10 +1,14 @@
 //! Forwarding commands to a shard over one shared HTTP/2 channel (no per-request pool:
-//! requests wait in one visible place, not in a hidden pool queue).
+//! requests wait in one visible place, not in a hidden pool queue), or, when router and
+//! shard share a process (`bulwark local`, tests), by calling the shard's gRPC service
+//! object directly: the same handler, without the encode/HTTP/2/decode round trip.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bson::Document;
 use proto::shard::shard_client::ShardClient;
+use proto::shard::shard_server::Shard;
 use proto::shard::CommandRequest;
 use tonic::transport::{Channel, Endpoint};
 use wire::{ErrorCode, MongoError, MongoResult};
@@ -19,7 +23,13 @@ pub const CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
 
 #[derive(Clone)]
 pub struct ShardHandle {
-    client: ShardClient<Channel>,
+    transport: Transport,
+}
+
+#[derive(Clone)]
+enum Transport {
+    Grpc(ShardClient<Channel>),
+    InProcess(Arc<dyn Shard>),
 }
 
 impl ShardHandle {
@@ -42,7 +52,16 @@ impl ShardHandle {
         let client = ShardClient::new(channel)
             .max_decoding_message_size(MAX_GRPC_MESSAGE)
             .max_encoding_message_size(MAX_GRPC_MESSAGE);
-        Ok(ShardHandle { client })
+        Ok(ShardHandle {
+            transport: Transport::Grpc(client),
+        })
+    }
+
+    /// A shard served by this process: calls go straight to its service.
+    pub fn in_process(service: Arc<dyn Shard>) -> ShardHandle {
+        ShardHandle {
+            transport: Transport::InProcess(service),
+        }
     }
 
     /// Runs `cmd` on the shard; `max_time_ms` (0 = none) bounds both the shard's work and
@@ -62,16 +81,23 @@ impl ShardHandle {
             max_time_ms,
             client: client.to_string(),
         });
-        if max_time_ms > 0 {
-            // A little slack so the shard reports MaxTimeMSExpired itself when it can.
-            req.set_timeout(Duration::from_millis(max_time_ms + 50));
+        // A little slack so the shard reports MaxTimeMSExpired itself when it can.
+        let limit = (max_time_ms > 0).then(|| Duration::from_millis(max_time_ms + 50));
+        let reply = match &self.transport {
+            Transport::Grpc(client) => {
+                if let Some(limit) = limit {
+                    req.set_timeout(limit);
+                }
+                client.clone().run_command(req).await
+            }
+            Transport::InProcess(service) => match limit {
+                Some(limit) => tokio::time::timeout(limit, service.run_command(req))
+                    .await
+                    .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("deadline"))),
+                None => service.run_command(req).await,
+            },
         }
-        let reply = self
-            .client
-            .clone()
-            .run_command(req)
-            .await
-            .map_err(status_to_error)?;
+        .map_err(status_to_error)?;
         Document::from_reader(&mut reply.into_inner().reply.as_slice())
             .map_err(|e| MongoError::internal(format!("shard sent an invalid reply: {e}")))
     }

@@ -22,6 +22,12 @@ struct Service {
     node: Arc<Node>,
 }
 
+/// The node's command service as an object a router in the same process can call
+/// directly (`bulwark local`, tests): the same handler the gRPC server runs.
+pub fn in_process(node: Arc<Node>) -> Arc<dyn Shard> {
+    Arc::new(Service { node })
+}
+
 #[tonic::async_trait]
 impl Shard for Service {
     async fn run_command(

@@ -21,18 +21,37 @@ pub enum Storage {
     WiredTiger,
 }
 
+/// How the router reaches the shard.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// A direct call into the shard's service, as `bulwark local` wires it.
+    InProcess,
+    /// gRPC over loopback, as separate `bulwark router` / `bulwark shard` processes do.
+    Grpc,
+}
+
 impl TestCluster {
     /// A cluster on WiredTiger in a fresh temporary directory.
     pub async fn start() -> TestCluster {
+        TestCluster::start_linked(Link::InProcess).await
+    }
+
+    /// A cluster on WiredTiger in a fresh temporary directory, its router reaching the
+    /// shard through `link`.
+    pub async fn start_linked(link: Link) -> TestCluster {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().to_path_buf();
-        let mut c = TestCluster::start_in(&dir, Storage::WiredTiger).await;
+        let mut c = TestCluster::start_with(&dir, Storage::WiredTiger, link).await;
         c._tmp = Some(tmp);
         c
     }
 
     /// A cluster on the given storage in `dir` (reopening an existing directory keeps its data).
     pub async fn start_in(dir: &Path, storage: Storage) -> TestCluster {
+        TestCluster::start_with(dir, storage, Link::InProcess).await
+    }
+
+    pub async fn start_with(dir: &Path, storage: Storage, link: Link) -> TestCluster {
         let kind = match storage {
             Storage::Memory => shard::EngineKind::Memory,
             Storage::WiredTiger => shard::EngineKind::WiredTiger {
@@ -55,6 +74,12 @@ impl TestCluster {
             shard: shard_addr.to_string(),
             ..Default::default()
         };
+        let shard = match link {
+            Link::InProcess => router::shard_client::ShardHandle::in_process(
+                shard::service::in_process(node.clone()),
+            ),
+            Link::Grpc => router::shard_client::ShardHandle::connect_lazy(&config.shard).unwrap(),
+        };
         let s = shutdown.clone();
         let shard_task = tokio::spawn(async move {
             shard::serve(node, shard_listener, Duration::from_secs(1), s)
@@ -63,7 +88,7 @@ impl TestCluster {
         });
         let s = shutdown.clone();
         let router_task = tokio::spawn(async move {
-            router::serve(router_listener, config, s)
+            router::serve_with(router_listener, config, shard, s)
                 .await
                 .expect("router serve");
         });

@@ -1,4 +1,5 @@
-//! CRUD benchmark: the router path (Rust driver → router → gRPC → shard → WiredTiger)
+//! CRUD benchmark: the router path (Rust driver → router → shard → WiredTiger; the shard
+//! reached in-process as in `bulwark local`, and over gRPC as separate processes do)
 //! against raw WiredTiger through wiredtiger-sys, measured in the same run on the same
 //! machine, with the ratio of each pair. Prints the median of `--runs` runs (default 3).
 //!
@@ -9,7 +10,7 @@
 use std::time::Instant;
 
 use bson::{doc, Document};
-use tests::TestCluster;
+use tests::{Link, TestCluster};
 
 #[derive(Clone, Copy)]
 struct Args {
@@ -89,6 +90,16 @@ fn shard_only_insert(dir: &std::path::Path, args: &Args) -> f64 {
     (args.docs / args.batch * args.batch) as f64 / started.elapsed().as_secs_f64()
 }
 
+/// `ping` answered by the router itself, one client; returns ops/s. The driver + router
+/// round trip without the shard hop: the floor under every other figure.
+async fn router_ping(db: &mongodb::Database, args: &Args) -> f64 {
+    let started = Instant::now();
+    for _ in 0..args.lookups {
+        db.run_command(doc! {"ping": 1}).await.unwrap();
+    }
+    args.lookups as f64 / started.elapsed().as_secs_f64()
+}
+
 /// Point `find_one` by `_id` on random existing ids, one client; returns ops/s.
 async fn router_point_find(coll: &mongodb::Collection<Document>, args: &Args) -> f64 {
     let mut rng = storage::xorshift::Rng::new(0x9E3779B97F4A7C15);
@@ -102,61 +113,94 @@ async fn router_point_find(coll: &mongodb::Collection<Document>, args: &Args) ->
     args.lookups as f64 / started.elapsed().as_secs_f64()
 }
 
+/// Figures of one run, by name, in print order.
+type Figures = Vec<(&'static str, f64)>;
+
+/// Insert, find_one and ping through a router whose shard link is `link`.
+async fn router_figures(link: Link, args: &Args, out: &mut Figures) {
+    let cluster = TestCluster::start_linked(link).await;
+    let db = cluster.client().await.database("bench");
+    let coll = db.collection::<Document>("c");
+    let (insert, find, ping) = match link {
+        Link::InProcess => ("insert", "find_one", "ping"),
+        Link::Grpc => ("insert (gRPC)", "find_one (gRPC)", "ping (gRPC)"),
+    };
+    out.push((insert, router_insert(&coll, args).await));
+    out.push((find, router_point_find(&coll, args).await));
+    out.push((ping, router_ping(&db, args).await));
+    cluster.stop().await;
+}
+
 #[tokio::main]
 async fn main() {
     let args = parse_args();
-    let (mut ins, mut get, mut raw_ins, mut raw_get, mut shard_ins) =
-        (vec![], vec![], vec![], vec![], vec![]);
+    let mut runs: Vec<Figures> = Vec::new();
     for run in 1..=args.runs {
-        let cluster = TestCluster::start().await;
-        let coll = cluster
-            .client()
-            .await
-            .database("bench")
-            .collection::<Document>("c");
-        let i = router_insert(&coll, &args).await;
-        let g = router_point_find(&coll, &args).await;
-        cluster.stop().await;
-
+        let mut f = Figures::new();
+        router_figures(Link::InProcess, &args, &mut f).await;
+        router_figures(Link::Grpc, &args, &mut f).await;
         let dir = tempfile::tempdir().unwrap();
-        let (docs, lookups, vs, batch) = (args.docs, args.lookups, args.value_size, args.batch);
         let path = dir.path().to_path_buf();
-        let shard_args = args;
-        let (ri, rg, si) = tokio::task::spawn_blocking(move || {
-            let ri = storage::rawbench::raw_insert(&path.join("ins"), docs, vs, batch);
-            let rg = storage::rawbench::raw_point_get(&path.join("get"), docs, vs, lookups);
-            let si = shard_only_insert(&path.join("shard"), &shard_args);
-            (ri, rg, si)
+        let a = args;
+        let raw = tokio::task::spawn_blocking(move || {
+            [
+                (
+                    "raw insert",
+                    storage::rawbench::raw_insert(&path.join("ins"), a.docs, a.value_size, a.batch),
+                ),
+                (
+                    "raw get",
+                    storage::rawbench::raw_point_get(
+                        &path.join("get"),
+                        a.docs,
+                        a.value_size,
+                        a.lookups,
+                    ),
+                ),
+                (
+                    "shard-only insert",
+                    shard_only_insert(&path.join("shard"), &a),
+                ),
+            ]
         })
         .await
         .unwrap();
-        println!("run {run}: router insert {i:.0} docs/s, shard-only insert {si:.0} docs/s, router find_one {g:.0} ops/s, raw WT insert {ri:.0} rows/s, raw WT get {rg:.0} ops/s");
-        shard_ins.push(si);
-        ins.push(i);
-        get.push(g);
-        raw_ins.push(ri);
-        raw_get.push(rg);
+        f.extend(raw);
+        let line: Vec<String> = f.iter().map(|(k, v)| format!("{k} {v:.0}")).collect();
+        println!("run {run}: {}", line.join(", "));
+        runs.push(f);
     }
-    let (i, g, ri, rg, si) = (
-        median(ins),
-        median(get),
-        median(raw_ins),
-        median(raw_get),
-        median(shard_ins),
-    );
+    let m = |name: &str| {
+        median(
+            runs.iter()
+                .flat_map(|f| f.iter().filter(|(k, _)| *k == name).map(|(_, v)| *v))
+                .collect(),
+        )
+    };
+    let (raw_ins, raw_get) = (m("raw insert"), m("raw get"));
     println!();
     println!(
         "medians of {} runs ({} docs of {} B, batches of {}, {} lookups):",
         args.runs, args.docs, args.value_size, args.batch, args.lookups
     );
-    println!("  insert_many via router : {i:>12.0} docs/s");
-    println!("  raw WiredTiger insert  : {ri:>12.0} rows/s");
-    println!("  ratio                  : {:>12.3}", i / ri);
+    println!("  raw WiredTiger insert          : {raw_ins:>10.0} rows/s");
+    println!("  raw WiredTiger search          : {raw_get:>10.0} ops/s");
+    for (label, name, base) in [
+        ("insert_many via router", "insert", raw_ins),
+        ("insert_many via router, gRPC", "insert (gRPC)", raw_ins),
+        ("shard layer only (no router)", "shard-only insert", raw_ins),
+        ("find_one via router", "find_one", raw_get),
+        ("find_one via router, gRPC", "find_one (gRPC)", raw_get),
+    ] {
+        let v = m(name);
+        println!(
+            "  {label:<30} : {v:>10.0} /s   ratio to raw {:.3}",
+            v / base
+        );
+    }
+    println!("  ping (router only)             : {:>10.0} /s", m("ping"));
     println!(
-        "  shard layer only       : {si:>12.0} docs/s (ratio {:.3}; no driver, router or network)",
-        si / ri
+        "  ping (router only), gRPC setup : {:>10.0} /s",
+        m("ping (gRPC)")
     );
-    println!("  find_one via router    : {g:>12.0} ops/s");
-    println!("  raw WiredTiger search  : {rg:>12.0} ops/s");
-    println!("  ratio                  : {:>12.3}", g / rg);
 }
