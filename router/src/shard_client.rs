@@ -93,7 +93,7 @@ impl ShardHandle {
             Transport::InProcess(service) => match limit {
                 Some(limit) => tokio::time::timeout(limit, service.run_command(req))
                     .await
-                    .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("deadline"))),
+                    .map_err(|_| time_limit_exceeded())?,
                 None => service.run_command(req).await,
             },
         }
@@ -103,11 +103,13 @@ impl ShardHandle {
     }
 }
 
+fn time_limit_exceeded() -> MongoError {
+    MongoError::new(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit")
+}
+
 fn status_to_error(s: tonic::Status) -> MongoError {
     match s.code() {
-        tonic::Code::DeadlineExceeded => {
-            MongoError::new(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit")
-        }
+        tonic::Code::DeadlineExceeded => time_limit_exceeded(),
         tonic::Code::Unavailable => MongoError::new(
             ErrorCode::HostUnreachable,
             format!("shard unreachable: {}", s.message()),
