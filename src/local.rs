@@ -1,20 +1,45 @@
-//! `bulwark local`: a router and a shard node in one process, for development.
+//! `bulwark local`: a whole cluster in one process, for development.
+//!
+//! The default layout is three sites (A, B, C) on loopback: a shard replica set with one
+//! member per site, replicating over real gRPC, and one router per site on ports P, P+1,
+//! P+2, each preferring its own site's member for reads that allow it.
+//! `--layout two-two-arbiter` puts two data members in A, two in B and an arbiter in C;
+//! `--layout single` runs one unreplicated node behind one router.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::ValueEnum;
+use shard::repl::{MemberConfig, ReplConfig};
 use tokio_util::sync::CancellationToken;
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Layout {
+    /// One member per site, one router per site.
+    ThreeSites,
+    /// Two data members in site A, two in B, an arbiter in C (the field report's layout).
+    TwoTwoArbiter,
+    /// One unreplicated node and one router.
+    Single,
+}
 
 #[derive(clap::Args)]
 pub struct LocalArgs {
-    /// Port the router listens on (127.0.0.1).
+    /// Port of the first router (127.0.0.1); one router per site on consecutive ports.
     #[arg(long, default_value_t = 27017)]
     port: u16,
     /// Data directory; restarting on the same directory keeps all data.
     #[arg(long, default_value = "./bulwark-data")]
     dir: PathBuf,
-    /// Storage engine: wiredtiger, or memory (nothing survives a restart).
+    /// Cluster layout.
+    #[arg(long, value_enum, default_value_t = Layout::ThreeSites)]
+    layout: Layout,
+    /// First port of the shard members' gRPC listeners (default: router port + 100).
+    #[arg(long)]
+    member_port: Option<u16>,
+    /// Storage engine for `--layout single`: wiredtiger, or memory (nothing survives a
+    /// restart). Replica-set members always use WiredTiger.
     #[arg(long, default_value = "wiredtiger")]
     engine: String,
     /// Seconds between TTL monitor passes.
@@ -22,7 +47,119 @@ pub struct LocalArgs {
     ttl_interval_secs: u64,
 }
 
+const SITES: [&str; 3] = ["A", "B", "C"];
+const CACHE_MB: usize = 256;
+
 pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
+    if args.layout == Layout::Single {
+        return run_single(args, shutdown).await;
+    }
+    let member_port = args.member_port.unwrap_or(args.port + 100);
+    // (site, arbiter) per member.
+    let shape: Vec<(&str, bool)> = match args.layout {
+        Layout::TwoTwoArbiter => vec![
+            ("A", false),
+            ("A", false),
+            ("B", false),
+            ("B", false),
+            ("C", true),
+        ],
+        _ => SITES.iter().map(|s| (*s, false)).collect(),
+    };
+    let members: Vec<MemberConfig> = shape
+        .iter()
+        .enumerate()
+        .map(|(i, (site, arbiter))| MemberConfig {
+            id: i as u64 + 1,
+            host: format!("127.0.0.1:{}", member_port + i as u16),
+            site: site.to_string(),
+            // The preferred primary lives in site A.
+            priority: if *site == "A" { 2 } else { 1 },
+            votes: 1,
+            arbiter: *arbiter,
+        })
+        .collect();
+    let ttl = Duration::from_secs(args.ttl_interval_secs);
+    let mut running = Vec::new();
+    for m in &members {
+        let listener = tokio::net::TcpListener::bind(&m.host)
+            .await
+            .with_context(|| format!("binding shard member {} to {}", m.id, m.host))?;
+        let repl = ReplConfig {
+            set_name: "shard0".into(),
+            me: m.id,
+            members: members.clone(),
+            sync: true,
+        };
+        let dir = args.dir.join("shard0").join(format!("member{}", m.id));
+        let member = shard::service::start_member(
+            listener,
+            dir.clone(),
+            CACHE_MB,
+            Duration::from_secs(600),
+            ttl,
+            repl,
+        )
+        .await
+        .with_context(|| format!("opening shard member {} in {}", m.id, dir.display()))?;
+        running.push(member);
+    }
+    let mut routers = Vec::new();
+    for (i, site) in SITES.iter().enumerate() {
+        let links = running
+            .iter()
+            .zip(&members)
+            .map(|(r, m)| router::shard_client::MemberLink::InProcess {
+                address: m.host.clone(),
+                service: shard::service::in_process(r.node.clone()),
+            })
+            .collect();
+        let handle = router::shard_client::ShardHandle::replica_set(links, site)?;
+        let config = router::RouterConfig {
+            listen: format!("127.0.0.1:{}", args.port + i as u16),
+            shard: members
+                .iter()
+                .map(|m| m.host.clone())
+                .collect::<Vec<_>>()
+                .join(","),
+            site: site.to_string(),
+            ..Default::default()
+        };
+        let listener = router::listener::bind(&config.listen)
+            .await
+            .with_context(|| format!("binding the site {site} router to {}", config.listen))?;
+        let sd = shutdown.clone();
+        routers.push(tokio::spawn(async move {
+            let r = router::serve_with(listener, config, handle, sd.clone()).await;
+            sd.cancel();
+            r
+        }));
+    }
+    println!("Bulwark is running: shard replica set 'shard0' across sites A, B and C.");
+    for (i, site) in SITES.iter().enumerate() {
+        println!(
+            "  site {site}: mongodb://127.0.0.1:{}/",
+            args.port + i as u16
+        );
+    }
+    println!(
+        "Data directory: {}. Press Ctrl-C to stop.",
+        args.dir.display()
+    );
+    shutdown.cancelled().await;
+    for r in routers {
+        r.await?.context("router")?;
+    }
+    for m in running {
+        m.shutdown.cancel();
+        m.task.await?.context("shard member")?;
+    }
+    println!("Bulwark stopped.");
+    Ok(())
+}
+
+/// One unreplicated shard node and one router (the pre-replication layout).
+async fn run_single(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
     let shard_config = shard::ShardConfig {
         listen: "127.0.0.1:0".into(),
         dir: args.dir.join("shard0"),

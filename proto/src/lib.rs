@@ -3,3 +3,7 @@
 pub mod shard {
     tonic::include_proto!("bulwark.shard.v1");
 }
+
+pub mod raft {
+    tonic::include_proto!("bulwark.raft.v1");
+}

@@ -7,12 +7,15 @@ use serde::{Deserialize, Serialize};
 pub struct RouterConfig {
     /// Address clients connect to.
     pub listen: String,
-    /// gRPC address of the shard node (host:port).
+    /// gRPC address of the shard node, or its replica set's members (host:port,...).
     pub shard: String,
     /// `net.maxIncomingConnections`: connections beyond this are closed at once.
     pub max_connections: usize,
     /// Commands slower than this are logged with their timings.
     pub slow_ms: u64,
+    /// The site this router runs in: reads that may go to a secondary prefer members
+    /// tagged with it.
+    pub site: String,
 }
 
 impl Default for RouterConfig {
@@ -22,6 +25,7 @@ impl Default for RouterConfig {
             shard: "127.0.0.1:27100".into(),
             max_connections: 20_000,
             slow_ms: 100,
+            site: String::new(),
         }
     }
 }

@@ -26,6 +26,9 @@ pub struct Session {
     next_request_id: i32,
     /// Increment of the last cluster time this connection reported (keeps it monotonic).
     clock_increment: u32,
+    /// Open cursors on a member other than the primary, by cursor id: `getMore` must
+    /// reach the member that holds the cursor.
+    pub cursor_members: std::collections::HashMap<i64, usize>,
 }
 
 pub async fn handle(
@@ -49,6 +52,7 @@ pub async fn handle(
             compressors: Vec::new(),
             next_request_id: 1,
             clock_increment: 0,
+            cursor_members: Default::default(),
         };
         let mut buf = Vec::new();
         loop {

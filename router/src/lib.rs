@@ -9,6 +9,7 @@ pub mod conn;
 pub mod counters;
 pub mod error;
 pub mod listener;
+pub mod read_preference;
 pub mod shard_client;
 
 pub use config::RouterConfig;

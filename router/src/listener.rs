@@ -63,7 +63,7 @@ pub async fn serve(
     config: RouterConfig,
     shutdown: CancellationToken,
 ) -> Result<(), RouterError> {
-    let shard = ShardHandle::connect_lazy(&config.shard)?;
+    let shard = ShardHandle::connect_lazy(&config.shard, &config.site)?;
     serve_with(listener, config, shard, shutdown).await
 }
 
@@ -94,6 +94,7 @@ pub async fn serve_with(
     });
     info!(addr = %local, shard = %state.config.shard, "router listening");
     let tasks = TaskTracker::new();
+    tasks.spawn(state.shard.clone().monitor(shutdown.clone()));
     loop {
         let (stream, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,

@@ -1,18 +1,26 @@
-//! Forwarding commands to a shard over one shared HTTP/2 channel (no per-request pool:
-//! requests wait in one visible place, not in a hidden pool queue), or, when router and
-//! shard share a process (`bulwark local`, tests), by calling the shard's gRPC service
-//! object directly: the same handler, without the encode/HTTP/2/decode round trip.
+//! Reaching a shard: a replica set of members, each over one shared HTTP/2 channel (no
+//! per-request pool: requests wait in one visible place, not in a hidden pool queue), or,
+//! when router and member share a process (`bulwark local`, tests), by calling the
+//! member's gRPC service object directly: the same handler, without the encode/HTTP/2/
+//! decode round trip.
+//!
+//! The router learns which member is primary, and each member's site, from the members'
+//! own `hello`. Writes go to the primary; reads go where the read preference allows,
+//! preferring members in the router's own site.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use bson::Document;
+use bson::{doc, Document};
+use parking_lot::RwLock;
 use proto::shard::shard_client::ShardClient;
 use proto::shard::shard_server::Shard;
 use proto::shard::CommandRequest;
 use tonic::transport::{Channel, Endpoint};
 use wire::{ErrorCode, MongoError, MongoResult};
 
+use crate::read_preference::{Mode, ReadPreference};
 use crate::RouterError;
 
 /// Largest gRPC message either way (a 48 MB wire message plus envelope).
@@ -20,10 +28,37 @@ const MAX_GRPC_MESSAGE: usize = 64 * 1024 * 1024;
 /// HTTP/2 flow-control windows (per stream, per connection).
 pub const STREAM_WINDOW: u32 = 8 * 1024 * 1024;
 pub const CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
+/// How long a request waits for a new primary (an election takes 1–2 s).
+const FAILOVER_WAIT: Duration = Duration::from_secs(10);
+const UNKNOWN: usize = usize::MAX;
 
 #[derive(Clone)]
 pub struct ShardHandle {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    members: Vec<Member>,
+    /// Index of the member last seen as primary (`UNKNOWN` when none).
+    primary: AtomicUsize,
+    /// The router's own site: reads that may go to any member prefer this site.
+    site: String,
+}
+
+struct Member {
+    address: String,
     transport: Transport,
+    /// What the member last said about itself (site tag, state).
+    seen: RwLock<Seen>,
+}
+
+#[derive(Clone, Default)]
+struct Seen {
+    site: String,
+    host: String,
+    primary: bool,
+    secondary: bool,
+    reachable: bool,
 }
 
 #[derive(Clone)]
@@ -32,75 +67,309 @@ enum Transport {
     InProcess(Arc<dyn Shard>),
 }
 
+/// One way to reach a member.
+pub enum MemberLink {
+    /// gRPC address (host:port).
+    Grpc(String),
+    /// A member served by this process: calls go straight to its service.
+    InProcess {
+        address: String,
+        service: Arc<dyn Shard>,
+    },
+}
+
+/// The command options that travel with a forwarded command.
+#[derive(Debug, Clone, Default)]
+pub struct Forward {
+    pub max_time_ms: u64,
+    pub read_preference: ReadPreference,
+    /// Write concern `w` (0 = default, majority) and `wtimeout`.
+    pub w: u32,
+    pub wtimeout_ms: u64,
+    pub writes: bool,
+    /// Send to this member (a `getMore` follows its cursor to the member that has it).
+    pub pin: Option<usize>,
+}
+
 impl ShardHandle {
-    pub fn connect_lazy(addr: &str) -> Result<ShardHandle, RouterError> {
-        let url = if addr.starts_with("http") {
-            addr.to_string()
-        } else {
-            format!("http://{addr}")
-        };
-        let channel = Endpoint::from_shared(url)
-            .map_err(|_| RouterError::ShardAddress(addr.to_string()))?
-            .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(5))
-            .http2_keep_alive_interval(Duration::from_secs(10))
-            // HTTP/2's default 64 KiB windows stall a 100 KiB insert batch for a
-            // WINDOW_UPDATE round trip; give a batch room to go out in one flight.
-            .initial_stream_window_size(Some(STREAM_WINDOW))
-            .initial_connection_window_size(Some(CONNECTION_WINDOW))
-            .connect_lazy();
-        let client = ShardClient::new(channel)
-            .max_decoding_message_size(MAX_GRPC_MESSAGE)
-            .max_encoding_message_size(MAX_GRPC_MESSAGE);
+    /// A single shard node at a gRPC address (or a comma-separated member list).
+    pub fn connect_lazy(addr: &str, site: &str) -> Result<ShardHandle, RouterError> {
+        let links = addr
+            .split(',')
+            .map(|a| MemberLink::Grpc(a.trim().to_string()))
+            .collect();
+        ShardHandle::replica_set(links, site)
+    }
+
+    /// A shard served by this process.
+    pub fn in_process(service: Arc<dyn Shard>) -> ShardHandle {
+        ShardHandle::replica_set(
+            vec![MemberLink::InProcess {
+                address: "in-process".into(),
+                service,
+            }],
+            "",
+        )
+        .expect("in-process links need no address")
+    }
+
+    /// A replica set whose members are reached through `links`, for a router in `site`.
+    pub fn replica_set(links: Vec<MemberLink>, site: &str) -> Result<ShardHandle, RouterError> {
+        let mut members = Vec::new();
+        for link in links {
+            let (address, transport) = match link {
+                MemberLink::Grpc(a) => (a.clone(), Transport::Grpc(grpc_client(&a)?)),
+                MemberLink::InProcess { address, service } => {
+                    (address, Transport::InProcess(service))
+                }
+            };
+            members.push(Member {
+                address,
+                transport,
+                seen: RwLock::new(Seen::default()),
+            });
+        }
+        let primary = if members.len() == 1 { 0 } else { UNKNOWN };
         Ok(ShardHandle {
-            transport: Transport::Grpc(client),
+            inner: Arc::new(Inner {
+                members,
+                primary: AtomicUsize::new(primary),
+                site: site.to_string(),
+            }),
         })
     }
 
-    /// A shard served by this process: calls go straight to its service.
-    pub fn in_process(service: Arc<dyn Shard>) -> ShardHandle {
-        ShardHandle {
-            transport: Transport::InProcess(service),
+    /// Asks every member for its state (`hello`) and records the primary and sites.
+    pub async fn refresh(&self) {
+        let calls = self.inner.members.iter().map(|m| async move {
+            let r = tokio::time::timeout(
+                Duration::from_millis(500),
+                call(
+                    &m.transport,
+                    "admin",
+                    &doc! {"hello": 1},
+                    &Forward::default(),
+                    "",
+                ),
+            )
+            .await;
+            let mut seen = m.seen.write();
+            match r {
+                Ok(Ok(h)) => {
+                    seen.reachable = true;
+                    seen.primary = h.get_bool("isWritablePrimary").unwrap_or(false);
+                    seen.secondary = h.get_bool("secondary").unwrap_or(false);
+                    seen.host = h.get_str("me").unwrap_or_default().to_string();
+                    seen.site = h
+                        .get_document("tags")
+                        .ok()
+                        .and_then(|t| t.get_str("site").ok())
+                        .unwrap_or_default()
+                        .to_string();
+                }
+                _ => {
+                    seen.reachable = false;
+                    seen.primary = false;
+                }
+            }
+        });
+        futures_join_all(calls).await;
+        let primary = self
+            .inner
+            .members
+            .iter()
+            .position(|m| m.seen.read().primary)
+            .unwrap_or(UNKNOWN);
+        if primary != UNKNOWN || self.inner.members.len() > 1 {
+            self.inner.primary.store(primary, Ordering::Relaxed);
         }
     }
 
-    /// Runs `cmd` on the shard; `max_time_ms` (0 = none) bounds both the shard's work and
-    /// the wait here.
+    /// Keeps the member view fresh until `shutdown`.
+    pub async fn monitor(self, shutdown: tokio_util::sync::CancellationToken) {
+        if self.inner.members.len() < 2 {
+            return;
+        }
+        loop {
+            self.refresh().await;
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+        }
+    }
+
+    /// Runs `cmd` on the member the options call for, following a failover: a command a
+    /// member refused because it is not primary is sent again to the new primary.
     pub async fn run(
         &self,
         db: &str,
         cmd: &Document,
-        max_time_ms: u64,
+        fwd: &Forward,
         client: &str,
-    ) -> MongoResult<Document> {
-        let command = bson::to_vec(cmd)
-            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-        let mut req = tonic::Request::new(CommandRequest {
-            db: db.to_string(),
-            command,
-            max_time_ms,
-            client: client.to_string(),
-        });
-        // A little slack so the shard reports MaxTimeMSExpired itself when it can.
-        let limit = (max_time_ms > 0).then(|| Duration::from_millis(max_time_ms + 50));
-        let reply = match &self.transport {
-            Transport::Grpc(client) => {
-                if let Some(limit) = limit {
-                    req.set_timeout(limit);
+    ) -> MongoResult<(Document, usize)> {
+        let started = Instant::now();
+        loop {
+            let target = fwd.pin.or_else(|| self.pick(fwd));
+            let result = match target {
+                Some(i) => {
+                    let m = &self.inner.members[i];
+                    let mut r = call(&m.transport, db, cmd, fwd, client).await;
+                    if let (Ok(reply), true) = (&mut r, fwd.read_preference.mode != Mode::Primary) {
+                        let host = m.seen.read().host.clone();
+                        let served_by = if host.is_empty() {
+                            m.address.clone()
+                        } else {
+                            host
+                        };
+                        reply.insert("servedBy", served_by);
+                    }
+                    r.map(|d| (d, i))
                 }
-                client.clone().run_command(req).await
+                None => Err(MongoError::new(
+                    ErrorCode::HostUnreachable,
+                    "no member of the shard's replica set matches the read preference",
+                )),
+            };
+            let retry = match &result {
+                Err(e) => retryable(e),
+                Ok((reply, _)) => reply.get_i32("code").is_ok_and(refused_before_running),
+            };
+            if !retry
+                || fwd.pin.is_some()
+                || started.elapsed() > FAILOVER_WAIT
+                || self.inner.members.len() < 2
+            {
+                return result;
             }
-            Transport::InProcess(service) => match limit {
-                Some(limit) => tokio::time::timeout(limit, service.run_command(req))
-                    .await
-                    .map_err(|_| time_limit_exceeded())?,
-                None => service.run_command(req).await,
-            },
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            self.refresh().await;
         }
-        .map_err(status_to_error)?;
-        Document::from_reader(&mut reply.into_inner().reply.as_slice())
-            .map_err(|e| MongoError::internal(format!("shard sent an invalid reply: {e}")))
     }
+
+    /// The member to send to, by read preference (writes always go to the primary).
+    fn pick(&self, fwd: &Forward) -> Option<usize> {
+        let primary = self.inner.primary.load(Ordering::Relaxed);
+        let primary = (primary != UNKNOWN).then_some(primary);
+        if fwd.writes || fwd.read_preference.mode == Mode::Primary {
+            return primary;
+        }
+        let members = &self.inner.members;
+        let eligible = |i: usize, want_secondary: bool| {
+            let s = members[i].seen.read();
+            s.reachable
+                && (if want_secondary {
+                    s.secondary
+                } else {
+                    s.secondary || s.primary
+                })
+                && fwd.read_preference.tags_match(&s.site)
+        };
+        let in_site = |i: &usize| members[*i].seen.read().site == self.inner.site;
+        let choose = |want_secondary: bool| {
+            let all: Vec<usize> = (0..members.len())
+                .filter(|&i| eligible(i, want_secondary))
+                .collect();
+            all.iter()
+                .copied()
+                .find(in_site)
+                .or_else(|| all.first().copied())
+        };
+        match fwd.read_preference.mode {
+            Mode::Primary => primary,
+            Mode::PrimaryPreferred => primary.or_else(|| choose(true)),
+            Mode::Secondary => choose(true),
+            Mode::SecondaryPreferred => choose(true).or(primary),
+            Mode::Nearest => choose(false).or(primary),
+        }
+    }
+}
+
+/// Errors after which the command certainly did not run, so sending it elsewhere is safe.
+fn refused_before_running(code: i32) -> bool {
+    code == ErrorCode::NotWritablePrimary as i32
+        || code == ErrorCode::NotPrimaryNoSecondaryOk as i32
+}
+
+fn retryable(e: &MongoError) -> bool {
+    refused_before_running(e.code) || e.code == ErrorCode::HostUnreachable as i32
+}
+
+/// Members answer in parallel: a dead one costs its timeout once, not once per member.
+async fn futures_join_all<F: std::future::Future<Output = ()>>(futs: impl Iterator<Item = F>) {
+    let mut pinned: Vec<_> = futs.map(Box::pin).collect();
+    let mut pending: Vec<usize> = (0..pinned.len()).collect();
+    std::future::poll_fn(|cx| {
+        pending.retain(|&i| pinned[i].as_mut().poll(cx).is_pending());
+        if pending.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+}
+
+fn grpc_client(addr: &str) -> Result<ShardClient<Channel>, RouterError> {
+    let url = if addr.starts_with("http") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    let channel = Endpoint::from_shared(url)
+        .map_err(|_| RouterError::ShardAddress(addr.to_string()))?
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        // HTTP/2's default 64 KiB windows stall a 100 KiB insert batch for a
+        // WINDOW_UPDATE round trip; give a batch room to go out in one flight.
+        .initial_stream_window_size(Some(STREAM_WINDOW))
+        .initial_connection_window_size(Some(CONNECTION_WINDOW))
+        .connect_lazy();
+    Ok(ShardClient::new(channel)
+        .max_decoding_message_size(MAX_GRPC_MESSAGE)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE))
+}
+
+/// One call to one member; `max_time_ms` (0 = none) bounds both the member's work and
+/// the wait here.
+async fn call(
+    transport: &Transport,
+    db: &str,
+    cmd: &Document,
+    fwd: &Forward,
+    client: &str,
+) -> MongoResult<Document> {
+    let command =
+        bson::to_vec(cmd).map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+    let mut req = tonic::Request::new(CommandRequest {
+        db: db.to_string(),
+        command,
+        max_time_ms: fwd.max_time_ms,
+        client: client.to_string(),
+        secondary_ok: fwd.read_preference.mode != Mode::Primary,
+        w: fwd.w,
+        wtimeout_ms: fwd.wtimeout_ms,
+    });
+    // A little slack so the shard reports MaxTimeMSExpired itself when it can.
+    let limit = (fwd.max_time_ms > 0).then(|| Duration::from_millis(fwd.max_time_ms + 50));
+    let reply = match transport {
+        Transport::Grpc(client) => {
+            if let Some(limit) = limit {
+                req.set_timeout(limit);
+            }
+            client.clone().run_command(req).await
+        }
+        Transport::InProcess(service) => match limit {
+            Some(limit) => tokio::time::timeout(limit, service.run_command(req))
+                .await
+                .map_err(|_| time_limit_exceeded())?,
+            None => service.run_command(req).await,
+        },
+    }
+    .map_err(status_to_error)?;
+    Document::from_reader(&mut reply.into_inner().reply.as_slice())
+        .map_err(|e| MongoError::internal(format!("shard sent an invalid reply: {e}")))
 }
 
 fn time_limit_exceeded() -> MongoError {

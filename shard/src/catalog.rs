@@ -110,25 +110,30 @@ impl Catalog {
         engine
             .create_table(CATALOG_TABLE)
             .map_err(storage_to_mongo)?;
-        let mut map = BTreeMap::new();
-        let mut max_table = 0u64;
-        for (_, value) in engine
-            .scan(CATALOG_TABLE, &KeyRange::all(), false, usize::MAX)
-            .map_err(storage_to_mongo)?
-        {
-            let d = Document::from_reader(&mut value.as_slice())
-                .map_err(|e| MongoError::internal(format!("corrupt catalog entry: {e}")))?;
-            let meta = meta_from_document(&d)?;
-            max_table = max_table.max(table_number(&meta.table));
-            for i in &meta.indexes {
-                max_table = max_table.max(table_number(&i.table));
-            }
-            map.insert(meta.ns(), Arc::new(meta));
-        }
+        let (map, max_table) = read_catalog(engine)?;
         Ok(Catalog {
             collections: RwLock::new(map),
             next_table: Mutex::new(max_table + 1),
         })
+    }
+
+    /// Re-reads the catalog table: a replica-set member calls this after applying a
+    /// change its primary made to it.
+    pub fn reload(&self, engine: &dyn Engine) -> MongoResult<()> {
+        let (mut map, max_table) = read_catalog(engine)?;
+        let mut current = self.collections.write().unwrap();
+        // A collection keeps its write lock across reloads: commands holding it must
+        // still exclude each other.
+        for (ns, meta) in map.iter_mut() {
+            if let Some(old) = current.get(ns).filter(|o| o.uuid == meta.uuid) {
+                Arc::get_mut(meta).expect("fresh").write_lock = old.write_lock.clone();
+            }
+        }
+        *current = map;
+        drop(current);
+        let mut next = self.next_table.lock().unwrap();
+        *next = (*next).max(max_table + 1);
+        Ok(())
     }
 
     pub fn get(&self, ns: &str) -> Option<Arc<CollectionMeta>> {
@@ -326,6 +331,26 @@ fn meta_from_document(d: &Document) -> MongoResult<CollectionMeta> {
 }
 
 /// Validates an index specification (as given to createIndexes) into `IndexMeta`.
+/// Every collection in the catalog table, and the highest table number in use.
+fn read_catalog(engine: &dyn Engine) -> MongoResult<(BTreeMap<String, Arc<CollectionMeta>>, u64)> {
+    let mut map = BTreeMap::new();
+    let mut max_table = 0u64;
+    for (_, value) in engine
+        .scan(CATALOG_TABLE, &KeyRange::all(), false, usize::MAX)
+        .map_err(storage_to_mongo)?
+    {
+        let d = Document::from_reader(&mut value.as_slice())
+            .map_err(|e| MongoError::internal(format!("corrupt catalog entry: {e}")))?;
+        let meta = meta_from_document(&d)?;
+        max_table = max_table.max(table_number(&meta.table));
+        for i in &meta.indexes {
+            max_table = max_table.max(table_number(&i.table));
+        }
+        map.insert(meta.ns(), Arc::new(meta));
+    }
+    Ok((map, max_table))
+}
+
 pub fn index_from_spec(spec: &Document, table: String) -> MongoResult<IndexMeta> {
     let bad = |m: String| MongoError::new(ErrorCode::CannotCreateIndex, m);
     let key = match spec.get("key") {

@@ -22,6 +22,8 @@ pub struct ShardConfig {
     pub cursor_timeout_secs: u64,
     /// How often the TTL monitor deletes expired documents (MongoDB: 60 s).
     pub ttl_interval_secs: u64,
+    /// Replica-set membership; without it the node runs alone, unreplicated.
+    pub replication: Option<crate::repl::ReplConfig>,
 }
 
 impl Default for ShardConfig {
@@ -33,6 +35,7 @@ impl Default for ShardConfig {
             cache_mb: 512,
             cursor_timeout_secs: 600,
             ttl_interval_secs: 60,
+            replication: None,
         }
     }
 }
@@ -42,6 +45,12 @@ impl ShardConfig {
         self.engine_kind()?;
         if self.ttl_interval_secs == 0 || self.cursor_timeout_secs == 0 {
             return Err("ttl_interval_secs and cursor_timeout_secs must be positive".into());
+        }
+        if let Some(r) = &self.replication {
+            r.validate()?;
+            if self.engine != "wiredtiger" {
+                return Err("replica-set members run on wiredtiger".into());
+            }
         }
         if self.cache_mb < 16 {
             return Err("cache_mb must be at least 16".into());

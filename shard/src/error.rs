@@ -16,5 +16,17 @@ pub enum ShardError {
 /// Storage failures inside a command become InternalError replies; duplicate keys are
 /// handled where the index is known (see `write_path`).
 pub fn storage_to_mongo(e: storage::StorageError) -> wire::MongoError {
-    wire::MongoError::internal(format!("storage error: {e}"))
+    match e {
+        storage::StorageError::Replication {
+            code,
+            name,
+            message,
+        } => wire::MongoError {
+            code,
+            code_name: name.into(),
+            message,
+            extra: None,
+        },
+        e => wire::MongoError::internal(format!("storage error: {e}")),
+    }
 }

@@ -10,6 +10,7 @@ pub mod keys;
 pub mod node;
 pub mod plan;
 pub mod read;
+pub mod repl;
 pub mod scan;
 pub mod service;
 pub mod ttl;

@@ -1,7 +1,7 @@
 //! A shard node: storage, catalog and cursors, and the entry point that runs a command.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use bson::{doc, Document};
@@ -12,6 +12,9 @@ use crate::catalog::Catalog;
 use crate::commands;
 use crate::cursor::{Cursors, Deadline};
 use crate::error::ShardError;
+use crate::repl::engine::ReplicatedEngine;
+use crate::repl::transport::RaftService;
+use crate::repl::{self, ReplConfig, Replica};
 
 /// Which storage engine a node runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +28,27 @@ pub struct Node {
     pub catalog: Catalog,
     pub cursors: Arc<Cursors>,
     pub started: Instant,
+    /// Set when the node is a replica-set member (writes then go through Raft).
+    pub replica: Option<Arc<Replica>>,
+}
+
+/// How the router asked for a command to run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    pub deadline: Deadline,
+    /// The read preference allows a secondary (MongoDB's `secondaryOk`).
+    pub secondary_ok: bool,
+    pub write_concern: WriteConcern,
+}
+
+/// A parsed write concern. Every acknowledged write on a member is applied only once a
+/// majority holds it, so `w:1` and `w:"majority"` wait for the same point; `wtimeout`
+/// bounds the wait.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteConcern {
+    /// Members that must have the write (0 = the default, majority).
+    pub w: u32,
+    pub wtimeout: Option<Duration>,
 }
 
 /// What a command handler sees besides its arguments.
@@ -50,12 +74,90 @@ impl Node {
             catalog,
             cursors: Cursors::new(cursor_timeout),
             started: Instant::now(),
+            replica: None,
         }))
+    }
+
+    /// Opens a replica-set member: WiredTiger without its own journal (the Raft log in
+    /// `dir/raft` is the only write-ahead log), joined to the set described by `repl`.
+    /// Returns the node and the Raft service its peers send to.
+    pub fn open_member(
+        dir: &Path,
+        cache_mb: usize,
+        cursor_timeout: Duration,
+        repl: ReplConfig,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<(Arc<Node>, RaftService), ShardError> {
+        std::fs::create_dir_all(dir)?;
+        let base: Arc<dyn Engine> = Arc::new(storage::WiredTigerEngine::open_with(
+            &dir.join("wt"),
+            storage::WtOptions {
+                cache_mb,
+                log: false,
+                sync: false,
+            },
+        )?);
+        // The catalog is reloaded off the Raft thread: a command holding the catalog
+        // lock may be waiting for that very thread to apply its write.
+        let node_slot: Arc<OnceLock<Weak<Node>>> = Arc::new(OnceLock::new());
+        let (reload_tx, reload_rx) = std::sync::mpsc::channel::<()>();
+        let slot = node_slot.clone();
+        std::thread::Builder::new()
+            .name("catalog-reload".into())
+            .spawn(move || {
+                while reload_rx.recv().is_ok() {
+                    while reload_rx.try_recv().is_ok() {}
+                    let Some(node) = slot.get().and_then(Weak::upgrade) else {
+                        continue;
+                    };
+                    if let Err(e) = node.catalog.reload(node.engine.as_ref()) {
+                        tracing::error!(error = %e, "catalog reload failed");
+                    }
+                }
+            })?;
+        let (replica, service) = Replica::start(
+            repl,
+            base.clone(),
+            &dir.join("raft"),
+            Box::new(move || {
+                let _ = reload_tx.send(());
+            }),
+            rt,
+        )
+        .map_err(ShardError::Catalog)?;
+        let engine: Arc<dyn Engine> = Arc::new(ReplicatedEngine {
+            base: base.clone(),
+            replica: replica.clone(),
+        });
+        let catalog =
+            Catalog::load(base.as_ref()).map_err(|e| ShardError::Catalog(e.to_string()))?;
+        let node = Arc::new(Node {
+            engine,
+            catalog,
+            cursors: Cursors::new(cursor_timeout),
+            started: Instant::now(),
+            replica: Some(replica),
+        });
+        let _ = node_slot.set(Arc::downgrade(&node));
+        Ok((node, service))
     }
 
     /// Runs one command and returns its reply document (`ok: 1` or an error document).
     /// Blocking: call it from a blocking-capable thread.
     pub fn run_command(&self, db: &str, cmd: &Document, deadline: Deadline) -> Document {
+        self.run_command_with(
+            db,
+            cmd,
+            RunOptions {
+                deadline,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// Runs one command as the router asked (read preference, write concern).
+    pub fn run_command_with(&self, db: &str, cmd: &Document, opts: RunOptions) -> Document {
+        let deadline = opts.deadline;
         let Some(name) = cmd.keys().next() else {
             return MongoError::failed_to_parse("empty command").to_document();
         };
@@ -74,7 +176,15 @@ impl Node {
             db,
             deadline,
         };
-        match (spec.run)(&ctx, cmd) {
+        let result = match &self.replica {
+            None => (spec.run)(&ctx, cmd),
+            Some(_) if spec.anywhere => (spec.run)(&ctx, cmd),
+            Some(replica) => match member_admits(replica, spec.writes, &opts) {
+                Ok(scope) => repl::with_scope(scope, || (spec.run)(&ctx, cmd)),
+                Err(e) => Err(e),
+            },
+        };
+        match result {
             Ok(mut reply) => {
                 if !reply.contains_key("ok") {
                     reply.insert("ok", 1.0);
@@ -85,7 +195,53 @@ impl Node {
         }
     }
 
+    /// Stops replication (tests that kill a member; the gRPC server stops separately).
+    pub fn stop_replication(&self) {
+        if let Some(r) = &self.replica {
+            r.stop();
+        }
+    }
+
     pub fn status(&self) -> Document {
         doc! { "open_cursors": self.cursors.len() as i64, "uptime_secs": self.started.elapsed().as_secs() as i64 }
     }
+}
+
+/// Whether this member may run the command now, and the write settings it runs with.
+fn member_admits(
+    replica: &Replica,
+    writes: bool,
+    opts: &RunOptions,
+) -> Result<repl::WriteScope, MongoError> {
+    let status = replica.status();
+    let primary = status.role == raft::StateRole::Leader;
+    if writes {
+        if !status.writable {
+            return Err(MongoError::new(
+                ErrorCode::NotWritablePrimary,
+                "not primary",
+            ));
+        }
+        let data_members = replica.config.data_members() as u32;
+        if opts.write_concern.w > data_members {
+            return Err(MongoError::new(
+                ErrorCode::UnsatisfiableWriteConcern,
+                format!(
+                    "Not enough data-bearing nodes: w:{} but the set has {data_members}",
+                    opts.write_concern.w
+                ),
+            ));
+        }
+        return Ok(repl::WriteScope {
+            term: Some(status.term),
+            wtimeout: opts.write_concern.wtimeout,
+        });
+    }
+    if !primary && !opts.secondary_ok {
+        return Err(MongoError::new(
+            ErrorCode::NotPrimaryNoSecondaryOk,
+            "not primary and secondaryOk=false",
+        ));
+    }
+    Ok(repl::WriteScope::default())
 }

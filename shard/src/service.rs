@@ -13,6 +13,8 @@ use tonic::{Request, Response, Status};
 use tracing::info;
 
 use crate::cursor::Deadline;
+use crate::node::{RunOptions, WriteConcern};
+use crate::repl::transport::RaftService;
 use crate::{Node, ShardConfig, ShardError};
 
 /// Largest gRPC message either way: a 48 MB wire message plus envelope.
@@ -35,13 +37,20 @@ impl Shard for Service {
         request: Request<CommandRequest>,
     ) -> Result<Response<CommandReply>, Status> {
         let req = request.into_inner();
-        let deadline = Deadline::after_ms(req.max_time_ms);
+        let opts = RunOptions {
+            deadline: Deadline::after_ms(req.max_time_ms),
+            secondary_ok: req.secondary_ok,
+            write_concern: WriteConcern {
+                w: req.w,
+                wtimeout: (req.wtimeout_ms > 0).then(|| Duration::from_millis(req.wtimeout_ms)),
+            },
+        };
         let node = self.node.clone();
         let reply = tokio::task::spawn_blocking(move || {
             let cmd = Document::from_reader(&mut req.command.as_slice())
                 .map_err(|e| Status::invalid_argument(format!("command is not BSON: {e}")))
                 .map_err(Box::new)?;
-            let reply = node.run_command(&req.db, &cmd, deadline);
+            let reply = node.run_command_with(&req.db, &cmd, opts);
             bson::to_vec(&reply).map_err(|e| Box::new(Status::internal(e.to_string())))
         })
         .await
@@ -53,25 +62,50 @@ impl Shard for Service {
 
 /// Opens the node described by `config` and serves it until `shutdown`.
 pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(), ShardError> {
+    config.validate().map_err(ShardError::Catalog)?;
+    let listener = TcpListener::bind(&config.listen).await?;
+    info!(addr = %listener.local_addr()?, "shard listening");
+    let ttl = Duration::from_secs(config.ttl_interval_secs);
+    if let Some(repl) = config.replication.clone() {
+        let member = start_member(
+            listener,
+            config.dir.clone(),
+            config.cache_mb,
+            config.cursor_timeout(),
+            ttl,
+            repl,
+        )
+        .await?;
+        shutdown.cancelled().await;
+        member.shutdown.cancel();
+        return member
+            .task
+            .await
+            .map_err(|e| ShardError::Catalog(e.to_string()))?;
+    }
     let kind = config.engine_kind().map_err(ShardError::Catalog)?;
     let cursor_timeout = config.cursor_timeout();
     let node = tokio::task::spawn_blocking(move || Node::open(&kind, cursor_timeout))
         .await
         .map_err(|e| ShardError::Catalog(e.to_string()))??;
-    let listener = TcpListener::bind(&config.listen).await?;
-    info!(addr = %listener.local_addr()?, "shard listening");
-    serve(
-        node,
-        listener,
-        Duration::from_secs(config.ttl_interval_secs),
-        shutdown,
-    )
-    .await
+    serve(node, listener, ttl, shutdown).await
 }
 
 /// Serves an already opened node on an already bound listener (tests use port 0).
 pub async fn serve(
     node: Arc<Node>,
+    listener: TcpListener,
+    ttl_interval: Duration,
+    shutdown: CancellationToken,
+) -> Result<(), ShardError> {
+    serve_member(node, None, listener, ttl_interval, shutdown).await
+}
+
+/// Serves a node, and when it is a replica-set member, the Raft service its peers send
+/// to, on one port.
+pub async fn serve_member(
+    node: Arc<Node>,
+    raft: Option<RaftService>,
     listener: TcpListener,
     ttl_interval: Duration,
     shutdown: CancellationToken,
@@ -98,12 +132,63 @@ pub async fn serve(
         .initial_stream_window_size(Some(8 * 1024 * 1024))
         .initial_connection_window_size(Some(32 * 1024 * 1024))
         .add_service(svc)
+        .add_optional_service(raft.map(|r| {
+            proto::raft::raft_server::RaftServer::new(r)
+                .max_decoding_message_size(256 * 1024 * 1024)
+        }))
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
         .await;
     shutdown.cancel();
     let _ = background.await;
+    node.stop_replication();
     // Flush everything to the data files so the next start does not replay the log.
     let engine = node.engine.clone();
     let _ = tokio::task::spawn_blocking(move || engine.checkpoint()).await;
     result.map_err(ShardError::from)
+}
+
+/// A replica-set member running in this process (`bulwark local`, tests).
+pub struct RunningMember {
+    pub id: u64,
+    pub addr: std::net::SocketAddr,
+    pub node: Arc<Node>,
+    /// Cancelling it stops this member alone (as a crash of its process would, minus
+    /// the final checkpoint's absence: recovery replays the Raft log either way).
+    pub shutdown: CancellationToken,
+    pub task: tokio::task::JoinHandle<Result<(), ShardError>>,
+}
+
+/// Opens member `repl.me` in `dir` and serves it on `listener` (bound beforehand, so
+/// every member's address is known before any starts).
+pub async fn start_member(
+    listener: TcpListener,
+    dir: std::path::PathBuf,
+    cache_mb: usize,
+    cursor_timeout: Duration,
+    ttl_interval: Duration,
+    repl: crate::repl::ReplConfig,
+) -> Result<RunningMember, ShardError> {
+    let id = repl.me;
+    let addr = listener.local_addr()?;
+    let rt = tokio::runtime::Handle::current();
+    let (node, raft) = tokio::task::spawn_blocking(move || {
+        Node::open_member(&dir, cache_mb, cursor_timeout, repl, &rt)
+    })
+    .await
+    .map_err(|e| ShardError::Catalog(e.to_string()))??;
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(serve_member(
+        node.clone(),
+        Some(raft),
+        listener,
+        ttl_interval,
+        shutdown.clone(),
+    ));
+    Ok(RunningMember {
+        id,
+        addr,
+        node,
+        shutdown,
+        task,
+    })
 }

@@ -64,6 +64,13 @@ pub enum ErrorCode {
     ShutdownInProgress = 91,
     NetworkTimeout = 89,
     HostUnreachable = 6,
+    WriteConcernFailed = 64,
+    NoReplicationEnabled = 76,
+    InterruptedDueToReplStateChange = 11602,
+    NotPrimaryNoSecondaryOk = 13435,
+    NotPrimaryOrSecondary = 13436,
+    ExceededTimeLimit = 262,
+    UnknownReplWriteConcern = 79,
 }
 
 impl ErrorCode {
@@ -122,6 +129,13 @@ impl ErrorCode {
             ShutdownInProgress => "ShutdownInProgress",
             NetworkTimeout => "NetworkTimeout",
             HostUnreachable => "HostUnreachable",
+            WriteConcernFailed => "WriteConcernFailed",
+            NoReplicationEnabled => "NoReplicationEnabled",
+            InterruptedDueToReplStateChange => "InterruptedDueToReplStateChange",
+            NotPrimaryNoSecondaryOk => "NotPrimaryNoSecondaryOk",
+            NotPrimaryOrSecondary => "NotPrimaryOrSecondary",
+            ExceededTimeLimit => "ExceededTimeLimit",
+            UnknownReplWriteConcern => "UnknownReplWriteConcern",
         }
     }
 }

@@ -2,9 +2,11 @@
 //! (sessions, read preference, cluster time) and turn `maxTimeMS` into a deadline.
 
 use bson::{Bson, Document};
-use wire::{MongoError, MongoResult};
+use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::conn::Session;
+use crate::read_preference::{Mode, ReadPreference};
+use crate::shard_client::Forward;
 
 /// Generic arguments the router consumes; the shard never sees them.
 const ROUTER_ONLY: &[&str] = &[
@@ -25,16 +27,117 @@ const ROUTER_ONLY: &[&str] = &[
     "mayBypassWriteBlocking",
 ];
 
+/// Commands that only read: they may go to a secondary when the read preference allows.
+const READS: &[&str] = &[
+    "find",
+    "count",
+    "distinct",
+    "aggregate",
+    "listCollections",
+    "listDatabases",
+    "listIndexes",
+    "collStats",
+    "dbStats",
+    "explain",
+    "replSetGetStatus",
+    "replSetStepDown",
+    "replSetStepUp",
+];
+
 pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoResult<Document> {
-    let max_time_ms = max_time_ms(cmd.get("maxTimeMS"))?;
+    let name = cmd.keys().next().cloned().unwrap_or_default();
+    let (w, wtimeout_ms) = write_concern(cmd.get("writeConcern"))?;
+    let mut fwd = Forward {
+        max_time_ms: max_time_ms(cmd.get("maxTimeMS"))?,
+        read_preference: ReadPreference::parse(cmd.get("$readPreference"))?,
+        w,
+        wtimeout_ms,
+        writes: !READS.contains(&name.as_str()) || writes_output(&cmd),
+        pin: None,
+    };
+    if fwd.writes {
+        fwd.read_preference = ReadPreference::default();
+    }
+    // A cursor lives on the member that opened it.
+    let cursor = match name.as_str() {
+        "getMore" => cmd.get_i64("getMore").ok(),
+        "killCursors" => cmd
+            .get_array("cursors")
+            .ok()
+            .and_then(|a| a.first())
+            .and_then(bson::Bson::as_i64),
+        _ => None,
+    };
+    if let Some(id) = cursor {
+        fwd.pin = session.cursor_members.get(&id).copied();
+        fwd.writes = false;
+    }
     for f in ROUTER_ONLY {
         cmd.remove(*f);
     }
-    session
+    let (reply, member) = session
         .state
         .shard
-        .run(db, &cmd, max_time_ms, &session.peer_text)
-        .await
+        .run(db, &cmd, &fwd, &session.peer_text)
+        .await?;
+    if let Ok(id) = reply.get_document("cursor").and_then(|c| c.get_i64("id")) {
+        if id != 0 && fwd.read_preference.mode != Mode::Primary {
+            session.cursor_members.insert(id, member);
+        } else if id == 0 {
+            session.cursor_members.remove(&cursor.unwrap_or(0));
+        }
+    }
+    Ok(reply)
+}
+
+/// `aggregate` with `$out` or `$merge` writes, so it runs on the primary.
+fn writes_output(cmd: &Document) -> bool {
+    cmd.get_array("pipeline").is_ok_and(|stages| {
+        stages
+            .last()
+            .and_then(bson::Bson::as_document)
+            .is_some_and(|s| s.contains_key("$out") || s.contains_key("$merge"))
+    })
+}
+
+/// `writeConcern`: `w` as a member count (0 = the default, majority) and `wtimeout`.
+/// Every acknowledged write is journaled (`j` is always honoured).
+fn write_concern(v: Option<&Bson>) -> MongoResult<(u32, u64)> {
+    let d = match v {
+        None | Some(Bson::Null) => return Ok((0, 0)),
+        Some(Bson::Document(d)) => d,
+        Some(_) => {
+            return Err(MongoError::failed_to_parse(
+                "writeConcern must be an object",
+            ))
+        }
+    };
+    let w = match d.get("w") {
+        None => 0,
+        Some(Bson::String(s)) if s == "majority" => 0,
+        Some(Bson::String(tag)) => {
+            return Err(MongoError::new(
+                ErrorCode::UnknownReplWriteConcern,
+                format!("Unrecognized write concern mode: {tag}"),
+            ))
+        }
+        Some(Bson::Int32(n)) if *n >= 0 => *n as u32,
+        Some(Bson::Int64(n)) if *n >= 0 => *n as u32,
+        Some(Bson::Double(f)) if *f >= 0.0 && f.fract() == 0.0 => *f as u32,
+        Some(_) => {
+            return Err(MongoError::failed_to_parse(
+                "w has to be a number or a string",
+            ))
+        }
+    };
+    let wtimeout = match d.get("wtimeout") {
+        None => 0,
+        Some(Bson::Int32(n)) => (*n).max(0) as u64,
+        Some(Bson::Int64(n)) => (*n).max(0) as u64,
+        Some(Bson::Double(f)) => f.max(0.0) as u64,
+        Some(_) => return Err(MongoError::failed_to_parse("wtimeout must be a number")),
+    };
+    Ok((w, wtimeout))
 }
 
 /// Validates `maxTimeMS` as MongoDB does: a non-negative 32-bit integer (0 = no limit).

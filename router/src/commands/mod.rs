@@ -76,6 +76,9 @@ pub const FORWARDED: &[(&str, Op)] = &[
     ("deleteIndexes", Op::Command),
     ("collStats", Op::Command),
     ("dbStats", Op::Command),
+    ("replSetGetStatus", Op::Command),
+    ("replSetStepDown", Op::Command),
+    ("replSetStepUp", Op::Command),
 ];
 
 pub async fn dispatch(

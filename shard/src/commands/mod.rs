@@ -22,12 +22,16 @@ mod explain;
 mod find;
 mod find_and_modify;
 mod get_more;
+mod hello;
 mod insert;
 mod kill_cursors;
 mod list_collections;
 mod list_databases;
 mod list_indexes;
 mod rename_collection;
+mod repl_set_get_status;
+mod repl_set_step_down;
+mod repl_set_step_up;
 pub mod update;
 
 pub type Handler = fn(&Ctx, &Document) -> MongoResult<Document>;
@@ -37,128 +41,178 @@ pub struct CommandSpec {
     pub run: Handler,
     /// Writes data or metadata (replication and admission treat these differently).
     pub writes: bool,
+    /// Runs on any replica-set member whatever its state (replica-set administration).
+    pub anywhere: bool,
 }
 
 const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
+        name: "hello",
+        run: hello::run,
+        writes: false,
+        anywhere: true,
+    },
+    CommandSpec {
+        name: "replSetGetStatus",
+        run: repl_set_get_status::run,
+        writes: false,
+        anywhere: true,
+    },
+    CommandSpec {
+        name: "replSetStepDown",
+        run: repl_set_step_down::run,
+        writes: false,
+        anywhere: true,
+    },
+    CommandSpec {
+        name: "replSetStepUp",
+        run: repl_set_step_up::run,
+        writes: false,
+        anywhere: true,
+    },
+    CommandSpec {
         name: "insert",
         run: insert::run,
         writes: true,
+        anywhere: false,
     },
     CommandSpec {
         name: "update",
         run: update::run,
         writes: true,
+        anywhere: false,
     },
     CommandSpec {
         name: "delete",
         run: delete::run,
         writes: true,
+        anywhere: false,
     },
     CommandSpec {
         name: "findAndModify",
         run: find_and_modify::run,
         writes: true,
+        anywhere: false,
     },
     CommandSpec {
         name: "findandmodify",
         run: find_and_modify::run,
         writes: true,
+        anywhere: false,
     },
     CommandSpec {
         name: "find",
         run: find::run,
         writes: false,
+        anywhere: false,
     },
     CommandSpec {
         name: "getMore",
         run: get_more::run,
         writes: false,
+        anywhere: false,
     },
     CommandSpec {
         name: "killCursors",
         run: kill_cursors::run,
         writes: false,
+        anywhere: false,
     },
     CommandSpec {
         name: "count",
         run: count::run,
         writes: false,
+        anywhere: false,
     },
     CommandSpec {
         name: "distinct",
         run: distinct::run,
         writes: false,
+        anywhere: false,
     },
     CommandSpec {
         name: "aggregate",
         run: aggregate::run,
         writes: false,
+        anywhere: false,
     },
     CommandSpec {
         name: "explain",
         run: explain::run,
         writes: false,
+        anywhere: false,
     },
     CommandSpec {
         name: "create",
         run: create::run,
         writes: true,
+        anywhere: false,
     },
     CommandSpec {
         name: "drop",
         run: drop::run,
         writes: true,
+        anywhere: false,
     },
     CommandSpec {
         name: "dropDatabase",
         run: drop_database::run,
         writes: true,
+        anywhere: false,
     },
     CommandSpec {
         name: "renameCollection",
         run: rename_collection::run,
         writes: true,
+        anywhere: false,
     },
     CommandSpec {
         name: "listCollections",
         run: list_collections::run,
         writes: false,
+        anywhere: false,
     },
     CommandSpec {
         name: "listDatabases",
         run: list_databases::run,
         writes: false,
+        anywhere: false,
     },
     CommandSpec {
         name: "createIndexes",
         run: create_indexes::run,
         writes: true,
+        anywhere: false,
     },
     CommandSpec {
         name: "listIndexes",
         run: list_indexes::run,
         writes: false,
+        anywhere: false,
     },
     CommandSpec {
         name: "dropIndexes",
         run: drop_indexes::run,
         writes: true,
+        anywhere: false,
     },
     CommandSpec {
         name: "deleteIndexes",
         run: drop_indexes::run,
         writes: true,
+        anywhere: false,
     },
     CommandSpec {
         name: "collStats",
         run: coll_stats::run,
         writes: false,
+        anywhere: false,
     },
     CommandSpec {
         name: "dbStats",
         run: db_stats::run,
         writes: false,
+        anywhere: false,
     },
 ];
 

@@ -35,6 +35,14 @@ pub enum StorageError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     Other(String),
+    /// A replicated engine could not get the change applied; `code`/`name` are the
+    /// MongoDB error the client should see (e.g. NotWritablePrimary, so drivers retry).
+    #[error("{message}")]
+    Replication {
+        code: i32,
+        name: &'static str,
+        message: String,
+    },
 }
 
 /// A range of keys. Bounds compare bytewise (the order of `[u8]`).

@@ -1,0 +1,85 @@
+//! The replica set's membership, from configuration (the same list on every member).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberConfig {
+    /// Raft id: unique in the set, 1..=63.
+    pub id: u64,
+    /// gRPC address (host:port) of the member, for routers and peers.
+    pub host: String,
+    /// The site (data centre) the member runs in; reported as the `site` tag.
+    #[serde(default)]
+    pub site: String,
+    /// Election priority: the highest-priority healthy member is the preferred primary.
+    #[serde(default = "one")]
+    pub priority: i64,
+    /// 1 = voting member, 0 = non-voting.
+    #[serde(default = "one_u32")]
+    pub votes: u32,
+    /// Votes, keeps the log, holds no data, never becomes primary.
+    #[serde(default)]
+    pub arbiter: bool,
+}
+
+fn one() -> i64 {
+    1
+}
+fn one_u32() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplConfig {
+    pub set_name: String,
+    /// This member's id.
+    pub me: u64,
+    pub members: Vec<MemberConfig>,
+    /// fsync the Raft log before acknowledging (MongoDB's `j: true`, the default for
+    /// majority writes).
+    #[serde(default = "yes")]
+    pub sync: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl ReplConfig {
+    pub fn me(&self) -> Result<&MemberConfig, String> {
+        self.members
+            .iter()
+            .find(|m| m.id == self.me)
+            .ok_or_else(|| format!("member id {} is not in the member list", self.me))
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.set_name.is_empty() {
+            return Err("set_name must be set".into());
+        }
+        let mut ids: Vec<u64> = self.members.iter().map(|m| m.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() != self.members.len() {
+            return Err("member ids must be unique".into());
+        }
+        if ids.iter().any(|&id| id == 0 || id > 63) {
+            return Err("member ids must be in 1..=63".into());
+        }
+        if !self.members.iter().any(|m| m.votes > 0 && !m.arbiter) {
+            return Err("a replica set needs at least one voting data member".into());
+        }
+        if self.members.iter().any(|m| m.votes > 1) {
+            return Err("votes must be 0 or 1".into());
+        }
+        self.me()?;
+        Ok(())
+    }
+
+    /// Members that hold data.
+    pub fn data_members(&self) -> usize {
+        self.members.iter().filter(|m| !m.arbiter).count()
+    }
+}

@@ -1,0 +1,325 @@
+//! The task that owns a member's `RawNode`: it ticks, steps incoming messages, proposes
+//! writes, persists the log and applies committed entries, handling each `Ready` in
+//! raft-rs's documented order (see `examples/five_mem_node`).
+//!
+//! It runs on its own OS thread because persisting and applying block (fsync,
+//! WiredTiger); everything else talks to it through one channel.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+use protobuf::Message as _;
+use raft::eraftpb::{Entry, EntryType, Message};
+use raft::{RawNode, StateRole};
+use storage::{Engine, StorageError, WriteBatch};
+use tracing::{error, info, warn};
+
+use super::entry::OplogEntry;
+use super::log::DurableLog;
+use super::transport::Outbox;
+use super::{ProposeError, Status, APPLIED_KEY, REPL_TABLE};
+
+/// One Raft tick. Elections time out after 10–20 ticks (raft-rs's defaults), so a failed
+/// primary is replaced within about 2 s.
+pub const TICK: Duration = Duration::from_millis(100);
+
+pub enum Event {
+    /// Replicate `data`; `term` is the term the caller saw when it read its pre-image.
+    Propose {
+        data: Vec<u8>,
+        term: u64,
+        done: SyncSender<Result<(), ProposeError>>,
+    },
+    Message(Box<Message>),
+    /// Start an election now (`replSetStepUp`).
+    Campaign,
+    /// Hand leadership to another member (`replSetStepDown`).
+    TransferLeader(u64),
+    Stop,
+}
+
+pub struct Driver {
+    pub raw: RawNode<raft::storage::MemStorage>,
+    pub log: DurableLog,
+    pub engine: Arc<dyn Engine>,
+    pub rx: Receiver<Event>,
+    pub outbox: Outbox,
+    pub status: Arc<RwLock<Status>>,
+    /// Arbiters vote and keep the log but hold no data.
+    pub arbiter: bool,
+    /// Called after an applied entry changed the catalog table.
+    pub on_catalog_change: Box<dyn Fn() + Send>,
+    /// Distinguishes this run's proposals from an earlier incarnation's in the log.
+    pub incarnation: u64,
+    pub next_seq: u64,
+    pub waiters: HashMap<u64, SyncSender<Result<(), ProposeError>>>,
+    /// First log index of the current leadership term: until it is applied the new
+    /// primary's data may lag what earlier primaries committed, so it takes no writes.
+    pub term_start: u64,
+    pub applied: u64,
+    pub was_leader: bool,
+}
+
+impl Driver {
+    pub fn run(mut self) {
+        let mut next_tick = Instant::now() + TICK;
+        loop {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(wait) {
+                Ok(Event::Stop) => break,
+                Ok(ev) => {
+                    if self.handle(ev) {
+                        break;
+                    }
+                    while let Ok(ev) = self.rx.try_recv() {
+                        if matches!(ev, Event::Stop) || self.handle(ev) {
+                            return self.stop();
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            let now = Instant::now();
+            if now >= next_tick {
+                self.raw.tick();
+                next_tick = now + TICK;
+            }
+            self.track_role();
+            if let Err(e) = self.on_ready() {
+                // The log or the data cannot be written: this member must not go on
+                // acknowledging anything. The others keep the set available.
+                error!(error = %e, "replication stopped: storage failure");
+                break;
+            }
+            self.publish_status();
+        }
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.fail_waiters(ProposeError::Shutdown);
+        self.status.write().role = StateRole::Follower;
+        self.status.write().writable = false;
+    }
+
+    /// Returns true when the driver must stop.
+    fn handle(&mut self, ev: Event) -> bool {
+        match ev {
+            Event::Propose { data, term, done } => {
+                let r = self.propose(data, term);
+                match r {
+                    Ok(seq) => {
+                        self.waiters.insert(seq, done);
+                    }
+                    Err(e) => {
+                        let _ = done.try_send(Err(e));
+                    }
+                }
+            }
+            Event::Message(m) => {
+                if let Err(e) = self.raw.step(*m) {
+                    warn!(error = %e, "dropped a raft message");
+                }
+            }
+            Event::Campaign => {
+                let _ = self.raw.campaign();
+            }
+            Event::TransferLeader(to) => self.raw.transfer_leader(to),
+            Event::Stop => return true,
+        }
+        false
+    }
+
+    fn propose(&mut self, data: Vec<u8>, term: u64) -> Result<u64, ProposeError> {
+        if !self.writable() {
+            return Err(ProposeError::NotPrimary);
+        }
+        if term != self.raw.raft.term {
+            return Err(ProposeError::StateChanged);
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let mut context = Vec::with_capacity(16);
+        context.extend_from_slice(&self.incarnation.to_le_bytes());
+        context.extend_from_slice(&seq.to_le_bytes());
+        self.raw
+            .propose(context, data)
+            .map_err(|_| ProposeError::NotPrimary)?;
+        Ok(seq)
+    }
+
+    fn writable(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader && self.applied >= self.term_start
+    }
+
+    fn on_ready(&mut self) -> Result<(), StorageError> {
+        if !self.raw.has_ready() {
+            return Ok(());
+        }
+        let mut ready = self.raw.ready();
+        if !ready.messages().is_empty() {
+            self.outbox.send(ready.take_messages());
+        }
+        if !ready.snapshot().is_empty() {
+            // Snapshots are not produced yet: the log is never compacted (see repl docs).
+            warn!("ignoring a raft snapshot");
+        }
+        self.apply(ready.take_committed_entries())?;
+        if !ready.entries().is_empty() {
+            self.log.append(ready.entries())?;
+        }
+        if let Some(hs) = ready.hs() {
+            self.log.set_hard_state(hs.clone())?;
+        }
+        // Entries and votes are on disk before anyone is told about them.
+        self.log.flush()?;
+        if !ready.persisted_messages().is_empty() {
+            self.outbox.send(ready.take_persisted_messages());
+        }
+        let mut light = self.raw.advance(ready);
+        if let Some(commit) = light.commit_index() {
+            self.log.set_commit(commit)?;
+            self.log.flush()?;
+        }
+        self.outbox.send(light.take_messages());
+        self.apply(light.take_committed_entries())?;
+        self.raw.advance_apply();
+        Ok(())
+    }
+
+    /// Notices leadership changes (they happen inside `step` and `tick`).
+    fn track_role(&mut self) {
+        let is_leader = self.raw.raft.state == StateRole::Leader;
+        if is_leader && !self.was_leader {
+            // The no-op entry raft-rs appends on election is the last one now.
+            self.term_start = self.raw.raft.raft_log.last_index();
+            info!(term = self.raw.raft.term, "became primary");
+        }
+        if self.was_leader && !is_leader {
+            self.term_start = u64::MAX;
+            info!(term = self.raw.raft.term, "stepped down");
+            // Their entries may still commit under the new primary, or vanish: the
+            // callers cannot know, so they hear that the state changed.
+            self.fail_waiters(ProposeError::StateChanged);
+        }
+        self.was_leader = is_leader;
+    }
+
+    fn apply(&mut self, entries: Vec<Entry>) -> Result<(), StorageError> {
+        for e in entries {
+            let index = e.index;
+            let result = if e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal {
+                Ok(())
+            } else if self.arbiter {
+                Ok(())
+            } else {
+                match OplogEntry::decode(&e.data) {
+                    Some(op) => self.apply_one(op, index)?,
+                    None => {
+                        error!(index, "undecodable oplog entry");
+                        return Err(StorageError::Other(format!(
+                            "undecodable oplog entry {index}"
+                        )));
+                    }
+                }
+            };
+            self.applied = index;
+            if let Some(seq) = self.own_seq(&e.context) {
+                if let Some(w) = self.waiters.remove(&seq) {
+                    let _ = w.try_send(result);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one entry with the applied index in the same transaction. A duplicate key
+    /// is a result (the same on every member), not a failure of the member.
+    fn apply_one(
+        &mut self,
+        op: OplogEntry,
+        index: u64,
+    ) -> Result<Result<(), ProposeError>, StorageError> {
+        let applied_only = |engine: &dyn Engine| {
+            let mut b = WriteBatch::new();
+            b.put(REPL_TABLE, APPLIED_KEY, index.to_be_bytes().to_vec());
+            engine.write(&b)
+        };
+        let catalog_changed;
+        match op {
+            OplogEntry::Write(mut batch) => {
+                catalog_changed = batch
+                    .ops
+                    .iter()
+                    .any(|o| o.table() == crate::catalog::CATALOG_TABLE);
+                batch.put(REPL_TABLE, APPLIED_KEY, index.to_be_bytes().to_vec());
+                match self.engine.write(&batch) {
+                    Ok(()) => {}
+                    Err(StorageError::KeyExists { table }) => {
+                        applied_only(self.engine.as_ref())?;
+                        return Ok(Err(ProposeError::KeyExists(table)));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            OplogEntry::CreateTable(t) => {
+                catalog_changed = false;
+                self.engine.create_table(&t)?;
+                applied_only(self.engine.as_ref())?;
+            }
+            OplogEntry::DropTable(t) => {
+                catalog_changed = false;
+                self.engine.drop_table(&t)?;
+                applied_only(self.engine.as_ref())?;
+            }
+        }
+        if catalog_changed {
+            (self.on_catalog_change)();
+        }
+        Ok(Ok(()))
+    }
+
+    fn own_seq(&self, context: &[u8]) -> Option<u64> {
+        if context.len() != 16 {
+            return None;
+        }
+        let inc = u64::from_le_bytes(context[..8].try_into().ok()?);
+        (inc == self.incarnation)
+            .then(|| u64::from_le_bytes(context[8..].try_into().expect("8 bytes")))
+    }
+
+    fn fail_waiters(&mut self, e: ProposeError) {
+        for (_, w) in self.waiters.drain() {
+            let _ = w.try_send(Err(e.clone()));
+        }
+    }
+
+    fn publish_status(&self) {
+        let raft = &self.raw.raft;
+        let mut matched = Vec::new();
+        if raft.state == StateRole::Leader {
+            for (id, p) in raft.prs().iter() {
+                matched.push((*id, p.matched, p.recent_active));
+            }
+        }
+        let mut s = self.status.write();
+        s.role = raft.state;
+        s.term = raft.term;
+        s.leader = raft.leader_id;
+        s.commit = raft.raft_log.committed;
+        s.applied = self.applied;
+        s.last_index = raft.raft_log.last_index();
+        s.writable = self.writable();
+        s.matched = matched;
+        s.updated = Instant::now();
+    }
+}
+
+/// Encodes a raft message for the wire (raft-proto's own codec).
+pub fn encode_message(m: &Message) -> Vec<u8> {
+    m.write_to_bytes().unwrap_or_default()
+}

@@ -1,0 +1,270 @@
+//! The Raft log on disk: the replica set's oplog and the member's only write-ahead log.
+//!
+//! WiredTiger runs without its own journal; its tables become durable at checkpoints, and
+//! everything after the last checkpoint is replayed from this log on restart (the applied
+//! index is committed in the same WiredTiger transaction as the data it describes).
+//!
+//! Records are appended to one file, `raft.log`, and synced once per `Ready` (group
+//! commit: every proposal that arrived meanwhile shares the sync). raft-rs reads entries
+//! from an in-memory `MemStorage` that mirrors the file.
+//!
+//! Record: kind (1 byte), payload length (u32 LE), CRC-32 of the payload (u32 LE), payload.
+//! A torn or corrupt tail (a crash mid-append) is cut off at open.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use protobuf::Message as _;
+use raft::eraftpb::{ConfState, Entry, HardState};
+use raft::storage::MemStorage;
+
+const ENTRY: u8 = 1;
+const HARD_STATE: u8 = 2;
+const CONF_STATE: u8 = 3;
+const HEADER: usize = 9;
+
+pub struct DurableLog {
+    mem: MemStorage,
+    file: File,
+    /// Bytes of `file` that hold whole records.
+    len: u64,
+    /// File offset of each entry's record, for cutting a conflicting suffix.
+    offsets: BTreeMap<u64, u64>,
+    /// Records not yet written (flushed with one write and one sync).
+    pending: Vec<u8>,
+    sync: bool,
+}
+
+impl DurableLog {
+    /// Opens (or creates) the log in `dir`. A new log starts with `voters` as its
+    /// configuration; an existing one keeps what it recorded.
+    pub fn open(dir: &Path, voters: &[u64], sync: bool) -> std::io::Result<DurableLog> {
+        std::fs::create_dir_all(dir)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join("raft.log"))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut offsets = BTreeMap::new();
+        let (mut hs, mut cs) = (None, None);
+        let mut pos = 0usize;
+        while let Some((kind, payload)) = next_record(&bytes[pos..]) {
+            match kind {
+                ENTRY => {
+                    let e = Entry::parse_from_bytes(payload).map_err(invalid)?;
+                    // A later record for an index replaces that index and everything after.
+                    while entries.last().is_some_and(|l| l.index >= e.index) {
+                        let l = entries.pop().expect("checked");
+                        offsets.remove(&l.index);
+                    }
+                    offsets.insert(e.index, pos as u64);
+                    entries.push(e);
+                }
+                HARD_STATE => hs = Some(HardState::parse_from_bytes(payload).map_err(invalid)?),
+                CONF_STATE => cs = Some(ConfState::parse_from_bytes(payload).map_err(invalid)?),
+                _ => break,
+            }
+            pos += HEADER + payload.len();
+        }
+        if pos < bytes.len() {
+            tracing::warn!(
+                kept = pos,
+                dropped = bytes.len() - pos,
+                "cutting a torn raft log tail"
+            );
+            file.set_len(pos as u64)?;
+        }
+        file.seek(SeekFrom::Start(pos as u64))?;
+        let mem = MemStorage::new();
+        let mut log = DurableLog {
+            mem,
+            file,
+            len: pos as u64,
+            offsets,
+            pending: Vec::new(),
+            sync,
+        };
+        let cs = match cs {
+            Some(cs) => cs,
+            None => {
+                let cs = ConfState::from((voters.to_vec(), vec![]));
+                log.record(CONF_STATE, &cs.write_to_bytes().map_err(invalid)?);
+                cs
+            }
+        };
+        // A new member starts at term 1, not 0: raft-rs must never send a vote rejection
+        // with term 0 (it asserts), which it would when a lower-priority member asks a
+        // fresh member for a pre-vote.
+        let hs = match hs {
+            Some(hs) => Some(hs),
+            None => {
+                let mut hs = HardState::default();
+                hs.term = 1;
+                log.record(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
+                Some(hs)
+            }
+        };
+        {
+            let mut w = log.mem.wl();
+            w.set_conf_state(cs);
+            if !entries.is_empty() {
+                w.append(&entries).map_err(invalid)?;
+            }
+            if let Some(hs) = hs {
+                w.set_hardstate(hs);
+            }
+        }
+        log.flush()?;
+        Ok(log)
+    }
+
+    pub fn storage(&self) -> &MemStorage {
+        &self.mem
+    }
+
+    /// Appends entries, replacing any suffix they conflict with.
+    pub fn append(&mut self, entries: &[Entry]) -> std::io::Result<()> {
+        let Some(first) = entries.first() else {
+            return Ok(());
+        };
+        if let Some(&cut) = self.offsets.get(&first.index) {
+            // A new leader overwrote our uncommitted suffix. Nothing acknowledged is lost:
+            // only committed entries are ever applied or acknowledged.
+            self.flush()?;
+            self.file.set_len(cut)?;
+            self.file.seek(SeekFrom::Start(cut))?;
+            self.len = cut;
+            self.offsets.split_off(&first.index);
+            // The cut may have removed later hard-state records; write the current one again.
+            let hs = self.mem.rl().hard_state().clone();
+            self.record(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
+        }
+        for e in entries {
+            self.offsets
+                .insert(e.index, self.len + self.pending.len() as u64);
+            self.record(ENTRY, &e.write_to_bytes().map_err(invalid)?);
+        }
+        self.mem.wl().append(entries).map_err(invalid)
+    }
+
+    pub fn set_hard_state(&mut self, hs: HardState) -> std::io::Result<()> {
+        self.record(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
+        self.mem.wl().set_hardstate(hs);
+        Ok(())
+    }
+
+    /// Records the commit index raft-rs reported after `advance` (no sync needed: a lost
+    /// commit index is learned again from the leader).
+    pub fn set_commit(&mut self, commit: u64) -> std::io::Result<()> {
+        let mut hs = self.mem.rl().hard_state().clone();
+        hs.commit = commit;
+        self.set_hard_state(hs)
+    }
+
+    /// Writes pending records and syncs them (one `fdatasync` per call).
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.file.write_all(&self.pending)?;
+        self.len += self.pending.len() as u64;
+        self.pending.clear();
+        if self.sync {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, kind: u8, payload: &[u8]) {
+        self.pending.push(kind);
+        self.pending
+            .extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        self.pending
+            .extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        self.pending.extend_from_slice(payload);
+    }
+}
+
+/// The next whole, intact record, or `None` at the end or at a torn/corrupt record.
+fn next_record(b: &[u8]) -> Option<(u8, &[u8])> {
+    if b.len() < HEADER {
+        return None;
+    }
+    let len = u32::from_le_bytes(b[1..5].try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(b[5..9].try_into().ok()?);
+    let payload = b.get(HEADER..HEADER + len)?;
+    (crc32fast::hash(payload) == crc).then_some((b[0], payload))
+}
+
+fn invalid(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use raft::Storage;
+
+    use super::*;
+
+    fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
+        let mut e = Entry::default();
+        e.index = index;
+        e.term = term;
+        e.data = data.to_vec().into();
+        e
+    }
+
+    #[test]
+    fn reopens_with_entries_hard_state_and_conflicts_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = DurableLog::open(dir.path(), &[1, 2, 3], true).unwrap();
+            log.append(&[entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 1, b"c")])
+                .unwrap();
+            let mut hs = HardState::default();
+            hs.term = 2;
+            hs.vote = 2;
+            hs.commit = 1;
+            log.set_hard_state(hs).unwrap();
+            // A new leader replaces entries 2.. with its own.
+            log.append(&[entry(2, 2, b"B")]).unwrap();
+            log.flush().unwrap();
+        }
+        let log = DurableLog::open(dir.path(), &[9], true).unwrap();
+        let s = log.storage();
+        assert_eq!(s.last_index().unwrap(), 2);
+        assert_eq!(s.term(2).unwrap(), 2);
+        let state = s.initial_state().unwrap();
+        assert_eq!(state.hard_state.term, 2);
+        assert_eq!(state.hard_state.vote, 2);
+        assert_eq!(state.conf_state.voters, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn cuts_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = DurableLog::open(dir.path(), &[1], true).unwrap();
+            log.append(&[entry(1, 1, b"a"), entry(2, 1, b"b")]).unwrap();
+            log.flush().unwrap();
+        }
+        let path = dir.path().join("raft.log");
+        let len = std::fs::metadata(&path).unwrap().len();
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len - 3).unwrap();
+        drop(f);
+        let mut log = DurableLog::open(dir.path(), &[1], true).unwrap();
+        assert_eq!(log.storage().last_index().unwrap(), 1);
+        // Appending after the cut works and survives another reopen.
+        log.append(&[entry(2, 1, b"b2")]).unwrap();
+        log.flush().unwrap();
+        let log = DurableLog::open(dir.path(), &[1], true).unwrap();
+        assert_eq!(log.storage().last_index().unwrap(), 2);
+    }
+}

@@ -1,0 +1,278 @@
+//! Replication: each shard member is a Raft (raft-rs) replica, and the Raft log is the
+//! oplog and the member's only write-ahead log.
+//!
+//! * `driver` — the thread that owns the `RawNode` (tick, step, propose, persist, apply);
+//! * `log` — the durable Raft log (group-committed appends, torn-tail recovery);
+//! * `entry` — oplog entries: physical, document-level, idempotent changes;
+//! * `engine` — the `Engine` the command layer writes through on a member;
+//! * `transport` — Raft messages between members over tonic;
+//! * `config` — the member list (host, site, priority, votes, arbiter).
+//!
+//! A write is applied on every member only once it is committed (held by a majority), so
+//! nothing a member applied is ever rolled back, and an acknowledged write — `w:1` or
+//! `w:"majority"` — survives the loss of any minority of members.
+
+pub mod config;
+pub mod driver;
+pub mod engine;
+pub mod entry;
+pub mod log;
+pub mod slog_bridge;
+pub mod transport;
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::mpsc::{channel, sync_channel, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+use raft::StateRole;
+use storage::Engine;
+
+pub use config::{MemberConfig, ReplConfig};
+use driver::{Driver, Event};
+use transport::{Faults, Outbox, RaftService};
+
+/// Table (in the member's own WiredTiger) holding the applied index.
+pub const REPL_TABLE: &str = "_repl";
+pub const APPLIED_KEY: &[u8] = b"applied";
+
+/// Why a proposed change was not applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProposeError {
+    /// Refused before anything was proposed: safe for the router to retry elsewhere.
+    #[error("not primary")]
+    NotPrimary,
+    /// Proposed, then leadership changed: it may or may not commit.
+    #[error("primary stepped down while the write was replicating")]
+    StateChanged,
+    #[error("waiting for replication timed out")]
+    Timeout,
+    #[error("member is shutting down")]
+    Shutdown,
+    /// Applied as a no-op because an insert found its key taken (same on every member).
+    #[error("duplicate key in table {0}")]
+    KeyExists(String),
+}
+
+/// What the driver last published about this member.
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub role: StateRole,
+    pub term: u64,
+    pub leader: u64,
+    pub commit: u64,
+    pub applied: u64,
+    pub last_index: u64,
+    pub writable: bool,
+    /// On the primary: each member's highest replicated index and whether it was heard
+    /// from within the last election timeout.
+    pub matched: Vec<(u64, u64, bool)>,
+    pub updated: Instant,
+}
+
+impl Default for Status {
+    fn default() -> Self {
+        Status {
+            role: StateRole::Follower,
+            term: 0,
+            leader: 0,
+            commit: 0,
+            applied: 0,
+            last_index: 0,
+            writable: false,
+            matched: Vec::new(),
+            updated: Instant::now(),
+        }
+    }
+}
+
+/// Per-command write settings, set by the command layer for the thread running the
+/// command (commands run synchronously on one blocking thread).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteScope {
+    /// The term in which the command read its pre-images; a proposal in another term is
+    /// refused, so a pre-image read on a stale member never becomes a write.
+    pub term: Option<u64>,
+    pub wtimeout: Option<Duration>,
+}
+
+thread_local! {
+    static SCOPE: Cell<WriteScope> = const { Cell::new(WriteScope { term: None, wtimeout: None }) };
+}
+
+/// Runs `f` with `scope` as this thread's write settings.
+pub fn with_scope<R>(scope: WriteScope, f: impl FnOnce() -> R) -> R {
+    let old = SCOPE.with(|s| s.replace(scope));
+    let r = f();
+    SCOPE.with(|s| s.set(old));
+    r
+}
+
+/// A running replica-set member.
+pub struct Replica {
+    pub config: ReplConfig,
+    events: Sender<Event>,
+    status: Arc<RwLock<Status>>,
+    pub faults: Arc<Faults>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Replica {
+    /// Starts the member: opens its log in `log_dir`, replays what the data lacks, and
+    /// returns the member with the gRPC service its peers send to.
+    pub fn start(
+        config: ReplConfig,
+        base: Arc<dyn Engine>,
+        log_dir: &std::path::Path,
+        on_catalog_change: Box<dyn Fn() + Send>,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<(Arc<Replica>, RaftService), String> {
+        config.validate()?;
+        let me = config.me()?.clone();
+        base.create_table(REPL_TABLE).map_err(|e| e.to_string())?;
+        let applied = match base
+            .get(REPL_TABLE, APPLIED_KEY)
+            .map_err(|e| e.to_string())?
+        {
+            Some(v) => {
+                u64::from_be_bytes(v.as_slice().try_into().map_err(|_| "bad applied index")?)
+            }
+            None => 0,
+        };
+        let voters: Vec<u64> = config
+            .members
+            .iter()
+            .filter(|m| m.votes > 0)
+            .map(|m| m.id)
+            .collect();
+        let log =
+            log::DurableLog::open(log_dir, &voters, config.sync).map_err(|e| e.to_string())?;
+        let raft_config = raft::Config {
+            id: me.id,
+            election_tick: 10,
+            heartbeat_tick: 2,
+            applied,
+            max_size_per_msg: 4 * 1024 * 1024,
+            max_inflight_msgs: 256,
+            check_quorum: true,
+            pre_vote: true,
+            priority: me.priority,
+            ..Default::default()
+        };
+        raft_config.validate().map_err(|e| e.to_string())?;
+        let mut raw =
+            raft::RawNode::new(&raft_config, log.storage().clone(), &slog_bridge::logger())
+                .map_err(|e| e.to_string())?;
+        if voters == [me.id] {
+            // A set of one need not wait an election timeout to elect itself.
+            let _ = raw.campaign();
+        }
+        let faults = Arc::new(Faults::default());
+        let peers: Vec<(u64, String)> = config
+            .members
+            .iter()
+            .filter(|m| m.id != me.id)
+            .map(|m| (m.id, m.host.clone()))
+            .collect();
+        let outbox = Outbox::start(&config.set_name, &peers, faults.clone(), rt);
+        let (tx, rx) = channel();
+        let status = Arc::new(RwLock::new(Status::default()));
+        let driver = Driver {
+            raw,
+            log,
+            engine: base,
+            rx,
+            outbox,
+            status: status.clone(),
+            arbiter: me.arbiter,
+            on_catalog_change,
+            incarnation: rand::random(),
+            next_seq: 0,
+            waiters: HashMap::new(),
+            term_start: u64::MAX,
+            applied,
+            was_leader: false,
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("raft-{}", me.id))
+            .spawn(move || driver.run())
+            .map_err(|e| e.to_string())?;
+        let service = RaftService {
+            set_name: config.set_name.clone(),
+            events: tx.clone(),
+            faults: faults.clone(),
+        };
+        Ok((
+            Arc::new(Replica {
+                config,
+                events: tx,
+                status,
+                faults,
+                thread: Mutex::new(Some(thread)),
+            }),
+            service,
+        ))
+    }
+
+    pub fn status(&self) -> Status {
+        self.status.read().clone()
+    }
+
+    /// Proposes `entry` and waits until it is applied here (which implies a majority has
+    /// it), or until the thread's `wtimeout`.
+    pub fn replicate(&self, entry: entry::OplogEntry) -> Result<(), ProposeError> {
+        let data = match &entry {
+            entry::OplogEntry::Write(b) => entry::encode_write(b),
+            other => other.encode(),
+        };
+        self.replicate_bytes(data)
+    }
+
+    pub fn replicate_bytes(&self, data: Vec<u8>) -> Result<(), ProposeError> {
+        let scope = SCOPE.with(|s| s.get());
+        let term = match scope.term {
+            Some(t) => t,
+            None => {
+                let s = self.status.read();
+                if !s.writable {
+                    return Err(ProposeError::NotPrimary);
+                }
+                s.term
+            }
+        };
+        let (done, wait) = sync_channel(1);
+        self.events
+            .send(Event::Propose { data, term, done })
+            .map_err(|_| ProposeError::Shutdown)?;
+        match scope.wtimeout {
+            Some(t) => wait.recv_timeout(t).unwrap_or(Err(ProposeError::Timeout)),
+            None => wait.recv().unwrap_or(Err(ProposeError::Shutdown)),
+        }
+    }
+
+    /// Starts an election at once (`replSetStepUp`).
+    pub fn campaign(&self) {
+        let _ = self.events.send(Event::Campaign);
+    }
+
+    /// Hands leadership to member `to` (`replSetStepDown`).
+    pub fn transfer_leader(&self, to: u64) {
+        let _ = self.events.send(Event::TransferLeader(to));
+    }
+
+    /// Stops the driver thread and waits for it.
+    pub fn stop(&self) {
+        let _ = self.events.send(Event::Stop);
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.events.send(Event::Stop);
+    }
+}
