@@ -10,7 +10,7 @@ BIN=${BULWARK_BIN:-target/debug/bulwark}
 [ -x "$BIN" ] || cargo build --bin bulwark
 DATA=$(mktemp -d)
 LOG=$DATA/bulwark.log
-"$BIN" local --port "$PORT" --dir "$DATA/data" --ttl-interval-secs 1 >"$LOG" 2>&1 &
+"$BIN" local --port "$PORT" --member-port $((PORT + 300)) --dir "$DATA/data" --ttl-interval-secs 1 >"$LOG" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$DATA"' EXIT
 for _ in $(seq 1 100); do

@@ -51,6 +51,10 @@ pub fn spawn_background(
 
 /// Deletes every document whose TTL-indexed date is older than its expiry. Returns how many.
 pub fn expire_once(node: &Node) -> wire::MongoResult<usize> {
+    // Only the primary deletes; the deletions replicate to the other members.
+    if node.replica.as_ref().is_some_and(|r| !r.status().writable) {
+        return Ok(0);
+    }
     let now = bson::DateTime::now().timestamp_millis();
     let mut deleted = 0;
     for db in node.catalog.databases() {

@@ -1,6 +1,8 @@
 //! Test support: `TestCluster` starts a router and a shard node in-process on ephemeral
 //! loopback ports, exactly as `bulwark local` wires them, and hands out driver clients.
 
+pub mod replica_set;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -78,7 +80,9 @@ impl TestCluster {
             Link::InProcess => router::shard_client::ShardHandle::in_process(
                 shard::service::in_process(node.clone()),
             ),
-            Link::Grpc => router::shard_client::ShardHandle::connect_lazy(&config.shard).unwrap(),
+            Link::Grpc => {
+                router::shard_client::ShardHandle::connect_lazy(&config.shard, "").unwrap()
+            }
         };
         let s = shutdown.clone();
         let shard_task = tokio::spawn(async move {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 use protobuf::Message as _;
-use raft::eraftpb::{Entry, EntryType, Message};
+use raft::eraftpb::{Entry, EntryType, Message, MessageType};
 use raft::{RawNode, StateRole};
 use storage::{Engine, StorageError, WriteBatch};
 use tracing::{error, info, warn};
@@ -120,7 +120,17 @@ impl Driver {
                     }
                 }
             }
-            Event::Message(m) => {
+            Event::Message(mut m) => {
+                // A member whose disk was wiped still looks caught up to the primary until
+                // its first rejection; raft-rs treats a heartbeat's commit index beyond the
+                // log as fatal, so it is clamped (the commit index is learned again with
+                // the entries).
+                if m.get_msg_type() == MessageType::MsgHeartbeat {
+                    let last = self.raw.raft.raft_log.last_index();
+                    if m.commit > last {
+                        m.commit = last;
+                    }
+                }
                 if let Err(e) = self.raw.step(*m) {
                     warn!(error = %e, "dropped a raft message");
                 }

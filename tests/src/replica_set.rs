@@ -1,0 +1,202 @@
+//! `TestReplicaSet`: a shard replica set with one member per site (A, B, C) and one
+//! router per site, all in this process on ephemeral loopback ports. Members talk Raft
+//! over real gRPC and routers reach members over gRPC, so killing a member really takes
+//! its port away. Members can be killed, restarted on the same data, and cut off.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use shard::repl::{MemberConfig, ReplConfig};
+use shard::service::RunningMember;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub const SITES: [&str; 3] = ["A", "B", "C"];
+
+pub struct TestReplicaSet {
+    pub configs: Vec<MemberConfig>,
+    members: Vec<Option<RunningMember>>,
+    pub routers: Vec<SocketAddr>,
+    router_shutdown: CancellationToken,
+    router_tasks: Vec<JoinHandle<()>>,
+    dir: tempfile::TempDir,
+}
+
+impl TestReplicaSet {
+    pub async fn start() -> TestReplicaSet {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut listeners = Vec::new();
+        for _ in SITES {
+            listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+        }
+        let configs: Vec<MemberConfig> = listeners
+            .iter()
+            .zip(SITES)
+            .enumerate()
+            .map(|(i, (l, site))| MemberConfig {
+                id: i as u64 + 1,
+                host: l.local_addr().unwrap().to_string(),
+                site: site.into(),
+                priority: if site == "A" { 2 } else { 1 },
+                votes: 1,
+                arbiter: false,
+            })
+            .collect();
+        let mut set = TestReplicaSet {
+            configs,
+            members: Vec::new(),
+            routers: Vec::new(),
+            router_shutdown: CancellationToken::new(),
+            router_tasks: Vec::new(),
+            dir,
+        };
+        for (i, l) in listeners.into_iter().enumerate() {
+            let m = set.open(i, l).await;
+            set.members.push(Some(m));
+        }
+        let hosts: Vec<String> = set.configs.iter().map(|c| c.host.clone()).collect();
+        for site in SITES {
+            let listener = router::listener::bind("127.0.0.1:0").await.unwrap();
+            set.routers.push(listener.local_addr().unwrap());
+            let config = router::RouterConfig {
+                listen: listener.local_addr().unwrap().to_string(),
+                shard: hosts.join(","),
+                site: site.into(),
+                ..Default::default()
+            };
+            let sd = set.router_shutdown.clone();
+            set.router_tasks.push(tokio::spawn(async move {
+                router::serve(listener, config, sd).await.expect("router");
+            }));
+        }
+        set
+    }
+
+    async fn open(&self, i: usize, listener: tokio::net::TcpListener) -> RunningMember {
+        let repl = ReplConfig {
+            set_name: "rs0".into(),
+            me: self.configs[i].id,
+            members: self.configs.clone(),
+            sync: true,
+        };
+        shard::service::start_member(
+            listener,
+            self.dir.path().join(format!("member{}", i + 1)),
+            64,
+            Duration::from_secs(600),
+            Duration::from_secs(1),
+            repl,
+        )
+        .await
+        .expect("start member")
+    }
+
+    /// A driver client of the router in site `site` (0 = A).
+    pub async fn client(&self, site: usize, options: &str) -> mongodb::Client {
+        let mut opts = mongodb::options::ClientOptions::parse(format!(
+            "mongodb://{}/?{options}",
+            self.routers[site]
+        ))
+        .await
+        .unwrap();
+        opts.server_selection_timeout = Some(Duration::from_secs(20));
+        mongodb::Client::with_options(opts).unwrap()
+    }
+
+    pub fn member(&self, i: usize) -> Option<&RunningMember> {
+        self.members[i].as_ref()
+    }
+
+    /// The member that is a writable primary now, if any.
+    pub fn primary(&self) -> Option<usize> {
+        self.members.iter().position(|m| {
+            m.as_ref()
+                .and_then(|m| m.node.replica.as_ref())
+                .is_some_and(|r| r.status().writable)
+        })
+    }
+
+    /// Waits (bounded by `limit`, as a liveness check) for a writable primary.
+    pub async fn wait_for_primary(&self, limit: Duration) -> Option<(usize, Duration)> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if let Some(p) = self.primary() {
+                return Some((p, started.elapsed()));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
+    /// Stops member `i` (its gRPC port closes, its Raft thread stops) and closes its
+    /// storage.
+    pub async fn kill(&mut self, i: usize) {
+        let m = self.members[i].take().expect("member is running");
+        m.shutdown.cancel();
+        let _ = m.task.await;
+        drop(m.node);
+    }
+
+    /// Starts member `i` again on its old address and data.
+    pub async fn restart(&mut self, i: usize) {
+        let mut tries = 0;
+        let listener = loop {
+            match tokio::net::TcpListener::bind(&self.configs[i].host).await {
+                Ok(l) => break l,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("rebinding {}: {e}", self.configs[i].host),
+            }
+        };
+        let m = self.open(i, listener).await;
+        self.members[i] = Some(m);
+    }
+
+    /// Removes member `i`'s data (a wiped disk); it must be stopped.
+    pub fn wipe(&self, i: usize) {
+        assert!(self.members[i].is_none(), "wipe a stopped member");
+        std::fs::remove_dir_all(self.dir.path().join(format!("member{}", i + 1))).unwrap();
+    }
+
+    /// Cuts member `i` off from every other member, in both directions.
+    pub fn isolate(&self, i: usize) {
+        let id = self.configs[i].id;
+        for (j, m) in self.members.iter().enumerate() {
+            let Some(r) = m.as_ref().and_then(|m| m.node.replica.as_ref()) else {
+                continue;
+            };
+            if j == i {
+                for c in &self.configs {
+                    if c.id != id {
+                        r.faults.cut(c.id);
+                    }
+                }
+            } else {
+                r.faults.cut(id);
+            }
+        }
+    }
+
+    pub fn heal(&self) {
+        for m in self.members.iter().flatten() {
+            if let Some(r) = &m.node.replica {
+                r.faults.heal_all();
+            }
+        }
+    }
+
+    pub async fn stop(mut self) {
+        self.router_shutdown.cancel();
+        for t in self.router_tasks.drain(..) {
+            let _ = t.await;
+        }
+        for i in 0..self.members.len() {
+            if self.members[i].is_some() {
+                self.kill(i).await;
+            }
+        }
+    }
+}

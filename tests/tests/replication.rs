@@ -1,0 +1,242 @@
+//! Replica sets across three sites, through real drivers: majority writes survive a
+//! killed primary, an isolated primary steps down, restarted and wiped members catch up,
+//! reads follow the read preference to the router's own site, and bad write concerns get
+//! MongoDB's errors.
+
+use std::time::Duration;
+
+use bson::{doc, Document};
+use mongodb::options::{ReadPreference, SelectionCriteria, WriteConcern};
+use tests::replica_set::TestReplicaSet;
+
+/// Liveness bound for waits (not a performance assertion: the benchmark measures times).
+const LIVENESS: Duration = Duration::from_secs(30);
+
+fn majority() -> WriteConcern {
+    WriteConcern::majority()
+}
+
+async fn count_on_member(set: &TestReplicaSet, i: usize, coll: &str) -> i64 {
+    let node = &set.member(i).expect("running").node;
+    let opts = shard::node::RunOptions {
+        secondary_ok: true,
+        ..Default::default()
+    };
+    let reply = node.run_command_with("test", &doc! {"count": coll}, opts);
+    reply
+        .get_i32("n")
+        .map(i64::from)
+        .or_else(|_| reply.get_i64("n"))
+        .unwrap_or(-1)
+}
+
+/// Waits until member `i` has applied everything the primary committed.
+async fn wait_caught_up(set: &TestReplicaSet, i: usize) {
+    let started = std::time::Instant::now();
+    while started.elapsed() < LIVENESS {
+        let p = set.primary().expect("a primary");
+        let commit = set
+            .member(p)
+            .unwrap()
+            .node
+            .replica
+            .as_ref()
+            .unwrap()
+            .status()
+            .commit;
+        let applied = set
+            .member(i)
+            .unwrap()
+            .node
+            .replica
+            .as_ref()
+            .unwrap()
+            .status()
+            .applied;
+        if applied >= commit {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("member {i} did not catch up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn majority_writes_survive_a_killed_primary() {
+    let mut set = TestReplicaSet::start().await;
+    let (first, _) = set.wait_for_primary(LIVENESS).await.expect("first primary");
+    let client = set.client(0, "retryWrites=true").await;
+    let coll = client.database("test").collection::<Document>("acked");
+    let mut acked = Vec::new();
+    for i in 0..60i32 {
+        coll.insert_one(doc! {"_id": i})
+            .write_concern(majority())
+            .await
+            .expect("insert before the kill");
+        acked.push(i);
+    }
+    set.kill(first).await;
+    let (second, took) = set.wait_for_primary(LIVENESS).await.expect("a new primary");
+    assert_ne!(second, first);
+    println!("new primary after {took:?}");
+    for i in 60..120i32 {
+        coll.insert_one(doc! {"_id": i})
+            .write_concern(majority())
+            .await
+            .expect("insert after the failover");
+        acked.push(i);
+    }
+    let mut found: Vec<i32> = coll
+        .distinct("_id", doc! {})
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|b| b.as_i32())
+        .collect();
+    found.sort_unstable();
+    assert_eq!(
+        found, acked,
+        "every acknowledged majority write is readable"
+    );
+    // The killed member comes back, catches up from the log, and holds every write.
+    set.restart(first).await;
+    wait_caught_up(&set, first).await;
+    assert_eq!(count_on_member(&set, first, "acked").await, 120);
+    set.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_isolated_primary_steps_down_and_rejoins() {
+    let set = TestReplicaSet::start().await;
+    let (old, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    let client = set.client(0, "").await;
+    let coll = client.database("test").collection::<Document>("p");
+    coll.insert_one(doc! {"_id": 1}).await.unwrap();
+    set.isolate(old);
+    // No two members may be writable primaries in the same term, at any sampled moment.
+    let started = std::time::Instant::now();
+    let mut new_primary = None;
+    while started.elapsed() < LIVENESS {
+        let writable: Vec<(usize, u64)> = (0..3)
+            .filter_map(|i| {
+                let s = set.member(i)?.node.replica.as_ref()?.status();
+                s.writable.then_some((i, s.term))
+            })
+            .collect();
+        for a in &writable {
+            for b in &writable {
+                assert!(a.0 == b.0 || a.1 != b.1, "two primaries in term {}", a.1);
+            }
+        }
+        let old_status = set
+            .member(old)
+            .unwrap()
+            .node
+            .replica
+            .as_ref()
+            .unwrap()
+            .status();
+        let other = writable.iter().find(|(i, _)| *i != old);
+        if old_status.role != raft::StateRole::Leader {
+            if let Some((i, _)) = other {
+                new_primary = Some(*i);
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let new_primary = new_primary.expect("the isolated primary stepped down and another took over");
+    // Writes through the router reach the new primary.
+    coll.insert_one(doc! {"_id": 2})
+        .write_concern(majority())
+        .await
+        .unwrap();
+    set.heal();
+    wait_caught_up(&set, old).await;
+    assert_eq!(count_on_member(&set, old, "p").await, 2);
+    assert_ne!(set.primary(), None);
+    let _ = new_primary;
+    set.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wiped_member_catches_up_from_the_log() {
+    let mut set = TestReplicaSet::start().await;
+    let (p, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    let victim = (p + 1) % 3;
+    let client = set.client(0, "").await;
+    let coll = client.database("test").collection::<Document>("w");
+    coll.insert_many((0..50).map(|i| doc! {"_id": i}))
+        .await
+        .unwrap();
+    set.kill(victim).await;
+    set.wipe(victim);
+    coll.insert_many((50..80).map(|i| doc! {"_id": i}))
+        .await
+        .unwrap();
+    set.restart(victim).await;
+    wait_caught_up(&set, victim).await;
+    assert_eq!(count_on_member(&set, victim, "w").await, 80);
+    set.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nearest_reads_are_served_in_the_routers_site() {
+    let set = TestReplicaSet::start().await;
+    set.wait_for_primary(LIVENESS).await.expect("primary");
+    let a = set.client(0, "").await;
+    a.database("test")
+        .collection::<Document>("near")
+        .insert_one(doc! {"_id": 1})
+        .write_concern(majority())
+        .await
+        .unwrap();
+    // The site B router, with readPreference=nearest, reads from the site B member.
+    let b = set.client(1, "readPreference=nearest").await;
+    let reply = b
+        .database("test")
+        .run_command(doc! {"find": "near", "filter": {"_id": 1}})
+        .selection_criteria(SelectionCriteria::ReadPreference(ReadPreference::Nearest {
+            options: Default::default(),
+        }))
+        .await
+        .unwrap();
+    assert_eq!(reply.get_str("servedBy").unwrap(), set.configs[1].host);
+    let docs = reply
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap();
+    assert_eq!(docs.len(), 1, "the majority write is visible in site B");
+    set.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn members_refuse_what_they_cannot_do() {
+    let set = TestReplicaSet::start().await;
+    let (p, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    let client = set.client(0, "").await;
+    let coll = client.database("test").collection::<Document>("wc");
+    let err = coll
+        .insert_one(doc! {"_id": 1})
+        .write_concern(WriteConcern::nodes(5))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("UnsatisfiableWriteConcern") || err.to_string().contains("100"),
+        "{err}"
+    );
+    coll.insert_one(doc! {"_id": 2}).await.unwrap();
+    // Straight to a secondary: writes get NotWritablePrimary, reads without
+    // secondaryOk get NotPrimaryNoSecondaryOk (drivers retry on both).
+    let secondary = &set.member((p + 1) % 3).unwrap().node;
+    let w = secondary.run_command(
+        "test",
+        &doc! {"insert": "wc", "documents": [{"_id": 3}]},
+        Default::default(),
+    );
+    assert_eq!(w.get_i32("code").unwrap(), 10107, "{w}");
+    let r = secondary.run_command("test", &doc! {"find": "wc"}, Default::default());
+    assert_eq!(r.get_i32("code").unwrap(), 13435, "{r}");
+    set.stop().await;
+}
