@@ -1,0 +1,101 @@
+//! Replication benchmark: insert_many of 1 KiB documents (batches of 100) through a
+//! router into a three-member replica set on this machine, with `w:1` and with
+//! `w:"majority"`, against raw WiredTiger (logged inserts) measured in the same run; the
+//! p50/p99 latency of a batch; and the failover time (median of `--kills` primary kills).
+//!
+//!   cargo run --release -p tests --bin repl-bench [-- --docs 20000 --kills 5]
+//!
+//! All three members, the router and the driver share this machine's cores. A program
+//! that prints figures, never a test that asserts timings.
+
+use std::time::{Duration, Instant};
+
+use bson::{doc, Document};
+use mongodb::options::{Acknowledgment, WriteConcern};
+use tests::replica_set::TestReplicaSet;
+
+fn arg(name: &str, default: usize) -> usize {
+    let argv: Vec<String> = std::env::args().collect();
+    argv.iter()
+        .position(|a| a == name)
+        .and_then(|i| argv.get(i + 1))
+        .map(|v| v.parse().expect("numeric flag"))
+        .unwrap_or(default)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Inserts `docs` documents in batches of 100; returns docs/s and the sorted batch latencies.
+async fn insert(coll: &mongodb::Collection<Document>, docs: usize, wc: WriteConcern) -> (f64, Vec<Duration>) {
+    let payload = "x".repeat(1024);
+    let mut lat = Vec::new();
+    let started = Instant::now();
+    for n in 0..docs / 100 {
+        let batch: Vec<Document> = (0..100)
+            .map(|k| doc! {"_id": (n * 100 + k) as i64, "p": &payload})
+            .collect();
+        let t = Instant::now();
+        coll.insert_many(batch).write_concern(wc.clone()).await.expect("insert");
+        lat.push(t.elapsed());
+    }
+    let rate = (docs / 100 * 100) as f64 / started.elapsed().as_secs_f64();
+    lat.sort();
+    (rate, lat)
+}
+
+#[tokio::main]
+async fn main() {
+    let docs = arg("--docs", 20_000);
+    let kills = arg("--kills", 5);
+    let mut set = TestReplicaSet::start().await;
+    set.wait_for_primary(Duration::from_secs(30)).await.expect("primary");
+    let client = set.client(0, "").await;
+    let db = client.database("bench");
+    let w1 = WriteConcern::builder().w(Acknowledgment::Nodes(1)).build();
+    let (r1, l1) = insert(&db.collection("w1"), docs, w1).await;
+    let (rm, lm) = insert(&db.collection("wmajority"), docs, WriteConcern::majority()).await;
+
+    let mut failovers = Vec::new();
+    for _ in 0..kills {
+        let Some(p) = set.primary() else { break };
+        let killed = Instant::now();
+        set.kill(p).await;
+        let (_, _) = set
+            .wait_for_primary(Duration::from_secs(30))
+            .await
+            .expect("a new primary");
+        failovers.push(killed.elapsed());
+        set.restart(p).await;
+        // Let the restarted member catch up before the next kill.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    set.stop().await;
+    failovers.sort();
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let raw = tokio::task::spawn_blocking(move || storage::rawbench::raw_insert(&path, docs, 1024, 100))
+        .await
+        .unwrap();
+
+    println!("three-member replica set, one router, driver in process ({docs} docs of 1 KiB, batches of 100):");
+    println!("  raw WiredTiger insert (logged)  : {raw:>10.0} rows/s");
+    for (label, rate, lat) in [("w:1", r1, &l1), ("w:\"majority\"", rm, &lm)] {
+        println!(
+            "  insert_many {label:<14}     : {rate:>10.0} docs/s  ratio {:.3}  batch p50 {:?} p99 {:?}",
+            rate / raw,
+            percentile(lat, 0.5),
+            percentile(lat, 0.99)
+        );
+    }
+    if !failovers.is_empty() {
+        println!(
+            "  failover (kill primary -> new writable primary), median of {}: {:?}  (all: {:?})",
+            failovers.len(),
+            failovers[failovers.len() / 2],
+            failovers
+        );
+    }
+}
