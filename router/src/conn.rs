@@ -5,8 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bson::{Bson, Document};
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, info_span, Instrument};
 use wire::{Compressor, Incoming, MongoError, MsgHeader, Request};
@@ -26,10 +25,13 @@ pub struct Session {
     next_request_id: i32,
     /// Increment of the last cluster time this connection reported (keeps it monotonic).
     clock_increment: u32,
+    /// Who is authenticated here, and any SASL conversation in progress.
+    pub auth: crate::auth::ConnAuth,
 }
 
-pub async fn handle(
-    stream: TcpStream,
+/// Serves one client over a plain TCP or a TLS stream.
+pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
+    stream: S,
     peer: SocketAddr,
     id: u64,
     state: Arc<RouterState>,
@@ -38,7 +40,7 @@ pub async fn handle(
     let span = info_span!("conn", id, %peer);
     async move {
         debug!("connection opened");
-        let (rd, wr) = stream.into_split();
+        let (rd, wr) = tokio::io::split(stream);
         let mut rd = BufReader::new(rd);
         let mut wr = BufWriter::new(wr);
         let mut session = Session {
@@ -49,6 +51,7 @@ pub async fn handle(
             compressors: Vec::new(),
             next_request_id: 1,
             clock_increment: 0,
+            auth: Default::default(),
         };
         let mut buf = Vec::new();
         loop {

@@ -2,6 +2,7 @@
 //! to shards over gRPC. It holds no data; everything it keeps is per connection or a
 //! cache that can be rebuilt.
 
+pub mod auth;
 pub mod cluster_time;
 pub mod commands;
 pub mod config;
@@ -10,6 +11,7 @@ pub mod counters;
 pub mod error;
 pub mod listener;
 pub mod shard_client;
+pub mod tls;
 
 pub use config::RouterConfig;
 pub use error::RouterError;

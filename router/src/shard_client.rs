@@ -20,6 +20,8 @@ pub const CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
 #[derive(Clone)]
 pub struct ShardHandle {
     client: ShardClient<Channel>,
+    /// Sent with every call when the cluster uses a shared key (`proto::cluster_key`).
+    cluster_key: Option<tonic::metadata::AsciiMetadataValue>,
 }
 
 impl ShardHandle {
@@ -42,7 +44,20 @@ impl ShardHandle {
         let client = ShardClient::new(channel)
             .max_decoding_message_size(MAX_GRPC_MESSAGE)
             .max_encoding_message_size(MAX_GRPC_MESSAGE);
-        Ok(ShardHandle { client })
+        Ok(ShardHandle {
+            client,
+            cluster_key: None,
+        })
+    }
+
+    pub fn with_cluster_key(mut self, key: Option<String>) -> Result<ShardHandle, String> {
+        self.cluster_key = key
+            .map(|k| {
+                k.parse()
+                    .map_err(|_| "cluster key is not valid ASCII".to_string())
+            })
+            .transpose()?;
+        Ok(self)
     }
 
     /// Runs `cmd` on the shard; `max_time_ms` (0 = none) bounds both the shard's work and
@@ -62,6 +77,10 @@ impl ShardHandle {
             max_time_ms,
             client: client.to_string(),
         });
+        if let Some(key) = &self.cluster_key {
+            req.metadata_mut()
+                .insert(proto::cluster_key::HEADER, key.clone());
+        }
         if max_time_ms > 0 {
             // A little slack so the shard reports MaxTimeMSExpired itself when it can.
             req.set_timeout(Duration::from_millis(max_time_ms + 50));

@@ -64,6 +64,9 @@ pub enum ErrorCode {
     ShutdownInProgress = 91,
     NetworkTimeout = 89,
     HostUnreachable = 6,
+    UserNotFound = 11,
+    RoleNotFound = 31,
+    MechanismUnavailable = 334,
 }
 
 impl ErrorCode {
@@ -122,6 +125,9 @@ impl ErrorCode {
             ShutdownInProgress => "ShutdownInProgress",
             NetworkTimeout => "NetworkTimeout",
             HostUnreachable => "HostUnreachable",
+            UserNotFound => "UserNotFound",
+            RoleNotFound => "RoleNotFound",
+            MechanismUnavailable => "MechanismUnavailable",
         }
     }
 }
