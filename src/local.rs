@@ -20,6 +20,8 @@ pub struct LocalArgs {
     /// Seconds between TTL monitor passes.
     #[arg(long, default_value_t = 60)]
     ttl_interval_secs: u64,
+    #[command(flatten)]
+    security: crate::local_security::SecurityArgs,
 }
 
 pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
@@ -38,11 +40,13 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         .with_context(|| format!("opening the shard in {}", args.dir.display()))?;
     let shard_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let shard_addr = shard_listener.local_addr()?;
-    let router_config = router::RouterConfig {
+    let mut router_config = router::RouterConfig {
         listen: format!("127.0.0.1:{}", args.port),
         shard: shard_addr.to_string(),
         ..Default::default()
     };
+    let cluster_key = args.security.apply(&mut router_config);
+    router_config.validate().map_err(anyhow::Error::msg)?;
     let router_listener = router::listener::bind(&router_config.listen)
         .await
         .with_context(|| format!("binding the router to {}", router_config.listen))?;
@@ -50,7 +54,8 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
     let (sd1, sd2) = (shutdown.clone(), shutdown.clone());
     let ttl = Duration::from_secs(args.ttl_interval_secs);
     let shard_task = tokio::spawn(async move {
-        let r = shard::serve(node, shard_listener, ttl, sd1.clone()).await;
+        let r =
+            shard::serve_with_key(node, shard_listener, ttl, Some(cluster_key), sd1.clone()).await;
         sd1.cancel();
         r
     });

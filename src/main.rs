@@ -3,6 +3,7 @@
 
 mod cli_config;
 mod local;
+mod local_security;
 
 use std::path::PathBuf;
 

@@ -22,6 +22,10 @@ pub struct ShardConfig {
     pub cursor_timeout_secs: u64,
     /// How often the TTL monitor deletes expired documents (MongoDB: 60 s).
     pub ttl_interval_secs: u64,
+    /// Shared secret routers must send with every call (empty: none required).
+    pub cluster_key: String,
+    /// A file holding the cluster key (used when `cluster_key` is empty).
+    pub cluster_key_file: String,
 }
 
 impl Default for ShardConfig {
@@ -33,6 +37,8 @@ impl Default for ShardConfig {
             cache_mb: 512,
             cursor_timeout_secs: 600,
             ttl_interval_secs: 60,
+            cluster_key: String::new(),
+            cluster_key_file: String::new(),
         }
     }
 }
@@ -46,6 +52,7 @@ impl ShardConfig {
         if self.cache_mb < 16 {
             return Err("cache_mb must be at least 16".into());
         }
+        proto::cluster_key::load(&self.cluster_key, &self.cluster_key_file)?;
         Ok(())
     }
 

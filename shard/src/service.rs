@@ -20,6 +20,8 @@ pub const MAX_GRPC_MESSAGE: usize = 64 * 1024 * 1024;
 
 struct Service {
     node: Arc<Node>,
+    /// When set, every call must carry this key (`proto::cluster_key`).
+    cluster_key: Option<String>,
 }
 
 #[tonic::async_trait]
@@ -28,6 +30,12 @@ impl Shard for Service {
         &self,
         request: Request<CommandRequest>,
     ) -> Result<Response<CommandReply>, Status> {
+        if let Some(key) = &self.cluster_key {
+            let presented = request.metadata().get(proto::cluster_key::HEADER);
+            if !proto::cluster_key::verify(key, presented.map(|v| v.as_bytes())) {
+                return Err(Status::unauthenticated("missing or wrong cluster key"));
+            }
+        }
         let req = request.into_inner();
         let deadline = Deadline::after_ms(req.max_time_ms);
         let node = self.node.clone();
@@ -53,14 +61,11 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
         .await
         .map_err(|e| ShardError::Catalog(e.to_string()))??;
     let listener = TcpListener::bind(&config.listen).await?;
-    info!(addr = %listener.local_addr()?, "shard listening");
-    serve(
-        node,
-        listener,
-        Duration::from_secs(config.ttl_interval_secs),
-        shutdown,
-    )
-    .await
+    let key = proto::cluster_key::load(&config.cluster_key, &config.cluster_key_file)
+        .map_err(ShardError::Catalog)?;
+    info!(addr = %listener.local_addr()?, cluster_key = key.is_some(), "shard listening");
+    let ttl = Duration::from_secs(config.ttl_interval_secs);
+    serve_with_key(node, listener, ttl, key, shutdown).await
 }
 
 /// Serves an already opened node on an already bound listener (tests use port 0).
@@ -70,10 +75,24 @@ pub async fn serve(
     ttl_interval: Duration,
     shutdown: CancellationToken,
 ) -> Result<(), ShardError> {
+    serve_with_key(node, listener, ttl_interval, None, shutdown).await
+}
+
+/// [`serve`], refusing calls that do not carry `cluster_key` when one is given.
+pub async fn serve_with_key(
+    node: Arc<Node>,
+    listener: TcpListener,
+    ttl_interval: Duration,
+    cluster_key: Option<String>,
+    shutdown: CancellationToken,
+) -> Result<(), ShardError> {
     let background = crate::ttl::spawn_background(node.clone(), ttl_interval, shutdown.clone());
-    let svc = ShardServer::new(Service { node: node.clone() })
-        .max_decoding_message_size(MAX_GRPC_MESSAGE)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE);
+    let svc = ShardServer::new(Service {
+        node: node.clone(),
+        cluster_key,
+    })
+    .max_decoding_message_size(MAX_GRPC_MESSAGE)
+    .max_encoding_message_size(MAX_GRPC_MESSAGE);
     // tonic applies tcp_nodelay only to listeners it binds itself; without it, small gRPC
     // frames wait for delayed ACKs (40 ms per round trip).
     let incoming = tokio_stream::StreamExt::map(
