@@ -34,6 +34,11 @@ fn code(e: &mongodb::error::Error) -> i32 {
     }
 }
 
+/// The error code of a command that must fail.
+async fn err_code(db: &mongodb::Database, cmd: Document) -> i32 {
+    code(&db.run_command(cmd).await.unwrap_err())
+}
+
 /// A client without credentials on a single connection, for driving SASL by hand.
 async fn raw(c: &TestCluster) -> mongodb::Database {
     let mut opts = c.options().await;
@@ -158,10 +163,7 @@ async fn scram_by_hand_both_mechanisms_and_logout() {
             .get_array("authenticatedUsers")
             .unwrap()
             .is_empty());
-        assert_eq!(
-            code(&db.run_command(doc! {"serverStatus": 1}).await.unwrap_err()),
-            13
-        );
+        assert_eq!(err_code(&db, doc! {"serverStatus": 1}).await, 13);
     }
 }
 
@@ -211,32 +213,36 @@ async fn wrong_password_and_unknown_user_fail_identically() {
     );
 }
 
+fn sasl_start(payload: impl Into<Vec<u8>>) -> Document {
+    doc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": bin(payload)}
+}
+
+fn sasl_continue(id: i32, payload: impl Into<Vec<u8>>) -> Document {
+    doc! {"saslContinue": 1, "conversationId": id, "payload": bin(payload)}
+}
+
 #[tokio::test]
 async fn sasl_protocol_errors_are_clear_and_never_panic() {
     let c = cluster().await;
     let db = raw(&c).await;
-    let run = |cmd: Document| {
-        let db = db.clone();
-        async move { db.run_command(cmd).await.map_err(|e| code(&e)) }
-    };
-    assert_eq!(
-        run(doc! {"saslStart": 1, "mechanism": "PLAIN", "payload": bin("x")})
-            .await
-            .unwrap_err(),
-        334
-    );
-    assert_eq!(
-        run(doc! {"saslStart": 1, "mechanism": "MONGODB-CR", "payload": bin("x")})
-            .await
-            .unwrap_err(),
-        334
-    );
-    assert_eq!(
-        run(doc! {"saslContinue": 1, "conversationId": 1, "payload": bin("x")})
-            .await
-            .unwrap_err(),
-        17
-    );
+    // (command, expected code): unknown mechanisms, no conversation, malformed payloads,
+    // a huge user name, a payload of the wrong type.
+    let mut cases = vec![
+        (
+            doc! {"saslStart": 1, "mechanism": "PLAIN", "payload": bin("x")},
+            334,
+        ),
+        (
+            doc! {"saslStart": 1, "mechanism": "MONGODB-CR", "payload": bin("x")},
+            334,
+        ),
+        (sasl_continue(1, "x"), 17),
+        (sasl_start(format!("n,,n={},r=abc", "u".repeat(200_000))), 2),
+        (
+            doc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": 5},
+            14,
+        ),
+    ];
     for bad in [
         "",
         "garbage",
@@ -245,85 +251,35 @@ async fn sasl_protocol_errors_are_clear_and_never_panic() {
         "p=x,,n=a,r=b",
         "n,,n=a=zz,r=b",
     ] {
-        assert_eq!(
-            run(doc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": bin(bad)})
-                .await
-                .unwrap_err(),
-            2,
-            "{bad}"
-        );
+        cases.push((sasl_start(bad), 2));
     }
-    let huge = format!("n,,n={},r=abc", "u".repeat(200_000));
-    assert_eq!(
-        run(doc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": bin(huge)})
-            .await
-            .unwrap_err(),
-        2
-    );
-    assert_eq!(
-        run(doc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": 5})
-            .await
-            .unwrap_err(),
-        14
-    );
+    for (cmd, expected) in cases {
+        assert_eq!(err_code(&db, cmd.clone()).await, expected, "{cmd}");
+    }
     // Out of order: a continue for another conversation ends this one.
-    let first =
-        run(doc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": bin("n,,n=root,r=abc")})
-            .await
-            .unwrap();
-    let id = first.get_i32("conversationId").unwrap();
+    let id = |reply: Document| reply.get_i32("conversationId").unwrap();
+    let first = id(db.run_command(sasl_start("n,,n=root,r=abc")).await.unwrap());
+    assert_eq!(err_code(&db, sasl_continue(first + 7, "c=biws")).await, 17);
+    assert_eq!(err_code(&db, sasl_continue(first, "c=biws")).await, 17);
+    // A final message with the wrong nonce.
+    let first = id(db.run_command(sasl_start("n,,n=root,r=abc")).await.unwrap());
     assert_eq!(
-        run(doc! {"saslContinue": 1, "conversationId": id + 7, "payload": bin("c=biws")})
-            .await
-            .unwrap_err(),
-        17
-    );
-    assert_eq!(
-        run(doc! {"saslContinue": 1, "conversationId": id, "payload": bin("c=biws")})
-            .await
-            .unwrap_err(),
-        17
-    );
-    // A malformed final message.
-    let first =
-        run(doc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": bin("n,,n=root,r=abc")})
-            .await
-            .unwrap();
-    let id = first.get_i32("conversationId").unwrap();
-    assert_eq!(
-        run(
-            doc! {"saslContinue": 1, "conversationId": id, "payload": bin("c=biws,r=wrong,p=AAAA")}
-        )
-        .await
-        .unwrap_err(),
+        err_code(&db, sasl_continue(first, "c=biws,r=wrong,p=AAAA")).await,
         2
     );
-    // Replaying a whole successful conversation's final message in a new one fails: the
-    // server nonce differs.
+    // Replaying a successful conversation's final message in a new one fails: the server
+    // nonce differs.
     let mut conv = ClientConversation::new(Mechanism::Sha256, ROOT.0, ROOT.1, "replay");
-    let first =
-        run(doc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": bin(conv.first())})
-            .await
-            .unwrap();
+    let first = db.run_command(sasl_start(conv.first())).await.unwrap();
     let fin = conv.final_message(&payload(&first), &mut None).unwrap();
-    let id = first.get_i32("conversationId").unwrap();
-    run(doc! {"saslContinue": 1, "conversationId": id, "payload": bin(fin.clone()), "options": {}})
+    db.run_command(sasl_continue(id(first), fin.clone()))
         .await
         .unwrap();
-    run(doc! {"logout": 1}).await.unwrap();
-    let again =
-        run(doc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": bin(conv.first())})
-            .await
-            .unwrap();
-    let id = again.get_i32("conversationId").unwrap();
-    assert_eq!(
-        run(doc! {"saslContinue": 1, "conversationId": id, "payload": bin(fin)})
-            .await
-            .unwrap_err(),
-        2
-    );
+    db.run_command(doc! {"logout": 1}).await.unwrap();
+    let again = id(db.run_command(sasl_start(conv.first())).await.unwrap());
+    assert_eq!(err_code(&db, sasl_continue(again, fin)).await, 2);
     // The connection still works afterwards.
-    run(doc! {"ping": 1}).await.unwrap();
+    db.run_command(doc! {"ping": 1}).await.unwrap();
 }
 
 #[tokio::test]
@@ -467,80 +423,32 @@ fn rand_suffix() -> u64 {
 
 #[tokio::test]
 async fn each_builtin_role_is_allowed_what_mongodb_allows() {
-    const OPS: &[&str] = &[
-        "find",
-        "insert",
-        "update",
-        "delete",
-        "findOther",
-        "insertOther",
-        "createIndex",
-        "listCollections",
-        "dbStats",
-        "createUser",
-        "usersInfo",
-        "serverStatus",
-    ];
+    const OPS: &str = "find insert update delete findOther insertOther createIndex \
+                       listCollections dbStats createUser usersInfo serverStatus";
+    const READ: &str = "find listCollections dbStats";
+    const WRITE: &str = "insert update delete createIndex";
+    const USER_ADMIN: &str = "createUser usersInfo";
     // Allowed operations per role (MongoDB's built-in role action sets).
-    let table: &[(&str, &str, &[&str])] = &[
-        ("read", "app", &["find", "listCollections", "dbStats"]),
-        (
-            "readWrite",
-            "app",
-            &[
-                "find",
-                "insert",
-                "update",
-                "delete",
-                "createIndex",
-                "listCollections",
-                "dbStats",
-            ],
-        ),
+    let read_write = format!("{READ} {WRITE}");
+    let table: Vec<(&str, &str, String)> = vec![
+        ("read", "app", READ.into()),
+        ("readWrite", "app", read_write.clone()),
         (
             "dbAdmin",
             "app",
-            &["createIndex", "listCollections", "dbStats"],
+            "createIndex listCollections dbStats".into(),
         ),
-        ("userAdmin", "app", &["createUser", "usersInfo"]),
-        (
-            "dbOwner",
-            "app",
-            &[
-                "find",
-                "insert",
-                "update",
-                "delete",
-                "createIndex",
-                "listCollections",
-                "dbStats",
-                "createUser",
-                "usersInfo",
-            ],
-        ),
-        (
-            "readAnyDatabase",
-            "admin",
-            &["find", "findOther", "listCollections", "dbStats"],
-        ),
+        ("userAdmin", "app", USER_ADMIN.into()),
+        ("dbOwner", "app", format!("{read_write} {USER_ADMIN}")),
+        ("readAnyDatabase", "admin", format!("{READ} findOther")),
         (
             "readWriteAnyDatabase",
             "admin",
-            &[
-                "find",
-                "insert",
-                "update",
-                "delete",
-                "findOther",
-                "insertOther",
-                "createIndex",
-                "listCollections",
-                "dbStats",
-            ],
+            format!("{read_write} findOther insertOther"),
         ),
-        ("clusterMonitor", "admin", &["dbStats", "serverStatus"]),
-        ("clusterAdmin", "admin", &["dbStats", "serverStatus"]),
-        ("root", "admin", OPS),
+        ("clusterMonitor", "admin", "dbStats serverStatus".into()),
+        ("clusterAdmin", "admin", "dbStats serverStatus".into()),
+        ("root", "admin", OPS.into()),
     ];
     let c = cluster().await;
     let admin = root(&c).await;
@@ -556,24 +464,25 @@ async fn each_builtin_role_is_allowed_what_mongodb_allows() {
         .insert_one(doc! {"seed": 1})
         .await
         .unwrap();
-    for (role, db, allowed) in table {
+    for (role, db, allowed) in &table {
         let user = format!("has_{role}");
         create_user(
             &admin,
             "admin",
             &user,
             "pw",
-            bson::bson!([{"role": *role, "db": *db}]),
+            bson::bson!([{"role": role, "db": db}]),
         )
         .await;
         let client = c
             .client_as(&user, "pw", "admin", AuthMechanism::ScramSha256)
             .await;
-        for op in OPS {
+        let allowed: Vec<&str> = allowed.split_whitespace().collect();
+        for op in OPS.split_whitespace() {
             let got = attempt(&client, op).await;
             assert_eq!(
                 got,
-                allowed.contains(op),
+                allowed.contains(&op),
                 "role {role}@{db}, op {op}: allowed = {got}"
             );
         }
@@ -599,23 +508,15 @@ async fn localhost_exception_creates_only_the_first_user() {
     let db = raw(&c).await;
     let client = db.client().clone();
     assert_eq!(
-        code(
-            &client
-                .database("app")
-                .run_command(doc! {"find": "c"})
-                .await
-                .unwrap_err()
-        ),
+        err_code(&client.database("app"), doc! {"find": "c"}).await,
         13
     );
     assert_eq!(
-        code(
-            &client
-                .database("app")
-                .run_command(doc! {"createUser": "a", "pwd": "b", "roles": []})
-                .await
-                .unwrap_err()
-        ),
+        err_code(
+            &client.database("app"),
+            doc! {"createUser": "a", "pwd": "b", "roles": []}
+        )
+        .await,
         13
     );
     client
@@ -715,14 +616,14 @@ async fn user_management_commands() {
         .await
         .unwrap();
     assert_eq!(
-        code(
-            &app.run_command(doc! {"createRole": "cReader", "privileges": [], "roles": []})
-                .await
-                .unwrap_err()
-        ),
+        err_code(
+            &app,
+            doc! {"createRole": "cReader", "privileges": [], "roles": []}
+        )
+        .await,
         51002
     );
-    assert_eq!(code(&app.run_command(doc! {"createRole": "x", "privileges": [{"resource": {"db": "app", "collection": ""}, "actions": ["fly"]}], "roles": []}).await.unwrap_err()), 2);
+    assert_eq!(err_code(&app, doc! {"createRole": "x", "privileges": [{"resource": {"db": "app", "collection": ""}, "actions": ["fly"]}], "roles": []}).await, 2);
     create_user(&admin, "app", "dana", "pw", bson::bson!(["cReader"])).await;
     let dana = c
         .client_as("dana", "pw", "app", AuthMechanism::ScramSha256)
@@ -732,13 +633,7 @@ async fn user_management_commands() {
         .await
         .unwrap();
     assert_eq!(
-        code(
-            &dana
-                .database("app")
-                .run_command(doc! {"find": "d"})
-                .await
-                .unwrap_err()
-        ),
+        err_code(&dana.database("app"), doc! {"find": "d"}).await,
         13
     );
     let roles = app
@@ -759,30 +654,14 @@ async fn user_management_commands() {
         .unwrap());
     app.run_command(doc! {"dropRole": "cReader"}).await.unwrap();
     assert_eq!(
-        code(
-            &dana
-                .database("app")
-                .run_command(doc! {"find": "c"})
-                .await
-                .unwrap_err()
-        ),
+        err_code(&dana.database("app"), doc! {"find": "c"}).await,
         13
     );
-    assert_eq!(
-        code(
-            &app.run_command(doc! {"dropRole": "cReader"})
-                .await
-                .unwrap_err()
-        ),
-        31
-    );
+    assert_eq!(err_code(&app, doc! {"dropRole": "cReader"}).await, 31);
 
     // Dropping users.
     app.run_command(doc! {"dropUser": "bob"}).await.unwrap();
-    assert_eq!(
-        code(&app.run_command(doc! {"dropUser": "bob"}).await.unwrap_err()),
-        11
-    );
+    assert_eq!(err_code(&app, doc! {"dropUser": "bob"}).await, 11);
     assert_eq!(
         raw_login(
             &raw(&c).await.client().database("app"),

@@ -135,3 +135,31 @@ pub fn names_arg(v: &Bson, db: &str, field: &str) -> MongoResult<Option<Vec<(Str
         other => Ok(Some(vec![one(other)?])),
     }
 }
+
+/// Inserts a new user or role document; an existing one is MongoDB's 51003 (user) or
+/// 51002 (role) "already exists".
+pub async fn insert_new(
+    auth: &AuthState,
+    kind: Kind,
+    db: &str,
+    name: &str,
+    doc: Document,
+) -> MongoResult<()> {
+    match auth.store.insert(kind, doc).await {
+        Err(e) if e.code == wire::ErrorCode::DuplicateKey as i32 => {
+            let (code, what) = match kind {
+                Kind::User => (51003, "User"),
+                Kind::Role => (51002, "Role"),
+            };
+            Err(MongoError::location(
+                code,
+                format!("{what} \"{name}@{db}\" already exists"),
+            ))
+        }
+        r => {
+            r?;
+            auth.invalidate();
+            Ok(())
+        }
+    }
+}

@@ -42,6 +42,9 @@ const USER_CACHE_MAX: usize = 10_000;
 /// Nesting limit when resolving user-defined roles (guards against cycles too).
 const MAX_ROLE_DEPTH: usize = 16;
 
+/// When a user was looked up, and what was found (`None`: no such user).
+type CachedUser = (Instant, Option<Arc<UserRecord>>);
+
 pub struct AuthState {
     /// `auth = true`: every command is checked and clients must authenticate.
     pub enabled: bool,
@@ -52,7 +55,7 @@ pub struct AuthState {
     fake_secret: [u8; 32],
     /// Users by `db\0name`, including misses (so a missing user costs what a present one
     /// does). Read-mostly: handshakes take a read lock, writes happen on a miss.
-    cache: RwLock<HashMap<String, (Instant, Option<Arc<UserRecord>>)>>,
+    cache: RwLock<HashMap<String, CachedUser>>,
     /// Bumped whenever a user or role changes, so connections re-resolve privileges.
     /// Read on each command but written only by user management: no cache-line bouncing.
     generation: AtomicU64,

@@ -1,7 +1,7 @@
 //! `createRole`: a user-defined role of privileges and inherited roles.
 
 use bson::{doc, Bson, Document};
-use wire::{ErrorCode, MongoError, MongoResult};
+use wire::{MongoError, MongoResult};
 
 use crate::auth::manage::{self, name_arg};
 use crate::auth::roles::{self, Action, Privilege};
@@ -42,15 +42,6 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
         "privileges": privileges.iter().map(|p| Bson::Document(p.to_document())).collect::<Vec<_>>(),
         "roles": RoleName::list_to_bson(&inherited),
     };
-    match auth.store.insert(Kind::Role, doc).await {
-        Err(e) if e.code == ErrorCode::DuplicateKey as i32 => {
-            return Err(MongoError::location(
-                51002,
-                format!("Role \"{name}@{db}\" already exists"),
-            ));
-        }
-        r => r?,
-    }
-    auth.invalidate();
+    manage::insert_new(&auth, Kind::Role, db, name, doc).await?;
     Ok(Document::new())
 }

@@ -1,7 +1,7 @@
 //! `createUser`: stores salted SCRAM keys for the password, never the password.
 
 use bson::{doc, Document};
-use wire::{ErrorCode, MongoError, MongoResult};
+use wire::{MongoError, MongoResult};
 
 use crate::auth::manage::{self, name_arg};
 use crate::auth::roles::Action;
@@ -27,16 +27,7 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
     manage::check_roles_exist(&auth, &roles).await?;
     let creds = manage::derive_credentials(name, password, mechanisms).await?;
     let doc = user::new_user_document(db, name, creds, &roles, custom);
-    match auth.store.insert(Kind::User, doc).await {
-        Err(e) if e.code == ErrorCode::DuplicateKey as i32 => {
-            return Err(MongoError::location(
-                51003,
-                format!("User \"{name}@{db}\" already exists"),
-            ));
-        }
-        r => r?,
-    }
-    auth.invalidate();
+    manage::insert_new(&auth, Kind::User, db, name, doc).await?;
     tracing::info!(user = %name, %db, "user created");
     Ok(doc! {})
 }

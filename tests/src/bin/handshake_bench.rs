@@ -32,26 +32,31 @@ struct Args {
     idle: usize,
 }
 
+/// `--secs N --clients N --idle N`, each optional.
 fn parse_args() -> Args {
-    let mut a = Args {
-        secs: 5,
-        clients: 64,
-        idle: 10_000,
-    };
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    for pair in argv.chunks(2) {
-        let v: u64 = pair
-            .get(1)
-            .and_then(|v| v.parse().ok())
-            .expect("numeric flag value");
-        match pair[0].as_str() {
-            "--secs" => a.secs = v,
-            "--clients" => a.clients = v as usize,
-            "--idle" => a.idle = v as usize,
-            other => panic!("unknown flag {other} (--secs, --clients, --idle)"),
-        }
+    let flag = |name: &str, default: u64| -> u64 {
+        argv.iter()
+            .position(|a| a == name)
+            .map(|i| {
+                argv.get(i + 1)
+                    .and_then(|v| v.parse().ok())
+                    .expect("numeric flag value")
+            })
+            .unwrap_or(default)
+    };
+    if let Some(unknown) = argv
+        .iter()
+        .step_by(2)
+        .find(|a| !["--secs", "--clients", "--idle"].contains(&a.as_str()))
+    {
+        panic!("unknown flag {unknown} (--secs, --clients, --idle)");
     }
-    a
+    Args {
+        secs: flag("--secs", 5),
+        clients: flag("--clients", 64) as usize,
+        idle: flag("--idle", 10_000) as usize,
+    }
 }
 
 fn runtime(name: &str, threads: usize) -> tokio::runtime::Runtime {
