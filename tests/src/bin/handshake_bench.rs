@@ -69,8 +69,17 @@ fn runtime(name: &str, threads: usize) -> tokio::runtime::Runtime {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = parse_args();
-    raise_fd_limit(args.idle as u64 * 2 + 1024);
+    let mut args = parse_args();
+    // Client and server ends of each held connection are both in this process.
+    let fds = raise_fd_limit(args.idle as u64 * 2 + 1024);
+    if (args.idle as u64) * 2 + 1024 > fds {
+        let fit = (fds.saturating_sub(1024) / 2) as usize;
+        eprintln!(
+            "RLIMIT_NOFILE is {fds}: holding {fit} idle connections instead of {}",
+            args.idle
+        );
+        args.idle = fit;
+    }
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
@@ -231,9 +240,13 @@ async fn hold(addr: std::net::SocketAddr, n: usize, parallel: usize) -> Vec<TcpS
     for _ in 0..n {
         let mut salted = salted.clone();
         pending.push(tokio::spawn(async move {
-            let mut s = connect(&addr).await?;
-            authenticate(&mut s, &mut salted).await?;
-            anyhow::Ok(s)
+            let open = async {
+                let mut s = connect(&addr).await?;
+                authenticate(&mut s, &mut salted).await?;
+                anyhow::Ok(s)
+            };
+            // Bounded: a connection the router could not accept must not hang the run.
+            tokio::time::timeout(Duration::from_secs(10), open).await?
         }));
         if pending.len() >= parallel {
             for t in pending.drain(..) {
@@ -369,18 +382,29 @@ fn rss_bytes() -> u64 {
     pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64
 }
 
-fn raise_fd_limit(want: u64) {
+/// Raises the open-files limit towards `want` (the hard limit too, when privileged);
+/// returns the soft limit in force.
+fn raise_fd_limit(want: u64) -> u64 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: getrlimit/setrlimit only read and write the struct passed.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < want {
-            lim.rlim_cur = want.min(lim.rlim_max);
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                eprintln!("could not raise RLIMIT_NOFILE to {want}");
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < want {
+            let raised = libc::rlimit {
+                rlim_cur: want,
+                rlim_max: want.max(lim.rlim_max),
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
+                lim.rlim_cur = want.min(lim.rlim_max);
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
             }
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
         }
     }
+    lim.rlim_cur
 }
