@@ -18,7 +18,15 @@ pub async fn cont(session: &mut Session, _db: &str, cmd: &Document) -> MongoResu
 pub async fn hello(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     let mut reply = super::hello::run(session, db, cmd)?;
     if let Some(Bson::String(spec)) = cmd.get("saslSupportedMechs") {
-        let mechs = sasl::supported_mechs(session, spec).await?;
+        // If the user store cannot answer, offer both mechanisms rather than fail the
+        // handshake: authentication itself will report the problem.
+        let mechs = match sasl::supported_mechs(session, spec).await {
+            Ok(m) => m,
+            Err(e) if e.code == wire::ErrorCode::BadValue as i32 => return Err(e),
+            Err(_) => crate::auth::scram::Mechanism::ALL
+                .map(|m| m.name())
+                .to_vec(),
+        };
         reply.insert("saslSupportedMechs", mechs);
     }
     if let Some(Bson::Document(spec)) = cmd.get("speculativeAuthenticate") {
