@@ -66,7 +66,11 @@ async fn raw_login(
     user: &str,
     password: &str,
 ) -> Result<(), (i32, String)> {
-    let err = |e: mongodb::error::Error| (code(&e), e.to_string());
+    // Code and message only: the rest of a reply (cluster time) differs between any two.
+    let err = |e: mongodb::error::Error| match e.kind.as_ref() {
+        ErrorKind::Command(c) => (c.code, format!("{} {}", c.code_name, c.message)),
+        _ => (-1, e.to_string()),
+    };
     let mut conv = ClientConversation::new(m, user, password, "fyko+d2lbbFgONRv9qkxdawL");
     let first = db
         .run_command(doc! {"saslStart": 1, "mechanism": m.name(), "payload": bin(conv.first()), "autoAuthorize": 1})
@@ -179,10 +183,8 @@ async fn wrong_password_and_unknown_user_fail_identically() {
             .unwrap_err();
         assert_eq!(wrong.0, 18);
         assert_eq!(unknown.0, 18);
-        assert_eq!(
-            wrong.1.replace("nobody", ""),
-            unknown.1.replace("nobody", "")
-        );
+        assert_eq!(wrong.1, unknown.1);
+        assert_eq!(wrong.1, "AuthenticationFailed Authentication failed.");
     }
     // An unknown user's salt is stable, as a real user's is: probing twice reveals nothing.
     let salt = |reply: Document| {
@@ -541,7 +543,7 @@ async fn user_management_commands() {
     let c = cluster().await;
     let admin = root(&c).await;
     let app = admin.database("app");
-    create_user(&admin, "app", "bob", "pw1", bson::bson!(["read"])).await;
+    create_user(&admin, "app", "bob", "pw1!", bson::bson!(["read"])).await;
     let e = app
         .run_command(doc! {"createUser": "bob", "pwd": "x", "roles": []})
         .await
@@ -575,11 +577,12 @@ async fn user_management_commands() {
     for k in ["salt", "storedKey", "serverKey"] {
         assert!(sha256.get_str(k).is_ok(), "{k}");
     }
-    assert!(!format!("{with_creds}").contains("pw1"));
+    // "!" is not a base64 character, so no salt or key can contain the password by chance.
+    assert!(!format!("{with_creds}").contains("pw1!"));
 
     // A logged-in connection sees grants and revocations on its next command.
     let bob_client = c
-        .client_as("bob", "pw1", "app", AuthMechanism::ScramSha256)
+        .client_as("bob", "pw1!", "app", AuthMechanism::ScramSha256)
         .await;
     let coll = bob_client.database("app").collection::<Document>("c");
     assert_eq!(code(&coll.insert_one(doc! {}).await.unwrap_err()), 13);
@@ -596,7 +599,7 @@ async fn user_management_commands() {
     app.run_command(doc! {"updateUser": "bob", "pwd": "pw2"})
         .await
         .unwrap();
-    for (pw, ok) in [("pw1", false), ("pw2", true)] {
+    for (pw, ok) in [("pw1!", false), ("pw2", true)] {
         assert_eq!(
             raw_login(
                 &raw(&c).await.client().database("app"),
