@@ -488,6 +488,14 @@ async fn each_builtin_role_is_allowed_what_mongodb_allows() {
                 "role {role}@{db}, op {op}: allowed = {got}"
             );
         }
+        // Without the listDatabases action, MongoDB lists only the databases the user has
+        // privileges on (authorizedDatabases).
+        let names = client.list_database_names().await.unwrap();
+        if *db == "app" {
+            assert_eq!(names, vec!["app".to_string()], "{role}");
+        } else {
+            assert!(names.contains(&"other".to_string()), "{role}: {names:?}");
+        }
         for op in ["listDatabases"] {
             let expect = matches!(
                 *role,

@@ -317,3 +317,39 @@ pub fn rename_needs<'a>(_db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need
     }
     Ok(out)
 }
+
+/// `listDatabases`: with the `listDatabases` cluster action, every database. Without it,
+/// MongoDB lists the databases the user has some privilege on, unless the command says
+/// `authorizedDatabases: false`; so the command needs the action only then.
+pub fn list_databases_needs<'a>(_db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
+    Ok(match cmd.get("authorizedDatabases") {
+        Some(Bson::Boolean(false)) => vec![Need {
+            target: Target::Cluster,
+            actions: acts(&[ListDatabases]),
+        }],
+        _ => Vec::new(),
+    })
+}
+
+/// Trims a `listDatabases` reply to the databases the connection may see.
+pub fn filter_databases(session: &Session, reply: &mut Document) {
+    if !session.state.auth.enabled {
+        return;
+    }
+    let Some(user) = &session.auth.user else {
+        return;
+    };
+    if user
+        .privileges
+        .allows(Target::Cluster, acts(&[ListDatabases]))
+    {
+        return;
+    }
+    if let Ok(dbs) = reply.get_array_mut("databases") {
+        dbs.retain(|d| {
+            d.as_document()
+                .and_then(|d| d.get_str("name").ok())
+                .is_some_and(|name| user.privileges.any_on_db(name))
+        });
+    }
+}

@@ -221,6 +221,19 @@ impl Privileges {
         held.contains(wanted)
     }
 
+    /// Whether any privilege reaches database `db` or a collection in it (what MongoDB's
+    /// `listDatabases` with `authorizedDatabases` lists).
+    pub fn any_on_db(&self, db: &str) -> bool {
+        self.0.iter().any(|p| {
+            !p.actions.is_empty()
+                && match &p.resource {
+                    Resource::AnyResource | Resource::AnyNormal => true,
+                    Resource::Db(d) | Resource::Collection(d, _) => d == db,
+                    Resource::Cluster | Resource::CollectionInAnyDb(_) => false,
+                }
+        })
+    }
+
     pub fn extend(&mut self, more: impl IntoIterator<Item = Privilege>) {
         self.0.extend(more)
     }

@@ -191,7 +191,7 @@ pub const FORWARDED: &[(&str, Op, Rule)] = &[
     (
         "listDatabases",
         Op::Command,
-        Rule::Cluster(acts(&[ListDatabases])),
+        Rule::Custom(authz::list_databases_needs),
     ),
     (
         "createIndexes",
@@ -260,7 +260,11 @@ pub async fn dispatch(
     if let Some((_, op, rule)) = FORWARDED.iter().find(|e| e.0 == name) {
         session.state.counters.add(session.id, *op, 1);
         authz::authorize(session, db, name, &cmd, *rule).await?;
-        return forward::run(session, db, cmd).await;
+        let mut reply = forward::run(session, db, cmd).await?;
+        if name == "listDatabases" {
+            authz::filter_databases(session, &mut reply);
+        }
+        return Ok(reply);
     }
     Err(MongoError::new(
         ErrorCode::CommandNotFound,
