@@ -45,6 +45,8 @@ pub struct LocalArgs {
     /// Seconds between TTL monitor passes.
     #[arg(long, default_value_t = 60)]
     ttl_interval_secs: u64,
+    #[command(flatten)]
+    security: crate::local_security::SecurityArgs,
 }
 
 const SITES: [&str; 3] = ["A", "B", "C"];
@@ -80,6 +82,18 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         })
         .collect();
     let ttl = Duration::from_secs(args.ttl_interval_secs);
+    // One cluster key for this run: members check it on Raft and command calls, routers
+    // present it.
+    let mut router_template = router::RouterConfig {
+        shard: members
+            .iter()
+            .map(|m| m.host.clone())
+            .collect::<Vec<_>>()
+            .join(","),
+        ..Default::default()
+    };
+    let cluster_key = args.security.apply(&mut router_template);
+    router_template.validate().map_err(anyhow::Error::msg)?;
     let mut running = Vec::new();
     for m in &members {
         let listener = tokio::net::TcpListener::bind(&m.host)
@@ -99,6 +113,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
             Duration::from_secs(600),
             ttl,
             repl,
+            Some(cluster_key.clone()),
         )
         .await
         .with_context(|| format!("opening shard member {} in {}", m.id, dir.display()))?;
@@ -175,11 +190,13 @@ async fn run_single(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Res
         .with_context(|| format!("opening the shard in {}", args.dir.display()))?;
     let shard_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let shard_addr = shard_listener.local_addr()?;
-    let router_config = router::RouterConfig {
+    let mut router_config = router::RouterConfig {
         listen: format!("127.0.0.1:{}", args.port),
         shard: shard_addr.to_string(),
         ..Default::default()
     };
+    let cluster_key = args.security.apply(&mut router_config);
+    router_config.validate().map_err(anyhow::Error::msg)?;
     let router_listener = router::listener::bind(&router_config.listen)
         .await
         .with_context(|| format!("binding the router to {}", router_config.listen))?;
@@ -191,7 +208,8 @@ async fn run_single(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Res
         router::shard_client::ShardHandle::in_process(shard::service::in_process(node.clone()));
     let ttl = Duration::from_secs(args.ttl_interval_secs);
     let shard_task = tokio::spawn(async move {
-        let r = shard::serve(node, shard_listener, ttl, sd1.clone()).await;
+        let r =
+            shard::serve_with_key(node, shard_listener, ttl, Some(cluster_key), sd1.clone()).await;
         sd1.cancel();
         r
     });

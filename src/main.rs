@@ -3,6 +3,7 @@
 
 mod cli_config;
 mod local;
+mod local_security;
 
 use std::path::PathBuf;
 
@@ -33,7 +34,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Role {
     /// A local cluster in one process: a router and a shard node.
-    Local(local::LocalArgs),
+    Local(Box<local::LocalArgs>),
     /// A router (mongos): clients connect here.
     Router(RoleArgs),
     /// A shard node: stores data in WiredTiger and serves routers over gRPC.
@@ -98,7 +99,7 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         let shutdown = shutdown_on_signal();
         match cli.role {
-            Role::Local(args) => local::run(args, shutdown).await,
+            Role::Local(args) => local::run(*args, shutdown).await,
             Role::Router(a) => {
                 let config: router::RouterConfig = cli_config::load(a.config.as_deref())?;
                 config

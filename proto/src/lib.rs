@@ -1,5 +1,7 @@
 //! Internal gRPC API between Bulwark nodes (tonic + prost). Documents stay raw BSON bytes.
 
+pub mod cluster_key;
+
 pub mod shard {
     tonic::include_proto!("bulwark.shard.v1");
 }

@@ -16,6 +16,27 @@ pub struct RouterConfig {
     /// The site this router runs in: reads that may go to a secondary prefer members
     /// tagged with it.
     pub site: String,
+    /// Require clients to authenticate (SCRAM) and check every command's privileges.
+    pub auth: bool,
+    /// Where SCRAM server nonces come from: "user" (per-thread CSPRNG, the default) or
+    /// "os" (a getrandom call per nonce; only for comparing the two under churn).
+    pub nonce_source: String,
+    /// With `auth`: a user created at start (role root in admin) unless it exists.
+    pub admin_user: String,
+    pub admin_password: String,
+    /// disabled | allowTLS | preferTLS | requireTLS
+    pub tls_mode: String,
+    /// PEM certificate chain and private key the router presents.
+    pub tls_cert: String,
+    pub tls_key: String,
+    /// PEM CA bundle: client certificates signed by it are accepted (and verified).
+    pub tls_ca: String,
+    /// With `tls_ca`: refuse TLS clients that present no certificate.
+    pub tls_require_client_cert: bool,
+    /// Shared secret sent with every router→shard call (the shard must have the same).
+    pub cluster_key: String,
+    /// A file holding the cluster key (used when `cluster_key` is empty).
+    pub cluster_key_file: String,
 }
 
 impl Default for RouterConfig {
@@ -26,6 +47,17 @@ impl Default for RouterConfig {
             max_connections: 20_000,
             slow_ms: 100,
             site: String::new(),
+            auth: false,
+            nonce_source: "user".into(),
+            admin_user: String::new(),
+            admin_password: String::new(),
+            tls_mode: "disabled".into(),
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            tls_ca: String::new(),
+            tls_require_client_cert: false,
+            cluster_key: String::new(),
+            cluster_key_file: String::new(),
         }
     }
 }
@@ -38,6 +70,27 @@ impl RouterConfig {
         if self.shard.is_empty() {
             return Err("shard address must be set".into());
         }
+        crate::auth::nonce::NonceSource::parse(&self.nonce_source)?;
+        crate::tls::TlsMode::parse(&self.tls_mode)?;
+        if self.admin_user.is_empty() != self.admin_password.is_empty() {
+            return Err("admin_user and admin_password must be set together".into());
+        }
         Ok(())
+    }
+
+    /// The configuration as `getCmdLineOpts` shows it: secrets replaced, as mongod does.
+    pub fn redacted(&self) -> RouterConfig {
+        let hide = |s: &str| {
+            if s.is_empty() {
+                String::new()
+            } else {
+                "<redacted>".into()
+            }
+        };
+        RouterConfig {
+            admin_password: hide(&self.admin_password),
+            cluster_key: hide(&self.cluster_key),
+            ..self.clone()
+        }
     }
 }

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bson::{Bson, Document};
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, info_span, Instrument};
 use wire::{Compressor, Incoming, MongoError, MsgHeader, Request};
@@ -29,10 +28,13 @@ pub struct Session {
     /// Open cursors on a member other than the primary, by cursor id: `getMore` must
     /// reach the member that holds the cursor.
     pub cursor_members: std::collections::HashMap<i64, usize>,
+    /// Who is authenticated here, and any SASL conversation in progress.
+    pub auth: crate::auth::ConnAuth,
 }
 
-pub async fn handle(
-    stream: TcpStream,
+/// Serves one client over a plain TCP or a TLS stream.
+pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
+    stream: S,
     peer: SocketAddr,
     id: u64,
     state: Arc<RouterState>,
@@ -41,7 +43,7 @@ pub async fn handle(
     let span = info_span!("conn", id, %peer);
     async move {
         debug!("connection opened");
-        let (rd, wr) = stream.into_split();
+        let (rd, wr) = tokio::io::split(stream);
         let mut rd = BufReader::new(rd);
         let mut wr = BufWriter::new(wr);
         let mut session = Session {
@@ -53,6 +55,7 @@ pub async fn handle(
             next_request_id: 1,
             clock_increment: 0,
             cursor_members: Default::default(),
+            auth: Default::default(),
         };
         let mut buf = Vec::new();
         loop {

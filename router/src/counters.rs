@@ -15,11 +15,15 @@ pub enum Op {
     Delete,
     GetMore,
     Command,
+    AuthSucceeded,
+    AuthFailed,
 }
+
+const OPS: usize = 8;
 
 #[repr(align(128))]
 #[derive(Default)]
-struct Stripe([AtomicU64; 6]);
+struct Stripe([AtomicU64; OPS]);
 
 pub struct OpCounters {
     stripes: Vec<Stripe>,

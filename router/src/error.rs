@@ -9,4 +9,6 @@ pub enum RouterError {
     ShardAddress(String),
     #[error("config: {0}")]
     Config(String),
+    #[error("tls: {0}")]
+    Tls(String),
 }

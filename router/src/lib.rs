@@ -2,6 +2,7 @@
 //! to shards over gRPC. It holds no data; everything it keeps is per connection or a
 //! cache that can be rebuilt.
 
+pub mod auth;
 pub mod cluster_time;
 pub mod commands;
 pub mod config;
@@ -11,6 +12,7 @@ pub mod error;
 pub mod listener;
 pub mod read_preference;
 pub mod shard_client;
+pub mod tls;
 
 pub use config::RouterConfig;
 pub use error::RouterError;

@@ -12,8 +12,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
+use crate::auth::AuthState;
 use crate::counters::OpCounters;
 use crate::shard_client::ShardHandle;
+use crate::tls::Tls;
 use crate::{RouterConfig, RouterError};
 
 /// A listen backlog sized for connection storms (the kernel caps it at somaxconn).
@@ -28,6 +30,9 @@ pub struct RouterState {
     pub connections_total: AtomicU64,
     pub connection_slots: Arc<Semaphore>,
     pub host: String,
+    pub auth: Arc<AuthState>,
+    /// `None` when `tls_mode` is disabled.
+    pub tls: Option<Tls>,
 }
 
 impl RouterState {
@@ -76,7 +81,15 @@ pub async fn serve_with(
 ) -> Result<(), RouterError> {
     config.validate().map_err(RouterError::Config)?;
     let local = listener.local_addr()?;
+    let shard = shard
+        .with_cluster_key(
+            proto::cluster_key::load(&config.cluster_key, &config.cluster_key_file)
+                .map_err(RouterError::Config)?,
+        )
+        .map_err(RouterError::Config)?;
     let state = Arc::new(RouterState {
+        auth: Arc::new(crate::auth::setup::auth_state(&config, &shard)?),
+        tls: Tls::from_config(&config)?,
         shard,
         connection_slots: Arc::new(Semaphore::new(config.max_connections)),
         config,
@@ -92,9 +105,10 @@ pub async fn serve_with(
             local.port()
         ),
     });
-    info!(addr = %local, shard = %state.config.shard, "router listening");
+    info!(addr = %local, shard = %state.config.shard, auth = state.config.auth, tls = %state.config.tls_mode, "router listening");
     let tasks = TaskTracker::new();
     tasks.spawn(state.shard.clone().monitor(shutdown.clone()));
+    crate::auth::setup::spawn_bootstrap(&tasks, &state, shutdown.clone());
     loop {
         let (stream, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -118,7 +132,13 @@ pub async fn serve_with(
         let state = state.clone();
         let shutdown = shutdown.clone();
         tasks.spawn(async move {
-            crate::conn::handle(stream, peer, id, state, shutdown).await;
+            match &state.tls {
+                Some(tls) => {
+                    crate::tls::serve_connection(tls, stream, peer, id, state.clone(), shutdown)
+                        .await
+                }
+                None => crate::conn::handle(stream, peer, id, state, shutdown).await,
+            }
             drop(permit);
         });
     }

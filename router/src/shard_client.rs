@@ -35,6 +35,8 @@ const UNKNOWN: usize = usize::MAX;
 #[derive(Clone)]
 pub struct ShardHandle {
     inner: Arc<Inner>,
+    /// Sent with every call when the cluster uses a shared key (`proto::cluster_key`).
+    cluster_key: Option<tonic::metadata::AsciiMetadataValue>,
 }
 
 struct Inner {
@@ -136,7 +138,18 @@ impl ShardHandle {
                 primary: AtomicUsize::new(primary),
                 site: site.to_string(),
             }),
+            cluster_key: None,
         })
+    }
+
+    pub fn with_cluster_key(mut self, key: Option<String>) -> Result<ShardHandle, String> {
+        self.cluster_key = key
+            .map(|k| {
+                k.parse()
+                    .map_err(|_| "cluster key is not valid ASCII".to_string())
+            })
+            .transpose()?;
+        Ok(self)
     }
 
     /// Asks every member for its state (`hello`) and records the primary and sites.
@@ -144,7 +157,7 @@ impl ShardHandle {
         let calls = self.inner.members.iter().map(|m| async move {
             let r = tokio::time::timeout(
                 Duration::from_millis(500),
-                call(
+                self.call(
                     &m.transport,
                     "admin",
                     &doc! {"hello": 1},
@@ -214,7 +227,7 @@ impl ShardHandle {
             let result = match target {
                 Some(i) => {
                     let m = &self.inner.members[i];
-                    let mut r = call(&m.transport, db, cmd, fwd, client).await;
+                    let mut r = self.call(&m.transport, db, cmd, fwd, client).await;
                     if let (Ok(reply), true) = (&mut r, fwd.read_preference.mode != Mode::Primary) {
                         let host = m.seen.read().host.clone();
                         let served_by = if host.is_empty() {
@@ -285,6 +298,54 @@ impl ShardHandle {
     }
 }
 
+impl ShardHandle {
+    /// One call to one member; `max_time_ms` (0 = none) bounds both the member's work and
+    /// the wait here.
+    async fn call(
+        &self,
+        transport: &Transport,
+        db: &str,
+        cmd: &Document,
+        fwd: &Forward,
+        client: &str,
+    ) -> MongoResult<Document> {
+        let command = bson::to_vec(cmd)
+            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        let mut req = tonic::Request::new(CommandRequest {
+            db: db.to_string(),
+            command,
+            max_time_ms: fwd.max_time_ms,
+            client: client.to_string(),
+            secondary_ok: fwd.read_preference.mode != Mode::Primary,
+            w: fwd.w,
+            wtimeout_ms: fwd.wtimeout_ms,
+        });
+        if let Some(key) = &self.cluster_key {
+            req.metadata_mut()
+                .insert(proto::cluster_key::HEADER, key.clone());
+        }
+        // A little slack so the shard reports MaxTimeMSExpired itself when it can.
+        let limit = (fwd.max_time_ms > 0).then(|| Duration::from_millis(fwd.max_time_ms + 50));
+        let reply = match transport {
+            Transport::Grpc(client) => {
+                if let Some(limit) = limit {
+                    req.set_timeout(limit);
+                }
+                client.clone().run_command(req).await
+            }
+            Transport::InProcess(service) => match limit {
+                Some(limit) => tokio::time::timeout(limit, service.run_command(req))
+                    .await
+                    .map_err(|_| time_limit_exceeded())?,
+                None => service.run_command(req).await,
+            },
+        }
+        .map_err(status_to_error)?;
+        Document::from_reader(&mut reply.into_inner().reply.as_slice())
+            .map_err(|e| MongoError::internal(format!("shard sent an invalid reply: {e}")))
+    }
+}
+
 /// Errors after which the command certainly did not run, so sending it elsewhere is safe.
 fn refused_before_running(code: i32) -> bool {
     code == ErrorCode::NotWritablePrimary as i32
@@ -329,47 +390,6 @@ fn grpc_client(addr: &str) -> Result<ShardClient<Channel>, RouterError> {
     Ok(ShardClient::new(channel)
         .max_decoding_message_size(MAX_GRPC_MESSAGE)
         .max_encoding_message_size(MAX_GRPC_MESSAGE))
-}
-
-/// One call to one member; `max_time_ms` (0 = none) bounds both the member's work and
-/// the wait here.
-async fn call(
-    transport: &Transport,
-    db: &str,
-    cmd: &Document,
-    fwd: &Forward,
-    client: &str,
-) -> MongoResult<Document> {
-    let command =
-        bson::to_vec(cmd).map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-    let mut req = tonic::Request::new(CommandRequest {
-        db: db.to_string(),
-        command,
-        max_time_ms: fwd.max_time_ms,
-        client: client.to_string(),
-        secondary_ok: fwd.read_preference.mode != Mode::Primary,
-        w: fwd.w,
-        wtimeout_ms: fwd.wtimeout_ms,
-    });
-    // A little slack so the shard reports MaxTimeMSExpired itself when it can.
-    let limit = (fwd.max_time_ms > 0).then(|| Duration::from_millis(fwd.max_time_ms + 50));
-    let reply = match transport {
-        Transport::Grpc(client) => {
-            if let Some(limit) = limit {
-                req.set_timeout(limit);
-            }
-            client.clone().run_command(req).await
-        }
-        Transport::InProcess(service) => match limit {
-            Some(limit) => tokio::time::timeout(limit, service.run_command(req))
-                .await
-                .map_err(|_| time_limit_exceeded())?,
-            None => service.run_command(req).await,
-        },
-    }
-    .map_err(status_to_error)?;
-    Document::from_reader(&mut reply.into_inner().reply.as_slice())
-        .map_err(|e| MongoError::internal(format!("shard sent an invalid reply: {e}")))
 }
 
 fn time_limit_exceeded() -> MongoError {

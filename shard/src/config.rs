@@ -24,6 +24,10 @@ pub struct ShardConfig {
     pub ttl_interval_secs: u64,
     /// Replica-set membership; without it the node runs alone, unreplicated.
     pub replication: Option<crate::repl::ReplConfig>,
+    /// Shared secret routers must send with every call (empty: none required).
+    pub cluster_key: String,
+    /// A file holding the cluster key (used when `cluster_key` is empty).
+    pub cluster_key_file: String,
 }
 
 impl Default for ShardConfig {
@@ -36,6 +40,8 @@ impl Default for ShardConfig {
             cursor_timeout_secs: 600,
             ttl_interval_secs: 60,
             replication: None,
+            cluster_key: String::new(),
+            cluster_key_file: String::new(),
         }
     }
 }
@@ -55,6 +61,7 @@ impl ShardConfig {
         if self.cache_mb < 16 {
             return Err("cache_mb must be at least 16".into());
         }
+        proto::cluster_key::load(&self.cluster_key, &self.cluster_key_file)?;
         Ok(())
     }
 

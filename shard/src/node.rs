@@ -86,6 +86,7 @@ impl Node {
         cache_mb: usize,
         cursor_timeout: Duration,
         repl: ReplConfig,
+        cluster_key: Option<String>,
         rt: &tokio::runtime::Handle,
     ) -> Result<(Arc<Node>, RaftService), ShardError> {
         std::fs::create_dir_all(dir)?;
@@ -122,6 +123,7 @@ impl Node {
             Box::new(move || {
                 let _ = reload_tx.send(());
             }),
+            cluster_key,
             rt,
         )
         .map_err(ShardError::Catalog)?;

@@ -22,12 +22,17 @@ pub const MAX_GRPC_MESSAGE: usize = 64 * 1024 * 1024;
 
 struct Service {
     node: Arc<Node>,
+    /// When set, every call must carry this key (`proto::cluster_key`).
+    cluster_key: Option<String>,
 }
 
 /// The node's command service as an object a router in the same process can call
 /// directly (`bulwark local`, tests): the same handler the gRPC server runs.
 pub fn in_process(node: Arc<Node>) -> Arc<dyn Shard> {
-    Arc::new(Service { node })
+    Arc::new(Service {
+        node,
+        cluster_key: None,
+    })
 }
 
 #[tonic::async_trait]
@@ -36,6 +41,12 @@ impl Shard for Service {
         &self,
         request: Request<CommandRequest>,
     ) -> Result<Response<CommandReply>, Status> {
+        if let Some(key) = &self.cluster_key {
+            let presented = request.metadata().get(proto::cluster_key::HEADER);
+            if !proto::cluster_key::verify(key, presented.map(|v| v.as_bytes())) {
+                return Err(Status::unauthenticated("missing or wrong cluster key"));
+            }
+        }
         let req = request.into_inner();
         let opts = RunOptions {
             deadline: Deadline::after_ms(req.max_time_ms),
@@ -64,7 +75,9 @@ impl Shard for Service {
 pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(), ShardError> {
     config.validate().map_err(ShardError::Catalog)?;
     let listener = TcpListener::bind(&config.listen).await?;
-    info!(addr = %listener.local_addr()?, "shard listening");
+    let key = proto::cluster_key::load(&config.cluster_key, &config.cluster_key_file)
+        .map_err(ShardError::Catalog)?;
+    info!(addr = %listener.local_addr()?, cluster_key = key.is_some(), "shard listening");
     let ttl = Duration::from_secs(config.ttl_interval_secs);
     if let Some(repl) = config.replication.clone() {
         let member = start_member(
@@ -74,6 +87,7 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
             config.cursor_timeout(),
             ttl,
             repl,
+            key,
         )
         .await?;
         shutdown.cancelled().await;
@@ -88,7 +102,7 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
     let node = tokio::task::spawn_blocking(move || Node::open(&kind, cursor_timeout))
         .await
         .map_err(|e| ShardError::Catalog(e.to_string()))??;
-    serve(node, listener, ttl, shutdown).await
+    serve_with_key(node, listener, ttl, key, shutdown).await
 }
 
 /// Serves an already opened node on an already bound listener (tests use port 0).
@@ -98,22 +112,37 @@ pub async fn serve(
     ttl_interval: Duration,
     shutdown: CancellationToken,
 ) -> Result<(), ShardError> {
-    serve_member(node, None, listener, ttl_interval, shutdown).await
+    serve_member(node, None, listener, ttl_interval, None, shutdown).await
+}
+
+/// [`serve`], refusing calls that do not carry `cluster_key` when one is given.
+pub async fn serve_with_key(
+    node: Arc<Node>,
+    listener: TcpListener,
+    ttl_interval: Duration,
+    cluster_key: Option<String>,
+    shutdown: CancellationToken,
+) -> Result<(), ShardError> {
+    serve_member(node, None, listener, ttl_interval, cluster_key, shutdown).await
 }
 
 /// Serves a node, and when it is a replica-set member, the Raft service its peers send
-/// to, on one port.
+/// to, on one port; with `cluster_key`, both refuse callers that do not present it.
 pub async fn serve_member(
     node: Arc<Node>,
     raft: Option<RaftService>,
     listener: TcpListener,
     ttl_interval: Duration,
+    cluster_key: Option<String>,
     shutdown: CancellationToken,
 ) -> Result<(), ShardError> {
     let background = crate::ttl::spawn_background(node.clone(), ttl_interval, shutdown.clone());
-    let svc = ShardServer::new(Service { node: node.clone() })
-        .max_decoding_message_size(MAX_GRPC_MESSAGE)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE);
+    let svc = ShardServer::new(Service {
+        node: node.clone(),
+        cluster_key,
+    })
+    .max_decoding_message_size(MAX_GRPC_MESSAGE)
+    .max_encoding_message_size(MAX_GRPC_MESSAGE);
     // tonic applies tcp_nodelay only to listeners it binds itself; without it, small gRPC
     // frames wait for delayed ACKs (40 ms per round trip).
     let incoming = tokio_stream::StreamExt::map(
@@ -167,12 +196,14 @@ pub async fn start_member(
     cursor_timeout: Duration,
     ttl_interval: Duration,
     repl: crate::repl::ReplConfig,
+    cluster_key: Option<String>,
 ) -> Result<RunningMember, ShardError> {
     let id = repl.me;
     let addr = listener.local_addr()?;
     let rt = tokio::runtime::Handle::current();
+    let key = cluster_key.clone();
     let (node, raft) = tokio::task::spawn_blocking(move || {
-        Node::open_member(&dir, cache_mb, cursor_timeout, repl, &rt)
+        Node::open_member(&dir, cache_mb, cursor_timeout, repl, key, &rt)
     })
     .await
     .map_err(|e| ShardError::Catalog(e.to_string()))??;
@@ -182,6 +213,7 @@ pub async fn start_member(
         Some(raft),
         listener,
         ttl_interval,
+        cluster_key,
         shutdown.clone(),
     ));
     Ok(RunningMember {

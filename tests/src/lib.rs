@@ -12,6 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 pub struct TestCluster {
     pub router_addr: SocketAddr,
+    /// TLS settings `options()` gives clients (set by `ClusterBuilder::tls`).
+    pub client_tls: Option<mongodb::options::TlsOptions>,
     pub dir: PathBuf,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
@@ -53,7 +55,23 @@ impl TestCluster {
         TestCluster::start_with(dir, storage, Link::InProcess).await
     }
 
+    /// A cluster whose router reaches the shard through `link`.
     pub async fn start_with(dir: &Path, storage: Storage, link: Link) -> TestCluster {
+        Self::launch(dir, storage, router::RouterConfig::default(), None, link).await
+    }
+
+    /// Options beyond the defaults (auth, TLS, cluster key): see [`ClusterBuilder`].
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder::default()
+    }
+
+    async fn launch(
+        dir: &Path,
+        storage: Storage,
+        base: router::RouterConfig,
+        shard_key: Option<String>,
+        link: Link,
+    ) -> TestCluster {
         let kind = match storage {
             Storage::Memory => shard::EngineKind::Memory,
             Storage::WiredTiger => shard::EngineKind::WiredTiger {
@@ -74,7 +92,7 @@ impl TestCluster {
         let config = router::RouterConfig {
             listen: router_addr.to_string(),
             shard: shard_addr.to_string(),
-            ..Default::default()
+            ..base
         };
         let shard = match link {
             Link::InProcess => router::shard_client::ShardHandle::in_process(
@@ -86,7 +104,7 @@ impl TestCluster {
         };
         let s = shutdown.clone();
         let shard_task = tokio::spawn(async move {
-            shard::serve(node, shard_listener, Duration::from_secs(1), s)
+            shard::serve_with_key(node, shard_listener, Duration::from_secs(1), shard_key, s)
                 .await
                 .expect("shard serve");
         });
@@ -98,6 +116,7 @@ impl TestCluster {
         });
         TestCluster {
             router_addr,
+            client_tls: None,
             dir: dir.to_path_buf(),
             shutdown,
             tasks: vec![shard_task, router_task],
@@ -130,5 +149,156 @@ impl TestCluster {
 impl Drop for TestCluster {
     fn drop(&mut self) {
         self.shutdown.cancel();
+    }
+}
+
+/// Starts a [`TestCluster`] with options; `TestCluster::builder().auth().admin("u", "p")`.
+#[derive(Default)]
+pub struct ClusterBuilder {
+    config: router::RouterConfig,
+    shard_key: Option<String>,
+    memory: bool,
+    client_tls: Option<mongodb::options::TlsOptions>,
+}
+
+impl ClusterBuilder {
+    /// Authentication and authorization on.
+    pub fn auth(mut self) -> Self {
+        self.config.auth = true;
+        self
+    }
+
+    /// A root user created at start; `start()` waits until it can log in.
+    pub fn admin(mut self, user: &str, password: &str) -> Self {
+        self.config.admin_user = user.into();
+        self.config.admin_password = password.into();
+        self
+    }
+
+    /// Any other router setting (TLS files, nonce source...).
+    pub fn router(mut self, f: impl FnOnce(&mut router::RouterConfig)) -> Self {
+        f(&mut self.config);
+        self
+    }
+
+    /// Cluster keys: what the router sends and what the shard requires.
+    pub fn cluster_keys(mut self, router: Option<&str>, shard: Option<&str>) -> Self {
+        self.config.cluster_key = router.unwrap_or_default().into();
+        self.shard_key = shard.map(Into::into);
+        self
+    }
+
+    /// TLS on the router (`mode` = allowTLS/preferTLS/requireTLS) with this certificate
+    /// and key; the cluster's clients trust `ca`.
+    pub fn tls(mut self, mode: &str, cert: &Path, key: &Path, ca: &Path) -> Self {
+        self.config.tls_mode = mode.into();
+        self.config.tls_cert = cert.display().to_string();
+        self.config.tls_key = key.display().to_string();
+        self.client_tls = Some(
+            mongodb::options::TlsOptions::builder()
+                .ca_file_path(ca.to_path_buf())
+                .build(),
+        );
+        self
+    }
+
+    /// The router requires client certificates signed by `ca`; the cluster's clients
+    /// present `client_pem` (certificate and key in one file).
+    pub fn verify_clients(mut self, ca: &Path, client_pem: &Path) -> Self {
+        self.config.tls_ca = ca.display().to_string();
+        self.config.tls_require_client_cert = true;
+        if let Some(t) = self.client_tls.as_mut() {
+            t.cert_key_file_path = Some(client_pem.to_path_buf());
+        }
+        self
+    }
+
+    /// The in-memory engine instead of WiredTiger.
+    pub fn memory(mut self) -> Self {
+        self.memory = true;
+        self
+    }
+
+    pub async fn start(self) -> TestCluster {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let storage = if self.memory {
+            Storage::Memory
+        } else {
+            Storage::WiredTiger
+        };
+        let admin = (
+            self.config.admin_user.clone(),
+            self.config.admin_password.clone(),
+        );
+        // A cluster key only means something on the wire: use gRPC when one is set.
+        let link = if self.shard_key.is_some() {
+            Link::Grpc
+        } else {
+            Link::InProcess
+        };
+        let mut c =
+            TestCluster::launch(tmp.path(), storage, self.config, self.shard_key, link).await;
+        c._tmp = Some(tmp);
+        c.client_tls = self.client_tls;
+        if !admin.0.is_empty() {
+            c.wait_for_login(&admin.0, &admin.1).await;
+        }
+        c
+    }
+}
+
+impl TestCluster {
+    /// Client options for this cluster (add credentials or TLS to them).
+    pub async fn options(&self) -> mongodb::options::ClientOptions {
+        let mut opts =
+            mongodb::options::ClientOptions::parse(format!("mongodb://{}/", self.router_addr))
+                .await
+                .unwrap();
+        opts.server_selection_timeout = Some(Duration::from_secs(10));
+        opts.tls = self.client_tls.clone().map(mongodb::options::Tls::Enabled);
+        opts
+    }
+
+    /// A client that authenticates as `user` (in `source`) with `mechanism`.
+    pub async fn client_as(
+        &self,
+        user: &str,
+        password: &str,
+        source: &str,
+        mechanism: mongodb::options::AuthMechanism,
+    ) -> mongodb::Client {
+        let mut opts = self.options().await;
+        opts.credential = Some(
+            mongodb::options::Credential::builder()
+                .username(user.to_string())
+                .password(password.to_string())
+                .source(source.to_string())
+                .mechanism(mechanism)
+                .build(),
+        );
+        mongodb::Client::with_options(opts).unwrap()
+    }
+
+    async fn wait_for_login(&self, user: &str, password: &str) {
+        let client = self
+            .client_as(
+                user,
+                password,
+                "admin",
+                mongodb::options::AuthMechanism::ScramSha256,
+            )
+            .await;
+        for _ in 0..200 {
+            if client
+                .database("admin")
+                .run_command(bson::doc! {"ping": 1})
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("bootstrap user {user} never became able to log in");
     }
 }

@@ -86,6 +86,7 @@ impl TestReplicaSet {
             Duration::from_secs(600),
             Duration::from_secs(1),
             repl,
+            None,
         )
         .await
         .expect("start member")

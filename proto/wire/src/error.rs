@@ -71,6 +71,9 @@ pub enum ErrorCode {
     NotPrimaryOrSecondary = 13436,
     ExceededTimeLimit = 262,
     UnknownReplWriteConcern = 79,
+    UserNotFound = 11,
+    RoleNotFound = 31,
+    MechanismUnavailable = 334,
 }
 
 impl ErrorCode {
@@ -136,6 +139,9 @@ impl ErrorCode {
             NotPrimaryOrSecondary => "NotPrimaryOrSecondary",
             ExceededTimeLimit => "ExceededTimeLimit",
             UnknownReplWriteConcern => "UnknownReplWriteConcern",
+            UserNotFound => "UserNotFound",
+            RoleNotFound => "RoleNotFound",
+            MechanismUnavailable => "MechanismUnavailable",
         }
     }
 }

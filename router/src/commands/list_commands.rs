@@ -7,11 +7,13 @@ use crate::conn::Session;
 
 pub fn run(_: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
     let mut commands = Document::new();
-    for (name, _) in super::LOCAL {
-        commands.insert(*name, doc! {"help": "", "adminOnly": false});
-    }
-    for (name, _) in super::FORWARDED {
-        commands.insert(*name, doc! {"help": "", "adminOnly": false});
+    let local = super::LOCAL.iter().map(|e| e.0);
+    let asynchronous = super::ASYNC.iter().map(|e| e.0);
+    for name in local
+        .chain(asynchronous)
+        .chain(super::FORWARDED.iter().map(|e| e.0))
+    {
+        commands.insert(name, doc! {"help": "", "adminOnly": false});
     }
     Ok(doc! {"commands": commands})
 }

@@ -1,85 +1,248 @@
 //! The router's command table. Commands answered by the router itself are registered in
 //! `LOCAL`; every other command is forwarded to the shard that owns the data.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use bson::{Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
+use crate::auth::authz::{self, acts, Rule};
+use crate::auth::roles::Action::*;
 use crate::conn::Session;
 use crate::counters::Op;
 
 mod build_info;
 mod connection_status;
+mod create_role;
+mod create_user;
+mod drop_role;
+mod drop_user;
 mod forward;
 mod get_cmd_line_opts;
 mod get_parameter;
+mod grant_roles;
 mod hello;
 mod host_info;
 mod list_commands;
 mod ping;
+mod roles_info;
+mod sasl;
 mod search_indexes;
 mod server_status;
 mod sessions;
+mod update_user;
+mod users_info;
 mod whatsmyuri;
 
 type LocalFn = fn(&mut Session, &str, &Document) -> MongoResult<Document>;
+type BoxFuture<'a> = Pin<Box<dyn Future<Output = MongoResult<Document>> + Send + 'a>>;
+type AsyncFn = for<'a> fn(&'a mut Session, &'a str, &'a Document) -> BoxFuture<'a>;
 
-/// Commands the router answers without a shard.
-const LOCAL: &[(&str, LocalFn)] = &[
-    ("hello", hello::run),
-    ("isMaster", hello::run),
-    ("ismaster", hello::run),
-    ("ping", ping::run),
-    ("buildInfo", build_info::run),
-    ("buildinfo", build_info::run),
-    ("getParameter", get_parameter::run),
-    ("getCmdLineOpts", get_cmd_line_opts::run),
-    ("serverStatus", server_status::run),
-    ("whatsmyuri", whatsmyuri::run),
-    ("connectionStatus", connection_status::run),
-    ("logout", connection_status::logout),
-    ("endSessions", sessions::end_sessions),
-    ("killAllSessions", sessions::kill_sessions),
-    ("killAllSessionsByPattern", sessions::kill_sessions),
-    ("killSessions", sessions::kill_sessions),
-    ("refreshSessions", sessions::refresh_sessions),
-    ("startSession", sessions::start_session),
-    ("hostInfo", host_info::run),
-    ("listCommands", list_commands::run),
-    ("createSearchIndexes", search_indexes::run),
-    ("updateSearchIndex", search_indexes::run),
-    ("dropSearchIndex", search_indexes::run),
+/// Wraps an `async fn(&mut Session, &str, &Document)` handler as a table entry.
+macro_rules! async_cmd {
+    ($f:path) => {{
+        fn call<'a>(s: &'a mut Session, db: &'a str, cmd: &'a Document) -> BoxFuture<'a> {
+            Box::pin($f(s, db, cmd))
+        }
+        call as AsyncFn
+    }};
+}
+
+/// Commands the router answers without a shard, with what they need when auth is on
+/// (MongoDB's `requiresAuth`/`checkAuthForOperation` for each).
+const LOCAL: &[(&str, LocalFn, Rule)] = &[
+    ("ping", ping::run, Rule::Open),
+    ("buildInfo", build_info::run, Rule::Open),
+    ("buildinfo", build_info::run, Rule::Open),
+    (
+        "getParameter",
+        get_parameter::run,
+        Rule::Cluster(acts(&[GetParameter])),
+    ),
+    (
+        "getCmdLineOpts",
+        get_cmd_line_opts::run,
+        Rule::Cluster(acts(&[GetCmdLineOpts])),
+    ),
+    (
+        "serverStatus",
+        server_status::run,
+        Rule::Cluster(acts(&[ServerStatus])),
+    ),
+    ("whatsmyuri", whatsmyuri::run, Rule::Open),
+    ("connectionStatus", connection_status::run, Rule::Open),
+    ("logout", connection_status::logout, Rule::Open),
+    ("endSessions", sessions::end_sessions, Rule::Open),
+    (
+        "killAllSessions",
+        sessions::kill_sessions,
+        Rule::Cluster(acts(&[KillAnySession])),
+    ),
+    (
+        "killAllSessionsByPattern",
+        sessions::kill_sessions,
+        Rule::Cluster(acts(&[KillAnySession])),
+    ),
+    ("killSessions", sessions::kill_sessions, Rule::Authenticated),
+    (
+        "refreshSessions",
+        sessions::refresh_sessions,
+        Rule::Authenticated,
+    ),
+    ("startSession", sessions::start_session, Rule::Authenticated),
+    ("hostInfo", host_info::run, Rule::Cluster(acts(&[HostInfo]))),
+    ("listCommands", list_commands::run, Rule::Open),
+    (
+        "createSearchIndexes",
+        search_indexes::run,
+        Rule::Authenticated,
+    ),
+    (
+        "updateSearchIndex",
+        search_indexes::run,
+        Rule::Authenticated,
+    ),
+    ("dropSearchIndex", search_indexes::run, Rule::Authenticated),
 ];
 
-/// Commands forwarded to the shard, with the counter they bump.
-pub const FORWARDED: &[(&str, Op)] = &[
-    ("insert", Op::Insert),
-    ("update", Op::Update),
-    ("delete", Op::Delete),
-    ("find", Op::Query),
-    ("getMore", Op::GetMore),
-    ("findAndModify", Op::Command),
-    ("findandmodify", Op::Command),
-    ("killCursors", Op::Command),
-    ("count", Op::Command),
-    ("distinct", Op::Command),
-    ("aggregate", Op::Command),
-    ("explain", Op::Command),
-    ("create", Op::Command),
-    ("drop", Op::Command),
-    ("dropDatabase", Op::Command),
-    ("renameCollection", Op::Command),
-    ("listCollections", Op::Command),
-    ("listDatabases", Op::Command),
-    ("createIndexes", Op::Command),
-    ("listIndexes", Op::Command),
-    ("dropIndexes", Op::Command),
-    ("deleteIndexes", Op::Command),
-    ("collStats", Op::Command),
-    ("dbStats", Op::Command),
-    ("replSetGetStatus", Op::Command),
-    ("replSetStepDown", Op::Command),
-    ("replSetStepUp", Op::Command),
+/// Router-answered commands that wait on something (the user store).
+const ASYNC: &[(&str, AsyncFn, Rule)] = &[
+    ("hello", async_cmd!(sasl::hello), Rule::Open),
+    ("isMaster", async_cmd!(sasl::hello), Rule::Open),
+    ("ismaster", async_cmd!(sasl::hello), Rule::Open),
+    ("saslStart", async_cmd!(sasl::start), Rule::Open),
+    ("saslContinue", async_cmd!(sasl::cont), Rule::Open),
+    ("createUser", async_cmd!(create_user::run), Rule::Handler),
+    ("updateUser", async_cmd!(update_user::run), Rule::Handler),
+    ("dropUser", async_cmd!(drop_user::run), Rule::Handler),
+    (
+        "dropAllUsersFromDatabase",
+        async_cmd!(drop_user::drop_all),
+        Rule::Handler,
+    ),
+    ("usersInfo", async_cmd!(users_info::run), Rule::Handler),
+    (
+        "grantRolesToUser",
+        async_cmd!(grant_roles::grant),
+        Rule::Handler,
+    ),
+    (
+        "revokeRolesFromUser",
+        async_cmd!(grant_roles::revoke),
+        Rule::Handler,
+    ),
+    ("createRole", async_cmd!(create_role::run), Rule::Handler),
+    ("dropRole", async_cmd!(drop_role::run), Rule::Handler),
+    ("rolesInfo", async_cmd!(roles_info::run), Rule::Handler),
 ];
+
+/// Commands forwarded to the shard, with the counter they bump and what they need.
+pub const FORWARDED: &[(&str, Op, Rule)] = &[
+    ("insert", Op::Insert, Rule::Collection(acts(&[Insert]))),
+    ("update", Op::Update, Rule::Custom(authz::update_needs)),
+    ("delete", Op::Delete, Rule::Collection(acts(&[Remove]))),
+    ("find", Op::Query, Rule::Collection(acts(&[Find]))),
+    ("getMore", Op::GetMore, Rule::Custom(authz::get_more_needs)),
+    (
+        "findAndModify",
+        Op::Command,
+        Rule::Custom(authz::find_and_modify_needs),
+    ),
+    (
+        "findandmodify",
+        Op::Command,
+        Rule::Custom(authz::find_and_modify_needs),
+    ),
+    (
+        "killCursors",
+        Op::Command,
+        Rule::Collection(acts(&[KillCursors])),
+    ),
+    ("count", Op::Command, Rule::Collection(acts(&[Find]))),
+    ("distinct", Op::Command, Rule::Collection(acts(&[Find]))),
+    (
+        "aggregate",
+        Op::Command,
+        Rule::Custom(authz::aggregate_needs),
+    ),
+    ("explain", Op::Command, Rule::Custom(authz::explain_needs)),
+    (
+        "create",
+        Op::Command,
+        Rule::Collection(acts(&[CreateCollection])),
+    ),
+    (
+        "drop",
+        Op::Command,
+        Rule::Collection(acts(&[DropCollection])),
+    ),
+    ("dropDatabase", Op::Command, Rule::Db(acts(&[DropDatabase]))),
+    (
+        "renameCollection",
+        Op::Command,
+        Rule::Custom(authz::rename_needs),
+    ),
+    (
+        "listCollections",
+        Op::Command,
+        Rule::Db(acts(&[ListCollections])),
+    ),
+    (
+        "listDatabases",
+        Op::Command,
+        Rule::Custom(authz::list_databases_needs),
+    ),
+    (
+        "createIndexes",
+        Op::Command,
+        Rule::Collection(acts(&[CreateIndex])),
+    ),
+    (
+        "listIndexes",
+        Op::Command,
+        Rule::Collection(acts(&[ListIndexes])),
+    ),
+    (
+        "dropIndexes",
+        Op::Command,
+        Rule::Collection(acts(&[DropIndex])),
+    ),
+    (
+        "deleteIndexes",
+        Op::Command,
+        Rule::Collection(acts(&[DropIndex])),
+    ),
+    (
+        "collStats",
+        Op::Command,
+        Rule::Collection(acts(&[CollStats])),
+    ),
+    ("dbStats", Op::Command, Rule::Db(acts(&[DbStats]))),
+    (
+        "replSetGetStatus",
+        Op::Command,
+        Rule::Cluster(acts(&[ReplSetGetStatus])),
+    ),
+    (
+        "replSetStepDown",
+        Op::Command,
+        Rule::Cluster(acts(&[ReplSetStateChange])),
+    ),
+    (
+        "replSetStepUp",
+        Op::Command,
+        Rule::Cluster(acts(&[ReplSetStateChange])),
+    ),
+];
+
+/// The authorization rule of a command, for commands that wrap others (`explain`).
+pub fn rule_for(name: &str) -> Option<Rule> {
+    let local = LOCAL.iter().find(|e| e.0 == name).map(|e| e.2);
+    let asynchronous = || ASYNC.iter().find(|e| e.0 == name).map(|e| e.2);
+    let forwarded = || FORWARDED.iter().find(|e| e.0 == name).map(|e| e.2);
+    local.or_else(asynchronous).or_else(forwarded)
+}
 
 pub async fn dispatch(
     session: &mut Session,
@@ -99,13 +262,24 @@ pub async fn dispatch(
             search_indexes::NOT_ENABLED,
         ));
     }
-    if let Some((_, run)) = LOCAL.iter().find(|(n, _)| *n == name) {
+    if let Some((_, run, rule)) = LOCAL.iter().find(|e| e.0 == name) {
         session.state.counters.add(session.id, Op::Command, 1);
+        authz::authorize(session, db, name, &cmd, *rule).await?;
         return run(session, db, &cmd);
     }
-    if let Some((_, op)) = FORWARDED.iter().find(|(n, _)| *n == name) {
+    if let Some((_, run, rule)) = ASYNC.iter().find(|e| e.0 == name) {
+        session.state.counters.add(session.id, Op::Command, 1);
+        authz::authorize(session, db, name, &cmd, *rule).await?;
+        return run(session, db, &cmd).await;
+    }
+    if let Some((_, op, rule)) = FORWARDED.iter().find(|e| e.0 == name) {
         session.state.counters.add(session.id, *op, 1);
-        return forward::run(session, db, cmd).await;
+        authz::authorize(session, db, name, &cmd, *rule).await?;
+        let mut reply = forward::run(session, db, cmd).await?;
+        if name == "listDatabases" {
+            authz::filter_databases(session, &mut reply);
+        }
+        return Ok(reply);
     }
     Err(MongoError::new(
         ErrorCode::CommandNotFound,

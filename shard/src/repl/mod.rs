@@ -127,6 +127,7 @@ impl Replica {
         base: Arc<dyn Engine>,
         log_dir: &std::path::Path,
         on_catalog_change: Box<dyn Fn() + Send>,
+        cluster_key: Option<String>,
         rt: &tokio::runtime::Handle,
     ) -> Result<(Arc<Replica>, RaftService), String> {
         config.validate()?;
@@ -176,7 +177,13 @@ impl Replica {
             .filter(|m| m.id != me.id)
             .map(|m| (m.id, m.host.clone()))
             .collect();
-        let outbox = Outbox::start(&config.set_name, &peers, faults.clone(), rt);
+        let outbox = Outbox::start(
+            &config.set_name,
+            &peers,
+            faults.clone(),
+            cluster_key.as_deref(),
+            rt,
+        );
         let (tx, rx) = channel();
         let status = Arc::new(RwLock::new(Status::default()));
         let driver = Driver {
@@ -203,6 +210,7 @@ impl Replica {
             set_name: config.set_name.clone(),
             events: tx.clone(),
             faults: faults.clone(),
+            cluster_key,
         };
         Ok((
             Arc::new(Replica {

@@ -54,13 +54,15 @@ impl Outbox {
         set_name: &str,
         peers: &[(u64, String)],
         faults: Arc<Faults>,
+        cluster_key: Option<&str>,
         rt: &tokio::runtime::Handle,
     ) -> Outbox {
         let mut map = HashMap::new();
         for (id, addr) in peers {
             let (tx, rx) = unbounded_channel();
             map.insert(*id, tx);
-            rt.spawn(send_loop(set_name.to_string(), addr.clone(), rx));
+            let key = cluster_key.as_ref().and_then(|k| k.parse().ok());
+            rt.spawn(send_loop(set_name.to_string(), addr.clone(), key, rx));
         }
         Outbox { peers: map, faults }
     }
@@ -80,7 +82,12 @@ impl Outbox {
     }
 }
 
-async fn send_loop(set_name: String, addr: String, mut rx: UnboundedReceiver<Vec<Message>>) {
+async fn send_loop(
+    set_name: String,
+    addr: String,
+    key: Option<tonic::metadata::AsciiMetadataValue>,
+    mut rx: UnboundedReceiver<Vec<Message>>,
+) {
     let url = format!("http://{addr}");
     let Ok(endpoint) = Endpoint::from_shared(url) else {
         return;
@@ -100,11 +107,15 @@ async fn send_loop(set_name: String, addr: String, mut rx: UnboundedReceiver<Vec
         while let Ok(more) = rx.try_recv() {
             messages.extend(more.iter().map(encode_message));
         }
-        let batch = RaftBatch {
+        let mut req = Request::new(RaftBatch {
             set_name: set_name.clone(),
             messages,
-        };
-        if let Err(e) = client.send(batch).await {
+        });
+        if let Some(key) = &key {
+            req.metadata_mut()
+                .insert(proto::cluster_key::HEADER, key.clone());
+        }
+        if let Err(e) = client.send(req).await {
             debug!(peer = %addr, error = %e.message(), "raft send failed");
         }
     }
@@ -115,11 +126,19 @@ pub struct RaftService {
     pub set_name: String,
     pub events: Sender<Event>,
     pub faults: Arc<Faults>,
+    /// When set, peers must present it (`proto::cluster_key`).
+    pub cluster_key: Option<String>,
 }
 
 #[tonic::async_trait]
 impl Raft for RaftService {
     async fn send(&self, request: Request<RaftBatch>) -> Result<Response<RaftAck>, Status> {
+        if let Some(key) = &self.cluster_key {
+            let presented = request.metadata().get(proto::cluster_key::HEADER);
+            if !proto::cluster_key::verify(key, presented.map(|v| v.as_bytes())) {
+                return Err(Status::unauthenticated("missing or wrong cluster key"));
+            }
+        }
         let batch = request.into_inner();
         if batch.set_name != self.set_name {
             return Err(Status::failed_precondition(format!(

@@ -28,7 +28,11 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// Inserts `docs` documents in batches of 100; returns docs/s and the sorted batch latencies.
-async fn insert(coll: &mongodb::Collection<Document>, docs: usize, wc: WriteConcern) -> (f64, Vec<Duration>) {
+async fn insert(
+    coll: &mongodb::Collection<Document>,
+    docs: usize,
+    wc: WriteConcern,
+) -> (f64, Vec<Duration>) {
     let payload = "x".repeat(1024);
     let mut lat = Vec::new();
     let started = Instant::now();
@@ -37,7 +41,10 @@ async fn insert(coll: &mongodb::Collection<Document>, docs: usize, wc: WriteConc
             .map(|k| doc! {"_id": (n * 100 + k) as i64, "p": &payload})
             .collect();
         let t = Instant::now();
-        coll.insert_many(batch).write_concern(wc.clone()).await.expect("insert");
+        coll.insert_many(batch)
+            .write_concern(wc.clone())
+            .await
+            .expect("insert");
         lat.push(t.elapsed());
     }
     let rate = (docs / 100 * 100) as f64 / started.elapsed().as_secs_f64();
@@ -50,7 +57,9 @@ async fn main() {
     let docs = arg("--docs", 20_000);
     let kills = arg("--kills", 5);
     let mut set = TestReplicaSet::start().await;
-    set.wait_for_primary(Duration::from_secs(30)).await.expect("primary");
+    set.wait_for_primary(Duration::from_secs(30))
+        .await
+        .expect("primary");
     let client = set.client(0, "").await;
     let db = client.database("bench");
     let w1 = WriteConcern::builder().w(Acknowledgment::Nodes(1)).build();
@@ -76,9 +85,10 @@ async fn main() {
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
-    let raw = tokio::task::spawn_blocking(move || storage::rawbench::raw_insert(&path, docs, 1024, 100))
-        .await
-        .unwrap();
+    let raw =
+        tokio::task::spawn_blocking(move || storage::rawbench::raw_insert(&path, docs, 1024, 100))
+            .await
+            .unwrap();
 
     println!("three-member replica set, one router, driver in process ({docs} docs of 1 KiB, batches of 100):");
     println!("  raw WiredTiger insert (logged)  : {raw:>10.0} rows/s");

@@ -1,0 +1,355 @@
+//! The authorization check made before every command. Each command-table entry carries a
+//! [`Rule`]; the rule yields what the command needs (target + actions) and the
+//! connection's privileges must cover all of it. When `auth` is off nothing is checked.
+
+use bson::{Bson, Document};
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use super::roles::{Action, ActionSet, Target};
+use super::store::Kind;
+use crate::conn::Session;
+
+/// What a command needs to run, declared in the command tables.
+#[derive(Clone, Copy)]
+pub enum Rule {
+    /// Allowed before authentication (handshake, SASL, ping, logout...).
+    Open,
+    /// Any authenticated user.
+    Authenticated,
+    /// Actions on the cluster resource.
+    Cluster(ActionSet),
+    /// Actions on the command's database.
+    Db(ActionSet),
+    /// Actions on the collection named by the command's first field (or the database,
+    /// when that field is not a name, as in `aggregate: 1`).
+    Collection(ActionSet),
+    /// Needs that depend on the arguments.
+    Custom(for<'a> fn(&'a str, &'a Document) -> MongoResult<Vec<Need<'a>>>),
+    /// The handler checks for itself (user management; the localhost exception).
+    Handler,
+}
+
+/// One thing a command needs: these actions on this target.
+pub struct Need<'a> {
+    pub target: Target<'a>,
+    pub actions: ActionSet,
+}
+
+pub const fn acts(a: &[Action]) -> ActionSet {
+    ActionSet::of(a)
+}
+
+/// Checks `rule` for a command on this connection.
+pub async fn authorize(
+    session: &mut Session,
+    db: &str,
+    name: &str,
+    cmd: &Document,
+    rule: Rule,
+) -> MongoResult<()> {
+    if !session.state.auth.enabled || matches!(rule, Rule::Open | Rule::Handler) {
+        return Ok(());
+    }
+    refresh(session).await?;
+    let Some(user) = &session.auth.user else {
+        return Err(MongoError::new(
+            ErrorCode::Unauthorized,
+            format!("Command {name} requires authentication"),
+        ));
+    };
+    for need in needs(rule, db, cmd)? {
+        if !user.privileges.allows(need.target, need.actions) {
+            return Err(not_authorized(db, name, cmd));
+        }
+    }
+    Ok(())
+}
+
+/// For handlers that check for themselves: fails unless the connection holds `actions`
+/// on `target` (always passes with auth off).
+pub async fn require(
+    session: &mut Session,
+    target: Target<'_>,
+    actions: ActionSet,
+    name: &str,
+    db: &str,
+    cmd: &Document,
+) -> MongoResult<()> {
+    if !session.state.auth.enabled {
+        return Ok(());
+    }
+    refresh(session).await?;
+    match &session.auth.user {
+        Some(u) if u.privileges.allows(target, actions) => Ok(()),
+        Some(_) => Err(not_authorized(db, name, cmd)),
+        None => Err(MongoError::new(
+            ErrorCode::Unauthorized,
+            format!("Command {name} requires authentication"),
+        )),
+    }
+}
+
+/// MongoDB's localhost exception: with auth on and no user at all, a client on the
+/// loopback interface may create the first user (and roles) in `admin`, and nothing else.
+pub async fn localhost_exception(session: &Session, db: &str) -> MongoResult<bool> {
+    if !session.state.auth.enabled
+        || session.auth.user.is_some()
+        || db != "admin"
+        || !session.peer.ip().is_loopback()
+    {
+        return Ok(false);
+    }
+    Ok(!session.state.auth.store.any(Kind::User).await?)
+}
+
+/// Re-resolves the connection's privileges after users or roles changed.
+async fn refresh(session: &mut Session) -> MongoResult<()> {
+    let auth = session.state.auth.clone();
+    let generation = auth.generation();
+    let Some(user) = &session.auth.user else {
+        return Ok(());
+    };
+    if user.generation == generation {
+        return Ok(());
+    }
+    let (db, name) = (user.db.clone(), user.user.clone());
+    match auth.user(&db, &name).await? {
+        None => session.auth.user = None,
+        Some(record) => {
+            let (privileges, roles) = auth.resolve(&record.roles).await?;
+            if let Some(u) = session.auth.user.as_mut() {
+                u.privileges = privileges;
+                u.roles = roles;
+                u.direct_roles = record.roles.clone();
+                u.generation = generation;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn not_authorized(db: &str, name: &str, cmd: &Document) -> MongoError {
+    let arg = match cmd.get(name) {
+        Some(Bson::String(s)) => format!("\"{}\"", s.chars().take(120).collect::<String>()),
+        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Boolean(_))) => {
+            v.to_string()
+        }
+        _ => "...".into(),
+    };
+    MongoError::new(
+        ErrorCode::Unauthorized,
+        format!("not authorized on {db} to execute command {{ {name}: {arg} }}"),
+    )
+}
+
+fn needs<'a>(rule: Rule, db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
+    Ok(match rule {
+        Rule::Open | Rule::Handler | Rule::Authenticated => Vec::new(),
+        Rule::Cluster(actions) => vec![Need {
+            target: Target::Cluster,
+            actions,
+        }],
+        Rule::Db(actions) => vec![Need {
+            target: Target::Db(db),
+            actions,
+        }],
+        Rule::Collection(actions) => vec![Need {
+            target: first_target(db, cmd),
+            actions,
+        }],
+        Rule::Custom(f) => f(db, cmd)?,
+    })
+}
+
+/// The collection named by the first field, or the database when it names none.
+fn first_target<'a>(db: &'a str, cmd: &'a Document) -> Target<'a> {
+    match cmd.iter().next() {
+        Some((_, Bson::String(c))) => Target::Collection(db, c),
+        _ => Target::Db(db),
+    }
+}
+
+fn any_upsert(cmd: &Document, field: &str) -> bool {
+    match cmd.get(field) {
+        Some(Bson::Array(a)) => a.iter().any(|u| {
+            u.as_document()
+                .is_some_and(|u| u.get_bool("upsert").unwrap_or(false))
+        }),
+        _ => false,
+    }
+}
+
+use Action::*;
+
+pub fn update_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
+    let mut a = acts(&[Update]);
+    if any_upsert(cmd, "updates") {
+        a = a.union(acts(&[Insert]));
+    }
+    Ok(vec![Need {
+        target: first_target(db, cmd),
+        actions: a,
+    }])
+}
+
+pub fn find_and_modify_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
+    let a = if cmd.get_bool("remove").unwrap_or(false) {
+        acts(&[Find, Remove])
+    } else if cmd.get_bool("upsert").unwrap_or(false) {
+        acts(&[Find, Update, Insert])
+    } else {
+        acts(&[Find, Update])
+    };
+    Ok(vec![Need {
+        target: first_target(db, cmd),
+        actions: a,
+    }])
+}
+
+pub fn get_more_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
+    let target = match cmd.get("collection") {
+        Some(Bson::String(c)) => Target::Collection(db, c),
+        _ => Target::Db(db),
+    };
+    Ok(vec![Need {
+        target,
+        actions: acts(&[Find]),
+    }])
+}
+
+/// `aggregate`: find on the source and on `$lookup`/`$unionWith` collections;
+/// insert and remove on a `$out`/`$merge` target.
+pub fn aggregate_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
+    let mut out = vec![Need {
+        target: first_target(db, cmd),
+        actions: acts(&[Find]),
+    }];
+    let Some(Bson::Array(stages)) = cmd.get("pipeline") else {
+        return Ok(out);
+    };
+    let write = acts(&[Insert, Remove]);
+    for stage in stages.iter().filter_map(Bson::as_document) {
+        let Some((name, spec)) = stage.iter().next() else {
+            continue;
+        };
+        let (coll, target_db, actions) = match (name.as_str(), spec) {
+            ("$lookup", Bson::Document(d)) => (d.get_str("from").ok(), None, acts(&[Find])),
+            ("$unionWith", Bson::String(c)) => (Some(c.as_str()), None, acts(&[Find])),
+            ("$unionWith", Bson::Document(d)) => (d.get_str("coll").ok(), None, acts(&[Find])),
+            ("$out", Bson::String(c)) => (Some(c.as_str()), None, write),
+            ("$out", Bson::Document(d)) => (d.get_str("coll").ok(), d.get_str("db").ok(), write),
+            ("$merge", Bson::String(c)) => (Some(c.as_str()), None, write),
+            ("$merge", Bson::Document(d)) => match d.get("into") {
+                Some(Bson::String(c)) => (Some(c.as_str()), None, write),
+                Some(Bson::Document(i)) => (i.get_str("coll").ok(), i.get_str("db").ok(), write),
+                _ => (None, None, write),
+            },
+            _ => continue,
+        };
+        if let Some(c) = coll {
+            out.push(Need {
+                target: Target::Collection(target_db.unwrap_or(db), c),
+                actions,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `explain`: whatever the explained command needs.
+pub fn explain_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
+    let inner = cmd
+        .get_document("explain")
+        .map_err(|_| MongoError::failed_to_parse("explain must be a document"))?;
+    let name = inner.keys().next().map(String::as_str).unwrap_or("");
+    match crate::commands::rule_for(name) {
+        Some(rule @ Rule::Custom(_)) | Some(rule @ Rule::Collection(_)) => needs(rule, db, inner),
+        _ => Err(MongoError::new(
+            ErrorCode::CommandNotFound,
+            format!("Explain failed due to unknown command: {name}"),
+        )),
+    }
+}
+
+/// `renameCollection: "db.a", to: "db.b"` (run on admin).
+pub fn rename_needs<'a>(_db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
+    let ns = |f: &str| -> MongoResult<(&'a str, &'a str)> {
+        cmd.get_str(f)
+            .ok()
+            .and_then(|s| s.split_once('.'))
+            .ok_or_else(|| {
+                MongoError::new(
+                    ErrorCode::InvalidNamespace,
+                    format!("Invalid {f} namespace"),
+                )
+            })
+    };
+    let (sdb, scoll) = ns("renameCollection")?;
+    let (tdb, tcoll) = ns("to")?;
+    let mut out = if sdb == tdb {
+        vec![
+            Need {
+                target: Target::Collection(sdb, scoll),
+                actions: acts(&[RenameCollectionSameDb]),
+            },
+            Need {
+                target: Target::Collection(tdb, tcoll),
+                actions: acts(&[RenameCollectionSameDb]),
+            },
+        ]
+    } else {
+        vec![
+            Need {
+                target: Target::Collection(sdb, scoll),
+                actions: acts(&[Find, DropCollection]),
+            },
+            Need {
+                target: Target::Collection(tdb, tcoll),
+                actions: acts(&[Insert, CreateIndex]),
+            },
+        ]
+    };
+    if cmd.get_bool("dropTarget").unwrap_or(false) {
+        out.push(Need {
+            target: Target::Collection(tdb, tcoll),
+            actions: acts(&[DropCollection]),
+        });
+    }
+    Ok(out)
+}
+
+/// `listDatabases`: with the `listDatabases` cluster action, every database. Without it,
+/// MongoDB lists the databases the user has some privilege on, unless the command says
+/// `authorizedDatabases: false`; so the command needs the action only then.
+pub fn list_databases_needs<'a>(_db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
+    Ok(match cmd.get("authorizedDatabases") {
+        Some(Bson::Boolean(false)) => vec![Need {
+            target: Target::Cluster,
+            actions: acts(&[ListDatabases]),
+        }],
+        _ => Vec::new(),
+    })
+}
+
+/// Trims a `listDatabases` reply to the databases the connection may see.
+pub fn filter_databases(session: &Session, reply: &mut Document) {
+    if !session.state.auth.enabled {
+        return;
+    }
+    let Some(user) = &session.auth.user else {
+        return;
+    };
+    if user
+        .privileges
+        .allows(Target::Cluster, acts(&[ListDatabases]))
+    {
+        return;
+    }
+    if let Ok(dbs) = reply.get_array_mut("databases") {
+        dbs.retain(|d| {
+            d.as_document()
+                .and_then(|d| d.get_str("name").ok())
+                .is_some_and(|name| user.privileges.any_on_db(name))
+        });
+    }
+}

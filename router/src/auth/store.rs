@@ -1,0 +1,155 @@
+//! Where users and roles live. The router sees only the `UserStore` trait; today the
+//! documents sit on the shard in `admin.system.users` / `admin.system.roles` (MongoDB's
+//! own layout), and when the config server exists a second implementation will keep them
+//! there, without any caller changing.
+
+use bson::{doc, Bson, Document};
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use crate::shard_client::{Forward, ShardHandle};
+
+/// Which kind of auth document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    User,
+    Role,
+}
+
+impl Kind {
+    pub fn collection(self) -> &'static str {
+        match self {
+            Kind::User => "system.users",
+            Kind::Role => "system.roles",
+        }
+    }
+
+    /// The field holding the name (`user` or `role`).
+    pub fn name_field(self) -> &'static str {
+        match self {
+            Kind::User => "user",
+            Kind::Role => "role",
+        }
+    }
+}
+
+/// The `_id` MongoDB gives a user or role document: `"<db>.<name>"`.
+pub fn doc_id(db: &str, name: &str) -> String {
+    format!("{db}.{name}")
+}
+
+/// Storage for user and role documents (each has `_id`, `db` and `user` or `role`).
+#[async_trait::async_trait]
+pub trait UserStore: Send + Sync {
+    async fn get(&self, kind: Kind, db: &str, name: &str) -> MongoResult<Option<Document>>;
+    /// All documents of `kind`, or only those of database `db`.
+    async fn list(&self, kind: Kind, db: Option<&str>) -> MongoResult<Vec<Document>>;
+    /// Fails with `DuplicateKey` when the document exists.
+    async fn insert(&self, kind: Kind, doc: Document) -> MongoResult<()>;
+    /// Replaces the document with the same `_id`; false when there is none.
+    async fn replace(&self, kind: Kind, doc: Document) -> MongoResult<bool>;
+    /// Deletes one document, or every document of `db` when `name` is `None`.
+    async fn delete(&self, kind: Kind, db: &str, name: Option<&str>) -> MongoResult<u64>;
+    async fn any(&self, kind: Kind) -> MongoResult<bool>;
+}
+
+/// Users and roles kept on the shard, reached with ordinary CRUD commands over the
+/// router's existing gRPC channel.
+pub struct ShardUserStore {
+    shard: ShardHandle,
+}
+
+/// What the shard sees as the client of these calls (logs, currentOp).
+const INTERNAL_CLIENT: &str = "router-auth";
+const AUTH_DB: &str = "admin";
+
+impl ShardUserStore {
+    pub fn new(shard: ShardHandle) -> ShardUserStore {
+        ShardUserStore { shard }
+    }
+
+    async fn call(&self, cmd: Document) -> MongoResult<Document> {
+        let (reply, _) = self
+            .shard
+            .run(AUTH_DB, &cmd, &Forward::default(), INTERNAL_CLIENT)
+            .await?;
+        if !matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0)
+            && !matches!(reply.get("ok"), Some(Bson::Int32(1)))
+        {
+            let code = reply
+                .get_i32("code")
+                .unwrap_or(ErrorCode::InternalError as i32);
+            let msg = reply.get_str("errmsg").unwrap_or("user store failure");
+            return Err(MongoError::location(code, msg));
+        }
+        if let Ok(errors) = reply.get_array("writeErrors") {
+            if let Some(Bson::Document(e)) = errors.first() {
+                let code = e.get_i32("code").unwrap_or(ErrorCode::InternalError as i32);
+                return Err(MongoError::location(
+                    code,
+                    e.get_str("errmsg").unwrap_or("write error"),
+                ));
+            }
+        }
+        Ok(reply)
+    }
+
+    async fn find(&self, kind: Kind, filter: Document, limit: i64) -> MongoResult<Vec<Document>> {
+        let reply = self
+            .call(doc! {"find": kind.collection(), "filter": filter, "limit": limit, "batchSize": limit, "singleBatch": true})
+            .await?;
+        let batch = reply
+            .get_document("cursor")
+            .and_then(|c| c.get_array("firstBatch"))
+            .map_err(|_| MongoError::internal("user store: malformed find reply"))?;
+        Ok(batch
+            .iter()
+            .filter_map(|d| d.as_document().cloned())
+            .collect())
+    }
+}
+
+/// Most users or roles a listing returns (one batch; auth catalogs are small).
+const MAX_LISTED: i64 = 100_000;
+
+#[async_trait::async_trait]
+impl UserStore for ShardUserStore {
+    async fn get(&self, kind: Kind, db: &str, name: &str) -> MongoResult<Option<Document>> {
+        let mut found = self.find(kind, doc! {"_id": doc_id(db, name)}, 1).await?;
+        Ok(found.pop())
+    }
+
+    async fn list(&self, kind: Kind, db: Option<&str>) -> MongoResult<Vec<Document>> {
+        let filter = db.map(|db| doc! {"db": db}).unwrap_or_default();
+        self.find(kind, filter, MAX_LISTED).await
+    }
+
+    async fn insert(&self, kind: Kind, doc: Document) -> MongoResult<()> {
+        self.call(doc! {"insert": kind.collection(), "documents": [doc]})
+            .await?;
+        Ok(())
+    }
+
+    async fn replace(&self, kind: Kind, doc: Document) -> MongoResult<bool> {
+        let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+        let reply = self
+            .call(doc! {"update": kind.collection(), "updates": [{"q": {"_id": id}, "u": doc}]})
+            .await?;
+        Ok(reply.get_i32("n").unwrap_or(0) > 0)
+    }
+
+    async fn delete(&self, kind: Kind, db: &str, name: Option<&str>) -> MongoResult<u64> {
+        let q = match name {
+            Some(n) => doc! {"_id": doc_id(db, n)},
+            None => doc! {"db": db},
+        };
+        let limit = i32::from(name.is_some());
+        let reply = self
+            .call(doc! {"delete": kind.collection(), "deletes": [{"q": q, "limit": limit}]})
+            .await?;
+        Ok(reply.get_i32("n").unwrap_or(0) as u64)
+    }
+
+    async fn any(&self, kind: Kind) -> MongoResult<bool> {
+        Ok(!self.find(kind, Document::new(), 1).await?.is_empty())
+    }
+}

@@ -1,0 +1,33 @@
+//! `createUser`: stores salted SCRAM keys for the password, never the password.
+
+use bson::{doc, Document};
+use wire::{MongoError, MongoResult};
+
+use crate::auth::manage::{self, name_arg};
+use crate::auth::roles::Action;
+use crate::auth::store::Kind;
+use crate::auth::user::{self, RoleName};
+use crate::conn::Session;
+
+pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
+    let name = name_arg(cmd, "User")?;
+    let roles = RoleName::parse_list(cmd.get("roles"), db, "roles")?;
+    manage::require_on_db(session, db, cmd, &[Action::CreateUser], &roles, true).await?;
+    if db == "$external" {
+        return Err(MongoError::bad_value(
+            "SCRAM users cannot be created in the $external database",
+        ));
+    }
+    let password = manage::password_arg(cmd)?.ok_or_else(|| {
+        MongoError::bad_value("Must provide a 'pwd' field for all user documents, except those with '$external' as the user's source db")
+    })?;
+    let mechanisms = user::parse_mechanisms(cmd.get("mechanisms"))?;
+    let custom = manage::custom_data_arg(cmd)?;
+    let auth = session.state.auth.clone();
+    manage::check_roles_exist(&auth, &roles).await?;
+    let creds = manage::derive_credentials(name, password, mechanisms).await?;
+    let doc = user::new_user_document(db, name, creds, &roles, custom);
+    manage::insert_new(&auth, Kind::User, db, name, doc).await?;
+    tracing::info!(user = %name, %db, "user created");
+    Ok(doc! {})
+}

@@ -1,0 +1,29 @@
+//! `dropRole`. Users keep the role name in their list; it simply grants nothing now.
+
+use bson::Document;
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use crate::auth::manage::{self, name_arg};
+use crate::auth::roles::{self, Action};
+use crate::auth::store::Kind;
+use crate::conn::Session;
+
+pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
+    let name = name_arg(cmd, "Role")?;
+    manage::require_on_db(session, db, cmd, &[Action::DropRole], &[], false).await?;
+    if roles::is_builtin(name, db) {
+        return Err(MongoError::location(
+            166,
+            format!("Cannot drop built-in role: {name}@{db}"),
+        ));
+    }
+    let auth = session.state.auth.clone();
+    if auth.store.delete(Kind::Role, db, Some(name)).await? == 0 {
+        return Err(MongoError::new(
+            ErrorCode::RoleNotFound,
+            format!("Role {name}@{db} not found"),
+        ));
+    }
+    auth.invalidate();
+    Ok(Document::new())
+}

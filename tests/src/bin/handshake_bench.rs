@@ -1,0 +1,410 @@
+//! Handshake benchmark: connect + SCRAM-SHA-256 (speculative, in `hello`) + ping + close,
+//! from many concurrent clients on loopback, against an in-process router with the
+//! default nonce source and with `nonce_source = "os"`, side by side in one run. Prints
+//! handshakes/s and the router threads' user and system CPU per 1,000 handshakes (from
+//! /proc/self/task/*/stat), then the memory per idle authenticated connection with N held
+//! open (RSS delta / N; it includes the client side's few hundred bytes per socket).
+//!
+//!   cargo run --release -p tests --bin handshake-bench [-- --secs 5 --clients 64 --idle 10000]
+//!
+//! The router, shard and clients each run on their own named runtime, so the CPU figures
+//! are the router's alone. The client is a hand-written SCRAM client over raw TCP (the
+//! `wire` codec), caching the salted password as drivers do, so it costs little.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::spec::BinarySubtype;
+use bson::{doc, Binary, Document};
+use router::auth::scram::{ClientConversation, Mechanism};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+const USER: &str = "bench";
+const PASSWORD: &str = "bench-password";
+const ROUTER_THREAD: &str = "bench-router";
+
+struct Args {
+    secs: u64,
+    clients: usize,
+    idle: usize,
+}
+
+/// `--secs N --clients N --idle N`, each optional.
+fn parse_args() -> Args {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |name: &str, default: u64| -> u64 {
+        argv.iter()
+            .position(|a| a == name)
+            .map(|i| {
+                argv.get(i + 1)
+                    .and_then(|v| v.parse().ok())
+                    .expect("numeric flag value")
+            })
+            .unwrap_or(default)
+    };
+    if let Some(unknown) = argv
+        .iter()
+        .step_by(2)
+        .find(|a| !["--secs", "--clients", "--idle"].contains(&a.as_str()))
+    {
+        panic!("unknown flag {unknown} (--secs, --clients, --idle)");
+    }
+    Args {
+        secs: flag("--secs", 5),
+        clients: flag("--clients", 64) as usize,
+        idle: flag("--idle", 10_000) as usize,
+    }
+}
+
+fn runtime(name: &str, threads: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut args = parse_args();
+    // Client and server ends of each held connection are both in this process.
+    let fds = raise_fd_limit(args.idle as u64 * 2 + 1024);
+    if (args.idle as u64) * 2 + 1024 > fds {
+        let fit = (fds.saturating_sub(1024) / 2) as usize;
+        eprintln!(
+            "RLIMIT_NOFILE is {fds}: holding {fit} idle connections instead of {}",
+            args.idle
+        );
+        args.idle = fit;
+    }
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    let shard_rt = runtime("bench-shard", 1);
+    let router_rt = runtime(ROUTER_THREAD, cores);
+    let client_rt = runtime("bench-client", cores);
+    let shutdown = CancellationToken::new();
+
+    // One shard (memory engine), and two routers on it differing only in nonce source.
+    let shard_addr = shard_rt.block_on(async {
+        let node = shard::Node::open(&shard::EngineKind::Memory, Duration::from_secs(600))?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let s = shutdown.clone();
+        tokio::spawn(async move { shard::serve(node, listener, Duration::from_secs(60), s).await });
+        anyhow::Ok(addr)
+    })?;
+    let mut routers = Vec::new();
+    for nonce in ["user", "os"] {
+        let addr = router_rt.block_on(async {
+            let listener = router::listener::bind("127.0.0.1:0").await?;
+            let addr = listener.local_addr()?;
+            let config = router::RouterConfig {
+                listen: addr.to_string(),
+                shard: shard_addr.to_string(),
+                auth: true,
+                nonce_source: nonce.into(),
+                admin_user: USER.into(),
+                admin_password: PASSWORD.into(),
+                ..Default::default()
+            };
+            let s = shutdown.clone();
+            tokio::spawn(async move { router::serve(listener, config, s).await });
+            anyhow::Ok(addr)
+        })?;
+        routers.push((nonce, addr));
+    }
+
+    println!(
+        "handshake = connect + hello{{speculativeAuthenticate SCRAM-SHA-256}} + saslContinue + ping + close; \
+         {} clients, {} s per source, {cores} cores",
+        args.clients, args.secs
+    );
+    println!(
+        "{:<14} {:>12} {:>16} {:>16} {:>10}",
+        "nonce_source", "handshakes/s", "user ms/1000", "sys ms/1000", "errors"
+    );
+    let mut figures = Vec::new();
+    for (nonce, addr) in &routers {
+        // Warm up: the bootstrap user exists and the client's salted password is cached.
+        let salted = client_rt.block_on(async {
+            for _ in 0..200 {
+                let mut salted = None;
+                if handshake(addr, &mut salted).await.is_ok() {
+                    return salted;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("router {addr} never accepted the bench user");
+        });
+        let (done, errors, elapsed, cpu) =
+            client_rt.block_on(churn(*addr, args.clients, args.secs, salted));
+        let rate = done as f64 / elapsed.as_secs_f64();
+        let per = |ms: f64| {
+            if done == 0 {
+                0.0
+            } else {
+                ms * 1000.0 / done as f64
+            }
+        };
+        println!(
+            "{:<14} {:>12.0} {:>16.1} {:>16.1} {:>10}",
+            nonce,
+            rate,
+            per(cpu.0),
+            per(cpu.1),
+            errors
+        );
+        figures.push((rate, per(cpu.1)));
+    }
+    if let [(ur, us), (or, os)] = figures[..] {
+        println!(
+            "ratio user/os: handshakes/s {:.2}x, system CPU per handshake {:.2}x",
+            ur / or.max(1e-9),
+            us / os.max(1e-9)
+        );
+    }
+
+    // Memory per idle authenticated connection.
+    let (_, addr) = routers[0];
+    let before = rss_bytes();
+    let held = client_rt.block_on(hold(addr, args.idle, args.clients));
+    std::thread::sleep(Duration::from_millis(500));
+    let after = rss_bytes();
+    let n = held.len().max(1);
+    println!(
+        "idle authenticated connections held: {} ; RSS {:.1} MiB -> {:.1} MiB ; {:.1} KiB per connection (router + client socket state)",
+        held.len(),
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0,
+        (after.saturating_sub(before)) as f64 / n as f64 / 1024.0
+    );
+    drop(held);
+    shutdown.cancel();
+    Ok(())
+}
+
+/// Runs `clients` loops of full handshakes for `secs`; returns (handshakes, errors,
+/// elapsed, router (user ms, system ms)).
+async fn churn(
+    addr: std::net::SocketAddr,
+    clients: usize,
+    secs: u64,
+    salted: Option<Vec<u8>>,
+) -> (u64, u64, Duration, (f64, f64)) {
+    let done = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let cpu0 = router_cpu_ms();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (done, errors, mut salted) = (done.clone(), errors.clone(), salted.clone());
+        tasks.push(tokio::spawn(async move {
+            // Each client counts locally and adds once at the end (no shared hot counter).
+            let (mut ok, mut bad) = (0u64, 0u64);
+            while Instant::now() < deadline {
+                match handshake(&addr, &mut salted).await {
+                    Ok(_) => ok += 1,
+                    Err(_) => bad += 1,
+                }
+            }
+            done.fetch_add(ok, Ordering::Relaxed);
+            errors.fetch_add(bad, Ordering::Relaxed);
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let elapsed = started.elapsed();
+    let cpu1 = router_cpu_ms();
+    (
+        done.load(Ordering::Relaxed),
+        errors.load(Ordering::Relaxed),
+        elapsed,
+        (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1),
+    )
+}
+
+/// Opens `n` authenticated connections and keeps them.
+async fn hold(addr: std::net::SocketAddr, n: usize, parallel: usize) -> Vec<TcpStream> {
+    let mut salted = None;
+    handshake(&addr, &mut salted)
+        .await
+        .expect("warm-up handshake");
+    let mut out = Vec::with_capacity(n);
+    let mut pending = Vec::new();
+    for _ in 0..n {
+        let mut salted = salted.clone();
+        pending.push(tokio::spawn(async move {
+            let open = async {
+                let mut s = connect(&addr).await?;
+                authenticate(&mut s, &mut salted).await?;
+                anyhow::Ok(s)
+            };
+            // Bounded: a connection the router could not accept must not hang the run.
+            tokio::time::timeout(Duration::from_secs(10), open).await?
+        }));
+        if pending.len() >= parallel {
+            for t in pending.drain(..) {
+                if let Ok(Ok(s)) = t.await {
+                    out.push(s);
+                }
+            }
+        }
+    }
+    for t in pending {
+        if let Ok(Ok(s)) = t.await {
+            out.push(s);
+        }
+    }
+    out
+}
+
+async fn connect(addr: &std::net::SocketAddr) -> anyhow::Result<TcpStream> {
+    let s = TcpStream::connect(addr).await?;
+    s.set_nodelay(true)?;
+    // Close with RST: tens of thousands of short connections would otherwise exhaust
+    // loopback ports in TIME_WAIT. (Deprecated because a non-zero linger blocks on drop;
+    // a zero linger never does.)
+    #[allow(deprecated)]
+    s.set_linger(Some(Duration::ZERO))?;
+    Ok(s)
+}
+
+async fn handshake(
+    addr: &std::net::SocketAddr,
+    salted: &mut Option<Vec<u8>>,
+) -> anyhow::Result<()> {
+    let mut s = connect(addr).await?;
+    authenticate(&mut s, salted).await?;
+    let pong = command(&mut s, 3, doc! {"ping": 1, "$db": "admin"}).await?;
+    anyhow::ensure!(pong.get_f64("ok") == Ok(1.0), "ping failed: {pong}");
+    Ok(())
+}
+
+async fn authenticate(s: &mut TcpStream, salted: &mut Option<Vec<u8>>) -> anyhow::Result<()> {
+    let mut nonce = [0u8; 18];
+    router::auth::nonce::NonceSource::User.fill(&mut nonce);
+    let mut conv = ClientConversation::new(
+        Mechanism::Sha256,
+        USER,
+        PASSWORD,
+        &router::auth::scram::b64(&nonce),
+    );
+    let hello = command(
+        s,
+        1,
+        doc! {"hello": 1, "$db": "admin", "speculativeAuthenticate": {
+            "saslStart": 1, "mechanism": "SCRAM-SHA-256", "db": "admin",
+            "payload": Binary { subtype: BinarySubtype::Generic, bytes: conv.first().into_bytes() },
+            "options": {"skipEmptyExchange": true},
+        }},
+    )
+    .await?;
+    let spec = hello.get_document("speculativeAuthenticate")?;
+    let server_first = String::from_utf8(spec.get_binary_generic("payload")?.clone())?;
+    let fin = conv
+        .final_message(&server_first, salted)
+        .map_err(anyhow::Error::msg)?;
+    let reply = command(
+        s,
+        2,
+        doc! {"saslContinue": 1, "$db": "admin", "conversationId": spec.get_i32("conversationId")?,
+        "payload": Binary { subtype: BinarySubtype::Generic, bytes: fin.into_bytes() }},
+    )
+    .await?;
+    let server_final = String::from_utf8(reply.get_binary_generic("payload")?.clone())?;
+    anyhow::ensure!(
+        reply.get_bool("done")? && conv.verify_server(&server_final),
+        "authentication failed: {reply}"
+    );
+    Ok(())
+}
+
+async fn command(s: &mut TcpStream, id: i32, cmd: Document) -> anyhow::Result<Document> {
+    s.write_all(&wire::encode_op_msg(id, 0, &cmd, None)).await?;
+    let mut buf = Vec::new();
+    let mut rd = BufReader::new(&mut *s);
+    wire::read_frame(&mut rd, &mut buf)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("connection closed"))?;
+    Ok(wire::decode_reply(&buf)?.1)
+}
+
+/// User and system CPU (ms) of the router runtime's threads so far.
+fn router_cpu_ms() -> (f64, f64) {
+    let tick = 1000.0 / clock_ticks_per_sec();
+    let mut total = (0.0, 0.0);
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return total;
+    };
+    for t in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        // comm is in parentheses and may contain spaces; fields follow the last ')'.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with(ROUTER_THREAD) {
+            continue;
+        }
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        // After comm: state is field 3, utime field 14, stime field 15 (1-based).
+        let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        total.0 += utime * tick;
+        total.1 += stime * tick;
+    }
+    total
+}
+
+fn clock_ticks_per_sec() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+fn rss_bytes() -> u64 {
+    let pages: u64 = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64
+}
+
+/// Raises the open-files limit towards `want` (the hard limit too, when privileged);
+/// returns the soft limit in force.
+fn raise_fd_limit(want: u64) -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < want {
+            let raised = libc::rlimit {
+                rlim_cur: want,
+                rlim_max: want.max(lim.rlim_max),
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
+                lim.rlim_cur = want.min(lim.rlim_max);
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            }
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        }
+    }
+    lim.rlim_cur
+}
