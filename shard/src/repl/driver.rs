@@ -222,9 +222,11 @@ impl Driver {
     fn apply(&mut self, entries: Vec<Entry>) -> Result<(), StorageError> {
         for e in entries {
             let index = e.index;
-            let result = if e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal {
-                Ok(())
-            } else if self.arbiter {
+            // No-ops (an election's empty entry), configuration entries, and everything on
+            // an arbiter (which holds no data) only advance the applied index.
+            let skip =
+                e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal || self.arbiter;
+            let result = if skip {
                 Ok(())
             } else {
                 match OplogEntry::decode(&e.data) {

@@ -104,8 +104,10 @@ impl DurableLog {
         let hs = match hs {
             Some(hs) => Some(hs),
             None => {
-                let mut hs = HardState::default();
-                hs.term = 1;
+                let hs = HardState {
+                    term: 1,
+                    ..Default::default()
+                };
                 log.record(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
                 Some(hs)
             }
@@ -213,11 +215,12 @@ mod tests {
     use super::*;
 
     fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
-        let mut e = Entry::default();
-        e.index = index;
-        e.term = term;
-        e.data = data.to_vec().into();
-        e
+        Entry {
+            index,
+            term,
+            data: data.to_vec().into(),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -227,10 +230,12 @@ mod tests {
             let mut log = DurableLog::open(dir.path(), &[1, 2, 3], true).unwrap();
             log.append(&[entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 1, b"c")])
                 .unwrap();
-            let mut hs = HardState::default();
-            hs.term = 2;
-            hs.vote = 2;
-            hs.commit = 1;
+            let hs = HardState {
+                term: 2,
+                vote: 2,
+                commit: 1,
+                ..Default::default()
+            };
             log.set_hard_state(hs).unwrap();
             // A new leader replaces entries 2.. with its own.
             log.append(&[entry(2, 2, b"B")]).unwrap();
