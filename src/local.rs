@@ -130,16 +130,16 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
             })
             .collect();
         let handle = router::shard_client::ShardHandle::replica_set(links, site)?;
-        let config = router::RouterConfig {
+        let mut config = router::RouterConfig {
             listen: format!("127.0.0.1:{}", args.port + i as u16),
-            shard: members
-                .iter()
-                .map(|m| m.host.clone())
-                .collect::<Vec<_>>()
-                .join(","),
             site: site.to_string(),
-            ..Default::default()
+            ..router_template.clone()
         };
+        if i > 0 {
+            // One router creates the bootstrap admin; the others would race it.
+            config.admin_user.clear();
+            config.admin_password.clear();
+        }
         let listener = router::listener::bind(&config.listen)
             .await
             .with_context(|| format!("binding the site {site} router to {}", config.listen))?;

@@ -36,7 +36,7 @@ def port(tmp_path_factory):
     port = _free_port()
     d = tmp_path_factory.mktemp("auth")
     proc = subprocess.Popen(
-        [_binary(), "local", "--port", str(port), "--dir", str(d), "--engine", "memory",
+        [_binary(), "local", "--port", str(port), "--dir", str(d), "--layout", "single", "--engine", "memory",
          "--auth", "--admin-user", ADMIN, "--admin-password", ADMIN_PW],
         stdout=subprocess.DEVNULL, stderr=open(d / "log", "w"))
     try:
