@@ -164,3 +164,13 @@ pub fn materialized_reply(
         &ctx.deadline,
     )
 }
+
+/// The member's replica, or MongoDB's error for a node that is not in a replica set.
+pub fn replica<'a>(ctx: &'a Ctx) -> MongoResult<&'a Arc<crate::repl::Replica>> {
+    ctx.node.replica.as_ref().ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::NoReplicationEnabled,
+            "not running with --replSet",
+        )
+    })
+}

@@ -2,7 +2,7 @@
 //! Optimes carry the Raft index as the timestamp increment and the Raft term as `t`.
 
 use bson::{doc, Bson, Document, Timestamp};
-use wire::{ErrorCode, MongoError, MongoResult};
+use wire::{MongoError, MongoResult};
 
 use crate::node::Ctx;
 
@@ -11,12 +11,7 @@ const SECONDARY: i32 = 2;
 const ARBITER: i32 = 7;
 
 pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
-    let Some(replica) = &ctx.node.replica else {
-        return Err(MongoError::new(
-            ErrorCode::NoReplicationEnabled,
-            "not running with --replSet",
-        ));
-    };
+    let replica = super::args::replica(ctx)?;
     let status = replica.status();
     let config = &replica.config;
     let optime = |index: u64| doc! {"ts": Timestamp { time: 0, increment: index as u32 }, "t": status.term as i64};

@@ -8,12 +8,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
-    let Some(replica) = &ctx.node.replica else {
-        return Err(MongoError::new(
-            ErrorCode::NoReplicationEnabled,
-            "not running with --replSet",
-        ));
-    };
+    let replica = super::args::replica(ctx)?;
     let status = replica.status();
     if status.role != raft::StateRole::Leader {
         return Err(MongoError::new(

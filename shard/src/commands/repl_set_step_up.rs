@@ -6,12 +6,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
-    let Some(replica) = &ctx.node.replica else {
-        return Err(MongoError::new(
-            ErrorCode::NoReplicationEnabled,
-            "not running with --replSet",
-        ));
-    };
+    let replica = super::args::replica(ctx)?;
     if replica.config.me().map_err(MongoError::internal)?.arbiter {
         return Err(MongoError::new(
             ErrorCode::IllegalOperation,
