@@ -61,6 +61,13 @@ async fn wait_caught_up(set: &TestReplicaSet, i: usize) {
     panic!("member {i} did not catch up");
 }
 
+/// Restarts member `i`, waits for it to catch up, and checks it holds `n` documents.
+async fn restart_and_expect(set: &mut TestReplicaSet, i: usize, coll: &str, n: i64) {
+    set.restart(i).await;
+    wait_caught_up(set, i).await;
+    assert_eq!(count_on_member(set, i, coll).await, n);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn majority_writes_survive_a_killed_primary() {
     let mut set = TestReplicaSet::start().await;
@@ -99,9 +106,7 @@ async fn majority_writes_survive_a_killed_primary() {
         "every acknowledged majority write is readable"
     );
     // The killed member comes back, catches up from the log, and holds every write.
-    set.restart(first).await;
-    wait_caught_up(&set, first).await;
-    assert_eq!(count_on_member(&set, first, "acked").await, 120);
+    restart_and_expect(&mut set, first, "acked", 120).await;
     set.stop().await;
 }
 
@@ -174,9 +179,7 @@ async fn a_wiped_member_catches_up_from_the_log() {
     coll.insert_many((50..80).map(|i| doc! {"_id": i}))
         .await
         .unwrap();
-    set.restart(victim).await;
-    wait_caught_up(&set, victim).await;
-    assert_eq!(count_on_member(&set, victim, "w").await, 80);
+    restart_and_expect(&mut set, victim, "w", 80).await;
     set.stop().await;
 }
 
