@@ -13,10 +13,13 @@ LOG=$DATA/bulwark.log
 "$BIN" local --port "$PORT" --member-port $((PORT + 300)) --dir "$DATA/data" --ttl-interval-secs 1 >"$LOG" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$DATA"' EXIT
-for _ in $(seq 1 100); do
-  (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break
-  sleep 0.1
-done
+wait_port() {
+  for _ in $(seq 1 100); do
+    (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return
+    sleep 0.1
+  done
+}
+wait_port "$PORT"
 
 # The suite script lives in ../shared when this checkout sits in the team's workspace;
 # scripts/pymongo-suite.sh is the same script, kept here so a lone clone works too.
@@ -35,9 +38,10 @@ status=0
 PYTHON="$venv/bin/python" bash scripts/separate-roles.sh || status=1
 BULWARK_URI="mongodb://127.0.0.1:$PORT/" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/python || status=1
 
-run_suite() { # group floor-percent
+run_suite() { # group floor-percent [suite options...]
   local group=$1 floor=$2 out passed failed total pct
-  out=$(bash "$SUITE" --port "$PORT" "$group" 2>&1 || true)
+  shift 2
+  out=$(bash "$SUITE" --port "$PORT" "$@" "$group" 2>&1 || true)
   echo "$out" | tail -45
   passed=$(echo "$out" | sed -n 's/^compat .*: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' | tail -1)
   failed=$(echo "$out" | sed -n 's/^compat .*: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' | tail -1)
@@ -52,7 +56,20 @@ run_suite crud "${FLOOR_CRUD:-93}"
 run_suite collection-management "${FLOOR_COLLECTION_MANAGEMENT:-55}"
 run_suite index-management "${FLOOR_INDEX_MANAGEMENT:-60}"
 run_suite run-command "${FLOOR_RUN_COMMAND:-80}"
+
+# The crud suite again, against a cluster with authentication on: the same floor, since
+# an authenticated root user must be able to do everything an open cluster allows.
+echo "== crud with --auth (SCRAM-SHA-256 as root)"
+AUTH_PORT=$((PORT + 20))
+AUTH_LOG=$DATA/bulwark-auth.log
+"$BIN" local --port "$AUTH_PORT" --member-port $((PORT + 320)) --dir "$DATA/data-auth" \
+  --auth --admin-user compat --admin-password compat-password >"$AUTH_LOG" 2>&1 &
+AUTH_PID=$!
+trap 'kill $PID $AUTH_PID 2>/dev/null || true; wait $PID $AUTH_PID 2>/dev/null || true; rm -rf "$DATA"' EXIT
+wait_port "$AUTH_PORT"
+PORT=$AUTH_PORT run_suite crud "${FLOOR_CRUD:-93}" --user compat --password compat-password
 if [ $status -ne 0 ]; then
   echo "== bulwark log tail"; tail -50 "$LOG"
+  echo "== bulwark --auth log tail"; tail -30 "$AUTH_LOG" 2>/dev/null || true
 fi
 exit $status

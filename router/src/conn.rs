@@ -25,9 +25,6 @@ pub struct Session {
     next_request_id: i32,
     /// Increment of the last cluster time this connection reported (keeps it monotonic).
     clock_increment: u32,
-    /// Open cursors on a member other than the primary, by cursor id: `getMore` must
-    /// reach the member that holds the cursor.
-    pub cursor_members: std::collections::HashMap<i64, usize>,
     /// Who is authenticated here, and any SASL conversation in progress.
     pub auth: crate::auth::ConnAuth,
 }
@@ -54,7 +51,6 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             compressors: Vec::new(),
             next_request_id: 1,
             clock_increment: 0,
-            cursor_members: Default::default(),
             auth: Default::default(),
         };
         let mut buf = Vec::new();

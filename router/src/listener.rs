@@ -33,6 +33,8 @@ pub struct RouterState {
     pub auth: Arc<AuthState>,
     /// `None` when `tls_mode` is disabled.
     pub tls: Option<Tls>,
+    /// Open cursors: where each lives and who may use it.
+    pub cursors: crate::cursors::Cursors,
 }
 
 impl RouterState {
@@ -96,6 +98,7 @@ pub async fn serve_with(
         started: Instant::now(),
         counters: OpCounters::default(),
         connections_total: AtomicU64::new(0),
+        cursors: Default::default(),
         host: format!(
             "{}:{}",
             hostname::get()

@@ -302,3 +302,13 @@ impl TestCluster {
         panic!("bootstrap user {user} never became able to log in");
     }
 }
+
+/// How many documents a `find`/`aggregate`/`getMore` reply carries in its batch.
+pub fn batch_len(reply: &bson::Document) -> usize {
+    let cursor = reply.get_document("cursor").expect("reply has a cursor");
+    cursor
+        .get_array("firstBatch")
+        .or_else(|_| cursor.get_array("nextBatch"))
+        .map(Vec::len)
+        .expect("cursor has a batch")
+}

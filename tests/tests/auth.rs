@@ -695,6 +695,159 @@ async fn user_management_commands() {
 }
 
 #[tokio::test]
+async fn role_modification_commands() {
+    let c = cluster().await;
+    let admin = root(&c).await;
+    let app = admin.database("app");
+    app.run_command(doc! {"createRole": "base", "privileges": [], "roles": []})
+        .await
+        .unwrap();
+    app.run_command(doc! {"createRole": "top", "privileges": [], "roles": ["base"]})
+        .await
+        .unwrap();
+    create_user(&admin, "app", "erin", "pw", bson::bson!(["top"])).await;
+    let erin = c
+        .client_as("erin", "pw", "app", AuthMechanism::ScramSha256)
+        .await;
+    let edb = erin.database("app");
+    assert_eq!(err_code(&edb, doc! {"find": "c"}).await, 13);
+
+    // A privilege granted to an inherited role reaches the user; revoking takes it away.
+    let find_c = doc! {"resource": {"db": "app", "collection": "c"}, "actions": ["find"]};
+    app.run_command(doc! {"grantPrivilegesToRole": "base", "privileges": [find_c.clone()]})
+        .await
+        .unwrap();
+    edb.run_command(doc! {"find": "c"}).await.unwrap();
+    app.run_command(doc! {"revokePrivilegesFromRole": "base", "privileges": [find_c]})
+        .await
+        .unwrap();
+    assert_eq!(err_code(&edb, doc! {"find": "c"}).await, 13);
+
+    // Roles granted to roles, and the cycle that would make a role inherit itself.
+    app.run_command(doc! {"grantRolesToRole": "base", "roles": ["read"]})
+        .await
+        .unwrap();
+    edb.run_command(doc! {"find": "anything"}).await.unwrap();
+    assert_eq!(
+        err_code(&app, doc! {"grantRolesToRole": "base", "roles": ["top"]}).await,
+        5
+    );
+    assert_eq!(
+        err_code(&app, doc! {"grantRolesToRole": "base", "roles": ["noSuch"]}).await,
+        31
+    );
+    assert_eq!(
+        err_code(&app, doc! {"grantRolesToRole": "read", "roles": ["base"]}).await,
+        31
+    );
+    app.run_command(doc! {"revokeRolesFromRole": "base", "roles": ["read"]})
+        .await
+        .unwrap();
+    assert_eq!(err_code(&edb, doc! {"find": "anything"}).await, 13);
+
+    // updateRole replaces what it names and keeps the rest.
+    app.run_command(doc! {"updateRole": "top", "roles": ["readWrite"]})
+        .await
+        .unwrap();
+    edb.collection::<Document>("w")
+        .insert_one(doc! {})
+        .await
+        .unwrap();
+    assert_eq!(err_code(&app, doc! {"updateRole": "top"}).await, 2);
+    assert_eq!(
+        err_code(&app, doc! {"updateRole": "top", "roles": ["top"]}).await,
+        5
+    );
+    let info = app
+        .run_command(doc! {"rolesInfo": "top", "showPrivileges": true})
+        .await
+        .unwrap();
+    let top = info.get_array("roles").unwrap()[0]
+        .as_document()
+        .unwrap()
+        .clone();
+    let inherited = top.get_array("roles").unwrap();
+    assert_eq!(inherited.len(), 1, "{top}");
+
+    // A user with only read on app may not modify roles.
+    create_user(&admin, "app", "fay", "pw", bson::bson!(["read"])).await;
+    let fay = c
+        .client_as("fay", "pw", "app", AuthMechanism::ScramSha256)
+        .await;
+    assert_eq!(
+        err_code(
+            &fay.database("app"),
+            doc! {"grantRolesToRole": "base", "roles": ["read"]}
+        )
+        .await,
+        13
+    );
+}
+
+#[tokio::test]
+async fn cursors_belong_to_the_user_who_opened_them() {
+    let c = cluster().await;
+    let admin = root(&c).await;
+    let coll = admin.database("app").collection::<Document>("c");
+    coll.insert_many((0..10).map(|i| doc! {"i": i}))
+        .await
+        .unwrap();
+    create_user(&admin, "app", "gus", "pw", bson::bson!(["read"])).await;
+    create_user(&admin, "app", "hal", "pw", bson::bson!(["read"])).await;
+    let gus = c
+        .client_as("gus", "pw", "app", AuthMechanism::ScramSha256)
+        .await;
+    let hal = c
+        .client_as("hal", "pw", "app", AuthMechanism::ScramSha256)
+        .await;
+    let opened = gus
+        .database("app")
+        .run_command(doc! {"find": "c", "batchSize": 2})
+        .await
+        .unwrap();
+    let id = opened
+        .get_document("cursor")
+        .unwrap()
+        .get_i64("id")
+        .unwrap();
+    assert_ne!(id, 0);
+    let hal_db = hal.database("app");
+    assert_eq!(
+        err_code(&hal_db, doc! {"getMore": id, "collection": "c"}).await,
+        13
+    );
+    assert_eq!(
+        err_code(&hal_db, doc! {"killCursors": "c", "cursors": [id]}).await,
+        13
+    );
+    // The owner continues on any connection of its pool, then the cursor is gone.
+    let more = gus
+        .database("app")
+        .run_command(doc! {"getMore": id, "collection": "c", "batchSize": 2})
+        .await
+        .unwrap();
+    assert_eq!(tests::batch_len(&more), 2);
+    let killed = gus
+        .database("app")
+        .run_command(doc! {"killCursors": "c", "cursors": [id]})
+        .await
+        .unwrap();
+    assert_eq!(
+        killed.get_array("cursorsKilled").unwrap().len(),
+        1,
+        "{killed}"
+    );
+    assert_eq!(
+        err_code(
+            &gus.database("app"),
+            doc! {"getMore": id, "collection": "c"}
+        )
+        .await,
+        43
+    );
+}
+
+#[tokio::test]
 async fn auth_off_by_default_leaves_everything_open() {
     let c = TestCluster::builder().memory().start().await;
     let client = c.client().await;

@@ -320,14 +320,7 @@ async fn get_more_and_kill_cursors_by_command() {
         .run_command(doc! {"getMore": id, "collection": "k", "batchSize": 4})
         .await
         .unwrap();
-    assert_eq!(
-        more.get_document("cursor")
-            .unwrap()
-            .get_array("nextBatch")
-            .unwrap()
-            .len(),
-        4
-    );
+    assert_eq!(tests::batch_len(&more), 4);
     let killed = db
         .run_command(doc! {"killCursors": "k", "cursors": [id, 424242i64]})
         .await

@@ -14,6 +14,7 @@ use bson::{doc, Document};
 pub enum ErrorCode {
     InternalError = 1,
     BadValue = 2,
+    GraphContainsCycle = 5,
     NoSuchKey = 4,
     UnknownError = 8,
     FailedToParse = 9,
@@ -141,6 +142,7 @@ impl ErrorCode {
             UnknownReplWriteConcern => "UnknownReplWriteConcern",
             UserNotFound => "UserNotFound",
             RoleNotFound => "RoleNotFound",
+            GraphContainsCycle => "GraphContainsCycle",
             MechanismUnavailable => "MechanismUnavailable",
         }
     }

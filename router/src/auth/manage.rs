@@ -6,7 +6,7 @@ use bson::{Bson, Document};
 use wire::{MongoError, MongoResult};
 
 use super::authz::{self, acts};
-use super::roles::{self, Action, Target};
+use super::roles::{self, Action, Privilege, Resource, Target};
 use super::store::Kind;
 use super::user::{check_name, RoleName};
 use super::AuthState;
@@ -162,4 +162,97 @@ pub async fn insert_new(
             Ok(())
         }
     }
+}
+
+/// The `privileges` array of createRole/updateRole/grantPrivilegesToRole; `None` when the
+/// field is absent.
+pub fn privileges_arg(cmd: &Document) -> MongoResult<Option<Vec<Privilege>>> {
+    match cmd.get("privileges") {
+        None => Ok(None),
+        Some(Bson::Array(a)) => a
+            .iter()
+            .map(|p| {
+                p.as_document()
+                    .ok_or_else(|| MongoError::type_mismatch("privileges must be documents"))
+                    .and_then(Privilege::from_document)
+            })
+            .collect::<MongoResult<Vec<_>>>()
+            .map(Some),
+        Some(_) => Err(MongoError::type_mismatch(
+            "BSON field 'privileges' is the wrong type, expected type 'array'",
+        )),
+    }
+}
+
+/// Requires `action` (grantRole or revokeRole) on the database each privilege targets,
+/// or on `admin` for cluster-wide and multi-database resources, as MongoDB does.
+pub async fn require_for_privileges(
+    session: &mut Session,
+    cmd: &Document,
+    privileges: &[Privilege],
+    action: Action,
+) -> MongoResult<()> {
+    for p in privileges {
+        let db = match &p.resource {
+            Resource::Db(d) | Resource::Collection(d, _) => d.as_str(),
+            _ => "admin",
+        };
+        require_on_db(session, db, cmd, &[action], &[], false).await?;
+    }
+    Ok(())
+}
+
+/// A user-defined role's document, or RoleNotFound (built-in roles have none and cannot
+/// be modified).
+pub async fn role_document(auth: &AuthState, db: &str, name: &str) -> MongoResult<Document> {
+    auth.store.get(Kind::Role, db, name).await?.ok_or_else(|| {
+        MongoError::new(
+            wire::ErrorCode::RoleNotFound,
+            format!("Could not find role: {name}@{db}"),
+        )
+    })
+}
+
+/// Fails with GraphContainsCycle when `role` would inherit from itself through
+/// `inherited`.
+pub async fn check_no_cycle(
+    auth: &AuthState,
+    role: &RoleName,
+    inherited: &[RoleName],
+) -> MongoResult<()> {
+    let mut pending: Vec<RoleName> = inherited.to_vec();
+    let mut seen: Vec<RoleName> = Vec::new();
+    while let Some(r) = pending.pop() {
+        if r == *role {
+            return Err(MongoError::new(
+                wire::ErrorCode::GraphContainsCycle,
+                format!("Granting these roles to {role} would introduce a cycle"),
+            ));
+        }
+        if seen.contains(&r) || roles::is_builtin(&r.role, &r.db) {
+            continue;
+        }
+        if let Some(d) = auth.store.get(Kind::Role, &r.db, &r.role).await? {
+            pending
+                .extend(RoleName::parse_list(d.get("roles"), &r.db, "roles").unwrap_or_default());
+        }
+        seen.push(r);
+    }
+    Ok(())
+}
+
+/// Stores a modified user-defined role and makes every connection re-resolve privileges.
+pub async fn replace_role(auth: &AuthState, doc: Document) -> MongoResult<()> {
+    auth.store.replace(Kind::Role, doc).await?;
+    auth.invalidate();
+    Ok(())
+}
+
+pub fn privileges_to_bson(privileges: &[Privilege]) -> Bson {
+    Bson::Array(
+        privileges
+            .iter()
+            .map(|p| Bson::Document(p.to_document()))
+            .collect(),
+    )
 }

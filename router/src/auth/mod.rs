@@ -210,6 +210,13 @@ pub struct ConnAuth {
     pub failures: u32,
 }
 
+impl ConnAuth {
+    /// The owner recorded on cursors this connection opens.
+    pub fn owner(&self) -> crate::cursors::Owner {
+        self.user.as_ref().map(|u| (u.user.clone(), u.db.clone()))
+    }
+}
+
 pub struct AuthedUser {
     pub user: String,
     pub db: String,

@@ -85,6 +85,10 @@ impl ActionSet {
         ActionSet(self.0 | other.0)
     }
 
+    pub const fn without(self, other: ActionSet) -> ActionSet {
+        ActionSet(self.0 & !other.0)
+    }
+
     pub fn contains(self, other: ActionSet) -> bool {
         self.0 & other.0 == other.0
     }

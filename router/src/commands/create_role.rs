@@ -1,10 +1,10 @@
 //! `createRole`: a user-defined role of privileges and inherited roles.
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 use wire::{MongoError, MongoResult};
 
 use crate::auth::manage::{self, name_arg};
-use crate::auth::roles::{self, Action, Privilege};
+use crate::auth::roles::{self, Action};
 use crate::auth::store::{doc_id, Kind};
 use crate::auth::user::RoleName;
 use crate::conn::Session;
@@ -18,28 +18,17 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
             "Cannot create roles with the same name as a built-in role: {name}"
         )));
     }
-    let privileges = match cmd.get("privileges") {
-        Some(Bson::Array(a)) => a
-            .iter()
-            .map(|p| {
-                p.as_document()
-                    .ok_or_else(|| MongoError::type_mismatch("privileges must be documents"))
-                    .and_then(Privilege::from_document)
-            })
-            .collect::<MongoResult<Vec<_>>>()?,
-        _ => {
-            return Err(MongoError::failed_to_parse(
-                "BSON field 'privileges' is missing but a required field",
-            ))
-        }
-    };
+    let privileges = manage::privileges_arg(cmd)?.ok_or_else(|| {
+        MongoError::failed_to_parse("BSON field 'privileges' is missing but a required field")
+    })?;
+    manage::require_for_privileges(session, cmd, &privileges, Action::GrantRole).await?;
     let auth = session.state.auth.clone();
     manage::check_roles_exist(&auth, &inherited).await?;
     let doc = doc! {
         "_id": doc_id(db, name),
         "role": name,
         "db": db,
-        "privileges": privileges.iter().map(|p| Bson::Document(p.to_document())).collect::<Vec<_>>(),
+        "privileges": manage::privileges_to_bson(&privileges),
         "roles": RoleName::list_to_bson(&inherited),
     };
     manage::insert_new(&auth, Kind::Role, db, name, doc).await?;

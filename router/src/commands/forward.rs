@@ -58,36 +58,64 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
     if fwd.writes {
         fwd.read_preference = ReadPreference::default();
     }
-    // A cursor lives on the member that opened it.
+    // A cursor lives on the member that opened it, and belongs to the user who did.
+    let owner = session.auth.owner();
+    let cursors = &session.state.cursors;
     let cursor = match name.as_str() {
         "getMore" => cmd.get_i64("getMore").ok(),
-        "killCursors" => cmd
-            .get_array("cursors")
-            .ok()
-            .and_then(|a| a.first())
-            .and_then(bson::Bson::as_i64),
         _ => None,
     };
     if let Some(id) = cursor {
-        fwd.pin = session.cursor_members.get(&id).copied();
+        fwd.pin = cursors.claim(id, &owner)?;
+        fwd.writes = false;
+    }
+    let killed = match name.as_str() {
+        "killCursors" => kill_list(&cmd),
+        _ => Vec::new(),
+    };
+    for id in &killed {
+        // Ids this router never handed out are left for the shard to report as not found.
+        match cursors.claim(*id, &owner) {
+            Ok(member) => fwd.pin = fwd.pin.or(member),
+            Err(e) if e.code == ErrorCode::CursorNotFound as i32 => {}
+            Err(e) => return Err(e),
+        }
         fwd.writes = false;
     }
     for f in ROUTER_ONLY {
         cmd.remove(*f);
     }
-    let (reply, member) = session
+    let result = session
         .state
         .shard
         .run(db, &cmd, &fwd, &session.peer_text)
-        .await?;
+        .await;
+    let (reply, member) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            if e.code == ErrorCode::CursorNotFound as i32 {
+                cursor.into_iter().for_each(|id| cursors.closed(id));
+            }
+            return Err(e);
+        }
+    };
+    killed.iter().for_each(|id| cursors.closed(*id));
     if let Ok(id) = reply.get_document("cursor").and_then(|c| c.get_i64("id")) {
-        if id != 0 && fwd.read_preference.mode != Mode::Primary {
-            session.cursor_members.insert(id, member);
-        } else if id == 0 {
-            session.cursor_members.remove(&cursor.unwrap_or(0));
+        if id == 0 {
+            cursor.into_iter().for_each(|id| cursors.closed(id));
+        } else if cursor.is_none() {
+            let on = (fwd.read_preference.mode != Mode::Primary).then_some(member);
+            cursors.opened(id, on, owner);
         }
     }
     Ok(reply)
+}
+
+/// The cursor ids a `killCursors` names.
+fn kill_list(cmd: &Document) -> Vec<i64> {
+    cmd.get_array("cursors")
+        .map(|a| a.iter().filter_map(Bson::as_i64).collect())
+        .unwrap_or_default()
 }
 
 /// `aggregate` with `$out` or `$merge` writes, so it runs on the primary.

@@ -21,6 +21,7 @@ mod drop_user;
 mod forward;
 mod get_cmd_line_opts;
 mod get_parameter;
+mod grant_privileges;
 mod grant_roles;
 mod hello;
 mod host_info;
@@ -31,6 +32,7 @@ mod sasl;
 mod search_indexes;
 mod server_status;
 mod sessions;
+mod update_role;
 mod update_user;
 mod users_info;
 mod whatsmyuri;
@@ -133,6 +135,27 @@ const ASYNC: &[(&str, AsyncFn, Rule)] = &[
         Rule::Handler,
     ),
     ("createRole", async_cmd!(create_role::run), Rule::Handler),
+    ("updateRole", async_cmd!(update_role::run), Rule::Handler),
+    (
+        "grantRolesToRole",
+        async_cmd!(grant_roles::grant_to_role),
+        Rule::Handler,
+    ),
+    (
+        "revokeRolesFromRole",
+        async_cmd!(grant_roles::revoke_from_role),
+        Rule::Handler,
+    ),
+    (
+        "grantPrivilegesToRole",
+        async_cmd!(grant_privileges::grant),
+        Rule::Handler,
+    ),
+    (
+        "revokePrivilegesFromRole",
+        async_cmd!(grant_privileges::revoke),
+        Rule::Handler,
+    ),
     ("dropRole", async_cmd!(drop_role::run), Rule::Handler),
     ("rolesInfo", async_cmd!(roles_info::run), Rule::Handler),
 ];
