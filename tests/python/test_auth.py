@@ -1,5 +1,5 @@
-"""pymongo against `bulwark local --auth`: SCRAM-SHA-256 and SCRAM-SHA-1 logins, failures
-and a role check. Starts its own server (memory engine, a free port) from BULWARK_BIN or
+"""pymongo against `bulwark local --auth`: SCRAM-SHA-256 and SCRAM-SHA-1 logins over plain
+TCP and over TLS (requireTLS, certificates made with openssl), failures and a role check. Starts its own server (memory engine, a free port) from BULWARK_BIN or
 target/{debug,release}/bulwark; fails, never skips, when there is none."""
 import os
 import socket
@@ -31,19 +31,19 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def port(tmp_path_factory):
+def _serve(d, extra, **client_kwargs):
+    """Starts `bulwark local --auth` in `d` with `extra` flags; yields its port once root
+    can ping it."""
     port = _free_port()
-    d = tmp_path_factory.mktemp("auth")
     proc = subprocess.Popen(
-        [_binary(), "local", "--port", str(port), "--dir", str(d), "--layout", "single", "--engine", "memory",
-         "--auth", "--admin-user", ADMIN, "--admin-password", ADMIN_PW],
+        [_binary(), "local", "--port", str(port), "--dir", str(d / "data"), "--layout", "single",
+         "--engine", "memory", "--auth", "--admin-user", ADMIN, "--admin-password", ADMIN_PW, *extra],
         stdout=subprocess.DEVNULL, stderr=open(d / "log", "w"))
     try:
         for _ in range(200):
             try:
                 c = pymongo.MongoClient(f"mongodb://{ADMIN}:{ADMIN_PW}@127.0.0.1:{port}/",
-                                        serverSelectionTimeoutMS=500)
+                                        serverSelectionTimeoutMS=500, **client_kwargs)
                 c.admin.command("ping")
                 c.close()
                 break
@@ -53,6 +53,34 @@ def port(tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def port(tmp_path_factory):
+    yield from _serve(tmp_path_factory.mktemp("auth"), [])
+
+
+def _make_pki(d):
+    """A CA and a server certificate for 127.0.0.1, made with the openssl command."""
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=bulwark-test-ca",
+        "-keyout", str(d / "ca.key"), "-out", str(d / "ca.pem"))
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+        "-keyout", str(d / "server.key"), "-out", str(d / "server.csr"))
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("x509", "-req", "-in", str(d / "server.csr"), "-CA", str(d / "ca.pem"), "-CAkey", str(d / "ca.key"),
+        "-CAcreateserial", "-days", "2", "-extfile", str(d / "san.ext"), "-out", str(d / "server.pem"))
+    return d / "ca.pem"
+
+
+@pytest.fixture(scope="module")
+def tls_port(tmp_path_factory):
+    d = tmp_path_factory.mktemp("auth-tls")
+    ca = _make_pki(d)
+    extra = ["--tls-mode", "requireTLS", "--tls-cert", str(d / "server.pem"), "--tls-key", str(d / "server.key")]
+    for p in _serve(d, extra, tls=True, tlsCAFile=str(ca)):
+        yield p, str(ca)
 
 
 def _client(port, user, pw, mech, source="admin"):
@@ -98,3 +126,20 @@ def test_read_role_cannot_write(port):
     with pytest.raises(OperationFailure) as e:
         c.app.things.insert_one({"x": 1})
     assert e.value.code == 13
+
+
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-1"])
+def test_login_over_tls(tls_port, mech):
+    port, ca = tls_port
+    c = pymongo.MongoClient(f"mongodb://127.0.0.1:{port}/", username=ADMIN, password=ADMIN_PW,
+                            authMechanism=mech, tls=True, tlsCAFile=ca, serverSelectionTimeoutMS=5000)
+    c.app.tls_things.insert_one({"mech": mech})
+    assert c.app.tls_things.find_one({"mech": mech})["mech"] == mech
+
+
+def test_plain_client_is_refused_on_a_require_tls_port(tls_port):
+    port, _ = tls_port
+    c = pymongo.MongoClient(f"mongodb://127.0.0.1:{port}/", username=ADMIN, password=ADMIN_PW,
+                            serverSelectionTimeoutMS=1500)
+    with pytest.raises(pymongo.errors.ServerSelectionTimeoutError):
+        c.admin.command("ping")
