@@ -3,7 +3,7 @@
 #   make test   runs every test: unit, integration (Rust driver), pymongo and the
 #               MongoDB specification suites against a live local cluster
 SHELL := /bin/bash
-APT_PACKAGES := build-essential pkg-config automake autoconf libtool rsync libclang-dev protobuf-compiler python3-venv
+APT_PACKAGES := build-essential pkg-config openssl automake autoconf libtool rsync libclang-dev protobuf-compiler python3-venv
 CARGO ?= cargo
 PORT ?= 27017
 DIR ?= ./bulwark-data
