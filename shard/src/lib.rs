@@ -11,6 +11,7 @@ pub mod node;
 pub mod plan;
 pub mod read;
 pub mod repl;
+pub mod retry;
 pub mod scan;
 pub mod service;
 pub mod ttl;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, Document};
 use storage::Engine;
-use wire::{ErrorCode, MongoError};
+use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::Catalog;
 use crate::commands;
@@ -15,6 +15,7 @@ use crate::error::ShardError;
 use crate::repl::engine::ReplicatedEngine;
 use crate::repl::transport::RaftService;
 use crate::repl::{self, ReplConfig, Replica};
+use crate::retry::{self, RecordingEngine, Retry, SessionLocks};
 
 /// Which storage engine a node runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +31,8 @@ pub struct Node {
     pub started: Instant,
     /// Set when the node is a replica-set member (writes then go through Raft).
     pub replica: Option<Arc<Replica>>,
+    /// One command at a time per session (retryable writes).
+    pub sessions: SessionLocks,
 }
 
 /// How the router asked for a command to run.
@@ -56,6 +59,32 @@ pub struct Ctx<'a> {
     pub node: &'a Node,
     pub db: &'a str,
     pub deadline: Deadline,
+    /// Where the command reads and writes: the node's engine, or for a retryable write
+    /// the same engine recording the session's statements with each write.
+    pub engine: &'a dyn Engine,
+    /// Set for a retryable write (`lsid` + `txnNumber`).
+    pub retry: Option<&'a Retry>,
+}
+
+impl Ctx<'_> {
+    /// For a retryable write: the recorded outcome of statement `stmt` if an earlier
+    /// attempt executed it (the command then skips it); otherwise marks it current.
+    pub fn begin_statement(&self, stmt: usize) -> Option<bson::Bson> {
+        let r = self.retry?;
+        let done = r.executed(stmt as i32);
+        if done.is_none() {
+            r.begin(stmt as i32);
+        }
+        done
+    }
+
+    /// For a retryable write: records `result` as the current statement's outcome, carried
+    /// by the statement's write. Call it just before that write.
+    pub fn record(&self, result: impl FnOnce() -> bson::Bson) {
+        if let Some(r) = self.retry {
+            r.stage_current(result());
+        }
+    }
 }
 
 impl Node {
@@ -67,6 +96,7 @@ impl Node {
             }
             EngineKind::Memory => Arc::new(storage::MemoryEngine::default()),
         };
+        engine.create_table(retry::TXN_TABLE)?;
         let catalog =
             Catalog::load(engine.as_ref()).map_err(|e| ShardError::Catalog(e.to_string()))?;
         Ok(Arc::new(Node {
@@ -75,6 +105,7 @@ impl Node {
             cursors: Cursors::new(cursor_timeout),
             started: Instant::now(),
             replica: None,
+            sessions: SessionLocks::default(),
         }))
     }
 
@@ -98,6 +129,8 @@ impl Node {
                 sync: false,
             },
         )?);
+        // Every member creates the session table itself, before it applies any entry.
+        base.create_table(retry::TXN_TABLE)?;
         // The catalog is reloaded off the Raft thread: a command holding the catalog
         // lock may be waiting for that very thread to apply its write.
         let node_slot: Arc<OnceLock<Weak<Node>>> = Arc::new(OnceLock::new());
@@ -139,6 +172,7 @@ impl Node {
             cursors: Cursors::new(cursor_timeout),
             started: Instant::now(),
             replica: Some(replica),
+            sessions: SessionLocks::default(),
         });
         let _ = node_slot.set(Arc::downgrade(&node));
         Ok((node, service))
@@ -173,16 +207,12 @@ impl Node {
         if let Err(e) = deadline.check() {
             return e.to_document();
         }
-        let ctx = Ctx {
-            node: self,
-            db,
-            deadline,
-        };
+        let run = || self.run_in_session(db, cmd, deadline, spec.run);
         let result = match &self.replica {
-            None => (spec.run)(&ctx, cmd),
-            Some(_) if spec.anywhere => (spec.run)(&ctx, cmd),
+            None => run(),
+            Some(_) if spec.anywhere => run(),
             Some(replica) => match member_admits(replica, spec.writes, &opts) {
-                Ok(scope) => repl::with_scope(scope, || (spec.run)(&ctx, cmd)),
+                Ok(scope) => repl::with_scope(scope, run),
                 Err(e) => Err(e),
             },
         };
@@ -195,6 +225,52 @@ impl Node {
             }
             Err(e) => e.to_document(),
         }
+    }
+
+    /// Runs a handler; a retryable write (`lsid` + `txnNumber`) runs with its session
+    /// checked out and its statements recorded.
+    fn run_in_session(
+        &self,
+        db: &str,
+        cmd: &Document,
+        deadline: Deadline,
+        handler: commands::Handler,
+    ) -> MongoResult<Document> {
+        let ctx = Ctx {
+            node: self,
+            db,
+            deadline,
+            engine: self.engine.as_ref(),
+            retry: None,
+        };
+        let name = cmd.keys().next().map(String::as_str).unwrap_or_default();
+        let session = match (cmd.get_document("lsid"), cmd.get("txnNumber")) {
+            (Ok(lsid), Some(txn)) if retry::RETRYABLE.contains(&name) => {
+                let txn = match txn {
+                    bson::Bson::Int64(n) => *n,
+                    bson::Bson::Int32(n) => *n as i64,
+                    _ => return Err(MongoError::type_mismatch("txnNumber must be a long")),
+                };
+                Some((lsid, txn))
+            }
+            _ => None,
+        };
+        let Some((lsid, txn)) = session else {
+            return handler(&ctx, cmd);
+        };
+        self.sessions.with(lsid, || {
+            let retry = Arc::new(Retry::load(self.engine.as_ref(), lsid, txn)?);
+            let recording = RecordingEngine {
+                inner: self.engine.clone(),
+                retry: retry.clone(),
+            };
+            let ctx = Ctx {
+                engine: &recording,
+                retry: Some(&retry),
+                ..ctx
+            };
+            handler(&ctx, cmd)
+        })?
     }
 
     /// Stops replication (tests that kill a member; the gRPC server stops separately).

@@ -142,12 +142,14 @@ fn duplicate_key_error(meta: &CollectionMeta, table: &str, docs: &[&Document]) -
 /// Inserts documents (each already has `_id`). Tries the whole batch as one transaction;
 /// on any failure it retries one document at a time so each error has its index.
 /// Returns one result per document, stopping at the first error when `ordered`.
+/// `before_write` hears which documents (positions in `docs`) the next write carries.
 pub fn insert_documents(
     engine: &dyn Engine,
     catalog: &Catalog,
     meta: &CollectionMeta,
     docs: &[Document],
     ordered: bool,
+    before_write: &dyn Fn(std::ops::Range<usize>),
 ) -> Vec<(usize, MongoError)> {
     let mut batch = WriteBatch::default();
     let mut flips = BTreeSet::new();
@@ -161,7 +163,10 @@ pub fn insert_documents(
             }
         }
     }
-    if staged_ok && docs.len() > 1 && commit(engine, catalog, meta, batch, &flips, &[]).is_ok() {
+    if staged_ok && docs.len() > 1 && {
+        before_write(0..docs.len());
+        commit(engine, catalog, meta, batch, &flips, &[]).is_ok()
+    } {
         return Vec::new();
     }
     let mut errors = Vec::new();
@@ -175,6 +180,7 @@ pub fn insert_documents(
                 .into_iter()
                 .filter(|&n| !m.indexes.get(n).is_some_and(|x| x.multikey))
                 .collect();
+            before_write(i..i + 1);
             commit(engine, catalog, m, batch, &flips, &[d])
         });
         if let Err(e) = result {

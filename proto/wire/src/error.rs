@@ -52,6 +52,7 @@ pub enum ErrorCode {
     NotWritablePrimary = 10107,
     NotImplemented = 238,
     QueryFeatureNotAllowed = 224,
+    TransactionTooOld = 225,
     APIStrictError = 323,
     Location40352 = 40352,
     Location40414 = 40414,
@@ -143,6 +144,7 @@ impl ErrorCode {
             UserNotFound => "UserNotFound",
             RoleNotFound => "RoleNotFound",
             GraphContainsCycle => "GraphContainsCycle",
+            TransactionTooOld => "TransactionTooOld",
             MechanismUnavailable => "MechanismUnavailable",
         }
     }

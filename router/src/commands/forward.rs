@@ -82,8 +82,20 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
         }
         fwd.writes = false;
     }
+    // A retryable write keeps its session and number: the shard records its statements
+    // under them, so a retry (the driver's, or ours after a failover) applies once.
+    let retryable = cmd.contains_key("txnNumber") && !cmd.contains_key("autocommit");
+    let session_fields = if retryable {
+        (cmd.remove("lsid"), cmd.remove("txnNumber"))
+    } else {
+        (None, None)
+    };
     for f in ROUTER_ONLY {
         cmd.remove(*f);
+    }
+    if let (Some(lsid), Some(txn)) = session_fields {
+        cmd.insert("lsid", lsid);
+        cmd.insert("txnNumber", txn);
     }
     let result = session
         .state

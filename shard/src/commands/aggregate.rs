@@ -24,7 +24,7 @@ impl AggContext for ShardAggContext<'_, '_> {
         match existing(self.ctx, coll) {
             None => Ok(Vec::new()),
             Some(meta) => collect(
-                self.ctx.node.engine.as_ref(),
+                self.ctx.engine,
                 &meta,
                 &FindArgs::default(),
                 &self.ctx.deadline,
@@ -119,7 +119,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                     vars: Some(vars.clone()),
                     ..Default::default()
                 };
-                input = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?;
+                input = collect(ctx.engine, &meta, &args, &ctx.deadline)?;
             }
         }
     }

@@ -30,12 +30,12 @@ pub fn write(ctx: &Ctx, pipeline: &Pipeline, results: Vec<Document>) -> MongoRes
 }
 
 fn out(ctx: &Ctx, db: &str, coll: &str, results: Vec<Document>) -> MongoResult<()> {
-    let engine = ctx.node.engine.as_ref();
+    let engine = ctx.engine;
     let catalog = &ctx.node.catalog;
     let temp = format!("tmp.agg_out.{:x}", Cursors::new_id());
     let (meta, _) = catalog.create_collection(engine, db, &temp, Document::new())?;
     let docs: Vec<Document> = results.iter().map(with_id_first).collect();
-    if let Some((_, e)) = insert_documents(engine, catalog, &meta, &docs, true)
+    if let Some((_, e)) = insert_documents(engine, catalog, &meta, &docs, true, &|_| {})
         .into_iter()
         .next()
     {
@@ -52,7 +52,7 @@ fn out(ctx: &Ctx, db: &str, coll: &str, results: Vec<Document>) -> MongoResult<(
 }
 
 fn merge(ctx: &Ctx, spec: &MergeSpec, results: Vec<Document>) -> MongoResult<()> {
-    let engine = ctx.node.engine.as_ref();
+    let engine = ctx.engine;
     let catalog = &ctx.node.catalog;
     let db = spec.db.as_deref().unwrap_or(ctx.db);
     let (meta, _) = catalog.create_collection(engine, db, &spec.coll, Document::new())?;
@@ -80,7 +80,7 @@ fn merge(ctx: &Ctx, spec: &MergeSpec, results: Vec<Document>) -> MongoResult<()>
             MergeAction::Nothing => {}
             MergeAction::Insert(d) => {
                 if let Some((_, e)) =
-                    insert_documents(engine, catalog, &meta, &[with_id_first(&d)], true)
+                    insert_documents(engine, catalog, &meta, &[with_id_first(&d)], true, &|_| {})
                         .into_iter()
                         .next()
                 {

@@ -100,12 +100,10 @@ pub fn existing(ctx: &Ctx, coll: &str) -> Option<Arc<CollectionMeta>> {
 
 /// Collection metadata, creating the collection on first write as MongoDB does.
 pub fn create_on_write(ctx: &Ctx, coll: &str) -> MongoResult<Arc<CollectionMeta>> {
-    let (meta, _) = ctx.node.catalog.create_collection(
-        ctx.node.engine.as_ref(),
-        ctx.db,
-        coll,
-        Document::new(),
-    )?;
+    let (meta, _) =
+        ctx.node
+            .catalog
+            .create_collection(ctx.engine, ctx.db, coll, Document::new())?;
     Ok(meta)
 }
 

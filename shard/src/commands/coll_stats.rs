@@ -20,7 +20,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
 
 /// Sizes and counts in collStats' shape.
 pub fn storage_stats(ctx: &Ctx, meta: &CollectionMeta) -> MongoResult<Document> {
-    let engine = ctx.node.engine.as_ref();
+    let engine = ctx.engine;
     let s = engine
         .stats(&meta.table)
         .map_err(crate::error::storage_to_mongo)?;

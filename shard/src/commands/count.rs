@@ -31,7 +31,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let (mut cursor, _) = open_find(&meta, &args)?;
     let mut n = 0i64;
     loop {
-        let batch = cursor.next_batch(ctx.node.engine.as_ref(), 4096, &ctx.deadline)?;
+        let batch = cursor.next_batch(ctx.engine, 4096, &ctx.deadline)?;
         n += batch.len() as i64;
         if batch.is_empty() || cursor.exhausted() {
             break;

@@ -51,6 +51,6 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     }
     ctx.node
         .catalog
-        .create_collection(ctx.node.engine.as_ref(), ctx.db, coll, options)?;
+        .create_collection(ctx.engine, ctx.db, coll, options)?;
     Ok(Document::new())
 }

@@ -114,7 +114,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         let table = ctx.node.catalog.new_table_name("i");
         new.push(index_from_spec(&spec_with_v, table)?);
     }
-    let engine = ctx.node.engine.as_ref();
+    let engine = ctx.engine;
     for (n, index) in new.iter_mut().enumerate() {
         if let Err(e) = build_index(engine, &meta, index) {
             for built in &new[..=n] {

@@ -37,6 +37,10 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let mut n = 0i64;
     let mut errors = Vec::new();
     for (i, d) in deletes.iter().enumerate() {
+        if let Some(done) = ctx.begin_statement(i) {
+            n += done.as_i32().unwrap_or(0) as i64;
+            continue;
+        }
         match run_one(ctx, coll, d, &vars) {
             Ok(k) => n += k,
             Err(e) => {
@@ -89,9 +93,10 @@ fn run_one(
         vars: vars.clone(),
         ..Default::default()
     };
-    let docs = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?;
+    let docs = collect(ctx.engine, &meta, &args, &ctx.deadline)?;
     for doc in &docs {
-        delete_document(ctx.node.engine.as_ref(), &meta, doc)?;
+        ctx.record(|| Bson::Int32(1));
+        delete_document(ctx.engine, &meta, doc)?;
     }
     Ok(docs.len() as i64)
 }

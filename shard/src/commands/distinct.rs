@@ -29,7 +29,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     };
     let hint = super::args::opt_hint(cmd);
     let docs = collect(
-        ctx.node.engine.as_ref(),
+        ctx.engine,
         &meta,
         &FindArgs {
             filter,

@@ -14,10 +14,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     };
     let lock = meta.write_lock.clone();
     let _guard = lock.lock().unwrap();
-    let dropped = ctx
-        .node
-        .catalog
-        .drop_collection(ctx.node.engine.as_ref(), &ns)?;
+    let dropped = ctx.node.catalog.drop_collection(ctx.engine, &ns)?;
     let was = dropped.map(|m| m.indexes.len() as i32 + 1).unwrap_or(0);
     Ok(doc! {"nIndexesWas": was, "ns": ns})
 }

@@ -9,9 +9,7 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     for meta in ctx.node.catalog.list(ctx.db) {
         let lock = meta.write_lock.clone();
         let _guard = lock.lock().unwrap();
-        ctx.node
-            .catalog
-            .drop_collection(ctx.node.engine.as_ref(), &meta.ns())?;
+        ctx.node.catalog.drop_collection(ctx.engine, &meta.ns())?;
     }
     Ok(doc! {"dropped": ctx.db})
 }

@@ -92,7 +92,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         let started = Instant::now();
         let mut returned = 0i64;
         loop {
-            let batch = cursor.next_batch(ctx.node.engine.as_ref(), 4096, &ctx.deadline)?;
+            let batch = cursor.next_batch(ctx.engine, 4096, &ctx.deadline)?;
             returned += batch.len() as i64;
             if batch.is_empty() || cursor.exhausted() {
                 break;

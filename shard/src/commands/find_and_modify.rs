@@ -55,6 +55,10 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         }
         None => None,
     };
+    // A retry of a findAndModify that took effect answers what the first attempt did.
+    if let Some(Bson::Document(done)) = ctx.begin_statement(0) {
+        return Ok(done);
+    }
     let meta = match existing(ctx, coll) {
         Some(m) => m,
         None if upsert => create_on_write(ctx, coll)?,
@@ -76,14 +80,16 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         vars: vars.clone(),
         ..Default::default()
     };
-    let found = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?
+    let found = collect(ctx.engine, &meta, &args, &ctx.deadline)?
         .into_iter()
         .next();
-    let engine = ctx.node.engine.as_ref();
+    let engine = ctx.engine;
     match (found, spec) {
         (Some(old), None) => {
+            let out = reply(Some(old.clone()), doc! {"n": 1}, &fields);
+            ctx.record(|| Bson::Document(out.clone()));
             delete_document(engine, &meta, &old)?;
-            Ok(reply(Some(old), doc! {"n": 1}, &fields))
+            Ok(out)
         }
         (None, None) => Ok(reply(None, doc! {"n": 0}, &fields)),
         (Some(old), Some(spec)) => {
@@ -91,23 +97,32 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             if let Some(v) = vars {
                 matcher = matcher.with_variables(v);
             }
-            let (new, _) = apply_to_existing(ctx, &meta, &matcher, &spec, &old)?;
-            let value = if return_new { new } else { old };
-            Ok(reply(
-                Some(value),
-                doc! {"n": 1, "updatedExisting": true},
-                &fields,
-            ))
+            let answer = |new: &Document| {
+                let value = if return_new { new } else { &old };
+                reply(
+                    Some(value.clone()),
+                    doc! {"n": 1, "updatedExisting": true},
+                    &fields,
+                )
+            };
+            let (new, _) = apply_to_existing(ctx, &meta, &matcher, &spec, &old, &|new| {
+                Bson::Document(answer(new))
+            })?;
+            Ok(answer(&new))
         }
         (None, Some(spec)) if upsert => {
-            let inserted = upsert_insert(ctx, &meta, &filter, &spec)?;
-            let id = inserted.get("_id").cloned().unwrap_or(Bson::Null);
-            let value = if return_new { Some(inserted) } else { None };
-            Ok(reply(
-                value,
-                doc! {"n": 1, "updatedExisting": false, "upserted": id},
-                &fields,
-            ))
+            let answer = |inserted: &Document| {
+                let id = inserted.get("_id").cloned().unwrap_or(Bson::Null);
+                let value = return_new.then(|| inserted.clone());
+                reply(
+                    value,
+                    doc! {"n": 1, "updatedExisting": false, "upserted": id},
+                    &fields,
+                )
+            };
+            let inserted =
+                upsert_insert(ctx, &meta, &filter, &spec, &|d| Bson::Document(answer(d)))?;
+            Ok(answer(&inserted))
         }
         (None, Some(_)) => Ok(reply(
             None,

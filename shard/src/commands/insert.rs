@@ -19,7 +19,13 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     // Validate and assign _ids first; invalid documents become write errors in place.
     let mut prepared = Vec::with_capacity(docs.len());
     let mut errors: Vec<(usize, MongoError)> = Vec::new();
+    // Statements an earlier attempt of this retryable write already inserted.
+    let mut retried = 0;
     for (i, d) in docs.iter().enumerate() {
+        if ctx.begin_statement(i).is_some() {
+            retried += 1;
+            continue;
+        }
         match prepare(d) {
             Ok(d) => prepared.push((i, d)),
             Err(e) => {
@@ -43,13 +49,14 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         prepared.into_iter().filter(|(i, _)| *i < limit).collect();
     let positions: Vec<usize> = to_write.iter().map(|(i, _)| *i).collect();
     let docs: Vec<Document> = to_write.into_iter().map(|(_, d)| d).collect();
-    let failed = insert_documents(
-        ctx.node.engine.as_ref(),
-        &ctx.node.catalog,
-        &meta,
-        &docs,
-        ordered,
-    );
+    let stage = |carried: std::ops::Range<usize>| {
+        if let Some(r) = ctx.retry {
+            for j in carried {
+                r.stage(positions[j] as i32, Bson::Null);
+            }
+        }
+    };
+    let failed = insert_documents(ctx.engine, &ctx.node.catalog, &meta, &docs, ordered, &stage);
     let mut n = docs.len();
     if ordered {
         if let Some((j, _)) = failed.first() {
@@ -65,7 +72,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     if ordered {
         errors.truncate(1);
     }
-    Ok(write_reply(n as i64, errors))
+    Ok(write_reply((n + retried) as i64, errors))
 }
 
 pub fn check_batch_size(n: usize) -> MongoResult<()> {

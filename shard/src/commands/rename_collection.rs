@@ -56,8 +56,8 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             ));
         }
         let _t = target.write_lock.lock().unwrap();
-        catalog.drop_collection(ctx.node.engine.as_ref(), to)?;
+        catalog.drop_collection(ctx.engine, to)?;
     }
-    catalog.rename(ctx.node.engine.as_ref(), from, to_db, to_coll)?;
+    catalog.rename(ctx.engine, from, to_db, to_coll)?;
     Ok(Document::new())
 }

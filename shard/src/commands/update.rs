@@ -31,7 +31,11 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let mut upserted = Vec::new();
     let mut errors = Vec::new();
     for (i, u) in updates.iter().enumerate() {
-        match run_one(ctx, coll, u, &vars) {
+        let outcome = match ctx.begin_statement(i) {
+            Some(done) => Ok(Outcome::recorded(&done)),
+            None => run_one(ctx, coll, u, &vars),
+        };
+        match outcome {
             Ok(out) => {
                 n += out.matched;
                 modified += out.modified;
@@ -72,6 +76,26 @@ struct Outcome {
     matched: i64,
     modified: i64,
     upserted_id: Option<Bson>,
+}
+
+impl Outcome {
+    /// What a retryable write recorded for a statement that changed one document.
+    fn record(&self) -> Bson {
+        let mut d = doc! {"n": self.matched, "nModified": self.modified};
+        if let Some(id) = &self.upserted_id {
+            d.insert("upserted", id.clone());
+        }
+        Bson::Document(d)
+    }
+
+    fn recorded(b: &Bson) -> Outcome {
+        let d = b.as_document().cloned().unwrap_or_default();
+        Outcome {
+            matched: d.get_i64("n").unwrap_or(0),
+            modified: d.get_i64("nModified").unwrap_or(0),
+            upserted_id: d.get("upserted").cloned(),
+        }
+    }
 }
 
 fn run_one(
@@ -124,7 +148,7 @@ fn run_one(
         vars: vars.clone(),
         ..Default::default()
     };
-    let docs = collect(ctx.node.engine.as_ref(), &meta, &args, &ctx.deadline)?;
+    let docs = collect(ctx.engine, &meta, &args, &ctx.deadline)?;
     if docs.is_empty() {
         if !upsert {
             return Ok(Outcome {
@@ -133,7 +157,14 @@ fn run_one(
                 upserted_id: None,
             });
         }
-        let inserted = upsert_insert(ctx, &meta, &filter, &spec)?;
+        let inserted = upsert_insert(ctx, &meta, &filter, &spec, &|d| {
+            Outcome {
+                matched: 0,
+                modified: 0,
+                upserted_id: d.get("_id").cloned(),
+            }
+            .record()
+        })?;
         return Ok(Outcome {
             matched: 0,
             modified: 0,
@@ -147,7 +178,15 @@ fn run_one(
     let mut modified = 0;
     for old in &docs {
         ctx.deadline.check()?;
-        if apply_to_existing(ctx, &meta, &matcher, &spec, old)?.1 {
+        let one = |_: &Document| {
+            Outcome {
+                matched: 1,
+                modified: 1,
+                upserted_id: None,
+            }
+            .record()
+        };
+        if apply_to_existing(ctx, &meta, &matcher, &spec, old, &one)?.1 {
             modified += 1;
         }
     }
@@ -175,12 +214,14 @@ pub fn array_filters(u: &Document) -> MongoResult<Option<Vec<Document>>> {
 }
 
 /// Applies `spec` to one stored document; returns the new document and whether it changed.
+/// `record` gives, from the new document, what a retryable write records for the change.
 pub fn apply_to_existing(
     ctx: &Ctx,
     meta: &CollectionMeta,
     matcher: &Matcher,
     spec: &UpdateSpec,
     old: &Document,
+    record: &dyn Fn(&Document) -> Bson,
 ) -> MongoResult<(Document, bool)> {
     let mut new = old.clone();
     let uctx = UpdateContext {
@@ -197,27 +238,31 @@ pub fn apply_to_existing(
     }
     if changed {
         let new = with_id_first(&new);
-        replace_document(ctx.node.engine.as_ref(), &ctx.node.catalog, meta, old, &new)?;
+        ctx.record(|| record(&new));
+        replace_document(ctx.engine, &ctx.node.catalog, meta, old, &new)?;
         return Ok((new, true));
     }
     Ok((new, false))
 }
 
-/// Inserts the document an upsert creates when nothing matched; returns it.
+/// Inserts the document an upsert creates when nothing matched; returns it. `record` as
+/// for [`apply_to_existing`].
 pub fn upsert_insert(
     ctx: &Ctx,
     meta: &CollectionMeta,
     filter: &Document,
     spec: &UpdateSpec,
+    record: &dyn Fn(&Document) -> Bson,
 ) -> MongoResult<Document> {
     let doc = spec.upsert_document(filter, bson::DateTime::now())?;
     check_id(doc.get("_id"))?;
     let errors = insert_documents(
-        ctx.node.engine.as_ref(),
+        ctx.engine,
         &ctx.node.catalog,
         meta,
         std::slice::from_ref(&doc),
         true,
+        &|_| ctx.record(|| record(&doc)),
     );
     match errors.into_iter().next() {
         Some((_, e)) => Err(e),

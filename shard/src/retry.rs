@@ -1,0 +1,243 @@
+//! Retryable writes: a write sent with a session (`lsid`) and a `txnNumber` takes effect
+//! once, however often the driver (or the router, after a failover) sends it again.
+//!
+//! The session table `_txns` holds, per session, the highest `txnNumber` seen and the
+//! statements of that number already executed, each with the result a retry must report.
+//! A statement's record is written in the same storage batch as the statement's own
+//! change, so on a replica set it travels in the same Raft entry: a new primary knows
+//! exactly which statements took effect, and nothing is applied twice or reported wrong.
+//!
+//! Commands see this through [`RecordingEngine`], which adds the session record to the
+//! next write once a statement has been staged with [`Retry::stage`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use bson::{doc, Bson, Document};
+use storage::{Engine, KeyRange, Result, TableStats, WriteBatch};
+use wire::{ErrorCode, MongoError, MongoResult};
+
+/// The session table; every node creates it locally at start-up.
+pub const TXN_TABLE: &str = "_txns";
+
+/// Commands that may carry a `txnNumber` outside a transaction.
+pub const RETRYABLE: &[&str] = &[
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "findandmodify",
+];
+
+/// One session's retryable-write state for one command.
+pub struct Retry {
+    key: Vec<u8>,
+    txn: i64,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Statements of `txn` that took effect, with the result to report on a retry.
+    done: BTreeMap<i32, Bson>,
+    /// Statements the next write will record.
+    staged: Vec<(i32, Bson)>,
+    /// The statement the command is executing now.
+    current: i32,
+}
+
+impl Retry {
+    /// Reads the session's record. A `txn_number` below the newest one this session used
+    /// is refused (MongoDB's TransactionTooOld); the same number resumes its statements.
+    pub fn load(engine: &dyn Engine, lsid: &Document, txn_number: i64) -> MongoResult<Retry> {
+        let key = session_key(lsid)?;
+        let stored = engine
+            .get(TXN_TABLE, &key)
+            .map_err(crate::error::storage_to_mongo)?;
+        let mut state = State::default();
+        if let Some(bytes) = stored {
+            let record = Document::from_reader(&mut &bytes[..])
+                .map_err(|e| MongoError::internal(format!("corrupt session record: {e}")))?;
+            let newest = record.get_i64("t").unwrap_or(i64::MIN);
+            if newest > txn_number {
+                return Err(MongoError::new(
+                    ErrorCode::TransactionTooOld,
+                    format!(
+                        "Retryable write with txnNumber {txn_number} is prohibited on session \
+                         because a newer retryable write with txnNumber {newest} has already started"
+                    ),
+                ));
+            }
+            if newest == txn_number {
+                if let Ok(stmts) = record.get_document("s") {
+                    for (k, v) in stmts {
+                        if let Ok(id) = k.parse::<i32>() {
+                            state.done.insert(id, v.clone());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Retry {
+            key,
+            txn: txn_number,
+            state: Mutex::new(state),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The recorded result of a statement an earlier attempt executed.
+    pub fn executed(&self, stmt: i32) -> Option<Bson> {
+        self.lock().done.get(&stmt).cloned()
+    }
+
+    /// Marks `stmt` as carried by the next write, reporting `result` on a retry.
+    pub fn stage(&self, stmt: i32, result: Bson) {
+        self.lock().staged.push((stmt, result));
+    }
+
+    /// The command moves on to statement `stmt` (its position in the batch).
+    pub fn begin(&self, stmt: i32) {
+        self.lock().current = stmt;
+    }
+
+    /// Stages the current statement with `result`.
+    pub fn stage_current(&self, result: Bson) {
+        let mut state = self.lock();
+        let stmt = state.current;
+        state.staged.push((stmt, result));
+    }
+
+    /// Adds the session record (with the staged statements) to `batch`, if any are staged.
+    fn append_record(&self, batch: &WriteBatch) -> Option<WriteBatch> {
+        let state = self.lock();
+        if state.staged.is_empty() {
+            return None;
+        }
+        let mut stmts = Document::new();
+        for (id, result) in state
+            .done
+            .iter()
+            .chain(state.staged.iter().map(|(i, r)| (i, r)))
+        {
+            stmts.insert(id.to_string(), result.clone());
+        }
+        let record = doc! {"t": self.txn, "s": stmts};
+        let mut out = batch.clone();
+        out.put(TXN_TABLE, self.key.clone(), bson::to_vec(&record).ok()?);
+        Some(out)
+    }
+
+    fn settle(&self, committed: bool) {
+        let mut state = self.lock();
+        let staged = std::mem::take(&mut state.staged);
+        if committed {
+            state.done.extend(staged);
+        }
+    }
+}
+
+/// `lsid.id` (and `lsid.uid` when present) as the session table's key.
+fn session_key(lsid: &Document) -> MongoResult<Vec<u8>> {
+    let mut key = match lsid.get("id") {
+        Some(Bson::Binary(b)) => b.bytes.clone(),
+        _ => {
+            return Err(MongoError::failed_to_parse(
+                "lsid must be an object with a UUID 'id' field",
+            ))
+        }
+    };
+    if let Some(Bson::Binary(uid)) = lsid.get("uid") {
+        key.extend_from_slice(&uid.bytes);
+    }
+    Ok(key)
+}
+
+/// The engine a retryable write's command writes through: every write that follows a
+/// staged statement carries the session record with it, atomically.
+pub struct RecordingEngine {
+    pub inner: Arc<dyn Engine>,
+    pub retry: Arc<Retry>,
+}
+
+impl Engine for RecordingEngine {
+    fn create_table(&self, name: &str) -> Result<()> {
+        self.inner.create_table(name)
+    }
+
+    fn drop_table(&self, name: &str) -> Result<()> {
+        self.inner.drop_table(name)
+    }
+
+    fn list_tables(&self) -> Result<Vec<String>> {
+        self.inner.list_tables()
+    }
+
+    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get(table, key)
+    }
+
+    fn scan(
+        &self,
+        table: &str,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner.scan(table, range, reverse, limit)
+    }
+
+    fn write(&self, batch: &WriteBatch) -> Result<()> {
+        let result = match self.retry.append_record(batch) {
+            Some(with_record) => self.inner.write(&with_record),
+            None => return self.inner.write(batch),
+        };
+        self.retry.settle(result.is_ok());
+        result
+    }
+
+    fn stats(&self, table: &str) -> Result<TableStats> {
+        self.inner.stats(table)
+    }
+
+    fn checkpoint(&self) -> Result<()> {
+        self.inner.checkpoint()
+    }
+}
+
+/// One command at a time per session, as MongoDB checks a session out: a retry that
+/// arrives while the first attempt still runs waits for it instead of racing it.
+#[derive(Default)]
+pub struct SessionLocks {
+    stripes: [Mutex<SessionMap>; 16],
+}
+
+/// Sessions with a command running (or waiting), by session key.
+type SessionMap = HashMap<Vec<u8>, Arc<Mutex<()>>>;
+
+impl SessionLocks {
+    /// Runs `f` holding the session's lock.
+    pub fn with<T>(&self, lsid: &Document, f: impl FnOnce() -> T) -> MongoResult<T> {
+        let key = session_key(lsid)?;
+        let stripe = &self.stripes[key.iter().fold(0usize, |h, b| h ^ *b as usize) % 16];
+        let lock = stripe
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let out = {
+            let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
+            f()
+        };
+        let mut map = stripe.lock().unwrap_or_else(|p| p.into_inner());
+        // Two references left (the map's and ours): nobody else waits, so forget it.
+        if Arc::strong_count(&lock) == 2 {
+            map.remove(&key);
+        }
+        Ok(out)
+    }
+}
