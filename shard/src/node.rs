@@ -35,6 +35,9 @@ pub struct Node {
     pub sessions: SessionLocks,
 }
 
+/// How long a linearizable read without `maxTimeMS` waits to confirm the primary.
+const LINEARIZABLE_WAIT: Duration = Duration::from_secs(15);
+
 /// How the router asked for a command to run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunOptions {
@@ -207,7 +210,10 @@ impl Node {
         if let Err(e) = deadline.check() {
             return e.to_document();
         }
-        let run = || self.run_in_session(db, cmd, deadline, spec.run);
+        let run = || {
+            self.read_concern(cmd, spec.writes, deadline)?;
+            self.run_in_session(db, cmd, deadline, spec.run)
+        };
         let result = match &self.replica {
             None => run(),
             Some(_) if spec.anywhere => run(),
@@ -225,6 +231,42 @@ impl Node {
             }
             Err(e) => e.to_document(),
         }
+    }
+
+    /// `readConcern: {level: "linearizable"}`: before the read, this member confirms with a
+    /// majority that it is still primary and applies everything committed so far (Raft's
+    /// ReadIndex), so the read sees every write acknowledged before it began. Every other
+    /// level needs nothing here: a member applies only majority-committed entries, so
+    /// `local` and `available` reads already return majority-committed data.
+    fn read_concern(&self, cmd: &Document, writes: bool, deadline: Deadline) -> MongoResult<()> {
+        let linearizable = cmd
+            .get_document("readConcern")
+            .ok()
+            .and_then(|rc| rc.get_str("level").ok())
+            == Some("linearizable");
+        let Some(replica) = self.replica.as_ref().filter(|_| linearizable) else {
+            return Ok(());
+        };
+        if writes {
+            return Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "linearizable read concern is only valid for reads",
+            ));
+        }
+        let limit = deadline
+            .0
+            .map(|t| t.saturating_duration_since(Instant::now()))
+            .unwrap_or(LINEARIZABLE_WAIT);
+        replica.read_barrier(limit).map_err(|e| match e {
+            repl::ProposeError::Timeout if deadline.0.is_some() => {
+                MongoError::new(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit")
+            }
+            repl::ProposeError::Timeout => MongoError::new(
+                ErrorCode::ExceededTimeLimit,
+                "could not confirm the primary with a majority in time",
+            ),
+            e => MongoError::new(e.code(), e.to_string()),
+        })
     }
 
     /// Runs a handler; a retryable write (`lsid` + `txnNumber`) runs with its session

@@ -243,3 +243,69 @@ async fn members_refuse_what_they_cannot_do() {
     assert_eq!(r.get_i32("code").unwrap(), 13435, "{r}");
     set.stop().await;
 }
+
+/// Runs a linearizable `find` on member `i` directly, with a deadline.
+async fn linearizable_find_on(set: &TestReplicaSet, i: usize, ms: u64) -> Document {
+    let node = set.member(i).expect("running").node.clone();
+    let cmd = doc! {"find": "lin", "readConcern": {"level": "linearizable"}};
+    let opts = shard::node::RunOptions {
+        deadline: shard::cursor::Deadline::after_ms(ms),
+        secondary_ok: true,
+        ..Default::default()
+    };
+    tokio::task::spawn_blocking(move || node.run_command_with("test", &cmd, opts))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn linearizable_reads_confirm_the_primary_first() {
+    let set = TestReplicaSet::start().await;
+    let (primary, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    let client = set.client(0, "").await;
+    let db = client.database("test");
+    db.collection::<Document>("lin")
+        .insert_one(doc! {"_id": 1})
+        .await
+        .unwrap();
+    let reply = db
+        .run_command(doc! {"find": "lin", "readConcern": {"level": "linearizable"}})
+        .await
+        .unwrap();
+    assert_eq!(tests::batch_len(&reply), 1, "{reply}");
+
+    // Bad read concerns get MongoDB's errors at the router.
+    let code = |e: mongodb::error::Error| match *e.kind {
+        mongodb::error::ErrorKind::Command(c) => c.code,
+        other => panic!("{other:?}"),
+    };
+    let bad = db
+        .run_command(doc! {"find": "lin", "readConcern": {"level": "sometimes"}})
+        .await
+        .unwrap_err();
+    assert_eq!(code(bad), 9);
+    let secondary = db
+        .run_command(doc! {"find": "lin", "readConcern": {"level": "linearizable"}})
+        .selection_criteria(SelectionCriteria::ReadPreference(
+            ReadPreference::Secondary {
+                options: Default::default(),
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(code(secondary), 72);
+
+    // A secondary never serves one; a primary cut off from the majority cannot confirm
+    // itself, so it refuses instead of returning possibly stale data.
+    let other = (0..3).find(|&i| i != primary).unwrap();
+    let on_secondary = linearizable_find_on(&set, other, 2_000).await;
+    assert_eq!(on_secondary.get_i32("code"), Ok(10107), "{on_secondary}");
+    set.isolate(primary);
+    let cut_off = linearizable_find_on(&set, primary, 1_000).await;
+    assert_ne!(cut_off.get_f64("ok"), Ok(1.0), "{cut_off}");
+    let refused = cut_off.get_i32("code").unwrap();
+    println!("isolated primary refused a linearizable read: {cut_off}");
+    assert!([50, 10107, 11602].contains(&refused), "{cut_off}");
+    set.heal();
+    set.stop().await;
+}

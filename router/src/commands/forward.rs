@@ -58,6 +58,13 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
     if fwd.writes {
         fwd.read_preference = ReadPreference::default();
     }
+    let linearizable = read_concern(cmd.get("readConcern"))? == Some("linearizable");
+    if linearizable && fwd.read_preference.mode != Mode::Primary {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            "linearizable read concern requires read preference primary",
+        ));
+    }
     // A cursor lives on the member that opened it, and belongs to the user who did.
     let owner = session.auth.owner();
     let cursors = &session.state.cursors;
@@ -93,6 +100,9 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
     for f in ROUTER_ONLY {
         cmd.remove(*f);
     }
+    if linearizable {
+        cmd.insert("readConcern", bson::doc! {"level": "linearizable"});
+    }
     if let (Some(lsid), Some(txn)) = session_fields {
         cmd.insert("lsid", lsid);
         cmd.insert("txnNumber", txn);
@@ -121,6 +131,37 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
         }
     }
     Ok(reply)
+}
+
+/// Validates `readConcern` and returns its level. Reads are always majority-committed
+/// here (members apply only committed entries), so `local`, `available` and `majority`
+/// need nothing more; `linearizable` makes the primary confirm itself first.
+fn read_concern(v: Option<&Bson>) -> MongoResult<Option<&str>> {
+    let d = match v {
+        None | Some(Bson::Null) => return Ok(None),
+        Some(Bson::Document(d)) => d,
+        Some(_) => {
+            return Err(MongoError::type_mismatch(
+                "BSON field 'readConcern' is the wrong type, expected type 'object'",
+            ))
+        }
+    };
+    match d.get("level") {
+        None => Ok(None),
+        Some(Bson::String(l)) => match l.as_str() {
+            "local" | "available" | "majority" | "linearizable" => Ok(Some(l.as_str())),
+            "snapshot" => Err(MongoError::new(
+                ErrorCode::InvalidOptions,
+                "readConcern level 'snapshot' is not supported outside transactions here",
+            )),
+            other => Err(MongoError::failed_to_parse(format!(
+                "Enumeration value '{other}' for field 'readConcern.level' is not a valid value."
+            ))),
+        },
+        Some(_) => Err(MongoError::type_mismatch(
+            "BSON field 'readConcern.level' is the wrong type, expected type 'string'",
+        )),
+    }
 }
 
 /// The cursor ids a `killCursors` names.

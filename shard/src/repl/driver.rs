@@ -33,6 +33,11 @@ pub enum Event {
         term: u64,
         done: SyncSender<Result<(), ProposeError>>,
     },
+    /// Confirm leadership with a quorum (Raft's ReadIndex) and answer once everything
+    /// committed before the request is applied here: a linearizable read may then run.
+    ReadIndex {
+        done: SyncSender<Result<(), ProposeError>>,
+    },
     Message(Box<Message>),
     /// Start an election now (`replSetStepUp`).
     Campaign,
@@ -56,6 +61,10 @@ pub struct Driver {
     pub incarnation: u64,
     pub next_seq: u64,
     pub waiters: HashMap<u64, SyncSender<Result<(), ProposeError>>>,
+    /// ReadIndex requests waiting for the quorum's answer, by sequence number.
+    pub reads: HashMap<u64, SyncSender<Result<(), ProposeError>>>,
+    /// Confirmed reads waiting for the applied index to reach theirs.
+    pub confirmed_reads: Vec<(u64, SyncSender<Result<(), ProposeError>>)>,
     /// First log index of the current leadership term: until it is applied the new
     /// primary's data may lag what earlier primaries committed, so it takes no writes.
     pub term_start: u64,
@@ -120,6 +129,16 @@ impl Driver {
                     }
                 }
             }
+            Event::ReadIndex { done } => {
+                if !self.writable() {
+                    let _ = done.try_send(Err(ProposeError::NotPrimary));
+                    return false;
+                }
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                self.raw.read_index(self.context(seq));
+                self.reads.insert(seq, done);
+            }
             Event::Message(mut m) => {
                 // A member whose disk was wiped still looks caught up to the primary until
                 // its first rejection; raft-rs treats a heartbeat's commit index beyond the
@@ -153,13 +172,18 @@ impl Driver {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
+        self.raw
+            .propose(self.context(seq), data)
+            .map_err(|_| ProposeError::NotPrimary)?;
+        Ok(seq)
+    }
+
+    /// A request's context: this run's incarnation and the request's sequence number.
+    fn context(&self, seq: u64) -> Vec<u8> {
         let mut context = Vec::with_capacity(16);
         context.extend_from_slice(&self.incarnation.to_le_bytes());
         context.extend_from_slice(&seq.to_le_bytes());
-        self.raw
-            .propose(context, data)
-            .map_err(|_| ProposeError::NotPrimary)?;
-        Ok(seq)
+        context
     }
 
     fn writable(&self) -> bool {
@@ -171,6 +195,14 @@ impl Driver {
             return Ok(());
         }
         let mut ready = self.raw.ready();
+        for rs in ready.take_read_states() {
+            if let Some(w) = self
+                .own_seq(&rs.request_ctx)
+                .and_then(|s| self.reads.remove(&s))
+            {
+                self.confirmed_reads.push((rs.index, w));
+            }
+        }
         if !ready.messages().is_empty() {
             self.outbox.send(ready.take_messages());
         }
@@ -198,6 +230,13 @@ impl Driver {
         self.outbox.send(light.take_messages());
         self.apply(light.take_committed_entries())?;
         self.raw.advance_apply();
+        let applied = self.applied;
+        self.confirmed_reads.retain(|(index, w)| {
+            if *index <= applied {
+                let _ = w.try_send(Ok(()));
+            }
+            *index > applied
+        });
         Ok(())
     }
 
@@ -305,7 +344,15 @@ impl Driver {
     }
 
     fn fail_waiters(&mut self, e: ProposeError) {
-        for (_, w) in self.waiters.drain() {
+        let reads = self.reads.drain().map(|(_, w)| w);
+        let confirmed = self.confirmed_reads.drain(..).map(|(_, w)| w);
+        for w in self
+            .waiters
+            .drain()
+            .map(|(_, w)| w)
+            .chain(reads)
+            .chain(confirmed)
+        {
             let _ = w.try_send(Err(e.clone()));
         }
     }

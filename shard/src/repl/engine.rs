@@ -7,8 +7,6 @@ use std::sync::Arc;
 
 use storage::{Engine, KeyRange, Result, StorageError, TableStats, WriteBatch};
 
-use wire::ErrorCode;
-
 use super::entry::OplogEntry;
 use super::{ProposeError, Replica};
 
@@ -20,17 +18,12 @@ pub struct ReplicatedEngine {
 impl ReplicatedEngine {
     fn replicate(&self, entry: OplogEntry) -> Result<()> {
         self.replica.replicate(entry).map_err(|e| {
-            let code = match &e {
-                ProposeError::KeyExists(table) => {
-                    return StorageError::KeyExists {
-                        table: table.clone(),
-                    }
-                }
-                ProposeError::NotPrimary => ErrorCode::NotWritablePrimary,
-                ProposeError::StateChanged => ErrorCode::InterruptedDueToReplStateChange,
-                ProposeError::Timeout => ErrorCode::WriteConcernFailed,
-                ProposeError::Shutdown => ErrorCode::ShutdownInProgress,
-            };
+            if let ProposeError::KeyExists(table) = &e {
+                return StorageError::KeyExists {
+                    table: table.clone(),
+                };
+            }
+            let code = e.code();
             StorageError::Replication {
                 code: code as i32,
                 name: code.name(),

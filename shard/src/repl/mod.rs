@@ -56,6 +56,20 @@ pub enum ProposeError {
     KeyExists(String),
 }
 
+impl ProposeError {
+    /// The MongoDB error a client sees (not for KeyExists, which becomes E11000).
+    pub fn code(&self) -> wire::ErrorCode {
+        use wire::ErrorCode;
+        match self {
+            ProposeError::NotPrimary => ErrorCode::NotWritablePrimary,
+            ProposeError::StateChanged => ErrorCode::InterruptedDueToReplStateChange,
+            ProposeError::Timeout => ErrorCode::WriteConcernFailed,
+            ProposeError::Shutdown => ErrorCode::ShutdownInProgress,
+            ProposeError::KeyExists(_) => ErrorCode::DuplicateKey,
+        }
+    }
+}
+
 /// What the driver last published about this member.
 #[derive(Debug, Clone)]
 pub struct Status {
@@ -198,6 +212,8 @@ impl Replica {
             incarnation: rand::random(),
             next_seq: 0,
             waiters: HashMap::new(),
+            reads: HashMap::new(),
+            confirmed_reads: Vec::new(),
             term_start: u64::MAX,
             applied,
             was_leader: false,
@@ -258,6 +274,17 @@ impl Replica {
             Some(t) => wait.recv_timeout(t).unwrap_or(Err(ProposeError::Timeout)),
             None => wait.recv().unwrap_or(Err(ProposeError::Shutdown)),
         }
+    }
+
+    /// Returns once this member has confirmed with a majority that it is still the
+    /// primary and has applied everything committed before the call (`linearizable`).
+    pub fn read_barrier(&self, timeout: std::time::Duration) -> Result<(), ProposeError> {
+        let (done, wait) = sync_channel(1);
+        self.events
+            .send(Event::ReadIndex { done })
+            .map_err(|_| ProposeError::Shutdown)?;
+        wait.recv_timeout(timeout)
+            .unwrap_or(Err(ProposeError::Timeout))
     }
 
     /// Starts an election at once (`replSetStepUp`).
