@@ -10,7 +10,9 @@ BIN=${BULWARK_BIN:-target/debug/bulwark}
 [ -x "$BIN" ] || cargo build --bin bulwark
 DATA=$(mktemp -d)
 LOG=$DATA/bulwark.log
-"$BIN" local --port "$PORT" --member-port $((PORT + 300)) --dir "$DATA/data" --ttl-interval-secs 1 >"$LOG" 2>&1 &
+# --enable-test-commands: the suites inject errors with configureFailPoint (failCommand).
+"$BIN" local --port "$PORT" --member-port $((PORT + 300)) --dir "$DATA/data" --ttl-interval-secs 1 \
+  --enable-test-commands >"$LOG" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$DATA"' EXIT
 wait_port() {
@@ -56,6 +58,10 @@ run_suite crud "${FLOOR_CRUD:-93}"
 run_suite collection-management "${FLOOR_COLLECTION_MANAGEMENT:-55}"
 run_suite index-management "${FLOOR_INDEX_MANAGEMENT:-60}"
 run_suite run-command "${FLOOR_RUN_COMMAND:-80}"
+# Retryable writes and reads: the driver's retries against the router's error labels and
+# the shard's session table (change streams, not implemented, are the reads that fail).
+run_suite retryable-writes "${FLOOR_RETRYABLE_WRITES:-95}"
+run_suite retryable-reads "${FLOOR_RETRYABLE_READS:-80}"
 
 # The crud suite again, against a cluster with authentication on: the same floor, since
 # an authenticated root user must be able to do everything an open cluster allows.

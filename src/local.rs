@@ -45,6 +45,9 @@ pub struct LocalArgs {
     /// Seconds between TTL monitor passes.
     #[arg(long, default_value_t = 60)]
     ttl_interval_secs: u64,
+    /// Allow test-only commands (configureFailPoint), as mongod's enableTestCommands.
+    #[arg(long)]
+    enable_test_commands: bool,
     #[command(flatten)]
     security: crate::local_security::SecurityArgs,
 }
@@ -90,6 +93,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
             .map(|m| m.host.clone())
             .collect::<Vec<_>>()
             .join(","),
+        enable_test_commands: args.enable_test_commands,
         ..Default::default()
     };
     let cluster_key = args.security.apply(&mut router_template);
@@ -193,6 +197,7 @@ async fn run_single(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Res
     let mut router_config = router::RouterConfig {
         listen: format!("127.0.0.1:{}", args.port),
         shard: shard_addr.to_string(),
+        enable_test_commands: args.enable_test_commands,
         ..Default::default()
     };
     let cluster_key = args.security.apply(&mut router_config);

@@ -37,6 +37,9 @@ pub struct RouterConfig {
     pub cluster_key: String,
     /// A file holding the cluster key (used when `cluster_key` is empty).
     pub cluster_key_file: String,
+    /// MongoDB's `enableTestCommands`: allows `configureFailPoint` (drivers' test suites
+    /// inject errors with it). Never on in production.
+    pub enable_test_commands: bool,
 }
 
 impl Default for RouterConfig {
@@ -58,6 +61,7 @@ impl Default for RouterConfig {
             tls_require_client_cert: false,
             cluster_key: String::new(),
             cluster_key_file: String::new(),
+            enable_test_commands: false,
         }
     }
 }

@@ -27,6 +27,10 @@ pub struct Session {
     clock_increment: u32,
     /// Who is authenticated here, and any SASL conversation in progress.
     pub auth: crate::auth::ConnAuth,
+    /// `client.application.name` from the handshake (fail points can target it).
+    pub app_name: Option<String>,
+    /// Set when the connection must close without answering (a fail point).
+    pub closing: bool,
 }
 
 /// Serves one client over a plain TCP or a TLS stream.
@@ -52,6 +56,8 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             next_request_id: 1,
             clock_increment: 0,
             auth: Default::default(),
+            app_name: None,
+            closing: false,
         };
         let mut buf = Vec::new();
         loop {
@@ -90,7 +96,11 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
                     continue;
                 }
             };
-            let Some(frame) = session.respond(incoming).await else {
+            let frame = session.respond(incoming).await;
+            if session.closing {
+                break;
+            }
+            let Some(frame) = frame else {
                 continue;
             };
             if wr.write_all(&frame).await.is_err() || wr.flush().await.is_err() {
@@ -161,7 +171,35 @@ impl Session {
                     .to_document();
             }
         };
-        let result = commands::dispatch(self, &db, &name, cmd).await;
+        if self.app_name.is_none() && matches!(name.as_str(), "hello" | "isMaster" | "ismaster") {
+            self.app_name = cmd
+                .get_document("client")
+                .and_then(|c| c.get_document("application"))
+                .and_then(|a| a.get_str("name"))
+                .ok()
+                .map(str::to_string);
+        }
+        let retryable_write = crate::error_labels::is_retryable_write(&cmd);
+        let fail = self
+            .state
+            .fail_points
+            .check(&name, self.app_name.as_deref());
+        if let Some(d) = fail.as_ref().and_then(|f| f.block) {
+            tokio::time::sleep(d).await;
+        }
+        if fail.as_ref().is_some_and(|f| f.close_connection) {
+            self.closing = true;
+            return Document::new();
+        }
+        let result = match fail.as_ref().and_then(|f| f.error_code) {
+            Some(code) => Ok(bson::doc! {
+                "ok": 0.0,
+                "errmsg": "Failing command via 'failCommand' failpoint",
+                "code": code,
+                "codeName": crate::error_labels::code_name(code),
+            }),
+            None => commands::dispatch(self, &db, &name, cmd).await,
+        };
         let elapsed = started.elapsed();
         let mut reply = match result {
             Ok(mut reply) => {
@@ -172,6 +210,20 @@ impl Session {
             }
             Err(e) => e.to_document(),
         };
+        if let Some(f) = fail {
+            if let Some(mut wce) = f.write_concern_error {
+                if let Some(labels) = wce.remove("errorLabels") {
+                    reply.insert("errorLabels", labels);
+                }
+                reply.insert("writeConcernError", wce);
+            }
+            if let Some(labels) = f.error_labels {
+                reply.insert("errorLabels", labels);
+            }
+        }
+        if retryable_write {
+            crate::error_labels::label(&mut reply);
+        }
         self.clock_increment = self.clock_increment.wrapping_add(1);
         crate::cluster_time::stamp(&mut reply, crate::cluster_time::now(self.clock_increment));
         let ok = matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0)

@@ -10,6 +10,8 @@ pub mod conn;
 pub mod counters;
 pub mod cursors;
 pub mod error;
+pub mod error_labels;
+pub mod fail_point;
 pub mod listener;
 pub mod read_preference;
 pub mod shard_client;

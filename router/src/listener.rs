@@ -35,6 +35,8 @@ pub struct RouterState {
     pub tls: Option<Tls>,
     /// Open cursors: where each lives and who may use it.
     pub cursors: crate::cursors::Cursors,
+    /// `configureFailPoint` state (test commands only).
+    pub fail_points: crate::fail_point::FailPoints,
 }
 
 impl RouterState {
@@ -99,6 +101,7 @@ pub async fn serve_with(
         counters: OpCounters::default(),
         connections_total: AtomicU64::new(0),
         cursors: Default::default(),
+        fail_points: Default::default(),
         host: format!(
             "{}:{}",
             hostname::get()

@@ -59,6 +59,12 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
         fwd.read_preference = ReadPreference::default();
     }
     let linearizable = read_concern(cmd.get("readConcern"))? == Some("linearizable");
+    if linearizable && fwd.writes {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            format!("{name} does not support linearizable read concern"),
+        ));
+    }
     if linearizable && fwd.read_preference.mode != Mode::Primary {
         return Err(MongoError::new(
             ErrorCode::InvalidOptions,

@@ -8,9 +8,8 @@ use crate::conn::Session;
 fn parameters(session: &Session) -> Document {
     doc! {
         "featureCompatibilityVersion": {"version": "7.0"},
-        // Test-only commands (configureFailPoint) are not implemented, so say so: drivers'
-        // test suites then skip what needs them instead of failing.
-        "enableTestCommands": 0,
+        // Drivers' test suites use configureFailPoint only when this is on.
+        "enableTestCommands": session.state.config.enable_test_commands as i32,
         "authenticationMechanisms": ["SCRAM-SHA-256", "SCRAM-SHA-1"],
         "maxIncomingConnections": session.state.config.max_connections as i64,
         "cursorTimeoutMillis": 600_000i64,

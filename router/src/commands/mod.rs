@@ -13,6 +13,7 @@ use crate::conn::Session;
 use crate::counters::Op;
 
 mod build_info;
+mod configure_fail_point;
 mod connection_status;
 mod create_role;
 mod create_user;
@@ -55,6 +56,11 @@ macro_rules! async_cmd {
 /// (MongoDB's `requiresAuth`/`checkAuthForOperation` for each).
 const LOCAL: &[(&str, LocalFn, Rule)] = &[
     ("ping", ping::run, Rule::Open),
+    (
+        "configureFailPoint",
+        configure_fail_point::run,
+        Rule::Authenticated,
+    ),
     ("buildInfo", build_info::run, Rule::Open),
     ("buildinfo", build_info::run, Rule::Open),
     (

@@ -1,0 +1,103 @@
+//! `errorLabels` on replies to retryable writes. Since MongoDB 4.4 the server, not the
+//! driver, decides whether a failed write may be retried: drivers retry a write only when
+//! its error carries `RetryableWriteError`.
+
+use bson::{Bson, Document};
+
+/// Codes after which a retryable write may be sent again (MongoDB's list): the write
+/// either did not happen or, with the same `txnNumber`, will not happen twice.
+const RETRYABLE_WRITE_CODES: &[i32] = &[
+    6,     // HostUnreachable
+    7,     // HostNotFound
+    89,    // NetworkTimeout
+    91,    // ShutdownInProgress
+    189,   // PrimarySteppedDown
+    262,   // ExceededTimeLimit
+    9001,  // SocketException
+    10107, // NotWritablePrimary
+    11600, // InterruptedAtShutdown
+    11602, // InterruptedDueToReplStateChange
+    13435, // NotPrimaryNoSecondaryOk
+    13436, // NotPrimaryOrSecondary
+];
+
+/// Whether `cmd` is a retryable write: it carries a `txnNumber` outside a transaction.
+pub fn is_retryable_write(cmd: &Document) -> bool {
+    cmd.contains_key("txnNumber") && !cmd.contains_key("autocommit")
+}
+
+/// Adds `RetryableWriteError` to a retryable write's reply when its error (or write
+/// concern error) allows a retry; labels already present are left as they are.
+pub fn label(reply: &mut Document) {
+    if reply.contains_key("errorLabels") {
+        return;
+    }
+    let failed = !matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0)
+        && !matches!(reply.get("ok"), Some(Bson::Int32(1)));
+    let code = if failed {
+        reply.get_i32("code").ok()
+    } else {
+        reply
+            .get_document("writeConcernError")
+            .ok()
+            .and_then(|w| w.get_i32("code").ok())
+    };
+    if code.is_some_and(|c| RETRYABLE_WRITE_CODES.contains(&c)) {
+        reply.insert(
+            "errorLabels",
+            vec![Bson::String("RetryableWriteError".into())],
+        );
+    }
+}
+
+/// The name MongoDB gives a code, for errors made up by the fail point.
+pub fn code_name(code: i32) -> String {
+    let known = [
+        (2, "BadValue"),
+        (6, "HostUnreachable"),
+        (7, "HostNotFound"),
+        (50, "MaxTimeMSExpired"),
+        (64, "WriteConcernFailed"),
+        (89, "NetworkTimeout"),
+        (91, "ShutdownInProgress"),
+        (112, "WriteConflict"),
+        (189, "PrimarySteppedDown"),
+        (262, "ExceededTimeLimit"),
+        (9001, "SocketException"),
+        (10107, "NotWritablePrimary"),
+        (11600, "InterruptedAtShutdown"),
+        (11602, "InterruptedDueToReplStateChange"),
+        (13435, "NotPrimaryNoSecondaryOk"),
+        (13436, "NotPrimaryOrSecondary"),
+    ];
+    known
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map(|(_, n)| n.to_string())
+        .unwrap_or_else(|| format!("Location{code}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn labels_retryable_errors_only() {
+        let mut r = doc! {"ok": 0.0, "code": 10107};
+        label(&mut r);
+        assert_eq!(
+            r.get_array("errorLabels").unwrap()[0].as_str(),
+            Some("RetryableWriteError")
+        );
+        let mut r = doc! {"ok": 0.0, "code": 11000};
+        label(&mut r);
+        assert!(!r.contains_key("errorLabels"));
+        let mut r = doc! {"ok": 1.0, "writeConcernError": {"code": 91}};
+        label(&mut r);
+        assert!(r.contains_key("errorLabels"));
+        let mut r = doc! {"ok": 0.0, "code": 91, "errorLabels": []};
+        label(&mut r);
+        assert!(r.get_array("errorLabels").unwrap().is_empty());
+    }
+}
