@@ -23,23 +23,29 @@ pub struct TestReplicaSet {
 }
 
 impl TestReplicaSet {
+    /// One data member per site; site A's is the preferred primary.
     pub async fn start() -> TestReplicaSet {
+        Self::start_layout(&[("A", 2, false), ("B", 1, false), ("C", 1, false)]).await
+    }
+
+    /// Members given as (site, priority, arbiter); a router per site A, B and C.
+    pub async fn start_layout(layout: &[(&str, i64, bool)]) -> TestReplicaSet {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut listeners = Vec::new();
-        for _ in SITES {
+        for _ in layout {
             listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
         }
         let configs: Vec<MemberConfig> = listeners
             .iter()
-            .zip(SITES)
+            .zip(layout)
             .enumerate()
-            .map(|(i, (l, site))| MemberConfig {
+            .map(|(i, (l, (site, priority, arbiter)))| MemberConfig {
                 id: i as u64 + 1,
                 host: l.local_addr().unwrap().to_string(),
-                site: site.into(),
-                priority: if site == "A" { 2 } else { 1 },
+                site: site.to_string(),
+                priority: *priority,
                 votes: 1,
-                arbiter: false,
+                arbiter: *arbiter,
             })
             .collect();
         let mut set = TestReplicaSet {

@@ -309,3 +309,54 @@ async fn linearizable_reads_confirm_the_primary_first() {
     set.heal();
     set.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn arbiters_and_priority_zero_members_never_lead() {
+    // The field report's layout: two data members in A, two in B (one of them
+    // priority 0), an arbiter in C.
+    let mut set = TestReplicaSet::start_layout(&[
+        ("A", 2, false),
+        ("A", 2, false),
+        ("B", 1, false),
+        ("B", 0, false),
+        ("C", 0, true),
+    ])
+    .await;
+    let (first, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    assert!(first < 2, "a site A member leads first, not {first}");
+    let client = set.client(1, "").await;
+    let coll = client.database("test").collection::<Document>("arb");
+    coll.insert_one(doc! {"_id": 1}).await.unwrap();
+    // replSetStepUp is refused on the arbiter and on the priority-0 member.
+    for i in [3, 4] {
+        let node = set.member(i).unwrap().node.clone();
+        let reply = tokio::task::spawn_blocking(move || {
+            node.run_command("admin", &doc! {"replSetStepUp": 1}, Default::default())
+        })
+        .await
+        .unwrap();
+        assert_eq!(reply.get_i32("code"), Ok(20), "{reply}");
+    }
+    // Site A fails: the only member that may lead is the B member with priority 1.
+    set.kill(0).await;
+    set.kill(1).await;
+    let (next, _) = set.wait_for_primary(LIVENESS).await.expect("new primary");
+    assert_eq!(next, 2);
+    for _ in 0..20 {
+        for i in [3, 4] {
+            let s = set
+                .member(i)
+                .unwrap()
+                .node
+                .replica
+                .as_ref()
+                .unwrap()
+                .status();
+            assert_ne!(s.role, raft::StateRole::Leader, "member {i} leads");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    coll.insert_one(doc! {"_id": 2}).await.unwrap();
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2);
+    set.stop().await;
+}

@@ -26,7 +26,7 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
                 && config
                     .members
                     .iter()
-                    .any(|m| m.id == *id && !m.arbiter && m.votes > 0)
+                    .any(|m| m.id == *id && !m.arbiter && m.votes > 0 && m.priority > 0)
         })
         .max_by_key(|(_, matched, _)| *matched)
         .map(|(id, _, _)| *id)

@@ -7,10 +7,11 @@ use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     let replica = super::args::replica(ctx)?;
-    if replica.config.me().map_err(MongoError::internal)?.arbiter {
+    let me = replica.config.me().map_err(MongoError::internal)?;
+    if me.arbiter || me.priority <= 0 {
         return Err(MongoError::new(
             ErrorCode::IllegalOperation,
-            "an arbiter cannot become primary",
+            "an arbiter or a priority-0 member cannot become primary",
         ));
     }
     replica.campaign();

@@ -38,6 +38,10 @@ use transport::{Faults, Outbox, RaftService};
 pub const REPL_TABLE: &str = "_repl";
 pub const APPLIED_KEY: &[u8] = b"applied";
 
+/// Ticks before an arbiter or priority-0 member would start an election: never, in
+/// practice (a tick is 100 ms).
+const NEVER_ELECTION_TICK: usize = 1 << 40;
+
 /// Why a proposed change was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProposeError {
@@ -164,9 +168,19 @@ impl Replica {
             .collect();
         let log =
             log::DurableLog::open(log_dir, &voters, config.sync).map_err(|e| e.to_string())?;
+        // An arbiter holds no data and a priority-0 member must never be primary (as in
+        // MongoDB): their election timer is set beyond reach, so they never campaign, yet
+        // they still vote and keep the log.
+        let (min_election_tick, max_election_tick) = if me.arbiter || me.priority <= 0 {
+            (NEVER_ELECTION_TICK, NEVER_ELECTION_TICK + 1)
+        } else {
+            (0, 0)
+        };
         let raft_config = raft::Config {
             id: me.id,
             election_tick: 10,
+            min_election_tick,
+            max_election_tick,
             heartbeat_tick: 2,
             applied,
             max_size_per_msg: 4 * 1024 * 1024,
