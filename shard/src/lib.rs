@@ -15,6 +15,7 @@ pub mod retry;
 pub mod scan;
 pub mod service;
 pub mod ttl;
+pub mod write_concern;
 pub mod write_path;
 
 pub use config::ShardConfig;

@@ -16,6 +16,7 @@ use crate::repl::engine::ReplicatedEngine;
 use crate::repl::transport::RaftService;
 use crate::repl::{self, ReplConfig, Replica};
 use crate::retry::{self, RecordingEngine, Retry, SessionLocks};
+use crate::write_concern;
 
 /// Which storage engine a node runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,7 +219,10 @@ impl Node {
             None => run(),
             Some(_) if spec.anywhere => run(),
             Some(replica) => match member_admits(replica, spec.writes, &opts) {
-                Ok(scope) => repl::with_scope(scope, run),
+                Ok(scope) => repl::with_scope(scope, run).map_or_else(
+                    |e| write_concern::from_error(e, &opts.write_concern),
+                    |r| Ok(write_concern::from_write_errors(r, &opts.write_concern)),
+                ),
                 Err(e) => Err(e),
             },
         };

@@ -360,3 +360,44 @@ async fn arbiters_and_priority_zero_members_never_lead() {
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2);
     set.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn wtimeout_reports_a_write_concern_error_and_the_write_is_not_lost() {
+    let mut set = TestReplicaSet::start().await;
+    let (primary, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    let router_site = primary; // the primary's own site: its router stays reachable
+    let client = set.client(router_site, "retryWrites=false").await;
+    let coll = client.database("test").collection::<Document>("wt");
+    coll.insert_one(doc! {"_id": 0}).await.unwrap();
+    let others: Vec<usize> = (0..3).filter(|&i| i != primary).collect();
+    for &i in &others {
+        set.kill(i).await;
+    }
+    let wc = WriteConcern::builder()
+        .w(mongodb::options::Acknowledgment::Majority)
+        .w_timeout(Duration::from_millis(300))
+        .build();
+    let err = coll
+        .insert_one(doc! {"_id": 1})
+        .write_concern(wc)
+        .await
+        .unwrap_err();
+    match *err.kind {
+        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteConcernError(
+            ref w,
+        )) => {
+            assert_eq!(w.code, 64, "{w:?}");
+            assert_eq!(w.code_name, "WriteConcernFailed");
+        }
+        ref other => panic!("expected a write concern error, got {other:?}"),
+    }
+    // The write stayed in the old primary's log: once a secondary is back it commits.
+    set.restart(others[0]).await;
+    let p = set.wait_for_primary(LIVENESS).await.expect("primary").0;
+    let started = std::time::Instant::now();
+    while count_on_member(&set, p, "wt").await < 2 && started.elapsed() < LIVENESS {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(count_on_member(&set, p, "wt").await, 2);
+    set.stop().await;
+}
