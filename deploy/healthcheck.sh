@@ -15,9 +15,9 @@ exec 3<>"/dev/tcp/127.0.0.1/$port"
 # BSON {ping: int32 1, $db: "admin"} (30 bytes).
 printf '\x33\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\xdd\x07\x00\x00\x00\x00\x00\x00\x00' >&3
 printf '\x1e\x00\x00\x00\x10ping\x00\x01\x00\x00\x00\x02$db\x00\x06\x00\x00\x00admin\x00\x00' >&3
-len=$(timeout 2 head -c 4 <&3 | od -An -tu4 | tr -d ' ')
+len=$(timeout 1 head -c 4 <&3 | od -An -tu4 | tr -d ' ')
 [ -n "$len" ] && [ "$len" -gt 16 ] && [ "$len" -lt 65536 ] || { echo "no OP_MSG reply"; exit 1; }
-reply=$(timeout 2 head -c $((len - 4)) <&3 | od -An -tx1 -v | tr -d ' \n')
+reply=$(timeout 1 head -c $((len - 4)) <&3 | od -An -tx1 -v | tr -d ' \n')
 # Element `ok` as the double 1.0: 01 'o' 'k' 00, then 1.0 little-endian.
 case "$reply" in
   *016f6b00000000000000f03f*) exit 0 ;;
