@@ -49,11 +49,16 @@ def coll(c):
 
 
 def primary(c):
-    """The container name of the shard primary, from replSetGetStatus through a router."""
+    """The container name of the shard primary, from replSetGetStatus through a router
+    (which sends it to the member it takes for the primary)."""
     status = c.admin.command("replSetGetStatus")
     for m in status["members"]:
         if m["stateStr"] == "PRIMARY":
             return m["name"].split(":")[0], status
+    me = next((m for m in status["members"] if m.get("self")), {})
+    if me.get("stateStr") == "ARBITER":
+        fail(f"the router's primary is the arbiter {me['name']}: it was elected Raft leader "
+             "and holds no data (see docker logs bulwark-shard0-c-arbiter)")
     return None, status
 
 

@@ -21,6 +21,10 @@ finish() {
     for c in bulwark-router-a bulwark-router-b bulwark-router-c; do
       echo "--- last log lines of $c"; docker logs --tail 10 "$c" 2>&1 || true
     done
+    echo "--- elections"
+    for c in bulwark-shard0-a1 bulwark-shard0-a2 bulwark-shard0-b1 bulwark-shard0-b2 bulwark-shard0-c-arbiter; do
+      docker logs "$c" 2>&1 | grep -E "became primary|stepped down" | sed "s/^/$c: /" || true
+    done
   fi
   if [ "${KEEP:-0}" != 1 ]; then
     echo "== make cluster-down"
