@@ -111,6 +111,23 @@ wait_healthy() {
   done
 }
 
+down() {
+  compose down -v --remove-orphans && return
+  # Docker 20.10 sometimes keeps a stale endpoint on a network: "has active endpoints" with
+  # no container attached, until the daemon restarts. Compose stops at that error before it
+  # removes the volumes, so remove them here; the next `up` reuses the network.
+  local label=com.docker.compose.project=$PROJECT vols
+  vols=$(docker volume ls -q --filter "label=$label")
+  [ -z "$vols" ] || docker volume rm $vols >/dev/null
+  [ -z "$(docker ps -aq --filter "label=$label")" ] || { echo "containers left behind"; return 1; }
+  for n in $(docker network ls -q --filter "label=$label"); do
+    docker network rm "$n" >/dev/null 2>&1 || true
+  done
+  echo "warning: containers and volumes removed; the Docker engine keeps network(s)" \
+    "$(docker network ls --format '{{.Name}}' --filter "label=$label" | xargs)" \
+    "(a stale endpoint; restarting the daemon clears it, and cluster-up reuses them meanwhile)"
+}
+
 start=$SECONDS
 case "${1:-}" in
   up)
@@ -123,7 +140,7 @@ case "${1:-}" in
   wait) wait_healthy ;;
   image) base; image ;;
   key) key ;;
-  down) compose down -v --remove-orphans ;;
+  down) down ;;
   compose) shift; compose "$@" ;;
   *) sed -n '2,18p' "$0"; exit 2 ;;
 esac
