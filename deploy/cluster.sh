@@ -60,17 +60,23 @@ image() {
   echo "built $BULWARK_IMAGE on $BASE_IMAGE from $BULWARK_BIN"
 }
 
-# A random cluster key in deploy/secrets/ (ignored by git), kept across runs.
+# A random cluster key in deploy/secrets/ (ignored by git), kept across runs; a key file
+# named by BULWARK_KEY_FILE must exist already.
 key() {
   local file=${BULWARK_KEY_FILE:-$DEPLOY/secrets/cluster-key}
   [ -s "$file" ] && return
-  mkdir -p "$(dirname "$file")"
-  chmod 700 "$(dirname "$file")"
+  [ -z "${BULWARK_KEY_FILE:-}" ] || { echo "BULWARK_KEY_FILE=$file is missing or empty"; exit 1; }
+  mkdir -p "$DEPLOY/secrets"
+  chmod 700 "$DEPLOY/secrets"
   head -c 32 /dev/urandom | od -An -tx1 -v | tr -d ' \n' >"$file"
   # Read by uid 10001 in the containers through a bind mount; the directory keeps others out.
   chmod 644 "$file"
   echo "made a cluster key in $file"
 }
+
+# The log lines of container $1 since it last started (a restarted container keeps the
+# lines of its earlier runs).
+logs() { docker logs --since "$(docker inspect -f '{{.State.StartedAt}}' "$1")" "$1" 2>&1; }
 
 # Healthy = every container's healthcheck passes and a router has the bootstrap admin user,
 # which needs an elected primary and a majority-committed write.
@@ -84,11 +90,11 @@ wait_healthy() {
     done
     admin=no
     for r in bulwark-router-a bulwark-router-b bulwark-router-c; do
-      docker logs "$r" 2>&1 | grep -q "bootstrap admin user ready" && admin=yes && break
+      logs "$r" | grep -q "bootstrap admin user ready" && admin=yes && break
     done
     # An arbiter elected Raft leader holds no data: reads and logins fail until it loses
     # leadership, which nothing makes it do (shard/src/repl/driver.rs lets any voter lead).
-    if docker logs bulwark-shard0-c-arbiter 2>&1 | grep -E "became primary|stepped down" |
+    if logs bulwark-shard0-c-arbiter | grep -E "became primary|stepped down" |
       tail -n 1 | grep -q "became primary"; then
       echo "the arbiter bulwark-shard0-c-arbiter was elected primary: the cluster cannot serve"
       echo "reads or logins; run 'deploy/cluster.sh down' and start again"
