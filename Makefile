@@ -46,3 +46,14 @@ fmt:
 
 lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# The three-site docker-compose cluster (deploy/): builds the Debian base image when it is
+# missing, the release binary and the bulwark image, starts it, and waits until it is
+# healthy. Routers on 127.0.0.1:27017-27019 (sites A, B, C); see the README.
+.PHONY: cluster-up cluster-down
+cluster-up: release
+	bash deploy/cluster.sh up
+
+# Removes the cluster's containers, networks and data volumes.
+cluster-down:
+	bash deploy/cluster.sh down

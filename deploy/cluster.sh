@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# The three-site docker-compose cluster: build its image, start it, wait until it is
+# healthy, stop it. `make cluster-up` / `make cluster-down` call this.
+#
+#   deploy/cluster.sh up      base image (if missing), image, cluster key, compose up, wait
+#   deploy/cluster.sh wait    wait until every container is healthy and the admin user exists
+#   deploy/cluster.sh image   (re)build the bulwark image from the release binary
+#   deploy/cluster.sh down    stop and remove the containers, networks and data volumes
+#   deploy/cluster.sh key     make deploy/secrets/cluster-key if it does not exist
+#   deploy/cluster.sh key     make deploy/secrets/cluster-key if it does not exist
+#   deploy/cluster.sh compose ARGS...   docker-compose with this project's file and name
+#
+# Environment: BASE_IMAGE (bulwark-base:bookworm, built by build-base-image.sh when it is a
+# bulwark-base image; debian:bookworm-slim with a registry), BULWARK_IMAGE (bulwark:local),
+# BULWARK_BIN (default $CARGO_TARGET_DIR/release/bulwark, CARGO_TARGET_DIR defaulting to
+# ./target), STRIP=0 to keep debug info in the image, WAIT_SECS (120), and the compose
+# file's BULWARK_ADMIN_USER, BULWARK_ADMIN_PASSWORD, BULWARK_PORT_A/B/C, BULWARK_BIND,
+# BULWARK_KEY_FILE.
+set -euo pipefail
+
+DEPLOY=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(dirname "$DEPLOY")
+export BASE_IMAGE=${BASE_IMAGE:-bulwark-base:bookworm}
+export BULWARK_IMAGE=${BULWARK_IMAGE:-bulwark:local}
+BULWARK_BIN=${BULWARK_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/bulwark}
+WAIT_SECS=${WAIT_SECS:-120}
+PROJECT=bulwark
+CONTAINERS=(bulwark-shard0-a1 bulwark-shard0-a2 bulwark-shard0-b1 bulwark-shard0-b2
+  bulwark-shard0-c-arbiter bulwark-router-a bulwark-router-b bulwark-router-c)
+
+compose() { docker-compose -p "$PROJECT" -f "$DEPLOY/docker-compose.yml" "$@"; }
+
+base() {
+  case "$BASE_IMAGE" in
+    bulwark-base:*) IMAGE=$BASE_IMAGE bash "$DEPLOY/build-base-image.sh" ;;
+  esac
+}
+
+image() {
+  [ -x "$BULWARK_BIN" ] || {
+    echo "no binary at $BULWARK_BIN: run 'cargo build --release --bin bulwark' (or set BULWARK_BIN)"
+    exit 1
+  }
+  local ctx
+  ctx=$(mktemp -d "${TMPDIR:-/tmp}/bulwark-image.XXXXXX")
+  # The release profile keeps line tables (debug = 1): 130 MB of the binary's 135.
+  if [ "${STRIP:-1}" = 1 ]; then
+    objcopy --strip-debug "$BULWARK_BIN" "$ctx/bulwark"
+  else
+    cp "$BULWARK_BIN" "$ctx/bulwark"
+  fi
+  cp "$DEPLOY/healthcheck.sh" "$ctx/healthcheck.sh"
+  # The classic builder: it needs no buildx plugin, which Debian's docker.io lacks. Its
+  # output (and the client's deprecation notice) is shown only when the build fails.
+  local out rc=0
+  out=$(DOCKER_BUILDKIT=0 docker build -f "$DEPLOY/Dockerfile" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+    -t "$BULWARK_IMAGE" "$ctx" 2>&1) || rc=$?
+  rm -rf "$ctx"
+  [ $rc = 0 ] || { echo "$out"; echo "docker build failed"; exit 1; }
+  echo "built $BULWARK_IMAGE on $BASE_IMAGE from $BULWARK_BIN"
+}
+
+# A random cluster key in deploy/secrets/ (ignored by git), kept across runs; a key file
+# named by BULWARK_KEY_FILE must exist already.
+key() {
+  local file=${BULWARK_KEY_FILE:-$DEPLOY/secrets/cluster-key}
+  [ -s "$file" ] && return
+  [ -z "${BULWARK_KEY_FILE:-}" ] || { echo "BULWARK_KEY_FILE=$file is missing or empty"; exit 1; }
+  mkdir -p "$DEPLOY/secrets"
+  chmod 700 "$DEPLOY/secrets"
+  head -c 32 /dev/urandom | od -An -tx1 -v | tr -d ' \n' >"$file"
+  # Read by uid 10001 in the containers through a bind mount; the directory keeps others out.
+  chmod 644 "$file"
+  echo "made a cluster key in $file"
+}
+
+# The log lines of container $1 since it last started (a restarted container keeps the
+# lines of its earlier runs).
+logs() { docker logs --since "$(docker inspect -f '{{.State.StartedAt}}' "$1")" "$1" 2>&1; }
+
+# Healthy = every container's healthcheck passes and a router has the bootstrap admin user,
+# which needs an elected primary and a majority-committed write.
+wait_healthy() {
+  local deadline=$((SECONDS + WAIT_SECS)) pending admin
+  while :; do
+    pending=()
+    for c in "${CONTAINERS[@]}"; do
+      [ "$(docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$c" 2>/dev/null)" = healthy ] ||
+        pending+=("$c")
+    done
+    admin=no
+    for r in bulwark-router-a bulwark-router-b bulwark-router-c; do
+      logs "$r" | grep -q "bootstrap admin user ready" && admin=yes && break
+    done
+    # An arbiter elected Raft leader holds no data: reads and logins fail until it loses
+    # leadership, which nothing makes it do (shard/src/repl/driver.rs lets any voter lead).
+    if logs bulwark-shard0-c-arbiter | grep -E "became primary|stepped down" |
+      tail -n 1 | grep -q "became primary"; then
+      echo "the arbiter bulwark-shard0-c-arbiter was elected primary: the cluster cannot serve"
+      echo "reads or logins; run 'deploy/cluster.sh down' and start again"
+      return 1
+    fi
+    if [ ${#pending[@]} = 0 ] && [ $admin = yes ]; then
+      echo "cluster healthy ($((SECONDS - start)) s after cluster.sh started)"
+      return 0
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      echo "cluster not healthy after ${WAIT_SECS} s; unhealthy: ${pending[*]:-none}; admin user ready: $admin"
+      compose ps
+      for c in "${pending[@]}" bulwark-router-a; do
+        echo "--- last log lines of $c"
+        docker logs --tail 15 "$c" 2>&1 || true
+      done
+      return 1
+    fi
+    sleep 1
+  done
+}
+
+down() {
+  compose down -v --remove-orphans && return
+  # Docker 20.10 sometimes keeps a stale endpoint on a network: "has active endpoints" with
+  # no container attached, until the daemon restarts. Compose stops at that error before it
+  # removes the volumes, so remove them here; the next `up` reuses the network.
+  local label=com.docker.compose.project=$PROJECT vols
+  vols=$(docker volume ls -q --filter "label=$label")
+  [ -z "$vols" ] || docker volume rm $vols >/dev/null
+  [ -z "$(docker ps -aq --filter "label=$label")" ] || { echo "containers left behind"; return 1; }
+  for n in $(docker network ls -q --filter "label=$label"); do
+    docker network rm "$n" >/dev/null 2>&1 || true
+  done
+  echo "warning: containers and volumes removed; the Docker engine keeps network(s)" \
+    "$(docker network ls --format '{{.Name}}' --filter "label=$label" | xargs)" \
+    "(a stale endpoint; restarting the daemon clears it, and cluster-up reuses them meanwhile)"
+}
+
+start=$SECONDS
+case "${1:-}" in
+  up)
+    base
+    image
+    key
+    compose up -d --remove-orphans
+    wait_healthy
+    ;;
+  wait) wait_healthy ;;
+  image) base; image ;;
+  key) key ;;
+  down) down ;;
+  compose) shift; compose "$@" ;;
+  *) sed -n '2,18p' "$0"; exit 2 ;;
+esac

@@ -1,0 +1,185 @@
+"""Smoke test of the docker-compose cluster (deploy/smoke.sh runs it; the cluster is up).
+
+Through every site's router, with auth: insert with w:majority and read back. Then a writer
+keeps inserting through site A's router while the primary's container is stopped
+(`docker stop`): writes must resume on a new primary, every acknowledged write must be
+readable through every router, and the stopped member must rejoin after `docker start`.
+Prints one line per step and exits non-zero on the first failure.
+"""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pymongo
+from pymongo.errors import PyMongoError
+from pymongo.write_concern import WriteConcern
+
+USER = os.environ.get("BULWARK_ADMIN_USER", "admin")
+PASSWORD = os.environ.get("BULWARK_ADMIN_PASSWORD", "bulwark")
+PORTS = {
+    "A": int(os.environ.get("BULWARK_PORT_A", "27017")),
+    "B": int(os.environ.get("BULWARK_PORT_B", "27018")),
+    "C": int(os.environ.get("BULWARK_PORT_C", "27019")),
+}
+FAILOVER_BOUND_S = float(os.environ.get("FAILOVER_BOUND_S", "30"))
+MAJORITY = WriteConcern("majority", wtimeout=10_000)
+
+start = time.monotonic()
+
+
+def step(msg):
+    print(f"[{time.monotonic() - start:6.1f}s] {msg}", flush=True)
+
+
+def fail(msg):
+    step(f"FAIL: {msg}")
+    sys.exit(1)
+
+
+def client(site, **kw):
+    uri = f"mongodb://{USER}:{PASSWORD}@127.0.0.1:{PORTS[site]}/?authSource=admin"
+    return pymongo.MongoClient(uri, serverSelectionTimeoutMS=10_000, socketTimeoutMS=15_000, **kw)
+
+
+def coll(c):
+    return c.smoke.get_collection("c", write_concern=MAJORITY)
+
+
+def primary(c):
+    """The container name of the shard primary, from replSetGetStatus through a router
+    (which sends it to the member it takes for the primary)."""
+    status = c.admin.command("replSetGetStatus")
+    for m in status["members"]:
+        if m["stateStr"] == "PRIMARY":
+            return m["name"].split(":")[0], status
+    me = next((m for m in status["members"] if m.get("self")), {})
+    if me.get("stateStr") == "ARBITER":
+        fail(f"the router's primary is the arbiter {me['name']}: it was elected Raft leader "
+             "and holds no data (see docker logs bulwark-shard0-c-arbiter)")
+    return None, status
+
+
+def wait_for(what, predicate, bound_s):
+    deadline = time.monotonic() + bound_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            v = predicate()
+            if v:
+                return v
+        except PyMongoError as e:
+            last = e
+        time.sleep(0.2)
+    fail(f"{what} not within {bound_s:.0f} s (last error: {last})")
+
+
+clients = {site: client(site) for site in PORTS}
+
+# 1. Every router: authenticate, write with w:majority, read back through every router.
+coll(clients["A"]).drop()
+for site, c in clients.items():
+    try:
+        c.admin.command("ping")
+        r = coll(c).insert_one({"_id": f"site-{site}", "site": site})
+    except PyMongoError as e:
+        fail(f"site {site} router (port {PORTS[site]}): {e}")
+    if not r.acknowledged:
+        fail(f"site {site}: write not acknowledged")
+step(f"authenticated as {USER} and wrote with w:majority through routers {dict(PORTS)}")
+for site, c in clients.items():
+    got = sorted(d["_id"] for d in coll(c).find({}))
+    if got != ["site-A", "site-B", "site-C"]:
+        fail(f"site {site} router reads {got}")
+step("every router reads the three writes (primary reads)")
+
+# Site-affine reads: nearest through site B's router is served in site B (a secondary there
+# may lag by a heartbeat, so wait for it).
+wait_for(
+    "a nearest read through site B's router seeing the writes",
+    lambda: coll(clients["B"]).with_options(read_preference=pymongo.ReadPreference.NEAREST)
+    .count_documents({}) == 3,
+    10,
+)
+step("nearest read through site B's router sees the writes")
+
+old, status = primary(clients["A"])
+if not old:
+    fail(f"no primary in replSetGetStatus: {status}")
+step(f"primary is {old} (term {status.get('term')})")
+
+# 2. A writer through site A's router while the primary's container is stopped.
+acked, errors, stop_at = [], [], []
+done = threading.Event()
+
+
+def writer():
+    c = coll(client("A", retryWrites=True))
+    i = 0
+    while not done.is_set():
+        try:
+            c.insert_one({"_id": f"w{i}", "t": time.monotonic()})
+            acked.append((f"w{i}", time.monotonic()))
+        except PyMongoError as e:
+            errors.append((time.monotonic(), type(e).__name__, str(e)[:200]))
+            time.sleep(0.05)
+        i += 1
+
+
+t = threading.Thread(target=writer, daemon=True)
+t.start()
+wait_for("the writer's first acknowledged write", lambda: len(acked) >= 20, 10)
+before = len(acked)
+stop_at.append(time.monotonic())
+subprocess.run(["docker", "stop", "-t", "10", old], check=True, capture_output=True)
+stopped_at = time.monotonic()
+step(f"docker stop {old} ({stopped_at - stop_at[0]:.1f} s); {before} writes acknowledged before")
+
+resumed = wait_for(
+    "writes resuming after the primary stopped",
+    lambda: next((ts for _, ts in acked if ts > stopped_at), None),
+    FAILOVER_BOUND_S,
+)
+last_before = max((ts for _, ts in acked if ts <= stopped_at), default=stop_at[0])
+wait_for("100 more acknowledged writes", lambda: sum(ts > stopped_at for _, ts in acked) >= 100, 30)
+done.set()
+t.join(timeout=20)
+new, status = primary(clients["B"])
+if not new or new == old:
+    fail(f"no new primary after stopping {old}: {status}")
+step(
+    f"new primary {new}; writes resumed {resumed - stopped_at:.1f} s after the stop "
+    f"(no acknowledged write for {resumed - last_before:.1f} s); "
+    f"{len(acked)} acknowledged, {len(errors)} errors"
+    + (f" (first: {errors[0][1]}: {errors[0][2]})" if errors else "")
+)
+
+# 3. Every acknowledged write is there, through every router; site writes still work.
+want = {i for i, _ in acked}
+for site, c in clients.items():
+    try:
+        have = {d["_id"] for d in coll(c).find({"_id": {"$regex": "^w"}}, {"_id": 1})}
+        coll(c).insert_one({"_id": f"after-{site}"})
+    except PyMongoError as e:
+        fail(f"site {site} router after failover: {e}")
+    missing = want - have
+    if missing:
+        fail(f"site {site} router misses {len(missing)} acknowledged writes, e.g. {sorted(missing)[:5]}")
+step(f"all {len(want)} acknowledged writes read back through every router; each router writes")
+
+# 4. The stopped member comes back and catches up.
+subprocess.run(["docker", "start", old], check=True, capture_output=True)
+
+
+def rejoined():
+    _, s = primary(clients["A"])
+    m = next(m for m in s["members"] if m["name"].split(":")[0] == old)
+    p = next(m for m in s["members"] if m["stateStr"] == "PRIMARY")
+    return m["health"] == 1 and m.get("optime") == p.get("optime") and m
+
+
+m = wait_for(f"{old} rejoining and catching up", rejoined, 30)
+step(f"{old} rejoined as {m['stateStr']} at the primary's optime")
+step("OK")

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Smoke test of the three-site docker-compose cluster: `make cluster-up` (base image when
+# missing, release binary, image, compose up, wait until healthy), then deploy/smoke.py
+# (auth, w:majority writes and reads through each site's router, `docker stop` of the
+# primary with a writer running: writes resume, nothing acknowledged is lost, the member
+# rejoins), then `make cluster-down`. Exits non-zero on the first failure, within bounded
+# time (cluster.sh's WAIT_SECS, smoke.py's FAILOVER_BOUND_S and client timeouts).
+#
+#   deploy/smoke.sh            KEEP=1 leaves the cluster running afterwards
+#   PYTHON=/path/to/python     a Python with pymongo (default: the project's compat venv,
+#                              created with pymongo 4.20.1 from PyPI when missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+t0=$SECONDS
+
+finish() {
+  local rc=$?
+  if [ $rc != 0 ]; then
+    echo "== smoke test failed; cluster state:"
+    bash deploy/cluster.sh compose ps || true
+    for c in bulwark-router-a bulwark-router-b bulwark-router-c; do
+      echo "--- last log lines of $c"; docker logs --tail 10 "$c" 2>&1 || true
+    done
+    echo "--- elections"
+    for c in bulwark-shard0-a1 bulwark-shard0-a2 bulwark-shard0-b1 bulwark-shard0-b2 bulwark-shard0-c-arbiter; do
+      docker logs "$c" 2>&1 | grep -E "became primary|stepped down" | sed "s/^/$c: /" || true
+    done
+  fi
+  if [ "${KEEP:-0}" != 1 ]; then
+    echo "== make cluster-down"
+    make --no-print-directory cluster-down 2>&1 | grep -E "warning|left|rror" || true
+  fi
+  echo "smoke test $([ $rc = 0 ] && echo passed || echo FAILED) in $((SECONDS - t0)) s"
+}
+trap finish EXIT
+
+if [ -z "${PYTHON:-}" ]; then
+  venv=${BULWARK_COMPAT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bulwark-compat}/venv-4.20.1
+  if ! "$venv/bin/python" -c 'import pymongo' 2>/dev/null; then
+    echo "== creating $venv (pymongo 4.20.1)"
+    mkdir -p "$(dirname "$venv")"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "pymongo==4.20.1"
+  fi
+  PYTHON=$venv/bin/python
+fi
+
+# A fresh cluster: leftovers of an earlier run (its data volumes above all) would make
+# this a restart test.
+make --no-print-directory cluster-down >/dev/null 2>&1 || true
+echo "== make cluster-up"
+make --no-print-directory cluster-up
+up=$SECONDS
+echo "== deploy/smoke.py"
+"$PYTHON" deploy/smoke.py
+echo "cluster-up took $((up - t0)) s, the checks $((SECONDS - up)) s"
