@@ -78,8 +78,12 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
             id: i as u64 + 1,
             host: format!("127.0.0.1:{}", member_port + i as u16),
             site: site.to_string(),
-            // The preferred primary lives in site A.
-            priority: if *site == "A" { 2 } else { 1 },
+            // The preferred primary lives in site A; an arbiter may never be primary.
+            priority: match (*site, *arbiter) {
+                (_, true) => 0,
+                ("A", _) => 2,
+                _ => 1,
+            },
             votes: 1,
             arbiter: *arbiter,
         })

@@ -244,9 +244,14 @@ impl ShardHandle {
                     "no member of the shard's replica set matches the read preference",
                 )),
             };
+            // A read, or a write the shard records under its session, may be sent again
+            // even if the first attempt ran: it takes effect once.
+            let repeatable = !fwd.writes || cmd.contains_key("txnNumber");
             let retry = match &result {
-                Err(e) => retryable(e),
-                Ok((reply, _)) => reply.get_i32("code").is_ok_and(refused_before_running),
+                Err(e) => retryable(e) || (repeatable && interrupted(e.code)),
+                Ok((reply, _)) => reply
+                    .get_i32("code")
+                    .is_ok_and(|c| refused_before_running(c) || (repeatable && interrupted(c))),
             };
             if !retry
                 || fwd.pin.is_some()
@@ -352,6 +357,14 @@ fn refused_before_running(code: i32) -> bool {
         || code == ErrorCode::NotPrimaryNoSecondaryOk as i32
 }
 
+/// Errors after which the command may or may not have run (the member stepped down or
+/// went away mid-command).
+fn interrupted(code: i32) -> bool {
+    code == ErrorCode::InterruptedDueToReplStateChange as i32
+        || code == ErrorCode::InterruptedAtShutdown as i32
+        || code == ErrorCode::ShutdownInProgress as i32
+}
+
 fn retryable(e: &MongoError) -> bool {
     refused_before_running(e.code) || e.code == ErrorCode::HostUnreachable as i32
 }
@@ -402,6 +415,11 @@ fn status_to_error(s: tonic::Status) -> MongoError {
         tonic::Code::Unavailable => MongoError::new(
             ErrorCode::HostUnreachable,
             format!("shard unreachable: {}", s.message()),
+        ),
+        // The member went away while running the call (its process stopped).
+        tonic::Code::Cancelled => MongoError::new(
+            ErrorCode::InterruptedAtShutdown,
+            format!("shard member went away during the call: {}", s.message()),
         ),
         tonic::Code::InvalidArgument => {
             MongoError::new(ErrorCode::InvalidBSON, s.message().to_string())

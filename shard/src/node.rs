@@ -221,7 +221,7 @@ impl Node {
             Some(replica) => match member_admits(replica, spec.writes, &opts) {
                 Ok(scope) => repl::with_scope(scope, run).map_or_else(
                     |e| write_concern::from_error(e, &opts.write_concern),
-                    |r| Ok(write_concern::from_write_errors(r, &opts.write_concern)),
+                    |r| write_concern::from_write_errors(r, &opts.write_concern),
                 ),
                 Err(e) => Err(e),
             },

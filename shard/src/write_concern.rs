@@ -1,3 +1,10 @@
+//! How replication outcomes show in a write command's reply.
+//!
+//! A statement refused or interrupted because this member is not (or stopped being) the
+//! primary fails the whole command with that error at the top level, as mongod does:
+//! drivers and the router look only there to decide to retry, and a retried retryable
+//! write skips the statements that already took effect.
+//!
 //! `writeConcernError`: a write whose replication wait ran past `wtimeout` is reported as
 //! MongoDB does — the command succeeds (`ok: 1`, the statement counted in `n`) with a
 //! `writeConcernError` — because the write is in the primary's log and may still commit;
@@ -29,8 +36,38 @@ fn error_document(wc: &WriteConcern) -> Document {
     }
 }
 
-/// Moves timed-out statements out of `writeErrors` into a `writeConcernError`.
-pub fn from_write_errors(mut reply: Document, wc: &WriteConcern) -> Document {
+/// Codes that mean "this member is not the primary (any more)".
+const STATE_CHANGES: &[ErrorCode] = &[
+    ErrorCode::NotWritablePrimary,
+    ErrorCode::InterruptedDueToReplStateChange,
+    ErrorCode::ShutdownInProgress,
+];
+
+/// Lifts a primary-state error out of `writeErrors` to the top level; moves timed-out
+/// statements into a `writeConcernError`.
+pub fn from_write_errors(reply: Document, wc: &WriteConcern) -> MongoResult<Document> {
+    let Ok(errors) = reply.get_array("writeErrors") else {
+        return Ok(reply);
+    };
+    let state_change = errors.iter().filter_map(Bson::as_document).find(|d| {
+        d.get_i32("code")
+            .is_ok_and(|c| STATE_CHANGES.iter().any(|s| *s as i32 == c))
+    });
+    if let Some(d) = state_change {
+        let code = d.get_i32("code").unwrap_or_default();
+        let code = *STATE_CHANGES
+            .iter()
+            .find(|s| **s as i32 == code)
+            .expect("found above");
+        return Err(MongoError::new(
+            code,
+            d.get_str("errmsg").unwrap_or("not primary").to_string(),
+        ));
+    }
+    Ok(timed_out(reply, wc))
+}
+
+fn timed_out(mut reply: Document, wc: &WriteConcern) -> Document {
     let Ok(errors) = reply.get_array("writeErrors") else {
         return reply;
     };
@@ -74,7 +111,7 @@ mod tests {
             wtimeout: Some(std::time::Duration::from_millis(500)),
         };
         let reply = doc! {"n": 2, "writeErrors": [{"index": 2, "code": 64, "errmsg": "x"}]};
-        let out = from_write_errors(reply, &wc);
+        let out = from_write_errors(reply, &wc).unwrap();
         assert_eq!(out.get_i32("n"), Ok(3));
         assert!(!out.contains_key("writeErrors"));
         let wce = out.get_document("writeConcernError").unwrap();
@@ -84,6 +121,8 @@ mod tests {
             Ok(true)
         );
         let dup = doc! {"n": 0, "writeErrors": [{"index": 0, "code": 11000}]};
-        assert_eq!(from_write_errors(dup.clone(), &wc), dup);
+        assert_eq!(from_write_errors(dup.clone(), &wc).unwrap(), dup);
+        let stepped = doc! {"n": 1, "writeErrors": [{"index": 1, "code": 11602, "errmsg": "y"}]};
+        assert_eq!(from_write_errors(stepped, &wc).unwrap_err().code, 11602);
     }
 }

@@ -401,3 +401,65 @@ async fn wtimeout_reports_a_write_concern_error_and_the_write_is_not_lost() {
     assert_eq!(count_on_member(&set, p, "wt").await, 2);
     set.stop().await;
 }
+
+/// Waits (a liveness bound) until member `i` is the writable primary.
+async fn wait_until_primary_is(set: &TestReplicaSet, i: usize) -> bool {
+    let started = std::time::Instant::now();
+    while started.elapsed() < LIVENESS {
+        if set.primary() == Some(i) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+async fn admin_on(set: &TestReplicaSet, i: usize, cmd: Document) -> Document {
+    let node = set.member(i).expect("running").node.clone();
+    tokio::task::spawn_blocking(move || node.run_command("admin", &cmd, Default::default()))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_preferred_primary_returns_and_a_stepped_down_one_stays_frozen() {
+    let mut set = TestReplicaSet::start().await;
+    // Site A's member (priority 2) ends up primary whoever wins the first election.
+    assert!(wait_until_primary_is(&set, 0).await, "site A leads");
+    let client = set.client(1, "").await;
+    let coll = client.database("test").collection::<Document>("pref");
+    coll.insert_one(doc! {"_id": 1}).await.unwrap();
+    // It fails and comes back: once caught up it takes the primary back.
+    set.kill(0).await;
+    let (interim, _) = set.wait_for_primary(LIVENESS).await.expect("interim");
+    assert_ne!(interim, 0);
+    coll.insert_one(doc! {"_id": 2}).await.unwrap();
+    set.restart(0).await;
+    assert!(wait_until_primary_is(&set, 0).await, "site A leads again");
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2);
+
+    // A primary cannot be frozen; a stepped-down one stays out for stepDownSecs, even
+    // though it outranks the new primary.
+    let frozen = admin_on(&set, 0, doc! {"replSetFreeze": 10}).await;
+    assert_eq!(frozen.get_i32("code"), Ok(95), "{frozen}");
+    let stepped = admin_on(&set, 0, doc! {"replSetStepDown": 8}).await;
+    assert_eq!(stepped.get_f64("ok"), Ok(1.0), "{stepped}");
+    let (next, _) = set.wait_for_primary(LIVENESS).await.expect("next");
+    let mut next = next;
+    while next == 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        next = set.wait_for_primary(LIVENESS).await.expect("next").0;
+    }
+    for _ in 0..40 {
+        assert_ne!(set.primary(), Some(0), "the frozen member took over");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Thawed (replSetFreeze: 0), it takes the primary back.
+    let thaw = admin_on(&set, 0, doc! {"replSetFreeze": 0}).await;
+    assert_eq!(thaw.get_f64("ok"), Ok(1.0), "{thaw}");
+    assert!(
+        wait_until_primary_is(&set, 0).await,
+        "site A leads after the thaw"
+    );
+    set.stop().await;
+}

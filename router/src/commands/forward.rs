@@ -42,6 +42,7 @@ const READS: &[&str] = &[
     "replSetGetStatus",
     "replSetStepDown",
     "replSetStepUp",
+    "replSetFreeze",
 ];
 
 pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoResult<Document> {

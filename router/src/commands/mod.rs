@@ -263,6 +263,11 @@ pub const FORWARDED: &[(&str, Op, Rule)] = &[
         Op::Command,
         Rule::Cluster(acts(&[ReplSetStateChange])),
     ),
+    (
+        "replSetFreeze",
+        Op::Command,
+        Rule::Cluster(acts(&[ReplSetStateChange])),
+    ),
 ];
 
 /// The authorization rule of a command, for commands that wrap others (`explain`).

@@ -29,6 +29,7 @@ mod list_collections;
 mod list_databases;
 mod list_indexes;
 mod rename_collection;
+mod repl_set_freeze;
 mod repl_set_get_status;
 mod repl_set_step_down;
 mod repl_set_step_up;
@@ -61,6 +62,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "replSetStepDown",
         run: repl_set_step_down::run,
+        writes: false,
+        anywhere: true,
+    },
+    CommandSpec {
+        name: "replSetFreeze",
+        run: repl_set_freeze::run,
         writes: false,
         anywhere: true,
     },

@@ -26,6 +26,28 @@ use super::{ProposeError, Status, APPLIED_KEY, REPL_TABLE};
 /// primary is replaced within about 2 s.
 pub const TICK: Duration = Duration::from_millis(100);
 
+/// How long a new primary serves before a higher-priority member asks it to hand over.
+const TAKEOVER_SETTLE: Duration = Duration::from_secs(2);
+/// How often a higher-priority member may ask again (a takeover can fail if the primary
+/// is busy or the asker falls behind).
+const TAKEOVER_RETRY: Duration = Duration::from_secs(5);
+
+fn is_transfer(ev: &Event) -> bool {
+    matches!(ev, Event::Message(m) if m.get_msg_type() == MessageType::MsgTimeoutNow)
+}
+
+/// A frozen member stands for no election: its vote requests are not sent.
+fn without_vote_requests(msgs: Vec<Message>) -> Vec<Message> {
+    msgs.into_iter()
+        .filter(|m| {
+            !matches!(
+                m.get_msg_type(),
+                MessageType::MsgRequestVote | MessageType::MsgRequestPreVote
+            )
+        })
+        .collect()
+}
+
 pub enum Event {
     /// Replicate `data`; `term` is the term the caller saw when it read its pre-image.
     Propose {
@@ -43,6 +65,9 @@ pub enum Event {
     Campaign,
     /// Hand leadership to another member (`replSetStepDown`).
     TransferLeader(u64),
+    /// Do not become primary before this instant (`replSetFreeze`; a stepped-down
+    /// primary freezes itself for `stepDownSecs`). `None` thaws.
+    Freeze(Option<Instant>),
     Stop,
 }
 
@@ -70,6 +95,15 @@ pub struct Driver {
     pub term_start: u64,
     pub applied: u64,
     pub was_leader: bool,
+    /// Election priority of every data member (arbiters and priority 0 are absent),
+    /// for handing leadership to a caught-up member that outranks this one.
+    pub priorities: HashMap<u64, i64>,
+    /// The leader this member last saw, and since when.
+    pub leader_seen: (u64, Instant),
+    /// When this member last asked the primary for a priority takeover.
+    pub asked_takeover: Option<Instant>,
+    /// While frozen this member asks for no votes and accepts no leadership transfer.
+    pub frozen_until: Option<Instant>,
 }
 
 impl Driver {
@@ -95,6 +129,7 @@ impl Driver {
             let now = Instant::now();
             if now >= next_tick {
                 self.raw.tick();
+                self.priority_takeover();
                 next_tick = now + TICK;
             }
             self.track_role();
@@ -139,6 +174,7 @@ impl Driver {
                 self.raw.read_index(self.context(seq));
                 self.reads.insert(seq, done);
             }
+            Event::Message(_) if self.frozen() && is_transfer(&ev) => {}
             Event::Message(mut m) => {
                 // A member whose disk was wiped still looks caught up to the primary until
                 // its first rejection; raft-rs treats a heartbeat's commit index beyond the
@@ -158,6 +194,7 @@ impl Driver {
                 let _ = self.raw.campaign();
             }
             Event::TransferLeader(to) => self.raw.transfer_leader(to),
+            Event::Freeze(until) => self.frozen_until = until,
             Event::Stop => return true,
         }
         false
@@ -186,8 +223,21 @@ impl Driver {
         context
     }
 
+    /// An arbiter holds no data, so even if it led it would take no commands.
+    fn outgoing(&self, msgs: Vec<Message>) -> Vec<Message> {
+        if self.frozen() {
+            without_vote_requests(msgs)
+        } else {
+            msgs
+        }
+    }
+
+    fn frozen(&self) -> bool {
+        self.frozen_until.is_some_and(|t| Instant::now() < t)
+    }
+
     fn writable(&self) -> bool {
-        self.raw.raft.state == StateRole::Leader && self.applied >= self.term_start
+        !self.arbiter && self.raw.raft.state == StateRole::Leader && self.applied >= self.term_start
     }
 
     fn on_ready(&mut self) -> Result<(), StorageError> {
@@ -204,7 +254,8 @@ impl Driver {
             }
         }
         if !ready.messages().is_empty() {
-            self.outbox.send(ready.take_messages());
+            let msgs = self.outgoing(ready.take_messages());
+            self.outbox.send(msgs);
         }
         if !ready.snapshot().is_empty() {
             // Snapshots are not produced yet: the log is never compacted (see repl docs).
@@ -220,14 +271,16 @@ impl Driver {
         // Entries and votes are on disk before anyone is told about them.
         self.log.flush()?;
         if !ready.persisted_messages().is_empty() {
-            self.outbox.send(ready.take_persisted_messages());
+            let msgs = self.outgoing(ready.take_persisted_messages());
+            self.outbox.send(msgs);
         }
         let mut light = self.raw.advance(ready);
         if let Some(commit) = light.commit_index() {
             self.log.set_commit(commit)?;
             self.log.flush()?;
         }
-        self.outbox.send(light.take_messages());
+        let msgs = self.outgoing(light.take_messages());
+        self.outbox.send(msgs);
         self.apply(light.take_committed_entries())?;
         self.raw.advance_apply();
         let applied = self.applied;
@@ -240,8 +293,43 @@ impl Driver {
         Ok(())
     }
 
+    /// The preferred primary comes back: a caught-up follower whose priority is higher
+    /// than the primary's asks the primary to hand over (a Raft leadership transfer, so
+    /// no write is lost), as MongoDB's priority takeover does. It waits until the
+    /// primary has served for a settling period, asks at most every few seconds, and not
+    /// while frozen.
+    fn priority_takeover(&mut self) {
+        let raft = &self.raw.raft;
+        let leader = raft.leader_id;
+        if raft.state != StateRole::Follower || leader == raft::INVALID_ID || self.frozen() {
+            return;
+        }
+        let Some(&mine) = self.priorities.get(&raft.id) else {
+            return;
+        };
+        let theirs = self.priorities.get(&leader).copied().unwrap_or(0);
+        let settled =
+            self.leader_seen.0 == leader && self.leader_seen.1.elapsed() >= TAKEOVER_SETTLE;
+        let caught_up = self.applied >= raft.raft_log.committed;
+        let asked_recently = self
+            .asked_takeover
+            .is_some_and(|t| t.elapsed() < TAKEOVER_RETRY);
+        if mine > theirs && settled && caught_up && !asked_recently {
+            info!(
+                leader,
+                "asking the primary to hand over to this higher-priority member"
+            );
+            self.asked_takeover = Some(Instant::now());
+            let me = raft.id;
+            self.raw.transfer_leader(me);
+        }
+    }
+
     /// Notices leadership changes (they happen inside `step` and `tick`).
     fn track_role(&mut self) {
+        if self.raw.raft.leader_id != self.leader_seen.0 {
+            self.leader_seen = (self.raw.raft.leader_id, Instant::now());
+        }
         let is_leader = self.raw.raft.state == StateRole::Leader;
         if is_leader && !self.was_leader {
             // The no-op entry raft-rs appends on election is the last one now.

@@ -231,6 +231,15 @@ impl Replica {
             term_start: u64::MAX,
             applied,
             was_leader: false,
+            priorities: config
+                .members
+                .iter()
+                .filter(|m| !m.arbiter && m.priority > 0)
+                .map(|m| (m.id, m.priority))
+                .collect(),
+            leader_seen: (raft::INVALID_ID, std::time::Instant::now()),
+            asked_takeover: None,
+            frozen_until: None,
         };
         let thread = std::thread::Builder::new()
             .name(format!("raft-{}", me.id))
@@ -304,6 +313,11 @@ impl Replica {
     /// Starts an election at once (`replSetStepUp`).
     pub fn campaign(&self) {
         let _ = self.events.send(Event::Campaign);
+    }
+
+    /// Keeps this member from becoming primary until `until` (`None`: thaw).
+    pub fn freeze(&self, until: Option<std::time::Instant>) {
+        let _ = self.events.send(Event::Freeze(until));
     }
 
     /// Hands leadership to member `to` (`replSetStepDown`).
