@@ -359,6 +359,7 @@ fn member_admits(
         return Ok(repl::WriteScope {
             term: Some(status.term),
             wtimeout: opts.write_concern.wtimeout,
+            w: opts.write_concern.w,
         });
     }
     if !primary && !opts.secondary_ok {

@@ -463,3 +463,43 @@ async fn the_preferred_primary_returns_and_a_stepped_down_one_stays_frozen() {
     );
     set.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn w_n_waits_for_n_data_members() {
+    let mut set = TestReplicaSet::start().await;
+    let (primary, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    let client = set.client(primary, "retryWrites=false").await;
+    let coll = client.database("test").collection::<Document>("wn");
+    let w = |n: u32| {
+        WriteConcern::builder()
+            .w(mongodb::options::Acknowledgment::Nodes(n))
+            .w_timeout(Duration::from_millis(500))
+            .build()
+    };
+    coll.insert_one(doc! {"_id": 1})
+        .write_concern(w(3))
+        .await
+        .expect("all three members hold it");
+    let secondary = (0..3).find(|&i| i != primary).unwrap();
+    set.kill(secondary).await;
+    coll.insert_one(doc! {"_id": 2})
+        .write_concern(w(2))
+        .await
+        .expect("two members hold it");
+    let err = coll
+        .insert_one(doc! {"_id": 3})
+        .write_concern(w(3))
+        .await
+        .unwrap_err();
+    match *err.kind {
+        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteConcernError(
+            ref e,
+        )) => {
+            assert_eq!(e.code, 64, "{e:?}")
+        }
+        ref other => panic!("expected a write concern error, got {other:?}"),
+    }
+    // It is applied (a majority has it), only the third member is missing.
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 3);
+    set.stop().await;
+}

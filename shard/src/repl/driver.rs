@@ -53,12 +53,12 @@ pub enum Event {
     Propose {
         data: Vec<u8>,
         term: u64,
-        done: SyncSender<Result<(), ProposeError>>,
+        done: SyncSender<Result<u64, ProposeError>>,
     },
     /// Confirm leadership with a quorum (Raft's ReadIndex) and answer once everything
     /// committed before the request is applied here: a linearizable read may then run.
     ReadIndex {
-        done: SyncSender<Result<(), ProposeError>>,
+        done: SyncSender<Result<u64, ProposeError>>,
     },
     Message(Box<Message>),
     /// Start an election now (`replSetStepUp`).
@@ -85,11 +85,11 @@ pub struct Driver {
     /// Distinguishes this run's proposals from an earlier incarnation's in the log.
     pub incarnation: u64,
     pub next_seq: u64,
-    pub waiters: HashMap<u64, SyncSender<Result<(), ProposeError>>>,
+    pub waiters: HashMap<u64, SyncSender<Result<u64, ProposeError>>>,
     /// ReadIndex requests waiting for the quorum's answer, by sequence number.
-    pub reads: HashMap<u64, SyncSender<Result<(), ProposeError>>>,
+    pub reads: HashMap<u64, SyncSender<Result<u64, ProposeError>>>,
     /// Confirmed reads waiting for the applied index to reach theirs.
-    pub confirmed_reads: Vec<(u64, SyncSender<Result<(), ProposeError>>)>,
+    pub confirmed_reads: Vec<(u64, SyncSender<Result<u64, ProposeError>>)>,
     /// First log index of the current leadership term: until it is applied the new
     /// primary's data may lag what earlier primaries committed, so it takes no writes.
     pub term_start: u64,
@@ -286,7 +286,7 @@ impl Driver {
         let applied = self.applied;
         self.confirmed_reads.retain(|(index, w)| {
             if *index <= applied {
-                let _ = w.try_send(Ok(()));
+                let _ = w.try_send(Ok(*index));
             }
             *index > applied
         });
@@ -369,7 +369,7 @@ impl Driver {
             self.applied = index;
             if let Some(seq) = self.own_seq(&e.context) {
                 if let Some(w) = self.waiters.remove(&seq) {
-                    let _ = w.try_send(result);
+                    let _ = w.try_send(result.map(|()| index));
                 }
             }
         }

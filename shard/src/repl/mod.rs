@@ -114,10 +114,12 @@ pub struct WriteScope {
     /// refused, so a pre-image read on a stale member never becomes a write.
     pub term: Option<u64>,
     pub wtimeout: Option<Duration>,
+    /// `w: N` (data members that must hold the write); 0 = majority.
+    pub w: u32,
 }
 
 thread_local! {
-    static SCOPE: Cell<WriteScope> = const { Cell::new(WriteScope { term: None, wtimeout: None }) };
+    static SCOPE: Cell<WriteScope> = const { Cell::new(WriteScope { term: None, wtimeout: None, w: 0 }) };
 }
 
 /// Runs `f` with `scope` as this thread's write settings.
@@ -289,13 +291,61 @@ impl Replica {
                 s.term
             }
         };
+        let started = std::time::Instant::now();
         let (done, wait) = sync_channel(1);
         self.events
             .send(Event::Propose { data, term, done })
             .map_err(|_| ProposeError::Shutdown)?;
-        match scope.wtimeout {
+        let index = match scope.wtimeout {
             Some(t) => wait.recv_timeout(t).unwrap_or(Err(ProposeError::Timeout)),
             None => wait.recv().unwrap_or(Err(ProposeError::Shutdown)),
+        }?;
+        // Applied here means a majority holds it; `w: N` above that waits for more.
+        if scope.w as usize > self.majority() {
+            let limit = scope.wtimeout.map(|t| started + t);
+            self.wait_for_members(index, scope.w as usize, limit)?;
+        }
+        Ok(())
+    }
+
+    /// Voting members that make a majority.
+    fn majority(&self) -> usize {
+        self.config.members.iter().filter(|m| m.votes > 0).count() / 2 + 1
+    }
+
+    /// Waits until `w` data members hold log entry `index`, or `limit` passes.
+    fn wait_for_members(
+        &self,
+        index: u64,
+        w: usize,
+        limit: Option<std::time::Instant>,
+    ) -> Result<(), ProposeError> {
+        let data: Vec<u64> = self
+            .config
+            .members
+            .iter()
+            .filter(|m| !m.arbiter)
+            .map(|m| m.id)
+            .collect();
+        loop {
+            {
+                let s = self.status.read();
+                if s.role != raft::StateRole::Leader {
+                    return Err(ProposeError::StateChanged);
+                }
+                let holding = s
+                    .matched
+                    .iter()
+                    .filter(|(id, matched, _)| *matched >= index && data.contains(id))
+                    .count();
+                if holding >= w {
+                    return Ok(());
+                }
+            }
+            if limit.is_some_and(|l| std::time::Instant::now() >= l) {
+                return Err(ProposeError::Timeout);
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 
@@ -308,6 +358,7 @@ impl Replica {
             .map_err(|_| ProposeError::Shutdown)?;
         wait.recv_timeout(timeout)
             .unwrap_or(Err(ProposeError::Timeout))
+            .map(|_| ())
     }
 
     /// Starts an election at once (`replSetStepUp`).
