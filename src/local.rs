@@ -107,12 +107,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         let listener = tokio::net::TcpListener::bind(&m.host)
             .await
             .with_context(|| format!("binding shard member {} to {}", m.id, m.host))?;
-        let repl = ReplConfig {
-            set_name: "shard0".into(),
-            me: m.id,
-            members: members.clone(),
-            sync: true,
-        };
+        let repl = ReplConfig::new("shard0", m.id, members.clone());
         let dir = args.dir.join("shard0").join(format!("member{}", m.id));
         let member = shard::service::start_member(
             listener,

@@ -15,6 +15,8 @@ pub const SITES: [&str; 3] = ["A", "B", "C"];
 
 pub struct TestReplicaSet {
     pub configs: Vec<MemberConfig>,
+    /// (log_retain_mb, compact_interval_secs) instead of the defaults.
+    compaction: Option<(u64, u64)>,
     members: Vec<Option<RunningMember>>,
     pub routers: Vec<SocketAddr>,
     router_shutdown: CancellationToken,
@@ -30,6 +32,22 @@ impl TestReplicaSet {
 
     /// Members given as (site, priority, arbiter); a router per site A, B and C.
     pub async fn start_layout(layout: &[(&str, i64, bool)]) -> TestReplicaSet {
+        Self::start_tuned(layout, None).await
+    }
+
+    /// Three sites, compacting the log every `every_secs` and keeping `retain_mb` of it.
+    pub async fn start_compacting(retain_mb: u64, every_secs: u64) -> TestReplicaSet {
+        Self::start_tuned(
+            &[("A", 2, false), ("B", 1, false), ("C", 1, false)],
+            Some((retain_mb, every_secs)),
+        )
+        .await
+    }
+
+    async fn start_tuned(
+        layout: &[(&str, i64, bool)],
+        compaction: Option<(u64, u64)>,
+    ) -> TestReplicaSet {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut listeners = Vec::new();
         for _ in layout {
@@ -50,6 +68,7 @@ impl TestReplicaSet {
             .collect();
         let mut set = TestReplicaSet {
             configs,
+            compaction,
             members: Vec::new(),
             routers: Vec::new(),
             router_shutdown: CancellationToken::new(),
@@ -79,12 +98,11 @@ impl TestReplicaSet {
     }
 
     async fn open(&self, i: usize, listener: tokio::net::TcpListener) -> RunningMember {
-        let repl = ReplConfig {
-            set_name: "rs0".into(),
-            me: self.configs[i].id,
-            members: self.configs.clone(),
-            sync: true,
-        };
+        let mut repl = ReplConfig::new("rs0", self.configs[i].id, self.configs.clone());
+        if let Some((retain_mb, every_secs)) = self.compaction {
+            repl.log_retain_mb = retain_mb;
+            repl.compact_interval_secs = every_secs;
+        }
         shard::service::start_member(
             listener,
             self.dir.path().join(format!("member{}", i + 1)),

@@ -41,13 +41,38 @@ pub struct ReplConfig {
     /// majority writes).
     #[serde(default = "yes")]
     pub sync: bool,
+    /// Raft log kept beyond what WiredTiger has checkpointed, in MiB: a member that falls
+    /// further behind than this cannot catch up from the log (MongoDB's oplog window).
+    #[serde(default = "default_retain_mb")]
+    pub log_retain_mb: u64,
+    /// Seconds between checkpoint-and-compact passes.
+    #[serde(default = "default_compact_secs")]
+    pub compact_interval_secs: u64,
 }
 
 fn yes() -> bool {
     true
 }
+fn default_retain_mb() -> u64 {
+    256
+}
+fn default_compact_secs() -> u64 {
+    30
+}
 
 impl ReplConfig {
+    /// A set's configuration with the default log retention and compaction interval.
+    pub fn new(set_name: &str, me: u64, members: Vec<MemberConfig>) -> ReplConfig {
+        ReplConfig {
+            set_name: set_name.to_string(),
+            me,
+            members,
+            sync: true,
+            log_retain_mb: default_retain_mb(),
+            compact_interval_secs: default_compact_secs(),
+        }
+    }
+
     pub fn me(&self) -> Result<&MemberConfig, String> {
         self.members
             .iter()
@@ -70,6 +95,9 @@ impl ReplConfig {
         }
         if !self.members.iter().any(|m| m.votes > 0 && !m.arbiter) {
             return Err("a replica set needs at least one voting data member".into());
+        }
+        if self.compact_interval_secs == 0 {
+            return Err("compact_interval_secs must be positive".into());
         }
         if self.members.iter().any(|m| m.votes > 1) {
             return Err("votes must be 0 or 1".into());

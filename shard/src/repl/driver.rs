@@ -65,6 +65,9 @@ pub enum Event {
     Campaign,
     /// Hand leadership to another member (`replSetStepDown`).
     TransferLeader(u64),
+    /// WiredTiger has checkpointed everything up to this applied index: the log before it
+    /// may go, keeping `retain_bytes` of entries for members that lag.
+    Compact(u64),
     /// Do not become primary before this instant (`replSetFreeze`; a stepped-down
     /// primary freezes itself for `stepDownSecs`). `None` thaws.
     Freeze(Option<Instant>),
@@ -102,6 +105,8 @@ pub struct Driver {
     pub leader_seen: (u64, Instant),
     /// When this member last asked the primary for a priority takeover.
     pub asked_takeover: Option<Instant>,
+    /// Log entries kept beyond the checkpointed index, in bytes.
+    pub retain_bytes: u64,
     /// While frozen this member asks for no votes and accepts no leadership transfer.
     pub frozen_until: Option<Instant>,
 }
@@ -136,7 +141,8 @@ impl Driver {
             if let Err(e) = self.on_ready() {
                 // The log or the data cannot be written: this member must not go on
                 // acknowledging anything. The others keep the set available.
-                error!(error = %e, "replication stopped: storage failure");
+                error!(error = %e, "replication stopped");
+                self.status.write().halted = Some(e.to_string());
                 break;
             }
             self.publish_status();
@@ -195,6 +201,11 @@ impl Driver {
             }
             Event::TransferLeader(to) => self.raw.transfer_leader(to),
             Event::Freeze(until) => self.frozen_until = until,
+            Event::Compact(durable) => {
+                if let Err(e) = self.compact(durable) {
+                    error!(error = %e, "log compaction failed");
+                }
+            }
             Event::Stop => return true,
         }
         false
@@ -258,8 +269,15 @@ impl Driver {
             self.outbox.send(msgs);
         }
         if !ready.snapshot().is_empty() {
-            // Snapshots are not produced yet: the log is never compacted (see repl docs).
-            warn!("ignoring a raft snapshot");
+            // The primary no longer has the entries this member needs: they were compacted
+            // after a checkpoint. Without snapshot transfer the member must be resynced
+            // (MongoDB's "too stale to catch up"); going on would silently skip data.
+            return Err(StorageError::Other(format!(
+                "this member is too stale to catch up from the primary's log (it needs entries \
+                 before {}); resync it: stop it, empty its data directory and start it again \
+                 while the log still covers the gap, or copy a healthy member's data",
+                ready.snapshot().get_metadata().index + 1
+            )));
         }
         self.apply(ready.take_committed_entries())?;
         if !ready.entries().is_empty() {
@@ -323,6 +341,20 @@ impl Driver {
             let me = raft.id;
             self.raw.transfer_leader(me);
         }
+    }
+
+    /// Drops the log up to `durable` (checkpointed), but keeps the newest `retain_bytes`
+    /// of entries so a member that lags a little still catches up from the log.
+    fn compact(&mut self, durable: u64) -> std::io::Result<()> {
+        let first = self.log.first_index();
+        let last = self.raw.raft.raft_log.last_index();
+        let keep_from = self.log.tail_start(self.retain_bytes);
+        let to = durable.min(self.applied).min(keep_from.saturating_sub(1));
+        if to >= first {
+            self.log.compact(to)?;
+            info!(to, first = to + 1, last, "compacted the raft log");
+        }
+        Ok(())
     }
 
     /// Notices leadership changes (they happen inside `step` and `tick`).
@@ -460,6 +492,7 @@ impl Driver {
         s.commit = raft.raft_log.committed;
         s.applied = self.applied;
         s.last_index = raft.raft_log.last_index();
+        s.first_index = self.log.first_index();
         s.writable = self.writable();
         s.matched = matched;
         s.updated = Instant::now();

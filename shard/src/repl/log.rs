@@ -10,23 +10,32 @@
 //!
 //! Record: kind (1 byte), payload length (u32 LE), CRC-32 of the payload (u32 LE), payload.
 //! A torn or corrupt tail (a crash mid-append) is cut off at open.
+//!
+//! Compaction rewrites the file without the entries up to an index that WiredTiger has
+//! checkpointed (so recovery never needs them): a `START` record then names the last
+//! dropped entry's index and term, and the new file replaces the old one atomically
+//! (write, fsync, rename, fsync the directory).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use protobuf::Message as _;
-use raft::eraftpb::{ConfState, Entry, HardState};
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 use raft::storage::MemStorage;
+use raft::{GetEntriesContext, Storage};
 
 const ENTRY: u8 = 1;
 const HARD_STATE: u8 = 2;
 const CONF_STATE: u8 = 3;
+/// The log starts after this (index, term): everything up to it was compacted away.
+const START: u8 = 4;
 const HEADER: usize = 9;
 
 pub struct DurableLog {
     mem: MemStorage,
+    path: PathBuf,
     file: File,
     /// Bytes of `file` that hold whole records.
     len: u64,
@@ -42,17 +51,18 @@ impl DurableLog {
     /// configuration; an existing one keeps what it recorded.
     pub fn open(dir: &Path, voters: &[u64], sync: bool) -> std::io::Result<DurableLog> {
         std::fs::create_dir_all(dir)?;
+        let path = dir.join("raft.log");
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(dir.join("raft.log"))?;
+            .open(&path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         let mut entries: Vec<Entry> = Vec::new();
         let mut offsets = BTreeMap::new();
-        let (mut hs, mut cs) = (None, None);
+        let (mut hs, mut cs, mut start) = (None, None, None);
         let mut pos = 0usize;
         while let Some((kind, payload)) = next_record(&bytes[pos..]) {
             match kind {
@@ -68,6 +78,11 @@ impl DurableLog {
                 }
                 HARD_STATE => hs = Some(HardState::parse_from_bytes(payload).map_err(invalid)?),
                 CONF_STATE => cs = Some(ConfState::parse_from_bytes(payload).map_err(invalid)?),
+                START if payload.len() == 16 => {
+                    let index = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
+                    let term = u64::from_le_bytes(payload[8..].try_into().expect("8 bytes"));
+                    start = Some((index, term));
+                }
                 _ => break,
             }
             pos += HEADER + payload.len();
@@ -84,6 +99,7 @@ impl DurableLog {
         let mem = MemStorage::new();
         let mut log = DurableLog {
             mem,
+            path,
             file,
             len: pos as u64,
             offsets,
@@ -114,6 +130,11 @@ impl DurableLog {
         };
         {
             let mut w = log.mem.wl();
+            if let Some((index, term)) = start {
+                w.apply_snapshot(start_marker(index, term, &cs))
+                    .map_err(invalid)?;
+                entries.retain(|e| e.index > index);
+            }
             w.set_conf_state(cs);
             if !entries.is_empty() {
                 w.append(&entries).map_err(invalid)?;
@@ -128,6 +149,78 @@ impl DurableLog {
 
     pub fn storage(&self) -> &MemStorage {
         &self.mem
+    }
+
+    /// First index still in the log.
+    pub fn first_index(&self) -> u64 {
+        Storage::first_index(&self.mem).unwrap_or(1)
+    }
+
+    /// The first index of the shortest tail of entries that holds at least `bytes` of
+    /// records (the whole log if it is smaller).
+    pub fn tail_start(&self, bytes: u64) -> u64 {
+        let end = self.len + self.pending.len() as u64;
+        let mut start = self.first_index();
+        for (&index, &offset) in self.offsets.iter().rev() {
+            start = index;
+            if end - offset >= bytes {
+                break;
+            }
+        }
+        start
+    }
+
+    /// Drops every entry up to and including `to` (the caller guarantees WiredTiger has
+    /// checkpointed past it), on disk and in memory.
+    pub fn compact(&mut self, to: u64) -> std::io::Result<()> {
+        let first = self.first_index();
+        let last = Storage::last_index(&self.mem).map_err(invalid)?;
+        if to < first || to > last {
+            return Ok(());
+        }
+        self.flush()?;
+        let term = self.mem.term(to).map_err(invalid)?;
+        let kept = self
+            .mem
+            .entries(to + 1, last + 1, None, GetEntriesContext::empty(false))
+            .map_err(invalid)?;
+        let state = self.mem.initial_state().map_err(invalid)?;
+        let (hs, cs) = (state.hard_state, state.conf_state);
+        // The new file: configuration, start marker, hard state, the kept entries.
+        self.pending.clear();
+        self.record(CONF_STATE, &cs.write_to_bytes().map_err(invalid)?);
+        let mut marker = to.to_le_bytes().to_vec();
+        marker.extend_from_slice(&term.to_le_bytes());
+        self.record(START, &marker);
+        self.record(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
+        let mut offsets = BTreeMap::new();
+        for e in &kept {
+            offsets.insert(e.index, self.pending.len() as u64);
+            self.record(ENTRY, &e.write_to_bytes().map_err(invalid)?);
+        }
+        let bytes = std::mem::take(&mut self.pending);
+        let tmp = self.path.with_extension("log.compacting");
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &self.path)?;
+        if let Some(dir) = self.path.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+        let mut file = OpenOptions::new().read(true).write(true).open(&self.path)?;
+        file.seek(SeekFrom::End(0))?;
+        self.file = file;
+        self.len = bytes.len() as u64;
+        self.offsets = offsets;
+        // The same in memory: restart the storage at the marker, then put back what stays.
+        let mut w = self.mem.wl();
+        w.apply_snapshot(start_marker(to, term, &cs))
+            .map_err(invalid)?;
+        w.append(&kept).map_err(invalid)?;
+        w.set_hardstate(hs);
+        Ok(())
     }
 
     /// Appends entries, replacing any suffix they conflict with.
@@ -193,6 +286,16 @@ impl DurableLog {
     }
 }
 
+/// A data-less snapshot that only says where the log starts.
+fn start_marker(index: u64, term: u64, cs: &ConfState) -> Snapshot {
+    let mut snap = Snapshot::default();
+    let meta = snap.mut_metadata();
+    meta.index = index;
+    meta.term = term;
+    meta.set_conf_state(cs.clone());
+    snap
+}
+
 /// The next whole, intact record, or `None` at the end or at a torn/corrupt record.
 fn next_record(b: &[u8]) -> Option<(u8, &[u8])> {
     if b.len() < HEADER {
@@ -248,6 +351,40 @@ mod tests {
         let state = s.initial_state().unwrap();
         assert_eq!(state.hard_state.term, 2);
         assert_eq!(state.hard_state.vote, 2);
+        assert_eq!(state.conf_state.voters, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn compaction_drops_the_prefix_and_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = DurableLog::open(dir.path(), &[1, 2, 3], true).unwrap();
+            let entries: Vec<Entry> = (1..=10).map(|i| entry(i, 1, b"xxxxxxxx")).collect();
+            log.append(&entries).unwrap();
+            log.set_commit(10).unwrap();
+            log.flush().unwrap();
+            let before = std::fs::metadata(dir.path().join("raft.log"))
+                .unwrap()
+                .len();
+            log.compact(6).unwrap();
+            let after = std::fs::metadata(dir.path().join("raft.log"))
+                .unwrap()
+                .len();
+            assert!(after < before, "{after} < {before}");
+            assert_eq!(log.first_index(), 7);
+            assert_eq!(log.storage().term(6).unwrap(), 1);
+            // Appending after a compaction lands in the new file.
+            log.append(&[entry(11, 2, b"y")]).unwrap();
+            log.flush().unwrap();
+        }
+        let log = DurableLog::open(dir.path(), &[9], true).unwrap();
+        let s = log.storage();
+        assert_eq!(s.first_index().unwrap(), 7);
+        assert_eq!(s.last_index().unwrap(), 11);
+        assert_eq!(s.term(6).unwrap(), 1);
+        assert_eq!(s.term(11).unwrap(), 2);
+        let state = s.initial_state().unwrap();
+        assert_eq!(state.hard_state.commit, 10);
         assert_eq!(state.conf_state.voters, vec![1, 2, 3]);
     }
 

@@ -83,6 +83,10 @@ pub struct Status {
     pub commit: u64,
     pub applied: u64,
     pub last_index: u64,
+    /// First index still in the Raft log (everything before was compacted).
+    pub first_index: u64,
+    /// Why replication stopped on this member, if it did (storage failure, too stale).
+    pub halted: Option<String>,
     pub writable: bool,
     /// On the primary: each member's highest replicated index and whether it was heard
     /// from within the last election timeout.
@@ -99,6 +103,8 @@ impl Default for Status {
             commit: 0,
             applied: 0,
             last_index: 0,
+            first_index: 1,
+            halted: None,
             writable: false,
             matched: Vec::new(),
             updated: Instant::now(),
@@ -219,7 +225,7 @@ impl Replica {
         let driver = Driver {
             raw,
             log,
-            engine: base,
+            engine: base.clone(),
             rx,
             outbox,
             status: status.clone(),
@@ -242,11 +248,18 @@ impl Replica {
             leader_seen: (raft::INVALID_ID, std::time::Instant::now()),
             asked_takeover: None,
             frozen_until: None,
+            retain_bytes: config.log_retain_mb * 1024 * 1024,
         };
         let thread = std::thread::Builder::new()
             .name(format!("raft-{}", me.id))
             .spawn(move || driver.run())
             .map_err(|e| e.to_string())?;
+        spawn_compactor(
+            Arc::downgrade(&base),
+            status.clone(),
+            tx.clone(),
+            Duration::from_secs(config.compact_interval_secs),
+        )?;
         let service = RaftService {
             set_name: config.set_name.clone(),
             events: tx.clone(),
@@ -383,6 +396,39 @@ impl Replica {
             let _ = t.join();
         }
     }
+}
+
+/// Every `every`: checkpoint WiredTiger (everything applied so far becomes durable in the
+/// data files), then let the driver drop the log up to what was applied before the
+/// checkpoint began. Off the Raft thread, since a checkpoint can take a while. Holds the
+/// engine only weakly (a stopped member must be able to close WiredTiger), and ends when
+/// the engine or the driver is gone.
+fn spawn_compactor(
+    base: std::sync::Weak<dyn Engine>,
+    status: Arc<parking_lot::RwLock<Status>>,
+    events: std::sync::mpsc::Sender<Event>,
+    every: Duration,
+) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("raft-compact".into())
+        .spawn(move || loop {
+            std::thread::sleep(every);
+            let applied = status.read().applied;
+            let Some(engine) = base.upgrade() else {
+                return;
+            };
+            let checkpoint = engine.checkpoint();
+            drop(engine);
+            if let Err(e) = checkpoint {
+                tracing::warn!(error = %e, "checkpoint before log compaction failed");
+                continue;
+            }
+            if events.send(Event::Compact(applied)).is_err() {
+                return;
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 impl Drop for Replica {
