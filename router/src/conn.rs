@@ -31,6 +31,8 @@ pub struct Session {
     pub app_name: Option<String>,
     /// Set when the connection must close without answering (a fail point).
     pub closing: bool,
+    /// Where the last forwarded command waited on the shard (for the slow-op log).
+    pub last_waits: Option<crate::shard_client::Waits>,
 }
 
 /// Serves one client over a plain TCP or a TLS stream.
@@ -58,6 +60,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             auth: Default::default(),
             app_name: None,
             closing: false,
+            last_waits: None,
         };
         let mut buf = Vec::new();
         loop {
@@ -229,8 +232,21 @@ impl Session {
         let ok = matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0)
             || matches!(reply.get("ok"), Some(Bson::Int32(1)));
         let ms = elapsed.as_millis() as u64;
+        let waits = self.last_waits.take().unwrap_or_default();
         if ms >= self.state.config.slow_ms {
-            info!(command = %name, %db, ms, ok, "slow command");
+            // Every wait is named: the shard's ticket queue, its execution (replication
+            // included), and the rest (router and network).
+            let shard_ms = (waits.queued + waits.exec).as_millis() as u64;
+            info!(
+                command = %name,
+                %db,
+                ms,
+                ok,
+                shard_queue_ms = waits.queued.as_millis() as u64,
+                shard_exec_ms = waits.exec.as_millis() as u64,
+                router_and_network_ms = ms.saturating_sub(shard_ms),
+                "slow command"
+            );
         } else {
             debug!(command = %name, %db, us = elapsed.as_micros() as u64, ok, "command");
         }

@@ -168,7 +168,7 @@ impl ShardHandle {
             .await;
             let mut seen = m.seen.write();
             match r {
-                Ok(Ok(h)) => {
+                Ok(Ok((h, _))) => {
                     seen.reachable = true;
                     seen.primary = h.get_bool("isWritablePrimary").unwrap_or(false);
                     seen.secondary = h.get_bool("secondary").unwrap_or(false);
@@ -220,7 +220,7 @@ impl ShardHandle {
         cmd: &Document,
         fwd: &Forward,
         client: &str,
-    ) -> MongoResult<(Document, usize)> {
+    ) -> MongoResult<(Document, usize, Waits)> {
         let started = Instant::now();
         loop {
             let target = fwd.pin.or_else(|| self.pick(fwd));
@@ -228,7 +228,9 @@ impl ShardHandle {
                 Some(i) => {
                     let m = &self.inner.members[i];
                     let mut r = self.call(&m.transport, db, cmd, fwd, client).await;
-                    if let (Ok(reply), true) = (&mut r, fwd.read_preference.mode != Mode::Primary) {
+                    if let (Ok((reply, _)), true) =
+                        (&mut r, fwd.read_preference.mode != Mode::Primary)
+                    {
                         let host = m.seen.read().host.clone();
                         let served_by = if host.is_empty() {
                             m.address.clone()
@@ -237,7 +239,7 @@ impl ShardHandle {
                         };
                         reply.insert("servedBy", served_by);
                     }
-                    r.map(|d| (d, i))
+                    r.map(|(d, waits)| (d, i, waits))
                 }
                 None => Err(MongoError::new(
                     ErrorCode::HostUnreachable,
@@ -249,7 +251,7 @@ impl ShardHandle {
             let repeatable = !fwd.writes || cmd.contains_key("txnNumber");
             let retry = match &result {
                 Err(e) => retryable(e) || (repeatable && interrupted(e.code)),
-                Ok((reply, _)) => reply
+                Ok((reply, _, _)) => reply
                     .get_i32("code")
                     .is_ok_and(|c| refused_before_running(c) || (repeatable && interrupted(c))),
             };
@@ -313,7 +315,7 @@ impl ShardHandle {
         cmd: &Document,
         fwd: &Forward,
         client: &str,
-    ) -> MongoResult<Document> {
+    ) -> MongoResult<(Document, Waits)> {
         let command = bson::to_vec(cmd)
             .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         let mut req = tonic::Request::new(CommandRequest {
@@ -345,10 +347,25 @@ impl ShardHandle {
                 None => service.run_command(req).await,
             },
         }
-        .map_err(status_to_error)?;
-        Document::from_reader(&mut reply.into_inner().reply.as_slice())
+        .map_err(status_to_error)?
+        .into_inner();
+        let waits = Waits {
+            queued: Duration::from_micros(reply.queued_us),
+            exec: Duration::from_micros(reply.exec_us),
+        };
+        Document::from_reader(&mut reply.reply.as_slice())
+            .map(|d| (d, waits))
             .map_err(|e| MongoError::internal(format!("shard sent an invalid reply: {e}")))
     }
+}
+
+/// Where a command's time went on the shard member that ran it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Waits {
+    /// Waiting for a ticket in the member's admission queue.
+    pub queued: Duration,
+    /// Running, replication wait included.
+    pub exec: Duration,
 }
 
 /// Errors after which the command certainly did not run, so sending it elsewhere is safe.

@@ -1,6 +1,7 @@
 //! A Bulwark shard node: runs MongoDB commands against an embedded storage engine
 //! (WiredTiger, or memory for tests) and serves them to routers over gRPC.
 
+pub mod admission;
 pub mod catalog;
 pub mod commands;
 pub mod config;

@@ -34,6 +34,8 @@ pub struct Node {
     pub replica: Option<Arc<Replica>>,
     /// One command at a time per session (retryable writes).
     pub sessions: SessionLocks,
+    /// Read and write ticket pools (see `admission`).
+    pub admission: crate::admission::Admission,
 }
 
 /// How long a linearizable read without `maxTimeMS` waits to confirm the primary.
@@ -110,6 +112,7 @@ impl Node {
             started: Instant::now(),
             replica: None,
             sessions: SessionLocks::default(),
+            admission: Default::default(),
         }))
     }
 
@@ -177,9 +180,22 @@ impl Node {
             started: Instant::now(),
             replica: Some(replica),
             sessions: SessionLocks::default(),
+            admission: Default::default(),
         });
         let _ = node_slot.set(Arc::downgrade(&node));
         Ok((node, service))
+    }
+
+    /// Which ticket pool a command draws from.
+    pub fn admission_class(name: &str) -> crate::admission::Class {
+        use crate::admission::Class;
+        match commands::lookup(name) {
+            Some(spec) if spec.anywhere => Class::Exempt,
+            Some(spec) if spec.writes => Class::Write,
+            Some(_) => Class::Read,
+            // Unknown commands fail at once; no ticket needed.
+            None => Class::Exempt,
+        }
     }
 
     /// Runs one command and returns its reply document (`ok: 1` or an error document).

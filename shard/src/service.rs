@@ -56,8 +56,31 @@ impl Shard for Service {
                 wtimeout: (req.wtimeout_ms > 0).then(|| Duration::from_millis(req.wtimeout_ms)),
             },
         };
+        // The ticket is taken here, before a blocking thread is: a queued command holds
+        // nothing but its place in line.
+        let name = bson::RawDocument::from_bytes(&req.command)
+            .ok()
+            .and_then(|d| d.iter().next())
+            .and_then(|e| e.ok())
+            .map(|(k, _)| k.to_string())
+            .unwrap_or_default();
+        let class = Node::admission_class(&name);
+        let ticket = match self.node.admission.admit(class, opts.deadline).await {
+            Ok(t) => t,
+            Err(e) => {
+                let reply =
+                    bson::to_vec(&e.to_document()).map_err(|e| Status::internal(e.to_string()))?;
+                return Ok(Response::new(CommandReply {
+                    reply,
+                    ..Default::default()
+                }));
+            }
+        };
+        let queued_us = ticket.as_ref().map_or(0, |t| t.queued.as_micros() as u64);
         let node = self.node.clone();
+        let started = std::time::Instant::now();
         let reply = tokio::task::spawn_blocking(move || {
+            let _ticket = ticket;
             let cmd = Document::from_reader(&mut req.command.as_slice())
                 .map_err(|e| Status::invalid_argument(format!("command is not BSON: {e}")))
                 .map_err(Box::new)?;
@@ -67,7 +90,11 @@ impl Shard for Service {
         .await
         .map_err(|e| Status::internal(format!("command task failed: {e}")))?
         .map_err(|e| *e)?;
-        Ok(Response::new(CommandReply { reply }))
+        Ok(Response::new(CommandReply {
+            reply,
+            queued_us,
+            exec_us: started.elapsed().as_micros() as u64,
+        }))
     }
 }
 
@@ -90,6 +117,10 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
             key,
         )
         .await?;
+        member
+            .node
+            .admission
+            .configure(config.read_tickets, config.write_tickets);
         shutdown.cancelled().await;
         member.shutdown.cancel();
         return member
@@ -102,6 +133,8 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
     let node = tokio::task::spawn_blocking(move || Node::open(&kind, cursor_timeout))
         .await
         .map_err(|e| ShardError::Catalog(e.to_string()))??;
+    node.admission
+        .configure(config.read_tickets, config.write_tickets);
     serve_with_key(node, listener, ttl, key, shutdown).await
 }
 

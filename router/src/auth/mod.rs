@@ -177,9 +177,15 @@ impl AuthState {
             db: "admin".into(),
         }];
         let doc = user::new_user_document("admin", user, creds, &root, None);
-        self.store.insert(Kind::User, doc).await?;
-        self.invalidate();
-        Ok(true)
+        match self.store.insert(Kind::User, doc).await {
+            // Another router (another site) created it first: that is success too.
+            Err(e) if e.code == wire::ErrorCode::DuplicateKey as i32 => Ok(false),
+            Err(e) => Err(e),
+            Ok(()) => {
+                self.invalidate();
+                Ok(true)
+            }
+        }
     }
 }
 

@@ -68,7 +68,7 @@ impl ShardUserStore {
     }
 
     async fn call(&self, cmd: Document) -> MongoResult<Document> {
-        let (reply, _) = self
+        let (reply, _, _) = self
             .shard
             .run(AUTH_DB, &cmd, &Forward::default(), INTERNAL_CLIENT)
             .await?;

@@ -119,7 +119,7 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
         .shard
         .run(db, &cmd, &fwd, &session.peer_text)
         .await;
-    let (reply, member) = match result {
+    let (reply, member, waits) = match result {
         Ok(r) => r,
         Err(e) => {
             if e.code == ErrorCode::CursorNotFound as i32 {
@@ -128,6 +128,7 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
             return Err(e);
         }
     };
+    session.last_waits = Some(waits);
     killed.iter().for_each(|id| cursors.closed(*id));
     if let Ok(id) = reply.get_document("cursor").and_then(|c| c.get_i64("id")) {
         if id == 0 {

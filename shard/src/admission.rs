@@ -1,0 +1,320 @@
+//! Admission control at a shard member: a command runs only with a ticket from the read
+//! or the write pool, and the pools hand tickets out strictly first come, first served
+//! (tokio's semaphore queues waiters in order), unlike mongod's ticket line, which has
+//! "no fairness guarantee".
+//!
+//! Work that cannot finish in time is not started:
+//! * a command whose deadline has passed is refused before it queues;
+//! * a command whose remaining time is shorter than the wait the queue ahead of it
+//!   predicts is refused at once with a retryable error (ExceededTimeLimit), instead of
+//!   queueing, expiring, and having burnt a place in line;
+//! * a command whose deadline passes while it queues leaves the queue
+//!   (MaxTimeMSExpired) and never runs.
+//!
+//! The predicted wait is Little's law: commands ahead ÷ (tickets ÷ mean service time).
+//! The mean is an exponentially weighted average of how long tickets were held.
+//!
+//! Each command touches two shared words per pool (the in-flight count and the
+//! semaphore); the service-time average is written by one command in eight, so the pools
+//! add little cache-line traffic to the hot path.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use crate::cursor::Deadline;
+
+/// Which pool a command draws from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Read,
+    Write,
+    /// Replica-set administration and handshakes: never queued behind user work.
+    Exempt,
+}
+
+pub struct Pool {
+    name: &'static str,
+    permits: Arc<Semaphore>,
+    limit: AtomicUsize,
+    /// Commands holding or waiting for a ticket.
+    in_flight: AtomicUsize,
+    /// Mean ticket hold time, microseconds (EWMA, 1/8 weight for a new sample).
+    service_us: AtomicU64,
+    /// Samples seen, to write the average only every eighth time.
+    samples: AtomicU64,
+}
+
+/// A granted ticket; dropping it returns it and records how long it was held.
+pub struct Ticket {
+    pool: Arc<Pool>,
+    _permit: OwnedSemaphorePermit,
+    granted: Instant,
+    /// How long the command queued for this ticket.
+    pub queued: Duration,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.pool.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.pool.record(self.granted.elapsed());
+    }
+}
+
+/// Undoes the in-flight count of a command that leaves the queue without a ticket.
+struct Leaving<'a>(&'a Pool);
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Pool {
+    pub fn new(name: &'static str, limit: usize) -> Arc<Pool> {
+        let limit = limit.max(1);
+        Arc::new(Pool {
+            name,
+            permits: Arc::new(Semaphore::new(limit)),
+            limit: AtomicUsize::new(limit),
+            in_flight: AtomicUsize::new(0),
+            service_us: AtomicU64::new(1_000),
+            samples: AtomicU64::new(0),
+        })
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Changes the number of tickets (configuration; later, throughput probing). Fewer
+    /// tickets take effect as running commands return theirs.
+    pub fn set_limit(&self, n: usize) {
+        let n = n.max(1);
+        let old = self.limit.swap(n, Ordering::Relaxed);
+        if n > old {
+            self.permits.add_permits(n - old);
+        } else if n < old {
+            let permits = self.permits.clone();
+            let take = (old - n) as u32;
+            tokio::spawn(async move {
+                if let Ok(p) = permits.acquire_many_owned(take).await {
+                    p.forget();
+                }
+            });
+        }
+    }
+
+    /// Commands waiting for a ticket right now.
+    pub fn queued(&self) -> usize {
+        self.in_flight
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.limit())
+    }
+
+    /// The wait a command arriving now should expect.
+    pub fn expected_wait(&self) -> Duration {
+        let ahead = self.queued() as u64;
+        if ahead == 0 {
+            return Duration::ZERO;
+        }
+        let mean = self.service_us.load(Ordering::Relaxed);
+        Duration::from_micros((ahead + 1) * mean / self.limit() as u64)
+    }
+
+    fn record(&self, held: Duration) {
+        if !self
+            .samples
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(8)
+        {
+            return;
+        }
+        let sample = held.as_micros().min(u64::MAX as u128) as u64;
+        let old = self.service_us.load(Ordering::Relaxed);
+        let new = old - old / 8 + sample / 8;
+        self.service_us.store(new.max(1), Ordering::Relaxed);
+    }
+
+    /// Waits for a ticket in arrival order, or refuses as described in the module docs.
+    pub async fn admit(self: &Arc<Pool>, deadline: Deadline) -> MongoResult<Ticket> {
+        let arrived = Instant::now();
+        let remaining = match deadline.0 {
+            None => None,
+            Some(d) if d <= arrived => return Err(expired(self.name)),
+            Some(d) => Some(d - arrived),
+        };
+        if let Some(left) = remaining {
+            let expected = self.expected_wait();
+            if expected > left {
+                return Err(MongoError::new(
+                    ErrorCode::ExceededTimeLimit,
+                    format!(
+                        "the {} queue predicts a wait of {} ms but the operation has {} ms left; \
+                         not started, safe to retry",
+                        self.name,
+                        expected.as_millis(),
+                        left.as_millis()
+                    ),
+                ));
+            }
+        }
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let leaving = Leaving(self);
+        let acquire = self.permits.clone().acquire_owned();
+        let permit = match remaining {
+            None => acquire.await,
+            Some(left) => match tokio::time::timeout(left, acquire).await {
+                Ok(p) => p,
+                Err(_) => return Err(expired(self.name)),
+            },
+        }
+        .map_err(|_| MongoError::new(ErrorCode::ShutdownInProgress, "shutting down"))?;
+        std::mem::forget(leaving);
+        Ok(Ticket {
+            pool: self.clone(),
+            _permit: permit,
+            granted: Instant::now(),
+            queued: arrived.elapsed(),
+        })
+    }
+}
+
+fn expired(pool: &str) -> MongoError {
+    MongoError::new(
+        ErrorCode::MaxTimeMSExpired,
+        format!("operation exceeded time limit while queued for a {pool} ticket"),
+    )
+}
+
+/// The read and write pools of one node.
+pub struct Admission {
+    pub reads: Arc<Pool>,
+    pub writes: Arc<Pool>,
+}
+
+/// Default tickets: enough reads to keep every core busy while others wait on I/O, and
+/// writes generous because a write holds its ticket through replication (group commit
+/// needs many writes in flight).
+pub fn default_limits() -> (usize, usize) {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    ((4 * cores).max(8), 128)
+}
+
+impl Admission {
+    pub fn new(read_tickets: usize, write_tickets: usize) -> Admission {
+        let (r, w) = default_limits();
+        Admission {
+            reads: Pool::new("read", if read_tickets == 0 { r } else { read_tickets }),
+            writes: Pool::new("write", if write_tickets == 0 { w } else { write_tickets }),
+        }
+    }
+
+    /// Sets the ticket counts (0 keeps the default).
+    pub fn configure(&self, read_tickets: usize, write_tickets: usize) {
+        if read_tickets > 0 {
+            self.reads.set_limit(read_tickets);
+        }
+        if write_tickets > 0 {
+            self.writes.set_limit(write_tickets);
+        }
+    }
+
+    /// `None` for exempt commands.
+    pub async fn admit(&self, class: Class, deadline: Deadline) -> MongoResult<Option<Ticket>> {
+        match class {
+            Class::Exempt => Ok(None),
+            Class::Read => self.reads.admit(deadline).await.map(Some),
+            Class::Write => self.writes.admit(deadline).await.map(Some),
+        }
+    }
+}
+
+impl Default for Admission {
+    fn default() -> Self {
+        Admission::new(0, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn within(ms: u64) -> Deadline {
+        Deadline::after_ms(ms)
+    }
+
+    #[tokio::test]
+    async fn tickets_are_granted_in_arrival_order() {
+        let pool = Pool::new("read", 1);
+        let first = pool.admit(Deadline::default()).await.unwrap();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for i in 0..5 {
+            let (pool, order) = (pool.clone(), order.clone());
+            waiters.push(tokio::spawn(async move {
+                let t = pool.admit(Deadline::default()).await.unwrap();
+                order.lock().unwrap().push(i);
+                drop(t);
+            }));
+            // Let each waiter join the queue before the next arrives.
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(pool.queued(), 5);
+        drop(first);
+        for w in waiters {
+            w.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(pool.queued(), 0);
+    }
+
+    #[tokio::test]
+    async fn expired_work_never_starts_and_leaves_the_queue() {
+        let pool = Pool::new("read", 1);
+        let past = Deadline(Some(Instant::now() - Duration::from_millis(1)));
+        let e = pool.admit(past).await.err().unwrap();
+        assert_eq!(e.code, ErrorCode::MaxTimeMSExpired as i32);
+        let held = pool.admit(Deadline::default()).await.unwrap();
+        let e = pool.admit(within(30)).await.err().unwrap();
+        assert_eq!(e.code, ErrorCode::MaxTimeMSExpired as i32);
+        assert_eq!(pool.queued(), 0, "the expired waiter left the queue");
+        drop(held);
+        assert!(pool.admit(within(1_000)).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn work_that_cannot_finish_in_time_is_shed_at_once() {
+        let pool = Pool::new("write", 1);
+        // Teach the pool that a ticket is held for about 100 ms.
+        for _ in 0..64 {
+            pool.record(Duration::from_millis(100));
+        }
+        let held = pool.admit(Deadline::default()).await.unwrap();
+        let queued = {
+            let pool = pool.clone();
+            tokio::spawn(async move { pool.admit(Deadline::default()).await.map(|_| ()) })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(pool.queued(), 1);
+        let e = pool.admit(within(50)).await.err().unwrap();
+        assert_eq!(e.code, ErrorCode::ExceededTimeLimit as i32, "{}", e.message);
+        assert_eq!(
+            pool.queued(),
+            1,
+            "the refused command never joined the queue"
+        );
+        // A deadline the queue can meet is admitted in turn.
+        let patient = {
+            let pool = pool.clone();
+            tokio::spawn(async move { pool.admit(within(10_000)).await.map(|_| ()) })
+        };
+        drop(held);
+        patient.await.unwrap().unwrap();
+        queued.await.unwrap().unwrap();
+    }
+}
