@@ -111,11 +111,12 @@ impl Retry {
         state.staged.push((stmt, result));
     }
 
-    /// Adds the session record (with the staged statements) to `batch`, if any are staged.
-    fn append_record(&self, batch: &WriteBatch) -> Option<WriteBatch> {
+    /// Adds the session record (with the staged statements) to `batch`; false when no
+    /// statement is staged.
+    fn append_record(&self, batch: &mut WriteBatch) -> bool {
         let state = self.lock();
         if state.staged.is_empty() {
-            return None;
+            return false;
         }
         let mut stmts = Document::new();
         for (id, result) in state
@@ -126,9 +127,13 @@ impl Retry {
             stmts.insert(id.to_string(), result.clone());
         }
         let record = doc! {"t": self.txn, "s": stmts};
-        let mut out = batch.clone();
-        out.put(TXN_TABLE, self.key.clone(), bson::to_vec(&record).ok()?);
-        Some(out)
+        match bson::to_vec(&record) {
+            Ok(bytes) => {
+                batch.put(TXN_TABLE, self.key.clone(), bytes);
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     fn settle(&self, committed: bool) {
@@ -191,10 +196,14 @@ impl Engine for RecordingEngine {
     }
 
     fn write(&self, batch: &WriteBatch) -> Result<()> {
-        let result = match self.retry.append_record(batch) {
-            Some(with_record) => self.inner.write(&with_record),
-            None => return self.inner.write(batch),
-        };
+        self.write_owned(batch.clone())
+    }
+
+    fn write_owned(&self, mut batch: WriteBatch) -> Result<()> {
+        if !self.retry.append_record(&mut batch) {
+            return self.inner.write_owned(batch);
+        }
+        let result = self.inner.write_owned(batch);
         self.retry.settle(result.is_ok());
         result
     }

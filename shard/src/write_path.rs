@@ -94,7 +94,7 @@ fn commit(
         catalog.stage(&mut batch, &m);
         Some(m)
     };
-    match engine.write(&batch) {
+    match engine.write_owned(batch) {
         Ok(()) => {
             if let Some(m) = updated {
                 catalog.install(m);
@@ -248,7 +248,7 @@ pub fn delete_document(
         }
     }
     batch.delete(&meta.table, rk);
-    engine.write(&batch).map_err(storage_to_mongo)
+    engine.write_owned(batch).map_err(storage_to_mongo)
 }
 
 /// Builds a new index over the existing documents. Fails with E11000 on a unique violation.

@@ -61,10 +61,14 @@ impl Engine for ReplicatedEngine {
     }
 
     fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.write_owned(batch.clone())
+    }
+
+    fn write_owned(&self, batch: WriteBatch) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
-        self.replicate(OplogEntry::Write(batch.clone()))
+        self.replicate(OplogEntry::Write(batch))
     }
 
     fn stats(&self, table: &str) -> Result<TableStats> {

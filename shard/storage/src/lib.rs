@@ -226,6 +226,11 @@ pub trait Engine: Send + Sync + 'static {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Applies all ops atomically in one transaction (all or nothing).
     fn write(&self, batch: &WriteBatch) -> Result<()>;
+    /// [`Engine::write`] for a caller that no longer needs the batch: layers that keep
+    /// or extend it (replication, retryable-write records) take it without a copy.
+    fn write_owned(&self, batch: WriteBatch) -> Result<()> {
+        self.write(&batch)
+    }
     fn stats(&self, table: &str) -> Result<TableStats>;
     /// Makes everything written so far durable in the data files (a no-op in memory).
     fn checkpoint(&self) -> Result<()>;
