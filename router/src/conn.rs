@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bson::{Bson, Document};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, info_span, Instrument};
 use wire::{Compressor, Incoming, MongoError, MsgHeader, Request};
@@ -99,7 +99,33 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
                     continue;
                 }
             };
-            let frame = session.respond(incoming).await;
+            // While the command runs, watch the socket: a client that hangs up (a driver
+            // whose timeout fired) is waiting for nothing, so its command is dropped —
+            // queued work leaves the shard's queue, and a forwarded call is cancelled.
+            let mut peer_sent_more = false;
+            let frame = {
+                let respond = session.respond(incoming);
+                tokio::pin!(respond);
+                loop {
+                    tokio::select! {
+                        f = &mut respond => break Some(f),
+                        more = rd.fill_buf(), if !peer_sent_more => match more {
+                            Ok([]) | Err(_) => break None,
+                            // The next request arrived early; it stays buffered.
+                            Ok(_) => peer_sent_more = true,
+                        },
+                    }
+                }
+            };
+            let Some(frame) = frame else {
+                session.state.counters.add(
+                    session.id,
+                    crate::counters::Op::CancelledByDisconnect,
+                    1,
+                );
+                debug!("client closed the connection mid-command; command dropped");
+                break;
+            };
             if session.closing {
                 break;
             }

@@ -17,9 +17,11 @@ pub enum Op {
     Command,
     AuthSucceeded,
     AuthFailed,
+    /// Commands dropped because their client closed the connection while they ran.
+    CancelledByDisconnect,
 }
 
-const OPS: usize = 8;
+const OPS: usize = 9;
 
 #[repr(align(128))]
 #[derive(Default)]

@@ -28,5 +28,9 @@ pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Doc
             "insert": c.total(Op::Insert), "query": c.total(Op::Query), "update": c.total(Op::Update),
             "delete": c.total(Op::Delete), "getmore": c.total(Op::GetMore), "command": c.total(Op::Command),
         },
+        "bulwark": {
+            // Work the router abandoned because nobody was waiting for it any more.
+            "cancelledByClientDisconnect": c.total(Op::CancelledByDisconnect),
+        },
     })
 }

@@ -1,0 +1,60 @@
+//! Work nobody waits for is not done: a command whose client hangs up while it waits is
+//! dropped by the router before it reaches the shard.
+
+use std::time::Duration;
+
+use bson::{doc, Document};
+use tests::TestCluster;
+use tokio::io::AsyncWriteExt;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_whose_client_hung_up_is_never_run() {
+    let c = TestCluster::builder()
+        .memory()
+        .router(|r| r.enable_test_commands = true)
+        .start()
+        .await;
+    let client = c.client().await;
+    let admin = client.database("admin");
+    // Every insert waits 1.5 s in the router before it is dispatched.
+    admin
+        .run_command(doc! {
+            "configureFailPoint": "failCommand",
+            "mode": {"times": 1},
+            "data": {"failCommands": ["insert"], "blockConnection": true, "blockTimeMS": 1500},
+        })
+        .await
+        .unwrap();
+    // A raw client sends an insert and hangs up long before the wait ends.
+    let mut raw = tokio::net::TcpStream::connect(c.router_addr).await.unwrap();
+    let insert = doc! {"insert": "gone", "documents": [{"_id": 1}], "$db": "test"};
+    raw.write_all(&wire::encode_op_msg(7, 0, &insert, None))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(raw);
+
+    let cancelled = || async {
+        let status = admin.run_command(doc! {"serverStatus": 1}).await.unwrap();
+        status
+            .get_document("bulwark")
+            .unwrap()
+            .get_i64("cancelledByClientDisconnect")
+            .unwrap()
+    };
+    let started = std::time::Instant::now();
+    while cancelled().await == 0 && started.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(cancelled().await, 1);
+    // Well past the moment the insert would have been dispatched: it never was.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let n = client
+        .database("test")
+        .collection::<Document>("gone")
+        .count_documents(doc! {})
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "the abandoned insert ran");
+    c.stop().await;
+}
