@@ -12,6 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 pub struct TestCluster {
     pub router_addr: SocketAddr,
+    /// The shard node (benchmarks adjust its admission pools).
+    pub node: std::sync::Arc<shard::Node>,
     /// TLS settings `options()` gives clients (set by `ClusterBuilder::tls`).
     pub client_tls: Option<mongodb::options::TlsOptions>,
     pub dir: PathBuf,
@@ -94,6 +96,7 @@ impl TestCluster {
             shard: shard_addr.to_string(),
             ..base
         };
+        let node_handle = node.clone();
         let shard = match link {
             Link::InProcess => router::shard_client::ShardHandle::in_process(
                 shard::service::in_process(node.clone()),
@@ -116,6 +119,7 @@ impl TestCluster {
         });
         TestCluster {
             router_addr,
+            node: node_handle,
             client_tls: None,
             dir: dir.to_path_buf(),
             shutdown,
