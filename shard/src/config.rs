@@ -28,9 +28,9 @@ pub struct ShardConfig {
     pub cluster_key: String,
     /// A file holding the cluster key (used when `cluster_key` is empty).
     pub cluster_key_file: String,
-    /// Commands that may run at once, by kind (0 = automatic: reads 4 per core, at least
-    /// 8; writes 128, since a write holds its ticket through replication). Others queue
-    /// first come, first served.
+    /// Commands that may run at once, by kind (0 = automatic: reads one per core, writes
+    /// 128, since a write holds its ticket through replication). Others queue first
+    /// come, first served.
     pub read_tickets: usize,
     pub write_tickets: usize,
 }

@@ -11,7 +11,7 @@
 //! shedding what cannot finish in time) and with admission effectively off (so many
 //! tickets that nothing ever queues or is shed). Prints figures; asserts nothing.
 //!
-//!   cargo run --release -p tests --bin overload-bench [-- --docs 20000 --secs 5 --clients 16]
+//!   cargo run --release -p tests --bin overload-bench [-- --docs 20000 --secs 5 --clients 16 --tickets 0]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,6 +28,8 @@ struct Args {
     docs: usize,
     secs: u64,
     clients: usize,
+    /// Read tickets for the admission run (0: the shard's default).
+    tickets: usize,
 }
 
 fn parse_args() -> Args {
@@ -35,6 +37,7 @@ fn parse_args() -> Args {
         docs: 20_000,
         secs: 5,
         clients: 16,
+        tickets: 0,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -46,7 +49,8 @@ fn parse_args() -> Args {
             "--docs" => a.docs = v as usize,
             "--secs" => a.secs = v,
             "--clients" => a.clients = v as usize,
-            other => panic!("unknown flag {other} (--docs, --secs, --clients)"),
+            "--tickets" => a.tickets = v as usize,
+            other => panic!("unknown flag {other} (--docs, --secs, --clients, --tickets)"),
         }
     }
     a
@@ -123,10 +127,12 @@ async fn overload(coll: &mongodb::Collection<Document>, rate: f64, secs: u64) ->
     out
 }
 
-async fn run(label: &str, tickets: Option<usize>, args: &Args) {
+async fn run(label: &str, admission: bool, args: &Args) {
     let c = TestCluster::builder().start().await;
-    if let Some(n) = tickets {
-        c.node.admission.configure(n, n);
+    if admission {
+        c.node.admission.configure(args.tickets, 0);
+    } else {
+        c.node.admission.disable();
     }
     let mut opts = c.options().await;
     // Pool big enough that requests never wait in the driver: this measures the server.
@@ -172,7 +178,7 @@ fn main() {
             OVERLOAD * 100.0,
             DEADLINE.as_millis()
         );
-        run("admission (default)", None, &args).await;
-        run("admission off", Some(100_000), &args).await;
+        run("admission on", true, &args).await;
+        run("admission off", false, &args).await;
     });
 }
