@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use bson::{doc, Bson, Document};
-use storage::{Engine, KeyRange, Result, TableStats, WriteBatch};
+use storage::{Engine, Layer, Result, WriteBatch};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 /// The session table; every node creates it locally at start-up.
@@ -168,52 +168,18 @@ pub struct RecordingEngine {
     pub retry: Arc<Retry>,
 }
 
-impl Engine for RecordingEngine {
-    fn create_table(&self, name: &str) -> Result<()> {
-        self.inner.create_table(name)
+impl Layer for RecordingEngine {
+    fn below(&self) -> &dyn Engine {
+        self.inner.as_ref()
     }
 
-    fn drop_table(&self, name: &str) -> Result<()> {
-        self.inner.drop_table(name)
-    }
-
-    fn list_tables(&self) -> Result<Vec<String>> {
-        self.inner.list_tables()
-    }
-
-    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get(table, key)
-    }
-
-    fn scan(
-        &self,
-        table: &str,
-        range: &KeyRange,
-        reverse: bool,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan(table, range, reverse, limit)
-    }
-
-    fn write(&self, batch: &WriteBatch) -> Result<()> {
-        self.write_owned(batch.clone())
-    }
-
-    fn write_owned(&self, mut batch: WriteBatch) -> Result<()> {
+    fn write_layered(&self, mut batch: WriteBatch) -> Result<()> {
         if !self.retry.append_record(&mut batch) {
             return self.inner.write_owned(batch);
         }
         let result = self.inner.write_owned(batch);
         self.retry.settle(result.is_ok());
         result
-    }
-
-    fn stats(&self, table: &str) -> Result<TableStats> {
-        self.inner.stats(table)
-    }
-
-    fn checkpoint(&self) -> Result<()> {
-        self.inner.checkpoint()
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use storage::{Engine, KeyRange, Result, StorageError, TableStats, WriteBatch};
+use storage::{Engine, Layer, Result, StorageError, WriteBatch};
 
 use super::entry::OplogEntry;
 use super::{ProposeError, Replica};
@@ -33,49 +33,23 @@ impl ReplicatedEngine {
     }
 }
 
-impl Engine for ReplicatedEngine {
-    fn create_table(&self, name: &str) -> Result<()> {
+impl Layer for ReplicatedEngine {
+    fn below(&self) -> &dyn Engine {
+        self.base.as_ref()
+    }
+
+    fn create_layered(&self, name: &str) -> Result<()> {
         self.replicate(OplogEntry::CreateTable(name.to_string()))
     }
 
-    fn drop_table(&self, name: &str) -> Result<()> {
+    fn drop_layered(&self, name: &str) -> Result<()> {
         self.replicate(OplogEntry::DropTable(name.to_string()))
     }
 
-    fn list_tables(&self) -> Result<Vec<String>> {
-        self.base.list_tables()
-    }
-
-    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.base.get(table, key)
-    }
-
-    fn scan(
-        &self,
-        table: &str,
-        range: &KeyRange,
-        reverse: bool,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.base.scan(table, range, reverse, limit)
-    }
-
-    fn write(&self, batch: &WriteBatch) -> Result<()> {
-        self.write_owned(batch.clone())
-    }
-
-    fn write_owned(&self, batch: WriteBatch) -> Result<()> {
+    fn write_layered(&self, batch: WriteBatch) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
         self.replicate(OplogEntry::Write(batch))
-    }
-
-    fn stats(&self, table: &str) -> Result<TableStats> {
-        self.base.stats(table)
-    }
-
-    fn checkpoint(&self) -> Result<()> {
-        self.base.checkpoint()
     }
 }

@@ -236,6 +236,73 @@ pub trait Engine: Send + Sync + 'static {
     fn checkpoint(&self) -> Result<()>;
 }
 
+/// An engine wrapped around another (replication, retryable-write records, test
+/// fixtures): reads go below unchanged; a layer decides what writing and table DDL mean.
+/// Every `Layer` is an [`Engine`].
+pub trait Layer: Send + Sync + 'static {
+    /// The engine underneath.
+    fn below(&self) -> &dyn Engine;
+
+    /// [`Engine::write_owned`] for this layer.
+    fn write_layered(&self, batch: WriteBatch) -> Result<()> {
+        self.below().write_owned(batch)
+    }
+
+    /// [`Engine::create_table`] for this layer.
+    fn create_layered(&self, name: &str) -> Result<()> {
+        self.below().create_table(name)
+    }
+
+    /// [`Engine::drop_table`] for this layer.
+    fn drop_layered(&self, name: &str) -> Result<()> {
+        self.below().drop_table(name)
+    }
+}
+
+impl<T: Layer> Engine for T {
+    fn create_table(&self, name: &str) -> Result<()> {
+        self.create_layered(name)
+    }
+
+    fn drop_table(&self, name: &str) -> Result<()> {
+        self.drop_layered(name)
+    }
+
+    fn list_tables(&self) -> Result<Vec<String>> {
+        self.below().list_tables()
+    }
+
+    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.below().get(table, key)
+    }
+
+    fn scan(
+        &self,
+        table: &str,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.below().scan(table, range, reverse, limit)
+    }
+
+    fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.write_layered(batch.clone())
+    }
+
+    fn write_owned(&self, batch: WriteBatch) -> Result<()> {
+        self.write_layered(batch)
+    }
+
+    fn stats(&self, table: &str) -> Result<TableStats> {
+        self.below().stats(table)
+    }
+
+    fn checkpoint(&self) -> Result<()> {
+        self.below().checkpoint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

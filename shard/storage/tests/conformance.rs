@@ -4,7 +4,7 @@ use std::path::Path;
 
 use storage::conformance;
 use storage::{
-    Engine, KeyRange, MemoryEngine, Result, TableStats, WiredTigerEngine, WriteBatch, WtOptions,
+    Engine, KeyRange, Layer, MemoryEngine, TableStats, WiredTigerEngine, WriteBatch, WtOptions,
 };
 
 /// A WiredTiger engine in its own temporary directory, deleted after the engine closes.
@@ -20,36 +20,9 @@ fn temp_wt() -> TempWt {
     TempWt { engine, _dir: dir }
 }
 
-impl Engine for TempWt {
-    fn create_table(&self, name: &str) -> Result<()> {
-        self.engine.create_table(name)
-    }
-    fn drop_table(&self, name: &str) -> Result<()> {
-        self.engine.drop_table(name)
-    }
-    fn list_tables(&self) -> Result<Vec<String>> {
-        self.engine.list_tables()
-    }
-    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.engine.get(table, key)
-    }
-    fn scan(
-        &self,
-        table: &str,
-        range: &KeyRange,
-        reverse: bool,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.engine.scan(table, range, reverse, limit)
-    }
-    fn write(&self, batch: &WriteBatch) -> Result<()> {
-        self.engine.write(batch)
-    }
-    fn stats(&self, table: &str) -> Result<TableStats> {
-        self.engine.stats(table)
-    }
-    fn checkpoint(&self) -> Result<()> {
-        self.engine.checkpoint()
+impl Layer for TempWt {
+    fn below(&self) -> &dyn Engine {
+        &self.engine
     }
 }
 
