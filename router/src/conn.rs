@@ -258,7 +258,15 @@ impl Session {
         let ok = matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0)
             || matches!(reply.get("ok"), Some(Bson::Int32(1)));
         let ms = elapsed.as_millis() as u64;
-        let waits = self.last_waits.take().unwrap_or_default();
+        let shard_waits = self.last_waits.take();
+        if let Some(w) = shard_waits {
+            use crate::wait_histograms::Wait;
+            let h = &self.state.waits;
+            h.record(self.id, Wait::ShardQueue, w.queued);
+            h.record(self.id, Wait::ShardExec, w.exec);
+            h.record(self.id, Wait::Total, elapsed);
+        }
+        let waits = shard_waits.unwrap_or_default();
         if ms >= self.state.config.slow_ms {
             // Every wait is named: the shard's ticket queue, its execution (replication
             // included), and the rest (router and network).

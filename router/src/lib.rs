@@ -16,6 +16,7 @@ pub mod listener;
 pub mod read_preference;
 pub mod shard_client;
 pub mod tls;
+pub mod wait_histograms;
 
 pub use config::RouterConfig;
 pub use error::RouterError;

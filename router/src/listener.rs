@@ -37,6 +37,8 @@ pub struct RouterState {
     pub cursors: crate::cursors::Cursors,
     /// `configureFailPoint` state (test commands only).
     pub fail_points: crate::fail_point::FailPoints,
+    /// Where forwarded commands waited (`serverStatus.bulwark.waits`).
+    pub waits: crate::wait_histograms::WaitHistograms,
 }
 
 impl RouterState {
@@ -102,6 +104,7 @@ pub async fn serve_with(
         connections_total: AtomicU64::new(0),
         cursors: Default::default(),
         fail_points: Default::default(),
+        waits: Default::default(),
         host: format!(
             "{}:{}",
             hostname::get()

@@ -58,3 +58,40 @@ async fn a_command_whose_client_hung_up_is_never_run() {
     assert_eq!(n, 0, "the abandoned insert ran");
     c.stop().await;
 }
+
+/// The sum of a `serverStatus.bulwark.waits` histogram.
+fn histogram_total(waits: &Document, which: &str) -> i64 {
+    waits
+        .get_document(which)
+        .unwrap()
+        .values()
+        .map(|v| v.as_i64().unwrap())
+        .sum()
+}
+
+#[tokio::test]
+async fn server_status_shows_where_commands_waited() {
+    let c = TestCluster::builder().memory().start().await;
+    let client = c.client().await;
+    let coll = client.database("test").collection::<Document>("w");
+    coll.insert_one(doc! {"_id": 1}).await.unwrap();
+    for _ in 0..10 {
+        coll.find_one(doc! {"_id": 1}).await.unwrap();
+    }
+    let status = client
+        .database("admin")
+        .run_command(doc! {"serverStatus": 1})
+        .await
+        .unwrap();
+    let waits = status
+        .get_document("bulwark")
+        .unwrap()
+        .get_document("waits")
+        .unwrap();
+    // Every forwarded command is counted once in each histogram.
+    let total = histogram_total(waits, "total");
+    assert!(total >= 11, "{waits}");
+    assert_eq!(histogram_total(waits, "shardQueue"), total);
+    assert_eq!(histogram_total(waits, "shardExec"), total);
+    c.stop().await;
+}

@@ -31,6 +31,8 @@ pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Doc
         "bulwark": {
             // Work the router abandoned because nobody was waiting for it any more.
             "cancelledByClientDisconnect": c.total(Op::CancelledByDisconnect),
+            // Forwarded commands by where their time went (see `wait_histograms`).
+            "waits": s.waits.to_document(),
         },
     })
 }
