@@ -23,31 +23,50 @@ pub enum Op {
 
 const OPS: usize = 9;
 
-#[repr(align(128))]
-#[derive(Default)]
-struct Stripe([AtomicU64; OPS]);
-
-pub struct OpCounters {
-    stripes: Vec<Stripe>,
+/// One `T` per stripe, each on cache lines of its own; a connection always uses the
+/// stripe its id picks, so connections on different cores rarely share one.
+pub struct Striped<T> {
+    stripes: Vec<Padded<T>>,
 }
 
-impl Default for OpCounters {
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded<T>(T);
+
+impl<T: Default> Default for Striped<T> {
     fn default() -> Self {
-        OpCounters {
-            stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
+        Striped {
+            stripes: (0..STRIPES).map(|_| Padded::default()).collect(),
         }
     }
 }
 
+impl<T> Striped<T> {
+    /// The stripe of connection `conn_id`.
+    pub fn of(&self, conn_id: u64) -> &T {
+        &self.stripes[conn_id as usize % STRIPES].0
+    }
+
+    /// Every stripe, for summing.
+    pub fn all(&self) -> impl Iterator<Item = &T> {
+        self.stripes.iter().map(|p| &p.0)
+    }
+}
+
+#[derive(Default)]
+pub struct OpCounters {
+    stripes: Striped<[AtomicU64; OPS]>,
+}
+
 impl OpCounters {
     pub fn add(&self, conn_id: u64, op: Op, n: u64) {
-        self.stripes[conn_id as usize % STRIPES].0[op as usize].fetch_add(n, Ordering::Relaxed);
+        self.stripes.of(conn_id)[op as usize].fetch_add(n, Ordering::Relaxed);
     }
 
     pub fn total(&self, op: Op) -> i64 {
         self.stripes
-            .iter()
-            .map(|s| s.0[op as usize].load(Ordering::Relaxed))
+            .all()
+            .map(|s| s[op as usize].load(Ordering::Relaxed))
             .sum::<u64>() as i64
     }
 }

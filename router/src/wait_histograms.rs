@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use bson::{doc, Document};
 
-const STRIPES: usize = 32;
+use crate::counters::Striped;
+
 /// Upper bounds of the buckets (the last one is open).
 const BOUNDS_US: [u64; 6] = [100, 1_000, 10_000, 100_000, 1_000_000, u64::MAX];
 const LABELS: [&str; 6] = ["lt100us", "lt1ms", "lt10ms", "lt100ms", "lt1s", "ge1s"];
@@ -23,28 +24,16 @@ pub enum Wait {
     Total = 2,
 }
 
-#[repr(align(128))]
 #[derive(Default)]
-struct Stripe([[AtomicU64; 6]; KINDS]);
-
 pub struct WaitHistograms {
-    stripes: Vec<Stripe>,
-}
-
-impl Default for WaitHistograms {
-    fn default() -> Self {
-        WaitHistograms {
-            stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
-        }
-    }
+    stripes: Striped<[[AtomicU64; 6]; KINDS]>,
 }
 
 impl WaitHistograms {
     pub fn record(&self, conn_id: u64, wait: Wait, d: Duration) {
         let us = d.as_micros().min(u64::MAX as u128) as u64;
         let bucket = BOUNDS_US.iter().position(|b| us < *b).unwrap_or(5);
-        self.stripes[conn_id as usize % STRIPES].0[wait as usize][bucket]
-            .fetch_add(1, Ordering::Relaxed);
+        self.stripes.of(conn_id)[wait as usize][bucket].fetch_add(1, Ordering::Relaxed);
     }
 
     fn sum(&self, wait: Wait) -> Document {
@@ -52,8 +41,8 @@ impl WaitHistograms {
         for (i, label) in LABELS.iter().enumerate() {
             let n: u64 = self
                 .stripes
-                .iter()
-                .map(|s| s.0[wait as usize][i].load(Ordering::Relaxed))
+                .all()
+                .map(|s| s[wait as usize][i].load(Ordering::Relaxed))
                 .sum();
             d.insert(*label, n as i64);
         }
