@@ -94,7 +94,26 @@ impl TestReplicaSet {
                 router::serve(listener, config, sd).await.expect("router");
             }));
         }
+        set.wait_for_preferred_primary().await;
         set
+    }
+
+    /// Tests start from a settled set: the highest-priority member leads (whoever won
+    /// the first election hands over to it within a few seconds), so no priority
+    /// takeover happens under a test's feet.
+    async fn wait_for_preferred_primary(&self) {
+        let top = self.configs.iter().map(|c| c.priority).max().unwrap_or(0);
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(30) {
+            if self
+                .primary()
+                .is_some_and(|p| self.configs[p].priority == top)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no member of priority {top} became primary");
     }
 
     async fn open(&self, i: usize, listener: tokio::net::TcpListener) -> RunningMember {

@@ -194,6 +194,10 @@ async fn nearest_reads_are_served_in_the_routers_site() {
         .write_concern(majority())
         .await
         .unwrap();
+    // A majority need not include site B's member: like a MongoDB secondary it may lag
+    // (read-your-writes on a secondary needs afterClusterTime, not built yet), so let it
+    // catch up first.
+    wait_caught_up(&set, 1).await;
     // The site B router, with readPreference=nearest, reads from the site B member.
     let b = set.client(1, "readPreference=nearest").await;
     let reply = b
@@ -210,7 +214,11 @@ async fn nearest_reads_are_served_in_the_routers_site() {
         .unwrap()
         .get_array("firstBatch")
         .unwrap();
-    assert_eq!(docs.len(), 1, "the majority write is visible in site B");
+    assert_eq!(
+        docs.len(),
+        1,
+        "the write is visible in site B once it has applied it"
+    );
     set.stop().await;
 }
 
