@@ -98,6 +98,14 @@ impl TestReplicaSet {
         set
     }
 
+    /// What running member `i`'s replication last published.
+    pub fn status(&self, i: usize) -> shard::repl::Status {
+        self.member(i)
+            .and_then(|m| m.node.replica.as_ref())
+            .expect("a running replica-set member")
+            .status()
+    }
+
     /// Tests start from a settled set: the highest-priority member leads (whoever won
     /// the first election hands over to it within a few seconds), so no priority
     /// takeover happens under a test's feet.

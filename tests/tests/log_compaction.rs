@@ -9,16 +9,6 @@ use tests::replica_set::TestReplicaSet;
 
 const LIVENESS: Duration = Duration::from_secs(30);
 
-fn status(set: &TestReplicaSet, i: usize) -> shard::repl::Status {
-    set.member(i)
-        .expect("running")
-        .node
-        .replica
-        .as_ref()
-        .expect("a member")
-        .status()
-}
-
 async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let started = std::time::Instant::now();
     while started.elapsed() < LIVENESS {
@@ -40,9 +30,9 @@ async fn the_log_is_compacted_and_a_stale_member_stops() {
     for i in 0..150 {
         coll.insert_one(doc! {"_id": i}).await.unwrap();
     }
-    let last = status(&set, primary).last_index;
+    let last = set.status(primary).last_index;
     wait_for("every member to compact", || {
-        (0..3).all(|i| status(&set, i).first_index > last / 2)
+        (0..3).all(|i| set.status(i).first_index > last / 2)
     })
     .await;
 
@@ -53,9 +43,9 @@ async fn the_log_is_compacted_and_a_stale_member_stops() {
     wait_for("the restarted member to catch up", || {
         let p = set
             .primary()
-            .map(|p| status(&set, p).commit)
+            .map(|p| set.status(p).commit)
             .unwrap_or(u64::MAX);
-        status(&set, secondary).applied >= p
+        set.status(secondary).applied >= p
     })
     .await;
     let node = set.member(secondary).unwrap().node.clone();
@@ -78,17 +68,17 @@ async fn the_log_is_compacted_and_a_stale_member_stops() {
     for i in 150..300 {
         coll.insert_one(doc! {"_id": i}).await.unwrap();
     }
-    let mark = status(&set, primary).last_index;
+    let mark = set.status(primary).last_index;
     wait_for("the primary to compact past the killed member", || {
-        status(&set, primary).first_index > mark - 10
+        set.status(primary).first_index > mark - 10
     })
     .await;
     set.restart(stale).await;
     wait_for("the stale member to halt", || {
-        status(&set, stale).halted.is_some()
+        set.status(stale).halted.is_some()
     })
     .await;
-    let why = status(&set, stale).halted.unwrap();
+    let why = set.status(stale).halted.unwrap();
     assert!(why.contains("too stale"), "{why}");
     coll.insert_one(doc! {"_id": 300}).await.unwrap();
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 301);

@@ -35,24 +35,8 @@ async fn wait_caught_up(set: &TestReplicaSet, i: usize) {
     let started = std::time::Instant::now();
     while started.elapsed() < LIVENESS {
         let p = set.primary().expect("a primary");
-        let commit = set
-            .member(p)
-            .unwrap()
-            .node
-            .replica
-            .as_ref()
-            .unwrap()
-            .status()
-            .commit;
-        let applied = set
-            .member(i)
-            .unwrap()
-            .node
-            .replica
-            .as_ref()
-            .unwrap()
-            .status()
-            .applied;
+        let commit = set.status(p).commit;
+        let applied = set.status(i).applied;
         if applied >= commit {
             return;
         }
@@ -133,14 +117,7 @@ async fn an_isolated_primary_steps_down_and_rejoins() {
                 assert!(a.0 == b.0 || a.1 != b.1, "two primaries in term {}", a.1);
             }
         }
-        let old_status = set
-            .member(old)
-            .unwrap()
-            .node
-            .replica
-            .as_ref()
-            .unwrap()
-            .status();
+        let old_status = set.status(old);
         let other = writable.iter().find(|(i, _)| *i != old);
         if old_status.role != raft::StateRole::Leader {
             if let Some((i, _)) = other {
@@ -356,14 +333,7 @@ async fn arbiters_and_priority_zero_members_never_lead() {
     assert_eq!(next, 2);
     for _ in 0..20 {
         for i in [3, 4] {
-            let s = set
-                .member(i)
-                .unwrap()
-                .node
-                .replica
-                .as_ref()
-                .unwrap()
-                .status();
+            let s = set.status(i);
             assert_ne!(s.role, raft::StateRole::Leader, "member {i} leads");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
