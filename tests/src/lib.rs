@@ -245,7 +245,7 @@ impl ClusterBuilder {
         c._tmp = Some(tmp);
         c.client_tls = self.client_tls;
         if !admin.0.is_empty() {
-            c.wait_for_login(&admin.0, &admin.1).await;
+            c.first_login(&admin.0, &admin.1).await;
         }
         c
     }
@@ -283,7 +283,9 @@ impl TestCluster {
         mongodb::Client::with_options(opts).unwrap()
     }
 
-    async fn wait_for_login(&self, user: &str, password: &str) {
+    /// The very first login as the bootstrap admin succeeds: the router makes it wait
+    /// until the user exists rather than failing while the shard elects a primary.
+    async fn first_login(&self, user: &str, password: &str) {
         let client = self
             .client_as(
                 user,
@@ -292,18 +294,13 @@ impl TestCluster {
                 mongodb::options::AuthMechanism::ScramSha256,
             )
             .await;
-        for _ in 0..200 {
-            if client
-                .database("admin")
-                .run_command(bson::doc! {"ping": 1})
-                .await
-                .is_ok()
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Err(e) = client
+            .database("admin")
+            .run_command(bson::doc! {"ping": 1})
+            .await
+        {
+            panic!("the first login as bootstrap user {user} failed: {e}");
         }
-        panic!("bootstrap user {user} never became able to log in");
     }
 }
 

@@ -41,6 +41,8 @@ const USER_CACHE_TTL: Duration = Duration::from_secs(5);
 const USER_CACHE_MAX: usize = 10_000;
 /// Nesting limit when resolving user-defined roles (guards against cycles too).
 const MAX_ROLE_DEPTH: usize = 16;
+/// How long a login as the bootstrap admin waits for this router to create it.
+const BOOTSTRAP_WAIT: Duration = Duration::from_secs(15);
 
 /// When a user was looked up, and what was found (`None`: no such user).
 type CachedUser = (Instant, Option<Arc<UserRecord>>);
@@ -59,6 +61,10 @@ pub struct AuthState {
     /// Bumped whenever a user or role changes, so connections re-resolve privileges.
     /// Read on each command but written only by user management: no cache-line bouncing.
     generation: AtomicU64,
+    /// The bootstrap admin's name while this router is still creating it (the shard may
+    /// not have elected a primary yet). A login as that user waits for it instead of
+    /// failing in the first moments after start.
+    bootstrap: tokio::sync::watch::Sender<Option<String>>,
 }
 
 impl AuthState {
@@ -72,6 +78,7 @@ impl AuthState {
             fake_secret,
             cache: RwLock::new(HashMap::new()),
             generation: AtomicU64::new(0),
+            bootstrap: tokio::sync::watch::Sender::new(None),
         }
     }
 
@@ -88,8 +95,25 @@ impl AuthState {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// The user, from the cache when fresh.
+    /// Marks the bootstrap admin as being created (`Some`) or settled (`None`).
+    pub fn set_bootstrap_pending(&self, user: Option<String>) {
+        self.bootstrap.send_replace(user);
+    }
+
+    /// The user, from the cache when fresh. A login as the bootstrap admin before this
+    /// router has created it waits (bounded) for it.
     pub async fn user(&self, db: &str, name: &str) -> MongoResult<Option<Arc<UserRecord>>> {
+        let found = self.lookup(db, name).await?;
+        if found.is_some() || db != "admin" || self.bootstrap.borrow().as_deref() != Some(name) {
+            return Ok(found);
+        }
+        let mut rx = self.bootstrap.subscribe();
+        let settled = rx.wait_for(|pending| pending.as_deref() != Some(name));
+        let _ = tokio::time::timeout(BOOTSTRAP_WAIT, settled).await;
+        self.lookup(db, name).await
+    }
+
+    async fn lookup(&self, db: &str, name: &str) -> MongoResult<Option<Arc<UserRecord>>> {
         let key = format!("{db}\0{name}");
         if let Some((at, u)) = self
             .cache

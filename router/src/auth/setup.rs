@@ -32,11 +32,13 @@ pub fn spawn_bootstrap(tasks: &TaskTracker, state: &Arc<RouterState>, shutdown: 
         c.admin_password.clone(),
         state.auth.clone(),
     );
+    auth.set_bootstrap_pending(Some(user.clone()));
     tasks.spawn(async move {
         for attempt in 0u32.. {
             match auth.bootstrap_admin(&user, &password).await {
                 Ok(created) => {
                     info!(%user, created, "bootstrap admin user ready");
+                    auth.set_bootstrap_pending(None);
                     return;
                 }
                 Err(e) if attempt % 20 == 0 => {
@@ -45,7 +47,10 @@ pub fn spawn_bootstrap(tasks: &TaskTracker, state: &Arc<RouterState>, shutdown: 
                 Err(_) => {}
             }
             tokio::select! {
-                _ = shutdown.cancelled() => return,
+                _ = shutdown.cancelled() => {
+                    auth.set_bootstrap_pending(None);
+                    return;
+                }
                 _ = tokio::time::sleep(Duration::from_millis(100)) => {}
             }
         }
