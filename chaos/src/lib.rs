@@ -1,3 +1,4 @@
-//! The chaos scenario runner: workloads recorded as histories, faults (process, network,
-//! failpoints), and checkers (no acknowledged write lost, linearizable histories,
-//! recovery). Skeleton: scenarios arrive with issue #7.
+//! Chaos scenarios: a workload recorded as a history, a fault, and checkers.
+
+pub mod check;
+pub mod history;
