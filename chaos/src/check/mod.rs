@@ -1,2 +1,3 @@
 //! Checkers: each reads a history (and what the cluster holds after the run) and says
 //! what went wrong, if anything.
+pub mod linearizable;
