@@ -2,3 +2,4 @@
 
 pub mod check;
 pub mod history;
+pub mod plot;
