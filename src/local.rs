@@ -86,6 +86,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
             },
             votes: 1,
             arbiter: *arbiter,
+            dial: None,
         })
         .collect();
     let ttl = Duration::from_secs(args.ttl_interval_secs);

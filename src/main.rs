@@ -39,6 +39,9 @@ enum Role {
     Router(RoleArgs),
     /// A shard node: stores data in WiredTiger and serves routers over gRPC.
     Shard(RoleArgs),
+    /// Run a chaos scenario: a workload, a fault and checkers; writes a JSON report and a
+    /// timeline plot, and exits non-zero when a checker fails.
+    Chaos(chaos::run::ChaosArgs),
 }
 
 #[derive(clap::Args)]
@@ -100,6 +103,15 @@ fn main() -> anyhow::Result<()> {
         let shutdown = shutdown_on_signal();
         match cli.role {
             Role::Local(args) => local::run(*args, shutdown).await,
+            Role::Chaos(args) => {
+                // The cluster's processes are this same binary in other roles.
+                let bin = std::env::current_exe().context("locating the bulwark binary")?;
+                if chaos::run::run(args, &bin).await? {
+                    Ok(())
+                } else {
+                    anyhow::bail!("a checker failed (see the report)")
+                }
+            }
             Role::Router(a) => {
                 let config: router::RouterConfig = cli_config::load(a.config.as_deref())?;
                 config

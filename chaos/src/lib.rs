@@ -1,5 +1,19 @@
 //! Chaos scenarios: a workload recorded as a history, a fault, and checkers.
+//!
+//! `bulwark chaos <scenario> --target local` ([`run::run`]) starts a three-site cluster
+//! of separate processes ([`local`]) whose links go through fault-injecting proxies
+//! ([`proxy`]), runs the [`workload`], applies the [`scenario`]'s fault, and checks the
+//! history ([`check`]); it writes a JSON report and a [`plot`] of the [`timeline`].
 
 pub mod check;
 pub mod history;
+pub mod local;
 pub mod plot;
+pub mod proc_stat;
+pub mod proxy;
+pub mod raw_client;
+pub mod run;
+pub mod scenario;
+pub mod storm;
+pub mod timeline;
+pub mod workload;

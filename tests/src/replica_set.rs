@@ -64,6 +64,7 @@ impl TestReplicaSet {
                 priority: *priority,
                 votes: 1,
                 arbiter: *arbiter,
+                dial: None,
             })
             .collect();
         let mut set = TestReplicaSet {

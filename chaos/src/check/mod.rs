@@ -1,3 +1,6 @@
 //! Checkers: each reads a history (and what the cluster holds after the run) and says
 //! what went wrong, if anything.
+
 pub mod linearizable;
+pub mod lost_writes;
+pub mod recovery;

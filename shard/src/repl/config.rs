@@ -21,6 +21,11 @@ pub struct MemberConfig {
     /// Votes, keeps the log, holds no data, never becomes primary.
     #[serde(default)]
     pub arbiter: bool,
+    /// The address this member dials to reach that member, when it is not `host`: a NAT,
+    /// a proxy, or the chaos runner's fault-injecting link. Only the dialling member's
+    /// file needs it; `host` stays the member's name everywhere else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dial: Option<String>,
 }
 
 fn one() -> i64 {

@@ -211,7 +211,7 @@ impl Replica {
             .members
             .iter()
             .filter(|m| m.id != me.id)
-            .map(|m| (m.id, m.host.clone()))
+            .map(|m| (m.id, m.dial.clone().unwrap_or_else(|| m.host.clone())))
             .collect();
         let outbox = Outbox::start(
             &config.set_name,

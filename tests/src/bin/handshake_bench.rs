@@ -15,10 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::spec::BinarySubtype;
-use bson::{doc, Binary, Document};
-use router::auth::scram::{ClientConversation, Mechanism};
-use tokio::io::{AsyncWriteExt, BufReader};
+use chaos::proc_stat::{self, raise_fd_limit};
+use chaos::raw_client::{authenticate, connect, handshake, Login};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
@@ -130,18 +128,18 @@ fn main() -> anyhow::Result<()> {
     let mut figures = Vec::new();
     for (nonce, addr) in &routers {
         // Warm up: the bootstrap user exists and the client's salted password is cached.
-        let salted = client_rt.block_on(async {
+        let login = client_rt.block_on(async {
             for _ in 0..200 {
-                let mut salted = None;
-                if handshake(addr, &mut salted).await.is_ok() {
-                    return salted;
+                let mut login = Login::new(USER, PASSWORD);
+                if handshake(addr, &mut login).await.is_ok() {
+                    return login;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             panic!("router {addr} never accepted the bench user");
         });
         let (done, errors, elapsed, cpu) =
-            client_rt.block_on(churn(*addr, args.clients, args.secs, salted));
+            client_rt.block_on(churn(*addr, args.clients, args.secs, login));
         let rate = done as f64 / elapsed.as_secs_f64();
         let per = |ms: f64| {
             if done == 0 {
@@ -193,7 +191,7 @@ async fn churn(
     addr: std::net::SocketAddr,
     clients: usize,
     secs: u64,
-    salted: Option<Vec<u8>>,
+    login: Login,
 ) -> (u64, u64, Duration, (f64, f64)) {
     let done = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
@@ -202,12 +200,12 @@ async fn churn(
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..clients {
-        let (done, errors, mut salted) = (done.clone(), errors.clone(), salted.clone());
+        let (done, errors, mut login) = (done.clone(), errors.clone(), login.clone());
         tasks.push(tokio::spawn(async move {
             // Each client counts locally and adds once at the end (no shared hot counter).
             let (mut ok, mut bad) = (0u64, 0u64);
             while Instant::now() < deadline {
-                match handshake(&addr, &mut salted).await {
+                match handshake(&addr, &mut login).await {
                     Ok(_) => ok += 1,
                     Err(_) => bad += 1,
                 }
@@ -231,18 +229,18 @@ async fn churn(
 
 /// Opens `n` authenticated connections and keeps them.
 async fn hold(addr: std::net::SocketAddr, n: usize, parallel: usize) -> Vec<TcpStream> {
-    let mut salted = None;
-    handshake(&addr, &mut salted)
+    let mut login = Login::new(USER, PASSWORD);
+    handshake(&addr, &mut login)
         .await
         .expect("warm-up handshake");
     let mut out = Vec::with_capacity(n);
     let mut pending = Vec::new();
     for _ in 0..n {
-        let mut salted = salted.clone();
+        let mut login = login.clone();
         pending.push(tokio::spawn(async move {
             let open = async {
                 let mut s = connect(&addr).await?;
-                authenticate(&mut s, &mut salted).await?;
+                authenticate(&mut s, &mut login).await?;
                 anyhow::Ok(s)
             };
             // Bounded: a connection the router could not accept must not hang the run.
@@ -264,113 +262,9 @@ async fn hold(addr: std::net::SocketAddr, n: usize, parallel: usize) -> Vec<TcpS
     out
 }
 
-async fn connect(addr: &std::net::SocketAddr) -> anyhow::Result<TcpStream> {
-    let s = TcpStream::connect(addr).await?;
-    s.set_nodelay(true)?;
-    // Close with RST: tens of thousands of short connections would otherwise exhaust
-    // loopback ports in TIME_WAIT. (Deprecated because a non-zero linger blocks on drop;
-    // a zero linger never does.)
-    #[allow(deprecated)]
-    s.set_linger(Some(Duration::ZERO))?;
-    Ok(s)
-}
-
-async fn handshake(
-    addr: &std::net::SocketAddr,
-    salted: &mut Option<Vec<u8>>,
-) -> anyhow::Result<()> {
-    let mut s = connect(addr).await?;
-    authenticate(&mut s, salted).await?;
-    let pong = command(&mut s, 3, doc! {"ping": 1, "$db": "admin"}).await?;
-    anyhow::ensure!(pong.get_f64("ok") == Ok(1.0), "ping failed: {pong}");
-    Ok(())
-}
-
-async fn authenticate(s: &mut TcpStream, salted: &mut Option<Vec<u8>>) -> anyhow::Result<()> {
-    let mut nonce = [0u8; 18];
-    router::auth::nonce::NonceSource::User.fill(&mut nonce);
-    let mut conv = ClientConversation::new(
-        Mechanism::Sha256,
-        USER,
-        PASSWORD,
-        &router::auth::scram::b64(&nonce),
-    );
-    let hello = command(
-        s,
-        1,
-        doc! {"hello": 1, "$db": "admin", "speculativeAuthenticate": {
-            "saslStart": 1, "mechanism": "SCRAM-SHA-256", "db": "admin",
-            "payload": Binary { subtype: BinarySubtype::Generic, bytes: conv.first().into_bytes() },
-            "options": {"skipEmptyExchange": true},
-        }},
-    )
-    .await?;
-    let spec = hello.get_document("speculativeAuthenticate")?;
-    let server_first = String::from_utf8(spec.get_binary_generic("payload")?.clone())?;
-    let fin = conv
-        .final_message(&server_first, salted)
-        .map_err(anyhow::Error::msg)?;
-    let reply = command(
-        s,
-        2,
-        doc! {"saslContinue": 1, "$db": "admin", "conversationId": spec.get_i32("conversationId")?,
-        "payload": Binary { subtype: BinarySubtype::Generic, bytes: fin.into_bytes() }},
-    )
-    .await?;
-    let server_final = String::from_utf8(reply.get_binary_generic("payload")?.clone())?;
-    anyhow::ensure!(
-        reply.get_bool("done")? && conv.verify_server(&server_final),
-        "authentication failed: {reply}"
-    );
-    Ok(())
-}
-
-async fn command(s: &mut TcpStream, id: i32, cmd: Document) -> anyhow::Result<Document> {
-    s.write_all(&wire::encode_op_msg(id, 0, &cmd, None)).await?;
-    let mut buf = Vec::new();
-    let mut rd = BufReader::new(&mut *s);
-    wire::read_frame(&mut rd, &mut buf)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("connection closed"))?;
-    Ok(wire::decode_reply(&buf)?.1)
-}
-
 /// User and system CPU (ms) of the router runtime's threads so far.
 fn router_cpu_ms() -> (f64, f64) {
-    let tick = 1000.0 / clock_ticks_per_sec();
-    let mut total = (0.0, 0.0);
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return total;
-    };
-    for t in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
-            continue;
-        };
-        // comm is in parentheses and may contain spaces; fields follow the last ')'.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        if !stat[open + 1..close].starts_with(ROUTER_THREAD) {
-            continue;
-        }
-        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
-        // After comm: state is field 3, utime field 14, stime field 15 (1-based).
-        let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-        let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-        total.0 += utime * tick;
-        total.1 += stime * tick;
-    }
-    total
-}
-
-fn clock_ticks_per_sec() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
+    proc_stat::threads_cpu_ms("self", ROUTER_THREAD)
 }
 
 fn rss_bytes() -> u64 {
@@ -380,31 +274,4 @@ fn rss_bytes() -> u64 {
         .unwrap_or(0);
     // SAFETY: sysconf has no preconditions.
     pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64
-}
-
-/// Raises the open-files limit towards `want` (the hard limit too, when privileged);
-/// returns the soft limit in force.
-fn raise_fd_limit(want: u64) -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 1024;
-        }
-        if lim.rlim_cur < want {
-            let raised = libc::rlimit {
-                rlim_cur: want,
-                rlim_max: want.max(lim.rlim_max),
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
-                lim.rlim_cur = want.min(lim.rlim_max);
-                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-            }
-            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-        }
-    }
-    lim.rlim_cur
 }

@@ -1,0 +1,203 @@
+//! `bulwark chaos <scenario>`: start the target, run the workload, apply the fault, let
+//! the cluster recover, check, and write the report and the timeline plot.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::ValueEnum;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::check::{lost_writes, recovery};
+use crate::local::LocalCluster;
+use crate::scenario::{self, Scenario};
+use crate::timeline;
+use crate::workload::{self, Clock, Shape};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Target {
+    /// Separate processes on loopback, started and torn down by the runner.
+    Local,
+    /// The docker-compose cluster of deploy/ (make cluster-up).
+    Compose,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ChaosArgs {
+    #[arg(value_enum)]
+    pub scenario: Scenario,
+    #[arg(long, value_enum, default_value_t = Target::Local)]
+    pub target: Target,
+    /// Seeds the workload's choices (keys, operation mix).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Seconds of the whole run: a quarter before the fault, a quarter of fault, the rest
+    /// to recover.
+    #[arg(long, default_value_t = 40)]
+    pub duration: u64,
+    /// The JSON report; the plot goes next to it (.svg) and the history too (.history.json).
+    #[arg(long, default_value = "chaos-report.json")]
+    pub report: PathBuf,
+    /// First port of the local cluster (it uses about 250 above it).
+    #[arg(long, default_value_t = 29000)]
+    pub base_port: u16,
+    /// Where the local cluster keeps data and logs (default: a new temporary directory,
+    /// removed when the run passes).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Concurrent clients in the storm scenarios.
+    #[arg(long, default_value_t = 2000)]
+    pub storm_clients: usize,
+    /// Seconds after the fault within which throughput must be back.
+    #[arg(long, default_value_t = 30.0)]
+    pub recovery_bound: f64,
+}
+
+/// Runs the scenario; `Ok(true)` when every checker passed.
+pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
+    if args.target == Target::Compose {
+        bail!("--target compose is not available yet: run the scenario with --target local (deploy/smoke.sh exercises the compose cluster)");
+    }
+    let pre = (args.duration / 4).max(5);
+    let fault_secs = (args.duration / 4).max(5);
+    let post = args.duration.saturating_sub(pre + fault_secs).max(10);
+    let fds = crate::proc_stat::raise_fd_limit(args.storm_clients as u64 * 2 + 4096);
+    let dir = match &args.dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("bulwark-chaos-{}", std::process::id())),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "chaos {:?}: local cluster in {} (ports {}+), seed {}, {pre}s + {fault_secs}s fault + {post}s, open files {fds}",
+        args.scenario,
+        dir.display(),
+        args.base_port,
+        args.seed
+    );
+    let started = Instant::now();
+    let mut cluster = LocalCluster::start(bin, &dir, args.base_port)
+        .await
+        .context("starting the local cluster")?;
+    println!("cluster healthy after {:.1}s", started.elapsed().as_secs_f64());
+
+    let admin = crate::local::client(&cluster.uri(cluster.router_of("A"))).await?;
+    let mut clients = Vec::new();
+    for site in crate::local::SITES {
+        clients.push(crate::local::client(&cluster.uri(cluster.router_of(site))).await?);
+    }
+    let clock = Clock(Instant::now());
+    let stop = CancellationToken::new();
+    let shape = Shape {
+        workers_per_site: 3,
+        think: Duration::from_millis(20),
+    };
+    let work = tokio::spawn(workload::run(clients, shape, args.seed, clock, stop.clone()));
+    tokio::time::sleep(Duration::from_secs(pre)).await;
+    let fault_start = clock.now() as f64 / 1e9;
+    let f = scenario::fault(
+        args.scenario,
+        &mut cluster,
+        &admin,
+        fault_secs,
+        args.storm_clients,
+        clock,
+    )
+    .await
+    .context("applying the fault")?;
+    println!(
+        "fault '{}' from {fault_start:.1}s to {:.1}s",
+        f.label, f.ended_at
+    );
+    tokio::time::sleep(Duration::from_secs(post)).await;
+    stop.cancel();
+    let history = work.await?;
+    let total = (clock.now() / 1_000_000_000) as usize;
+
+    // The cluster must be healthy again by itself before its contents are judged.
+    let healed = cluster
+        .wait_healthy()
+        .await
+        .context("after the fault")?;
+    let lists = workload::read_lists(&admin).await?;
+    let lost = lost_writes::check(&history, &lists);
+    let rec = recovery::check(
+        &history,
+        2,
+        fault_start as usize,
+        f.ended_at.ceil() as usize,
+        total,
+        args.recovery_bound,
+    );
+    let lin = crate::check::linearizable::check(&history);
+    let lin_ok = lin.is_empty();
+    let passed = lost.ok() && rec.ok() && lin_ok;
+
+    let tl = timeline::Timeline::from_history(
+        &history,
+        total,
+        &format!("{:?} (seed {})", args.scenario, args.seed),
+        vec![(f.label.clone(), fault_start, Some(f.ended_at))],
+    );
+    let counts = timeline::counts(&history);
+    let report = json!({
+        "scenario": args.scenario,
+        "target": "local",
+        "seed": args.seed,
+        "passed": passed,
+        "phases": { "before_secs": pre, "fault_secs": fault_secs, "after_secs": post,
+                    "fault_started_at": fault_start, "fault_ended_at": f.ended_at },
+        "fault": { "label": f.label, "details": f.details },
+        "operations": counts,
+        "checkers": {
+            "no_lost_or_duplicated_writes": { "passed": lost.ok(), "report": lost },
+            "linearizable_registers": { "passed": lin_ok, "violations": lin },
+            "recovery": { "passed": rec.ok(), "report": rec },
+        },
+        "healthy_again_after_secs": healed.as_secs_f64(),
+        "timeline": &tl,
+    });
+    write(&args.report, &serde_json::to_string_pretty(&report)?)?;
+    let svg = args.report.with_extension("svg");
+    write(&svg, &tl.svg())?;
+    write(
+        &args.report.with_extension("history.json"),
+        &serde_json::to_string(&history)?,
+    )?;
+    println!(
+        "operations {}; lost {} duplicated {} unexpected {} of {} acknowledged appends; linearizability violations {}; baseline {:.0} ops/s, recovered {} after the fault (bound {}s), longest outage {:.1}s",
+        counts,
+        lost.lost.len(),
+        lost.duplicated.len(),
+        lost.unexpected.len(),
+        lost.acknowledged,
+        lin.len(),
+        rec.baseline_ops,
+        rec.recovered_after_secs
+            .map(|s| format!("{s:.0}s"))
+            .unwrap_or_else(|| "never".into()),
+        args.recovery_bound,
+        rec.longest_outage_secs
+    );
+    if let Some(storm) = report["fault"]["details"].as_object() {
+        println!("fault details: {}", serde_json::to_string(storm)?.chars().take(600).collect::<String>());
+    }
+    println!(
+        "report {} ; plot {} ; {}",
+        args.report.display(),
+        svg.display(),
+        if passed { "PASSED" } else { "FAILED" }
+    );
+    cluster.stop();
+    if passed && args.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(passed)
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}

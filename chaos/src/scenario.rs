@@ -1,0 +1,184 @@
+//! The scenarios: each is a fault, run against a cluster while the workload records its
+//! history; the checkers then judge the history and what the cluster holds.
+
+use std::time::Duration;
+
+use bson::doc;
+use clap::ValueEnum;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::local::{LocalCluster, ADMIN_PASSWORD, ADMIN_USER};
+use crate::raw_client::Login;
+use crate::storm;
+use crate::workload::Clock;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// Thousands of clients connect, authenticate (SCRAM-SHA-256), run one command and
+    /// disconnect, with 500 ms timeouts, against site A's router.
+    ConnectionStorm,
+    /// The same storm against a router reading /dev/urandom for every nonce
+    /// (nonce_source = "os") and against the default, one after the other.
+    NonceContention,
+    /// Site B's router answers every command 600 ms late (failCommand fail point) while
+    /// 500 ms clients storm it; then the fail point is lifted.
+    SlowRouter,
+    /// SIGKILL the primary; restart it when the fault ends.
+    KillPrimary,
+    /// SIGSTOP the primary; SIGCONT when the fault ends.
+    PausePrimary,
+    /// Cut the primary's site off from the other two; heal when the fault ends.
+    PartitionSite,
+    /// Restart every member in turn (SIGTERM), secondaries first, the primary last.
+    RollingRestart,
+}
+
+/// What a fault did, for the report.
+pub struct FaultRun {
+    pub label: String,
+    pub details: Value,
+    /// When the fault actually ended (seconds on the workload clock).
+    pub ended_at: f64,
+}
+
+/// Applies `scenario` to the cluster for about `secs`, then lifts it.
+pub async fn fault(
+    scenario: Scenario,
+    cluster: &mut LocalCluster,
+    admin: &mongodb::Client,
+    secs: u64,
+    storm_clients: usize,
+    clock: Clock,
+) -> anyhow::Result<FaultRun> {
+    let window = Duration::from_secs(secs);
+    let login = Login::new(ADMIN_USER, ADMIN_PASSWORD);
+    let now_secs = || clock.now() as f64 / 1e9;
+    let (label, details) = match scenario {
+        Scenario::ConnectionStorm => {
+            let r = cluster.router_of("A");
+            let report = storm_for(cluster, r, storm_clients, login, window).await;
+            (format!("storm {storm_clients} clients"), json!({ "storm": report }))
+        }
+        Scenario::NonceContention => {
+            let half = window / 2;
+            let default = cluster.router_of("A");
+            let os = (0..cluster.routers.len())
+                .find(|&r| cluster.routers[r].nonce_source == "os")
+                .expect("the local cluster has an os-nonce router");
+            let user = storm_for(cluster, default, storm_clients, login.clone(), half).await;
+            let os = storm_for(cluster, os, storm_clients, login, half).await;
+            let ratio = user.handshakes_per_sec / os.handshakes_per_sec.max(1e-9);
+            (
+                "storm: user nonces, then os nonces".into(),
+                json!({ "user": user, "os": os, "handshakes_ratio_user_over_os": ratio }),
+            )
+        }
+        Scenario::SlowRouter => {
+            let r = cluster.router_of("B");
+            let b = crate::local::client(&cluster.uri(r)).await?;
+            b.database("admin")
+                .run_command(doc! {
+                    "configureFailPoint": "failCommand", "mode": "alwaysOn",
+                    "data": {"failCommands": ["ping", "find", "update", "insert"],
+                             "blockConnection": true, "blockTimeMS": 600},
+                })
+                .await?;
+            let stop = CancellationToken::new();
+            let (addr, pid) = (cluster.router_addr(r), cluster.router_pid(r));
+            let storm = tokio::spawn(storm::run(
+                addr,
+                pid,
+                storm_clients / 4,
+                login,
+                stop.clone(),
+            ));
+            tokio::time::sleep(window).await;
+            // Lifting it is itself a command that must get through the storm.
+            b.database("admin")
+                .run_command(doc! {"configureFailPoint": "failCommand", "mode": "off"})
+                .await?;
+            let lifted_at = now_secs();
+            // Keep storming for a while: the router must serve it again by itself.
+            tokio::time::sleep(window).await;
+            stop.cancel();
+            let mut report = storm.await?;
+            report.nonce_source = "user".into();
+            let after = report.per_sec.iter().rev().take(3).sum::<u64>();
+            (
+                "site B router +600 ms".into(),
+                json!({ "storm": report, "lifted_at_secs": lifted_at,
+                        "handshakes_in_last_3s": after }),
+            )
+        }
+        Scenario::KillPrimary | Scenario::PausePrimary | Scenario::PartitionSite => {
+            let p = cluster.primary(admin).await?;
+            let (id, site) = (cluster.members[p].id, cluster.members[p].site);
+            let label = match scenario {
+                Scenario::KillPrimary => {
+                    cluster.kill_member(p);
+                    format!("SIGKILL member {id}")
+                }
+                Scenario::PausePrimary => {
+                    cluster.pause_member(p, true);
+                    format!("SIGSTOP member {id}")
+                }
+                _ => {
+                    cluster.partition(site);
+                    format!("site {site} cut off")
+                }
+            };
+            tokio::time::sleep(window).await;
+            match scenario {
+                Scenario::KillPrimary => cluster.start_member(p)?,
+                Scenario::PausePrimary => cluster.pause_member(p, false),
+                _ => cluster.heal(),
+            }
+            (label, json!({ "primary_before": id, "site": site }))
+        }
+        Scenario::RollingRestart => {
+            let p = cluster.primary(admin).await?;
+            let mut order: Vec<usize> = (0..cluster.members.len()).filter(|&i| i != p).collect();
+            order.push(p);
+            let mut restarts = Vec::new();
+            for i in order {
+                let t0 = now_secs();
+                cluster.stop_member(i);
+                cluster.start_member(i)?;
+                let healthy = cluster.wait_healthy().await?;
+                restarts.push(json!({ "member": cluster.members[i].id, "at_secs": t0,
+                                      "healthy_after_secs": healthy.as_secs_f64() }));
+            }
+            ("rolling restart".into(), json!({ "restarts": restarts }))
+        }
+    };
+    Ok(FaultRun {
+        label,
+        details,
+        ended_at: now_secs(),
+    })
+}
+
+async fn storm_for(
+    cluster: &LocalCluster,
+    r: usize,
+    clients: usize,
+    login: Login,
+    window: Duration,
+) -> storm::StormReport {
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(storm::run(
+        cluster.router_addr(r),
+        cluster.router_pid(r),
+        clients,
+        login,
+        stop.clone(),
+    ));
+    tokio::time::sleep(window).await;
+    stop.cancel();
+    let mut report = task.await.unwrap_or_default();
+    report.nonce_source = cluster.routers[r].nonce_source.into();
+    report
+}
