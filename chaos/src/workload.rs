@@ -61,7 +61,7 @@ pub async fn run(
                 id,
                 db,
                 shape,
-                seed ^ (id as u64 + 1) * 0x9e37_79b9_7f4a_7c15,
+                seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
                 clock,
                 stop,
             )));
