@@ -11,6 +11,14 @@ pub struct RouterConfig {
     pub shard: String,
     /// `net.maxIncomingConnections`: connections beyond this are closed at once.
     pub max_connections: usize,
+    /// New connections handshaking (hello, SCRAM) at once; the rest queue, newest first
+    /// (see `ingress.rs`). 0: four per core.
+    pub max_concurrent_handshakes: usize,
+    /// Connections that may wait to handshake; beyond it new ones are closed at once.
+    pub handshake_queue_limit: usize,
+    /// A connection that waited this long to handshake is closed (its client has
+    /// most likely given up already).
+    pub handshake_queue_wait_ms: u64,
     /// Commands slower than this are logged with their timings.
     pub slow_ms: u64,
     /// The site this router runs in: reads that may go to a secondary prefer members
@@ -48,6 +56,9 @@ impl Default for RouterConfig {
             listen: "127.0.0.1:27017".into(),
             shard: "127.0.0.1:27100".into(),
             max_connections: 20_000,
+            max_concurrent_handshakes: 0,
+            handshake_queue_limit: 4096,
+            handshake_queue_wait_ms: 2000,
             slow_ms: 100,
             site: String::new(),
             auth: false,
@@ -71,6 +82,9 @@ impl RouterConfig {
         if self.max_connections == 0 {
             return Err("max_connections must be positive".into());
         }
+        if self.handshake_queue_wait_ms == 0 {
+            return Err("handshake_queue_wait_ms must be positive".into());
+        }
         if self.shard.is_empty() {
             return Err("shard address must be set".into());
         }
@@ -80,6 +94,14 @@ impl RouterConfig {
             return Err("admin_user and admin_password must be set together".into());
         }
         Ok(())
+    }
+
+    /// `max_concurrent_handshakes`, with 0 meaning four per core.
+    pub fn handshake_concurrency(&self) -> usize {
+        if self.max_concurrent_handshakes > 0 {
+            return self.max_concurrent_handshakes;
+        }
+        4 * std::thread::available_parallelism().map_or(2, |n| n.get())
     }
 
     /// The configuration as `getCmdLineOpts` shows it: secrets replaced, as mongod does.

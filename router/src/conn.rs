@@ -62,11 +62,30 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             closing: false,
             last_waits: None,
         };
+        // A new connection handshakes only when the ingress gate lets it (newest first
+        // under a storm); closed at once when the gate sheds it.
+        let gate = session.state.handshakes.clone();
+        let mut pass = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            p = gate.enter() => match p {
+                Some(p) => Some(p),
+                None => {
+                    debug!("connection shed by the handshake queue");
+                    return;
+                }
+            },
+        };
+        let pass_idle = std::time::Duration::from_millis(session.state.config.handshake_queue_wait_ms);
         let mut buf = Vec::new();
         loop {
             let incoming = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 r = wire::read_message(&mut rd, &mut buf) => r,
+                // A client that stalls mid-handshake gives its slot back.
+                _ = tokio::time::sleep(pass_idle), if pass.is_some() => {
+                    pass = None;
+                    continue;
+                }
             };
             let incoming = match incoming {
                 Ok(Some(m)) => m,
@@ -128,6 +147,11 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             };
             if session.closing {
                 break;
+            }
+            // The handshake is over once no SASL conversation is in progress: after the
+            // first reply (a monitoring connection's hello), or when SCRAM completes.
+            if pass.is_some() && session.auth.conversation.is_none() {
+                pass = None;
             }
             let Some(frame) = frame else {
                 continue;

@@ -12,6 +12,7 @@ pub mod cursors;
 pub mod error;
 pub mod error_labels;
 pub mod fail_point;
+pub mod ingress;
 pub mod listener;
 pub mod read_preference;
 pub mod shard_client;

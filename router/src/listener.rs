@@ -29,6 +29,8 @@ pub struct RouterState {
     pub counters: OpCounters,
     pub connections_total: AtomicU64,
     pub connection_slots: Arc<Semaphore>,
+    /// New connections wait here to handshake (`ingress.rs`).
+    pub handshakes: Arc<crate::ingress::HandshakeGate>,
     pub host: String,
     pub auth: Arc<AuthState>,
     /// `None` when `tls_mode` is disabled.
@@ -98,6 +100,11 @@ pub async fn serve_with(
         tls: Tls::from_config(&config)?,
         shard,
         connection_slots: Arc::new(Semaphore::new(config.max_connections)),
+        handshakes: crate::ingress::HandshakeGate::new(
+            config.handshake_concurrency(),
+            config.handshake_queue_limit,
+            std::time::Duration::from_millis(config.handshake_queue_wait_ms),
+        ),
         config,
         started: Instant::now(),
         counters: OpCounters::default(),

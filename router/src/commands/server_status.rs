@@ -11,6 +11,7 @@ pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Doc
     let c = &s.counters;
     let uptime = s.started.elapsed();
     let current = s.current_connections();
+    let ingress = s.handshakes.stats();
     Ok(doc! {
         "host": &s.host,
         "version": crate::VERSION,
@@ -33,6 +34,16 @@ pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Doc
             "cancelledByClientDisconnect": c.total(Op::CancelledByDisconnect),
             // Forwarded commands by where their time went (see `wait_histograms`).
             "waits": s.waits.to_document(),
+            // New connections through the handshake gate (see `ingress`).
+            "ingress": {
+                "maxConcurrentHandshakes": s.config.handshake_concurrency() as i64,
+                "handshakingNow": ingress.handshaking_now as i64,
+                "queuedNow": ingress.queued_now as i64,
+                "admittedAtOnce": ingress.admitted_at_once as i64,
+                "admittedAfterQueueing": ingress.admitted_after_queueing as i64,
+                "rejectedQueueFull": ingress.rejected_queue_full as i64,
+                "rejectedWaitedTooLong": ingress.rejected_waited_too_long as i64,
+            },
         },
     })
 }
