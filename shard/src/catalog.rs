@@ -120,8 +120,13 @@ impl Catalog {
     /// Re-reads the catalog table: a replica-set member calls this after applying a
     /// change its primary made to it.
     pub fn reload(&self, engine: &dyn Engine) -> MongoResult<()> {
-        let (mut map, max_table) = read_catalog(engine)?;
+        // Read the table under the write lock. Read first and a collection created in
+        // between (its creator holds this lock until its entry is applied) would vanish
+        // from the map until the next reload, and the next write to it would create it
+        // again with a new table, orphaning the documents already written: the chaos
+        // runner's lost-write checker caught exactly that on concurrent first writes.
         let mut current = self.collections.write().unwrap();
+        let (mut map, max_table) = read_catalog(engine)?;
         // A collection keeps its write lock across reloads: commands holding it must
         // still exclude each other.
         for (ns, meta) in map.iter_mut() {

@@ -485,3 +485,58 @@ async fn w_n_waits_for_n_data_members() {
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 3);
     set.stop().await;
 }
+
+/// Writers that create collections concurrently (each collection's first writes racing
+/// each other and other collections' creation) lose nothing. The catalog reload after a
+/// create once read the catalog table before taking its lock, so a collection created
+/// in between vanished from the map and the next write created it again over a new
+/// table, orphaning the documents already in it. Found by `bulwark chaos` (lost-write
+/// checker).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_first_writes_to_new_collections_lose_nothing() {
+    let set = TestReplicaSet::start().await;
+    set.wait_for_primary(LIVENESS).await.expect("a primary");
+    let client = set.client(0, "retryWrites=true").await;
+    let db = client.database("create_race");
+    const COLLECTIONS: i32 = 6;
+    const WRITERS_PER_COLLECTION: i32 = 4;
+    for round in 0..4 {
+        let mut tasks = Vec::new();
+        for w in 0..COLLECTIONS * WRITERS_PER_COLLECTION {
+            let coll = db.collection::<Document>(&format!("r{round}c{}", w % COLLECTIONS));
+            tasks.push(tokio::spawn(async move {
+                coll.update_one(doc! {"_id": 0}, doc! {"$push": {"w": w}})
+                    .upsert(true)
+                    .write_concern(majority())
+                    .await
+                    .expect("acknowledged");
+                coll.insert_one(doc! {"_id": w + 1})
+                    .write_concern(majority())
+                    .await
+                    .expect("acknowledged");
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        for c in 0..COLLECTIONS {
+            let coll = db.collection::<Document>(&format!("r{round}c{c}"));
+            let n = coll.count_documents(doc! {}).await.unwrap();
+            let pushed = coll
+                .find_one(doc! {"_id": 0})
+                .await
+                .unwrap()
+                .and_then(|d| d.get_array("w").ok().map(|a| a.len()))
+                .unwrap_or(0);
+            assert_eq!(
+                (n, pushed),
+                (
+                    WRITERS_PER_COLLECTION as u64 + 1,
+                    WRITERS_PER_COLLECTION as usize
+                ),
+                "round {round} collection {c}: every acknowledged write is there"
+            );
+        }
+    }
+    set.stop().await;
+}
