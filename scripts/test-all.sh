@@ -4,7 +4,9 @@
 #      the Rust `mongodb` driver);
 #   2. pymongo tests against a live `bulwark local`;
 #   3. MongoDB's specification suites (via pymongo's test tree) against the same cluster,
-#      each with a pass-rate floor so a regression fails the run.
+#      each with a pass-rate floor so a regression fails the run;
+#   4. chaos scenarios (scripts/chaos.sh): faults against a three-site cluster of separate
+#      processes, judged by the lost-write, linearizability, recovery and storm checkers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,4 +15,9 @@ cargo build --bin bulwark
 cargo test --workspace --no-fail-fast
 
 echo "== tier 2/3: live cluster"
-bash scripts/compat.sh
+status=0
+bash scripts/compat.sh || status=1
+
+echo "== tier 4: chaos"
+bash scripts/chaos.sh || status=1
+exit $status

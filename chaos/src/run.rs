@@ -131,7 +131,8 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
     );
     let lin = crate::check::linearizable::check(&history);
     let lin_ok = lin.is_empty();
-    let passed = lost.ok() && rec.ok() && lin_ok;
+    let storm_ok = f.storm_checks.iter().all(|s| s.ok());
+    let passed = lost.ok() && rec.ok() && lin_ok && storm_ok;
 
     let tl = timeline::Timeline::from_history(
         &history,
@@ -153,6 +154,7 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
             "no_lost_or_duplicated_writes": { "passed": lost.ok(), "report": lost },
             "linearizable_registers": { "passed": lin_ok, "violations": lin },
             "recovery": { "passed": rec.ok(), "report": rec },
+            "storm_served": { "passed": storm_ok, "reports": f.storm_checks },
         },
         "healthy_again_after_secs": healed.as_secs_f64(),
         "timeline": &tl,

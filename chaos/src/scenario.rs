@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::check;
 use crate::local::{LocalCluster, ADMIN_PASSWORD, ADMIN_USER};
 use crate::raw_client::Login;
 use crate::storm;
@@ -42,6 +43,9 @@ pub struct FaultRun {
     pub details: Value,
     /// When the fault actually ended (seconds on the workload clock).
     pub ended_at: f64,
+    /// Storms the router must have kept serving (the default-nonce router's, and the
+    /// slow router's once its fail point is lifted).
+    pub storm_checks: Vec<crate::check::storm::Report>,
 }
 
 /// Applies `scenario` to the cluster for about `secs`, then lifts it.
@@ -56,10 +60,12 @@ pub async fn fault(
     let window = Duration::from_secs(secs);
     let login = Login::new(ADMIN_USER, ADMIN_PASSWORD);
     let now_secs = || clock.now() as f64 / 1e9;
+    let mut storm_checks = Vec::new();
     let (label, details) = match scenario {
         Scenario::ConnectionStorm => {
             let r = cluster.router_of("A");
             let report = storm_for(cluster, r, storm_clients, login, window).await;
+            storm_checks.push(check::storm::check(&report.per_sec));
             (format!("storm {storm_clients} clients"), json!({ "storm": report }))
         }
         Scenario::NonceContention => {
@@ -69,6 +75,7 @@ pub async fn fault(
                 .find(|&r| cluster.routers[r].nonce_source == "os")
                 .expect("the local cluster has an os-nonce router");
             let user = storm_for(cluster, default, storm_clients, login.clone(), half).await;
+            storm_checks.push(check::storm::check(&user.per_sec));
             let os = storm_for(cluster, os, storm_clients, login, half).await;
             let ratio = user.handshakes_per_sec / os.handshakes_per_sec.max(1e-9);
             (
@@ -107,6 +114,11 @@ pub async fn fault(
             let mut report = storm.await?;
             report.nonce_source = "user".into();
             let after = report.per_sec.iter().rev().take(3).sum::<u64>();
+            // Judged from the first whole second after the lift.
+            let lifted = secs as usize + 1;
+            storm_checks.push(check::storm::check(
+                report.per_sec.get(lifted..).unwrap_or_default(),
+            ));
             (
                 "site B router +600 ms".into(),
                 json!({ "storm": report, "lifted_at_secs": lifted_at,
@@ -158,6 +170,7 @@ pub async fn fault(
         label,
         details,
         ended_at: now_secs(),
+        storm_checks,
     })
 }
 

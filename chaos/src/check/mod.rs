@@ -4,3 +4,4 @@
 pub mod linearizable;
 pub mod lost_writes;
 pub mod recovery;
+pub mod storm;
