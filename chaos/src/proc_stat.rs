@@ -18,7 +18,10 @@ pub fn cpu_ms(stat_file: &Path) -> Option<(f64, f64)> {
 pub fn comm_and_fields(stat: &str) -> Option<(&str, Vec<&str>)> {
     // comm is in parentheses and may contain spaces; fields follow the last ')'.
     let (open, close) = (stat.find('(')?, stat.rfind(')')?);
-    Some((&stat[open + 1..close], stat.get(close + 2..)?.split(' ').collect()))
+    Some((
+        &stat[open + 1..close],
+        stat.get(close + 2..)?.split(' ').collect(),
+    ))
 }
 
 /// Summed CPU of a process's threads whose names start with `prefix`.

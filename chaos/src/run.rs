@@ -79,7 +79,10 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
     let mut cluster = LocalCluster::start(bin, &dir, args.base_port)
         .await
         .context("starting the local cluster")?;
-    println!("cluster healthy after {:.1}s", started.elapsed().as_secs_f64());
+    println!(
+        "cluster healthy after {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
 
     let admin = crate::local::client(&cluster.uri(cluster.router_of("A"))).await?;
     let mut clients = Vec::new();
@@ -92,7 +95,13 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
         workers_per_site: 3,
         think: Duration::from_millis(20),
     };
-    let work = tokio::spawn(workload::run(clients, shape, args.seed, clock, stop.clone()));
+    let work = tokio::spawn(workload::run(
+        clients,
+        shape,
+        args.seed,
+        clock,
+        stop.clone(),
+    ));
     tokio::time::sleep(Duration::from_secs(pre)).await;
     let fault_start = clock.now() as f64 / 1e9;
     let f = scenario::fault(
@@ -115,10 +124,7 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
     let total = (clock.now() / 1_000_000_000) as usize;
 
     // The cluster must be healthy again by itself before its contents are judged.
-    let healed = cluster
-        .wait_healthy()
-        .await
-        .context("after the fault")?;
+    let healed = cluster.wait_healthy().await.context("after the fault")?;
     let lists = workload::read_lists(&admin).await?;
     let lost = lost_writes::check(&history, &lists);
     let rec = recovery::check(
@@ -182,7 +188,13 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
         rec.longest_outage_secs
     );
     if let Some(storm) = report["fault"]["details"].as_object() {
-        println!("fault details: {}", serde_json::to_string(storm)?.chars().take(600).collect::<String>());
+        println!(
+            "fault details: {}",
+            serde_json::to_string(storm)?
+                .chars()
+                .take(600)
+                .collect::<String>()
+        );
     }
     println!(
         "report {} ; plot {} ; {}",

@@ -66,7 +66,10 @@ pub async fn fault(
             let r = cluster.router_of("A");
             let report = storm_for(cluster, r, storm_clients, login, window).await;
             storm_checks.push(check::storm::check(&report.per_sec));
-            (format!("storm {storm_clients} clients"), json!({ "storm": report }))
+            (
+                format!("storm {storm_clients} clients"),
+                json!({ "storm": report }),
+            )
         }
         Scenario::NonceContention => {
             let half = window / 2;

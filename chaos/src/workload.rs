@@ -117,11 +117,20 @@ async fn worker(
                         .into_future(),
                 )
                 .await;
-                let read = r.as_ref().ok().map(|d| d.as_ref().and_then(|d| d.get_i64("v").ok()));
+                let read = r
+                    .as_ref()
+                    .ok()
+                    .map(|d| d.as_ref().and_then(|d| d.get_i64("v").ok()));
                 if let Some(v) = read {
                     seen[key as usize] = v;
                 }
-                (key, Op::Read { value: read.flatten() }, r.map(|_| None))
+                (
+                    key,
+                    Op::Read {
+                        value: read.flatten(),
+                    },
+                    r.map(|_| None),
+                )
             } else if roll < 85 || seen[key as usize].is_none() {
                 let r = timed(
                     registers
@@ -135,7 +144,10 @@ async fn worker(
                 let from = seen[key as usize].unwrap_or_default();
                 let r = timed(
                     registers
-                        .update_one(doc! {"_id": key as i64, "v": from}, doc! {"$set": {"v": value}})
+                        .update_one(
+                            doc! {"_id": key as i64, "v": from},
+                            doc! {"$set": {"v": value}},
+                        )
                         .into_future(),
                 )
                 .await;

@@ -75,7 +75,8 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
                 }
             },
         };
-        let pass_idle = std::time::Duration::from_millis(session.state.config.handshake_queue_wait_ms);
+        let pass_idle =
+            std::time::Duration::from_millis(session.state.config.handshake_queue_wait_ms);
         let mut buf = Vec::new();
         loop {
             let incoming = tokio::select! {

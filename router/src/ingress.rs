@@ -152,13 +152,17 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), vec![1, 0]);
         let s = gate.stats();
         assert_eq!(
-            (s.admitted_at_once, s.admitted_after_queueing, s.rejected_queue_full),
+            (
+                s.admitted_at_once,
+                s.admitted_after_queueing,
+                s.rejected_queue_full
+            ),
             (1, 2, 1)
         );
         assert_eq!((s.handshaking_now, s.queued_now), (0, 0));
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_waiter_that_waited_too_long_is_refused_and_frees_nothing() {
         let gate = HandshakeGate::new(1, 10, Duration::from_millis(100));
         let first = gate.enter().await.unwrap();

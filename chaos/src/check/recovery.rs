@@ -25,7 +25,10 @@ pub struct Report {
 
 impl Report {
     pub fn ok(&self) -> bool {
-        self.baseline_ops > 0.0 && self.recovered_after_secs.is_some_and(|s| s <= self.bound_secs)
+        self.baseline_ops > 0.0
+            && self
+                .recovered_after_secs
+                .is_some_and(|s| s <= self.bound_secs)
     }
 }
 
