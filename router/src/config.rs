@@ -14,7 +14,8 @@ pub struct RouterConfig {
     /// New connections handshaking (hello, SCRAM) at once; the rest queue, newest first
     /// (see `ingress.rs`). 0: four per core.
     pub max_concurrent_handshakes: usize,
-    /// Connections that may wait to handshake; beyond it new ones are closed at once.
+    /// Connections that may wait to handshake; a newcomer to a full queue closes the
+    /// oldest waiter.
     pub handshake_queue_limit: usize,
     /// A connection that waited this long to handshake is closed (its client has
     /// most likely given up already).

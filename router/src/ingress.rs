@@ -1,6 +1,8 @@
 //! Connection-establishment admission: at most `max_concurrent_handshakes` new
 //! connections run their handshake (hello, SCRAM) at once; the rest wait, **newest
-//! first**, in a bounded queue, and are closed once they have waited too long.
+//! first**, in a bounded queue, and are closed once they have waited too long. A full
+//! queue closes its oldest waiter to make room: under a storm the oldest is the one whose
+//! client has most likely given up.
 //!
 //! Why LIFO: in a connection storm every client has a short timeout (500 ms in the seed's
 //! outage). Served oldest first, or all at once as plain task scheduling would, each
@@ -13,6 +15,7 @@
 //!
 //! The queue's lock is taken once per connection, never per command.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,8 +31,8 @@ pub struct HandshakeGate {
 #[derive(Default)]
 struct GateState {
     active: usize,
-    /// Waiting connections, oldest first; the newest is popped first.
-    waiters: Vec<oneshot::Sender<()>>,
+    /// Waiting connections, oldest at the front; the newest (back) is served first.
+    waiters: VecDeque<oneshot::Sender<()>>,
     stats: IngressStats,
 }
 
@@ -38,8 +41,8 @@ struct GateState {
 pub struct IngressStats {
     pub admitted_at_once: u64,
     pub admitted_after_queueing: u64,
-    /// Closed because the queue was full.
-    pub rejected_queue_full: u64,
+    /// Closed while waiting, to make room for a newer connection in a full queue.
+    pub evicted_oldest: u64,
     /// Closed after waiting `max_wait`.
     pub rejected_waited_too_long: u64,
     pub queued_now: u64,
@@ -74,17 +77,26 @@ impl HandshakeGate {
                 s.stats.admitted_at_once += 1;
                 return Some(HandshakePass { gate: self.clone() });
             }
-            if s.waiters.len() >= self.max_queue {
-                s.stats.rejected_queue_full += 1;
+            if self.max_queue == 0 {
+                s.stats.evicted_oldest += 1;
                 return None;
             }
+            while s.waiters.len() >= self.max_queue {
+                // Dropping its sender wakes the oldest waiter with "refused".
+                let oldest = s.waiters.pop_front();
+                if oldest.is_some_and(|w| !w.is_closed()) {
+                    s.stats.evicted_oldest += 1;
+                }
+            }
             let (tx, rx) = oneshot::channel();
-            s.waiters.push(tx);
+            s.waiters.push_back(tx);
             rx
         };
         // A slot handed over is this connection's from the moment it is sent.
         let granted = match tokio::time::timeout(self.max_wait, &mut rx).await {
-            Ok(r) => r.is_ok(),
+            Ok(Ok(())) => true,
+            // Evicted from a full queue (counted then).
+            Ok(Err(_)) => return None,
             Err(_) => {
                 rx.close();
                 rx.try_recv().is_ok()
@@ -114,7 +126,7 @@ impl Drop for HandshakePass {
     fn drop(&mut self) {
         let mut s = self.gate.lock();
         // Hand the slot to the newest waiter still waiting.
-        while let Some(w) = s.waiters.pop() {
+        while let Some(w) = s.waiters.pop_back() {
             if w.send(()).is_ok() {
                 return;
             }
@@ -128,34 +140,36 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn newest_waiter_goes_first_and_the_queue_is_bounded() {
+    async fn newest_waiter_goes_first_and_a_full_queue_drops_its_oldest() {
         let gate = HandshakeGate::new(1, 2, Duration::from_secs(5));
         let first = gate.enter().await.unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
-        for i in 0..2 {
+        for i in 0..3 {
             let (g, o) = (gate.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
                 let pass = g.enter().await;
-                o.lock().unwrap().push(i);
+                o.lock().unwrap().push((i, pass.is_some()));
                 drop(pass);
             }));
             // Let each waiter queue before the next.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // Queue full: a third waiter is refused at once.
-        assert!(gate.enter().await.is_none());
+        // The queue holds two: the third waiter pushed the first out.
         drop(first);
         for t in tasks {
             t.await.unwrap();
         }
-        assert_eq!(*order.lock().unwrap(), vec![1, 0]);
+        assert_eq!(
+            *order.lock().unwrap(),
+            vec![(0, false), (2, true), (1, true)]
+        );
         let s = gate.stats();
         assert_eq!(
             (
                 s.admitted_at_once,
                 s.admitted_after_queueing,
-                s.rejected_queue_full
+                s.evicted_oldest
             ),
             (1, 2, 1)
         );

@@ -20,6 +20,8 @@ use crate::{RouterConfig, RouterError};
 
 /// A listen backlog sized for connection storms (the kernel caps it at somaxconn).
 const LISTEN_BACKLOG: u32 = 4096;
+/// How often the accept thread looks at the shutdown token when no client connects.
+const ACCEPT_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// State shared by every connection of one router.
 pub struct RouterState {
@@ -125,29 +127,86 @@ pub async fn serve_with(
     let tasks = TaskTracker::new();
     tasks.spawn(state.shard.clone().monitor(shutdown.clone()));
     crate::auth::setup::spawn_bootstrap(&tasks, &state, shutdown.clone());
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // EMFILE and friends: back off briefly instead of spinning.
-                    warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
+    let acceptor = spawn_acceptor(listener, state, tasks.clone(), shutdown.clone())?;
+    shutdown.cancelled().await;
+    // The acceptor notices within its accept timeout.
+    let _ = tokio::task::spawn_blocking(move || acceptor.join()).await;
+    tasks.close();
+    tasks.wait().await;
+    Ok(())
+}
+
+/// Accepts on an OS thread of its own and spawns each connection's task on the runtime.
+///
+/// Why a thread: the kernel's accept queue is first-in first-out. An accept loop that is
+/// one task among thousands waits its turn behind them in a storm, the queue grows, and
+/// every connection it takes is already old, often older than its client's timeout; the
+/// newest-first handshake gate (`ingress.rs`) can only help connections that have been
+/// accepted. A thread keeps the kernel queue short whatever the runtime is doing.
+fn spawn_acceptor(
+    listener: TcpListener,
+    state: Arc<RouterState>,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+) -> Result<std::thread::JoinHandle<()>, RouterError> {
+    let listener = listener.into_std()?;
+    listener.set_nonblocking(false)?;
+    // accept(2) honours SO_RCVTIMEO: the thread wakes to see the shutdown token.
+    socket2::SockRef::from(&listener).set_read_timeout(Some(ACCEPT_POLL))?;
+    let runtime = tokio::runtime::Handle::current();
+    let thread = std::thread::Builder::new()
+        .name("router-accept".into())
+        .spawn(move || {
+            while !shutdown.is_cancelled() {
+                match listener.accept() {
+                    Ok((stream, peer)) => {
+                        admit(stream, peer, &state, &tasks, &runtime, &shutdown);
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock
+                                | std::io::ErrorKind::TimedOut
+                                | std::io::ErrorKind::Interrupted
+                        ) => {}
+                    Err(e) => {
+                        // EMFILE and friends: back off briefly instead of spinning.
+                        warn!(error = %e, "accept failed");
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
                 }
-            },
-        };
-        let Ok(permit) = state.connection_slots.clone().try_acquire_owned() else {
-            debug!(%peer, "connection refused: max_connections reached");
-            drop(stream);
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let id = state.connections_total.fetch_add(1, Ordering::Relaxed) + 1;
-        let state = state.clone();
-        let shutdown = shutdown.clone();
-        tasks.spawn(async move {
+            }
+        })?;
+    Ok(thread)
+}
+
+/// Starts serving one accepted connection, or closes it at once beyond `max_connections`.
+fn admit(
+    stream: std::net::TcpStream,
+    peer: std::net::SocketAddr,
+    state: &Arc<RouterState>,
+    tasks: &TaskTracker,
+    runtime: &tokio::runtime::Handle,
+    shutdown: &CancellationToken,
+) {
+    let Ok(permit) = state.connection_slots.clone().try_acquire_owned() else {
+        debug!(%peer, "connection refused: max_connections reached");
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    let _runtime = runtime.enter();
+    let Ok(stream) = stream
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::TcpStream::from_std(stream))
+    else {
+        return;
+    };
+    // Only this thread writes it: the counter's cache line does not bounce.
+    let id = state.connections_total.fetch_add(1, Ordering::Relaxed) + 1;
+    let state = state.clone();
+    let shutdown = shutdown.clone();
+    tasks.spawn_on(
+        async move {
             match &state.tls {
                 Some(tls) => {
                     crate::tls::serve_connection(tls, stream, peer, id, state.clone(), shutdown)
@@ -156,9 +215,7 @@ pub async fn serve_with(
                 None => crate::conn::handle(stream, peer, id, state, shutdown).await,
             }
             drop(permit);
-        });
-    }
-    tasks.close();
-    tasks.wait().await;
-    Ok(())
+        },
+        runtime,
+    );
 }

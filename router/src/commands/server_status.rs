@@ -41,7 +41,7 @@ pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Doc
                 "queuedNow": ingress.queued_now as i64,
                 "admittedAtOnce": ingress.admitted_at_once as i64,
                 "admittedAfterQueueing": ingress.admitted_after_queueing as i64,
-                "rejectedQueueFull": ingress.rejected_queue_full as i64,
+                "evictedOldest": ingress.evicted_oldest as i64,
                 "rejectedWaitedTooLong": ingress.rejected_waited_too_long as i64,
             },
         },
