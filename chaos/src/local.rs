@@ -61,7 +61,13 @@ pub struct LocalCluster {
 impl LocalCluster {
     /// Starts every process (ports from `base_port` up) and waits until the cluster
     /// takes majority writes through every router.
-    pub async fn start(bin: &Path, dir: &Path, base_port: u16) -> anyhow::Result<LocalCluster> {
+    /// `router_env`: extra `BULWARK_*` settings for every router.
+    pub async fn start(
+        bin: &Path,
+        dir: &Path,
+        base_port: u16,
+        router_env: &[(String, String)],
+    ) -> anyhow::Result<LocalCluster> {
         std::fs::create_dir_all(dir)?;
         let shutdown = CancellationToken::new();
         let mut links = Links::default();
@@ -144,6 +150,7 @@ impl LocalCluster {
                 // slow-router sets a failCommand fail point on a router.
                 ("BULWARK_ENABLE_TEST_COMMANDS".into(), "true".into()),
             ];
+            env.extend(router_env.iter().cloned());
             if r == 0 {
                 env.push(("BULWARK_ADMIN_USER".into(), ADMIN_USER.into()));
                 env.push(("BULWARK_ADMIN_PASSWORD".into(), ADMIN_PASSWORD.into()));
@@ -278,6 +285,37 @@ impl LocalCluster {
             }
         }
         bail!("no primary in replSetGetStatus: {status}")
+    }
+
+    /// Waits until member `i` reports itself up (SECONDARY, ARBITER or PRIMARY) in the
+    /// set's status, as an operator waits before restarting the next member.
+    pub async fn wait_member_up(&self, admin: &mongodb::Client, i: usize) -> anyhow::Result<()> {
+        let deadline = Instant::now() + HEALTHY_WITHIN;
+        let suffix = format!(":{}", self.members[i].port);
+        loop {
+            let status = admin
+                .database("admin")
+                .run_command(doc! {"replSetGetStatus": 1})
+                .await;
+            let up = status.ok().is_some_and(|s| {
+                s.get_array("members").is_ok_and(|ms| {
+                    ms.iter().filter_map(|m| m.as_document()).any(|m| {
+                        m.get_str("name").is_ok_and(|n| n.ends_with(&suffix))
+                            && matches!(
+                                m.get_str("stateStr"),
+                                Ok("SECONDARY" | "ARBITER" | "PRIMARY")
+                            )
+                    })
+                })
+            });
+            if up {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("member {} did not come back within {HEALTHY_WITHIN:?}", self.members[i].id);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// Waits until a majority write and a read succeed through every default router.

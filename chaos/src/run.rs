@@ -49,6 +49,11 @@ pub struct ChaosArgs {
     /// Concurrent clients in the storm scenarios.
     #[arg(long, default_value_t = 2000)]
     pub storm_clients: usize,
+    /// Extra `BULWARK_*` settings for every router, e.g.
+    /// `--router-env BULWARK_MAX_CONCURRENT_HANDSHAKES=100000` to compare without the
+    /// handshake gate.
+    #[arg(long = "router-env", value_name = "KEY=VALUE")]
+    pub router_env: Vec<String>,
     /// Seconds after the fault within which throughput must be back.
     #[arg(long, default_value_t = 30.0)]
     pub recovery_bound: f64,
@@ -76,7 +81,17 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
         args.seed
     );
     let started = Instant::now();
-    let mut cluster = LocalCluster::start(bin, &dir, args.base_port)
+    let router_env = args
+        .router_env
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .filter(|(k, _)| k.starts_with("BULWARK_"))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .with_context(|| format!("--router-env {kv}: expected BULWARK_KEY=VALUE"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut cluster = LocalCluster::start(bin, &dir, args.base_port, &router_env)
         .await
         .context("starting the local cluster")?;
     println!(
@@ -151,6 +166,7 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
         "scenario": args.scenario,
         "target": "local",
         "seed": args.seed,
+        "router_env": &args.router_env,
         "passed": passed,
         "phases": { "before_secs": pre, "fault_secs": fault_secs, "after_secs": post,
                     "fault_started_at": fault_start, "fault_ended_at": f.ended_at },

@@ -162,6 +162,7 @@ pub async fn fault(
                 let t0 = now_secs();
                 cluster.stop_member(i);
                 cluster.start_member(i)?;
+                cluster.wait_member_up(admin, i).await?;
                 let healthy = cluster.wait_healthy().await?;
                 restarts.push(json!({ "member": cluster.members[i].id, "at_secs": t0,
                                       "healthy_after_secs": healthy.as_secs_f64() }));

@@ -12,7 +12,7 @@ pub struct RouterConfig {
     /// `net.maxIncomingConnections`: connections beyond this are closed at once.
     pub max_connections: usize,
     /// New connections handshaking (hello, SCRAM) at once; the rest queue, newest first
-    /// (see `ingress.rs`). 0: four per core.
+    /// (see `ingress.rs`). 0: 64 per core.
     pub max_concurrent_handshakes: usize,
     /// Connections that may wait to handshake; a newcomer to a full queue closes the
     /// oldest waiter.
@@ -102,7 +102,7 @@ impl RouterConfig {
         if self.max_concurrent_handshakes > 0 {
             return self.max_concurrent_handshakes;
         }
-        4 * std::thread::available_parallelism().map_or(2, |n| n.get())
+        64 * std::thread::available_parallelism().map_or(2, |n| n.get())
     }
 
     /// The configuration as `getCmdLineOpts` shows it: secrets replaced, as mongod does.

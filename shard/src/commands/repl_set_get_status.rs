@@ -9,6 +9,8 @@ use crate::node::Ctx;
 const PRIMARY: i32 = 1;
 const SECONDARY: i32 = 2;
 const ARBITER: i32 = 7;
+/// MongoDB's state for a member this one cannot reach.
+const DOWN: i32 = 8;
 
 pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     let replica = super::args::replica(ctx)?;
@@ -32,12 +34,18 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
             (false, Some((_, matched, active))) => (Some(*matched), *active),
             (false, None) => (None, status.leader != 0),
         };
+        let state = if healthy { state } else { DOWN };
         let mut d = doc! {
             "_id": m.id as i32,
             "name": m.host.clone(),
             "health": if healthy { 1.0 } else { 0.0 },
             "state": state,
-            "stateStr": match state { PRIMARY => "PRIMARY", ARBITER => "ARBITER", _ => "SECONDARY" },
+            "stateStr": match state {
+                PRIMARY => "PRIMARY",
+                ARBITER => "ARBITER",
+                DOWN => "(not reachable/healthy)",
+                _ => "SECONDARY",
+            },
             "tags": {"site": m.site.clone()},
             "priority": m.priority,
             "votes": m.votes as i32,
