@@ -14,7 +14,7 @@ use anyhow::{bail, Context};
 use bson::doc;
 use tokio_util::sync::CancellationToken;
 
-use crate::proxy::{Link, Links};
+use crate::proxy::Links;
 
 pub const ADMIN_USER: &str = "chaos";
 pub const ADMIN_PASSWORD: &str = "chaos-password";
@@ -82,17 +82,17 @@ impl LocalCluster {
                 let dial = if i == j {
                     String::new()
                 } else {
-                    let l = Link::start(
-                        site,
-                        to_site,
-                        addr(link_port(i, j)),
-                        addr(member_port(j)),
-                        shutdown.clone(),
-                    )
-                    .await
-                    .with_context(|| format!("starting link {i}->{j}"))?;
-                    links.add(l);
-                    format!(", dial = \"127.0.0.1:{}\"", link_port(i, j))
+                    let at = links
+                        .open(
+                            site,
+                            to_site,
+                            addr(link_port(i, j)),
+                            addr(member_port(j)),
+                            shutdown.clone(),
+                        )
+                        .await
+                        .with_context(|| format!("starting link {i}->{j}"))?;
+                    format!(", dial = \"{at}\"")
                 };
                 peers.push(format!(
                     "  {{ id = {}, host = \"127.0.0.1:{}\", site = \"{to_site}\", priority = {priority}, arbiter = {arbiter}{dial} }},",
@@ -128,17 +128,17 @@ impl LocalCluster {
             let from = 10 + r; // link-port slot of this router as a dialler
             let mut shard = Vec::new();
             for (j, (to_site, _, _)) in LAYOUT.iter().enumerate() {
-                let l = Link::start(
-                    site,
-                    to_site,
-                    addr(link_port(from, j)),
-                    addr(member_port(j)),
-                    shutdown.clone(),
-                )
-                .await
-                .with_context(|| format!("starting router link {r}->{j}"))?;
-                links.add(l);
-                shard.push(format!("127.0.0.1:{}", link_port(from, j)));
+                let at = links
+                    .open(
+                        site,
+                        to_site,
+                        addr(link_port(from, j)),
+                        addr(member_port(j)),
+                        shutdown.clone(),
+                    )
+                    .await
+                    .with_context(|| format!("starting router link {r}->{j}"))?;
+                shard.push(at.to_string());
             }
             let port = base_port + 10 + r as u16;
             let mut env = vec![
@@ -312,7 +312,10 @@ impl LocalCluster {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                bail!("member {} did not come back within {HEALTHY_WITHIN:?}", self.members[i].id);
+                bail!(
+                    "member {} did not come back within {HEALTHY_WITHIN:?}",
+                    self.members[i].id
+                );
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

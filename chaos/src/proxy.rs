@@ -95,8 +95,19 @@ pub struct Links {
 }
 
 impl Links {
-    pub fn add(&mut self, link: Arc<Link>) {
+    /// Starts a link `listen` → `upstream` and keeps it; returns its address.
+    pub async fn open(
+        &mut self,
+        from_site: &str,
+        to_site: &str,
+        listen: SocketAddr,
+        upstream: SocketAddr,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<SocketAddr> {
+        let link = Link::start(from_site, to_site, listen, upstream, shutdown).await?;
+        let at = link.listen;
         self.links.push(link);
+        Ok(at)
     }
 
     /// Cuts `site` off from the other sites (its own links stay up).
