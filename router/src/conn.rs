@@ -82,8 +82,10 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             let incoming = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 r = wire::read_message(&mut rd, &mut buf) => r,
-                // A client that stalls mid-handshake gives its slot back.
-                _ = tokio::time::sleep(pass_idle), if pass.is_some() => {
+                // A client that stalls mid-handshake gives its slot back. (An async block:
+                // select! builds every branch's future each time round, and a bare sleep
+                // would read the clock on every command of every connection.)
+                _ = async { tokio::time::sleep(pass_idle).await }, if pass.is_some() => {
                     pass = None;
                     continue;
                 }
