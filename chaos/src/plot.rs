@@ -3,9 +3,11 @@
 
 use std::fmt::Write;
 
+use serde::Serialize;
+
 /// What to draw. Index `i` of each series is the bucket starting at `i * bucket_secs`;
 /// the series may have different lengths (missing buckets are not drawn).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Timeline {
     pub title: String,
     pub bucket_secs: f64,
@@ -16,7 +18,7 @@ pub struct Timeline {
 }
 
 /// A fault injected from `start_secs` until `end_secs` (`None`: until the end).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct FaultMark {
     pub label: String,
     pub start_secs: f64,

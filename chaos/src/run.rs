@@ -155,11 +155,15 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
     let storm_ok = f.storm_checks.iter().all(|s| s.ok());
     let passed = lost.ok() && rec.ok() && lin_ok && storm_ok;
 
-    let tl = timeline::Timeline::from_history(
+    let tl = timeline::from_history(
         &history,
         total,
         &format!("{:?} (seed {})", args.scenario, args.seed),
-        vec![(f.label.clone(), fault_start, Some(f.ended_at))],
+        vec![crate::plot::FaultMark {
+            label: f.label.clone(),
+            start_secs: fault_start,
+            end_secs: Some(f.ended_at),
+        }],
     );
     let counts = timeline::counts(&history);
     let report = json!({
@@ -183,7 +187,7 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
     });
     write(&args.report, &serde_json::to_string_pretty(&report)?)?;
     let svg = args.report.with_extension("svg");
-    write(&svg, &tl.svg())?;
+    write(&svg, &crate::plot::svg(&tl))?;
     write(
         &args.report.with_extension("history.json"),
         &serde_json::to_string(&history)?,
