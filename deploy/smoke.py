@@ -55,10 +55,8 @@ def primary(c):
     for m in status["members"]:
         if m["stateStr"] == "PRIMARY":
             return m["name"].split(":")[0], status
-    me = next((m for m in status["members"] if m.get("self")), {})
-    if me.get("stateStr") == "ARBITER":
-        fail(f"the router's primary is the arbiter {me['name']}: it was elected Raft leader "
-             "and holds no data (see docker logs bulwark-shard0-c-arbiter)")
+    # None also while the arbiter leads: it does so only to catch a data member up, and
+    # hands over within about a second.
     return None, status
 
 

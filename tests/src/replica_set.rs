@@ -162,18 +162,31 @@ impl TestReplicaSet {
 
     /// The member that is a writable primary now, if any.
     pub fn primary(&self) -> Option<usize> {
-        self.members.iter().position(|m| {
-            m.as_ref()
-                .and_then(|m| m.node.replica.as_ref())
-                .is_some_and(|r| r.status().writable)
-        })
+        (0..self.members.len()).find(|&i| self.writable(i))
+    }
+
+    fn writable(&self, i: usize) -> bool {
+        self.members[i]
+            .as_ref()
+            .and_then(|m| m.node.replica.as_ref())
+            .is_some_and(|r| r.status().writable)
     }
 
     /// Waits (bounded by `limit`, as a liveness check) for a writable primary.
     pub async fn wait_for_primary(&self, limit: Duration) -> Option<(usize, Duration)> {
+        let all: Vec<usize> = (0..self.members.len()).collect();
+        self.wait_for_primary_among(&all, limit).await
+    }
+
+    /// Waits (bounded by `limit`) until one of `among` is a writable primary.
+    pub async fn wait_for_primary_among(
+        &self,
+        among: &[usize],
+        limit: Duration,
+    ) -> Option<(usize, Duration)> {
         let started = Instant::now();
         while started.elapsed() < limit {
-            if let Some(p) = self.primary() {
+            if let Some(&p) = among.iter().find(|&&i| self.writable(i)) {
                 return Some((p, started.elapsed()));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -216,19 +229,19 @@ impl TestReplicaSet {
 
     /// Cuts member `i` off from every other member, in both directions.
     pub fn isolate(&self, i: usize) {
-        let id = self.configs[i].id;
-        for (j, m) in self.members.iter().enumerate() {
-            let Some(r) = m.as_ref().and_then(|m| m.node.replica.as_ref()) else {
-                continue;
-            };
-            if j == i {
-                for c in &self.configs {
-                    if c.id != id {
-                        r.faults.cut(c.id);
-                    }
-                }
-            } else {
-                r.faults.cut(id);
+        for j in (0..self.members.len()).filter(|&j| j != i) {
+            self.cut_link(i, j);
+        }
+    }
+
+    /// Cuts the link between members `i` and `j`, in both directions.
+    pub fn cut_link(&self, i: usize, j: usize) {
+        for (from, to) in [(i, j), (j, i)] {
+            if let Some(r) = self.members[from]
+                .as_ref()
+                .and_then(|m| m.node.replica.as_ref())
+            {
+                r.faults.cut(self.configs[to].id);
             }
         }
     }

@@ -295,24 +295,30 @@ async fn linearizable_reads_confirm_the_primary_first() {
     set.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn arbiters_and_priority_zero_members_never_lead() {
-    // The field report's layout: two data members in A, two in B (one of them
-    // priority 0), an arbiter in C.
-    let mut set = TestReplicaSet::start_layout(&[
+/// The field report's layout: two data members in A (priority 2), two in B (priority 1,
+/// the second `b2_priority`), an arbiter in C; returns once a site A member is primary
+/// (whoever wins the first election, priority takeover ends there).
+async fn seed_layout_led_by_site_a(b2_priority: i64) -> TestReplicaSet {
+    let set = TestReplicaSet::start_layout(&[
         ("A", 2, false),
         ("A", 2, false),
         ("B", 1, false),
-        ("B", 0, false),
+        ("B", b2_priority, false),
         ("C", 0, true),
     ])
     .await;
-    // Whoever wins the first election, a site A member (priority 2) ends up primary.
     let started = std::time::Instant::now();
     while !matches!(set.primary(), Some(0 | 1)) && started.elapsed() < LIVENESS {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(matches!(set.primary(), Some(0 | 1)), "site A leads");
+    set
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn arbiters_and_priority_zero_members_are_never_primary() {
+    // The second site B member has priority 0.
+    let mut set = seed_layout_led_by_site_a(0).await;
     let client = set.client(1, "").await;
     let coll = client.database("test").collection::<Document>("arb");
     coll.insert_one(doc! {"_id": 1}).await.unwrap();
@@ -340,6 +346,46 @@ async fn arbiters_and_priority_zero_members_never_lead() {
     }
     coll.insert_one(doc! {"_id": 2}).await.unwrap();
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2);
+    set.stop().await;
+}
+
+/// Found by the compose chaos target: with two data members in A, two in B and an arbiter
+/// in C, writes commit on A's members and the arbiter alone whenever B lags. If A then
+/// fails, the arbiter (rightly) refuses its vote to both B members, whose logs lack
+/// committed entries, and no data member can be elected. The arbiter must bring one up to
+/// date and hand over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lagging_site_takes_over_when_the_primary_site_fails() {
+    let set = seed_layout_led_by_site_a(1).await;
+    // B lags: A reaches only the arbiter, so these commit on A's members and the arbiter.
+    for a in [0, 1] {
+        for b in [2, 3] {
+            set.cut_link(a, b);
+        }
+    }
+    let client = set.client(0, "").await;
+    let coll = client.database("test").collection::<Document>("lag");
+    for i in 0..20 {
+        coll.insert_one(doc! {"_id": i})
+            .write_concern(majority())
+            .await
+            .unwrap();
+    }
+    let arbiter_log = set.status(4).last_index;
+    for b in [2, 3] {
+        assert!(set.status(b).last_index < arbiter_log, "member {b} lags");
+    }
+    // Site A fails.
+    for a in [0, 1] {
+        set.cut_link(a, 4);
+    }
+    let (next, after) = set
+        .wait_for_primary_among(&[2, 3], LIVENESS)
+        .await
+        .expect("a site B member takes over");
+    println!("member {next} primary {after:?} after site A failed");
+    wait_caught_up(&set, next).await;
+    assert_eq!(count_on_member(&set, next, "lag").await, 20);
     set.stop().await;
 }
 

@@ -135,6 +135,7 @@ impl Driver {
             if now >= next_tick {
                 self.raw.tick();
                 self.priority_takeover();
+                self.arbiter_handover();
                 next_tick = now + TICK;
             }
             self.track_role();
@@ -234,7 +235,6 @@ impl Driver {
         context
     }
 
-    /// An arbiter holds no data, so even if it led it would take no commands.
     fn outgoing(&self, msgs: Vec<Message>) -> Vec<Message> {
         if self.frozen() {
             without_vote_requests(msgs)
@@ -247,6 +247,7 @@ impl Driver {
         self.frozen_until.is_some_and(|t| Instant::now() < t)
     }
 
+    /// An arbiter holds no data: even while it leads it takes no commands.
     fn writable(&self) -> bool {
         !self.arbiter && self.raw.raft.state == StateRole::Leader && self.applied >= self.term_start
     }
@@ -343,6 +344,31 @@ impl Driver {
         }
     }
 
+    /// An arbiter leads only when no data member could be elected (see the election timers
+    /// in `repl::open`), and then only to bring one up to date: it hands leadership to the
+    /// best data member (reachable, highest priority, most caught up). raft-rs sends the
+    /// missing entries first and transfers once the member has them; a transfer that does
+    /// not complete within an election timeout is dropped, and the next tick tries again.
+    fn arbiter_handover(&mut self) {
+        let raft = &self.raw.raft;
+        if !self.arbiter || raft.state != StateRole::Leader || raft.lead_transferee.is_some() {
+            return;
+        }
+        let prs = raft.prs();
+        let best = self
+            .priorities
+            .iter()
+            .filter_map(|(&id, &priority)| {
+                let pr = prs.get(id)?;
+                Some((pr.recent_active, priority, pr.matched, id))
+            })
+            .max();
+        if let Some((_, _, _, to)) = best {
+            info!(to, "the arbiter leads: handing over to a data member");
+            self.raw.transfer_leader(to);
+        }
+    }
+
     /// Drops the log up to `durable` (checkpointed), but keeps the newest `retain_bytes`
     /// of entries so a member that lags a little still catches up from the log.
     fn compact(&mut self, durable: u64) -> std::io::Result<()> {
@@ -366,7 +392,14 @@ impl Driver {
         if is_leader && !self.was_leader {
             // The no-op entry raft-rs appends on election is the last one now.
             self.term_start = self.raw.raft.raft_log.last_index();
-            info!(term = self.raw.raft.term, "became primary");
+            if self.arbiter {
+                info!(
+                    term = self.raw.raft.term,
+                    "arbiter elected (takes no commands)"
+                );
+            } else {
+                info!(term = self.raw.raft.term, "became primary");
+            }
         }
         if self.was_leader && !is_leader {
             self.term_start = u64::MAX;

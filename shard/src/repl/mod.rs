@@ -41,6 +41,9 @@ pub const APPLIED_KEY: &[u8] = b"applied";
 /// Ticks before an arbiter or priority-0 member would start an election: never, in
 /// practice (a tick is 100 ms).
 const NEVER_ELECTION_TICK: usize = 1 << 40;
+/// Ticks ([`driver::TICK`] each) without a leader before a data member campaigns (up
+/// to twice this, randomized).
+const ELECTION_TICK: usize = 10;
 
 /// Why a proposed change was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -176,17 +179,24 @@ impl Replica {
             .collect();
         let log =
             log::DurableLog::open(log_dir, &voters, config.sync).map_err(|e| e.to_string())?;
-        // An arbiter holds no data and a priority-0 member must never be primary (as in
-        // MongoDB): their election timer is set beyond reach, so they never campaign, yet
-        // they still vote and keep the log.
-        let (min_election_tick, max_election_tick) = if me.arbiter || me.priority <= 0 {
+        // A priority-0 member must never be primary (as in MongoDB): its election timer is
+        // set beyond reach, so it never campaigns, yet it votes and keeps the log.
+        // An arbiter holds no data but keeps the log too, so a write can commit on the
+        // primary's site and the arbiter alone; if that site then fails, the arbiter
+        // refuses its vote to every surviving data member (their logs are behind) and none
+        // can be elected. So the arbiter may campaign, on a slower timer than the data
+        // members (it wins only when they cannot), and hands leadership to a data member
+        // at once, catching it up first (`Driver::arbiter_handover`).
+        let (min_election_tick, max_election_tick) = if me.arbiter {
+            (2 * ELECTION_TICK, 3 * ELECTION_TICK)
+        } else if me.priority <= 0 {
             (NEVER_ELECTION_TICK, NEVER_ELECTION_TICK + 1)
         } else {
             (0, 0)
         };
         let raft_config = raft::Config {
             id: me.id,
-            election_tick: 10,
+            election_tick: ELECTION_TICK,
             min_election_tick,
             max_election_tick,
             heartbeat_tick: 2,
