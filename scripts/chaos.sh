@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The bounded chaos suite CI runs on every submission (tier 4): each scenario starts its
 # own three-site cluster of separate processes on loopback, runs the workload through a
-# fault, and fails when a checker fails. Reports and plots go to $CHAOS_OUT.
+# fault, and fails when a checker fails. Then the same runner faults the docker-compose
+# cluster of deploy/ (built from this binary on the debootstrapped base image) through the
+# Docker CLI. Reports and plots go to $CHAOS_OUT.
 #
 #   bash scripts/chaos.sh                     # the CI set
-#   SCENARIOS="kill-primary" bash scripts/chaos.sh
+#   SCENARIOS="kill-primary" COMPOSE_SCENARIOS="" bash scripts/chaos.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BULWARK_BIN:-target/debug/bulwark}
@@ -27,4 +29,34 @@ for s in $SCENARIOS; do
     rm -rf "$OUT/$s-cluster"
   fi
 done
+
+# The compose target: image from the same (debug) binary, so CI builds nothing more; the
+# cluster starts fresh (no volumes from an earlier run) and is removed afterwards.
+COMPOSE_SCENARIOS=${COMPOSE_SCENARIOS-kill-primary partition-site}
+if [ -n "$COMPOSE_SCENARIOS" ]; then
+  export BULWARK_BIN
+  BULWARK_BIN=$(realpath "$BIN")
+  bash deploy/cluster.sh down >/dev/null 2>&1 || true
+  echo "== compose cluster up (deploy/cluster.sh up, log $OUT/compose-up.log)"
+  if timeout 900 bash deploy/cluster.sh up >"$OUT/compose-up.log" 2>&1; then
+    tail -1 "$OUT/compose-up.log"
+    for s in $COMPOSE_SCENARIOS; do
+      echo "== chaos $s (${DURATION}s, compose target)"
+      if ! timeout 600 "$BIN" chaos "$s" --target compose --seed "${CHAOS_SEED:-1}" --duration "$DURATION" \
+          --report "$OUT/compose-$s.json" 2>"$OUT/compose-$s.log"; then
+        echo "== chaos $s on compose FAILED (report $OUT/compose-$s.json, runner log $OUT/compose-$s.log)"
+        tail -20 "$OUT/compose-$s.log"
+        for c in $(bash deploy/cluster.sh compose ps -q 2>/dev/null); do
+          echo "-- $(docker inspect -f '{{.Name}}' "$c")"; docker logs --tail 10 "$c" 2>&1 || true
+        done
+        status=1
+      fi
+    done
+  else
+    echo "== compose cluster did not come up"
+    tail -30 "$OUT/compose-up.log"
+    status=1
+  fi
+  bash deploy/cluster.sh down >/dev/null 2>&1 || true
+fi
 exit $status

@@ -4,8 +4,12 @@
 //! of separate processes ([`local`]) whose links go through fault-injecting proxies
 //! ([`proxy`]), runs the [`workload`], applies the [`scenario`]'s fault, and checks the
 //! history ([`check`]); it writes a JSON report and a [`plot`] of the [`timeline`].
+//! `--target compose` runs the same scenarios against the docker-compose cluster
+//! ([`compose`]); both targets implement [`cluster::Cluster`].
 
 pub mod check;
+pub mod cluster;
+pub mod compose;
 pub mod history;
 pub mod local;
 pub mod plot;

@@ -10,17 +10,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
-use bson::doc;
+use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::Cluster;
 use crate::proxy::Links;
+use crate::raw_client::Login;
 
 pub const ADMIN_USER: &str = "chaos";
 pub const ADMIN_PASSWORD: &str = "chaos-password";
-pub const SITES: [&str; 3] = ["A", "B", "C"];
-/// How long a cluster may take to become healthy before the scenario fails.
-const HEALTHY_WITHIN: Duration = Duration::from_secs(90);
 
 /// (site, priority, arbiter) of each member, in id order.
 const LAYOUT: [(&str, i64, bool); 5] = [
@@ -182,26 +180,89 @@ impl LocalCluster {
         Ok(c)
     }
 
-    pub fn router_addr(&self, r: usize) -> SocketAddr {
+    fn start_router(&mut self, r: usize) -> anyhow::Result<()> {
+        let router = &mut self.routers[r];
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("router").envs(router.env.iter().cloned());
+        router.child = Some(spawn(&mut cmd, &router.log).context("starting a router")?);
+        Ok(())
+    }
+}
+
+impl Cluster for LocalCluster {
+    fn target(&self) -> &'static str {
+        "local"
+    }
+
+    fn login(&self) -> Login {
+        Login::new(ADMIN_USER, ADMIN_PASSWORD)
+    }
+
+    fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
+    fn member_id(&self, i: usize) -> u64 {
+        self.members[i].id
+    }
+
+    fn member_site(&self, i: usize) -> &str {
+        self.members[i].site
+    }
+
+    fn member_host(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.members[i].port)
+    }
+
+    fn router_count(&self) -> usize {
+        self.routers.len()
+    }
+
+    fn router_site(&self, r: usize) -> &str {
+        self.routers[r].site
+    }
+
+    fn router_nonce_source(&self, r: usize) -> &str {
+        self.routers[r].nonce_source
+    }
+
+    fn router_addr(&self, r: usize) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.routers[r].port))
     }
 
-    /// The site's default router (not the OS-nonce one).
-    pub fn router_of(&self, site: &str) -> usize {
-        self.routers
-            .iter()
-            .position(|r| r.site == site && r.nonce_source == "user")
-            .expect("every site has a router")
+    fn router_pid(&self, r: usize) -> Option<u32> {
+        self.routers[r].child.as_ref().map(|c| c.id())
     }
 
-    pub fn uri(&self, r: usize) -> String {
-        format!(
-            "mongodb://{ADMIN_USER}:{ADMIN_PASSWORD}@127.0.0.1:{}/?authSource=admin",
-            self.routers[r].port
-        )
+    fn logs_hint(&self) -> String {
+        format!("logs in {}", self.dir.display())
     }
 
-    pub fn start_member(&mut self, i: usize) -> anyhow::Result<()> {
+    fn kill_member(&mut self, i: usize) -> anyhow::Result<()> {
+        if let Some(mut c) = self.members[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        Ok(())
+    }
+
+    fn stop_member(&mut self, i: usize) -> anyhow::Result<()> {
+        if let Some(mut c) = self.members[i].child.take() {
+            signal(&c, libc::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        Ok(())
+    }
+
+    fn start_member(&mut self, i: usize) -> anyhow::Result<()> {
         let m = &mut self.members[i];
         let child = spawn(
             Command::new(&self.bin)
@@ -214,152 +275,25 @@ impl LocalCluster {
         Ok(())
     }
 
-    fn start_router(&mut self, r: usize) -> anyhow::Result<()> {
-        let router = &mut self.routers[r];
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("router").envs(router.env.iter().cloned());
-        router.child = Some(spawn(&mut cmd, &router.log).context("starting a router")?);
-        Ok(())
-    }
-
-    pub fn router_pid(&self, r: usize) -> Option<u32> {
-        self.routers[r].child.as_ref().map(|c| c.id())
-    }
-
-    /// SIGKILL: no clean shutdown, no checkpoint.
-    pub fn kill_member(&mut self, i: usize) {
-        if let Some(mut c) = self.members[i].child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// SIGTERM and wait: a clean stop (the member checkpoints WiredTiger first).
-    pub fn stop_member(&mut self, i: usize) {
-        if let Some(mut c) = self.members[i].child.take() {
-            signal(&c, libc::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// SIGSTOP (`pause = true`) or SIGCONT.
-    pub fn pause_member(&self, i: usize, pause: bool) {
+    fn pause_member(&mut self, i: usize, pause: bool) -> anyhow::Result<()> {
         if let Some(c) = &self.members[i].child {
             signal(c, if pause { libc::SIGSTOP } else { libc::SIGCONT });
         }
+        Ok(())
     }
 
-    pub fn partition(&self, site: &str) {
+    fn partition(&mut self, site: &str) -> anyhow::Result<()> {
         self.links.partition(site);
+        Ok(())
     }
 
-    pub fn heal(&self) {
+    fn heal(&mut self) -> anyhow::Result<()> {
         self.links.heal();
-    }
-
-    /// The member the replica set reports as primary, asked through `router`.
-    pub async fn primary(&self, client: &mongodb::Client) -> anyhow::Result<usize> {
-        let status = client
-            .database("admin")
-            .run_command(doc! {"replSetGetStatus": 1})
-            .await?;
-        for m in status.get_array("members")? {
-            let Some(m) = m.as_document() else { continue };
-            if m.get_str("stateStr") == Ok("PRIMARY") {
-                let name = m.get_str("name")?;
-                if let Some(i) = self
-                    .members
-                    .iter()
-                    .position(|x| name.ends_with(&format!(":{}", x.port)))
-                {
-                    return Ok(i);
-                }
-            }
-        }
-        bail!("no primary in replSetGetStatus: {status}")
-    }
-
-    /// Waits until member `i` reports itself up (SECONDARY, ARBITER or PRIMARY) in the
-    /// set's status, as an operator waits before restarting the next member.
-    pub async fn wait_member_up(&self, admin: &mongodb::Client, i: usize) -> anyhow::Result<()> {
-        let deadline = Instant::now() + HEALTHY_WITHIN;
-        let suffix = format!(":{}", self.members[i].port);
-        loop {
-            let status = admin
-                .database("admin")
-                .run_command(doc! {"replSetGetStatus": 1})
-                .await;
-            let up = status.ok().is_some_and(|s| {
-                s.get_array("members").is_ok_and(|ms| {
-                    ms.iter().filter_map(|m| m.as_document()).any(|m| {
-                        m.get_str("name").is_ok_and(|n| n.ends_with(&suffix))
-                            && matches!(
-                                m.get_str("stateStr"),
-                                Ok("SECONDARY" | "ARBITER" | "PRIMARY")
-                            )
-                    })
-                })
-            });
-            if up {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "member {} did not come back within {HEALTHY_WITHIN:?}",
-                    self.members[i].id
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// Waits until a majority write and a read succeed through every default router.
-    pub async fn wait_healthy(&self) -> anyhow::Result<Duration> {
-        let started = Instant::now();
-        let deadline = started + HEALTHY_WITHIN;
-        for site in SITES {
-            let r = self.router_of(site);
-            let client = client(&self.uri(r)).await?;
-            let coll = client
-                .database("chaos")
-                .collection::<bson::Document>("health");
-            let mut last: String;
-            loop {
-                let probe = async {
-                    coll.update_one(doc! {"_id": site}, doc! {"$inc": {"n": 1}})
-                        .upsert(true)
-                        .await?;
-                    coll.find_one(doc! {"_id": site}).await?;
-                    anyhow::Ok(())
-                };
-                match tokio::time::timeout(Duration::from_secs(5), probe).await {
-                    Ok(Ok(())) => break,
-                    Ok(Err(e)) => last = e.to_string(),
-                    Err(_) => last = "timed out".into(),
-                }
-                if Instant::now() > deadline {
-                    bail!(
-                        "the cluster did not become healthy within {:?} (site {site} router: {last}); logs in {}",
-                        HEALTHY_WITHIN,
-                        self.dir.display()
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-        }
-        Ok(started.elapsed())
+        Ok(())
     }
 
     /// Stops every process (SIGKILL: the data directory is thrown away).
-    pub fn stop(&mut self) {
+    fn finish(&mut self) {
         self.shutdown.cancel();
         for m in &mut self.members {
             if let Some(c) = &m.child {
@@ -380,16 +314,8 @@ impl LocalCluster {
 
 impl Drop for LocalCluster {
     fn drop(&mut self) {
-        self.stop();
+        self.finish();
     }
-}
-
-/// A driver client with short timeouts, so a fault shows as errors, not as a stall.
-pub async fn client(uri: &str) -> anyhow::Result<mongodb::Client> {
-    let mut opts = mongodb::options::ClientOptions::parse(uri).await?;
-    opts.server_selection_timeout = Some(Duration::from_secs(2));
-    opts.connect_timeout = Some(Duration::from_secs(2));
-    Ok(mongodb::Client::with_options(opts)?)
 }
 
 fn spawn(cmd: &mut Command, log: &Path) -> anyhow::Result<Child> {

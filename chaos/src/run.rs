@@ -10,6 +10,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::check::{lost_writes, recovery};
+use crate::cluster::{client, Cluster, SITES};
+use crate::compose::ComposeCluster;
 use crate::local::LocalCluster;
 use crate::scenario::{self, Scenario};
 use crate::timeline;
@@ -61,48 +63,89 @@ pub struct ChaosArgs {
 
 /// Runs the scenario; `Ok(true)` when every checker passed.
 pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
-    if args.target == Target::Compose {
-        bail!("--target compose is not available yet: run the scenario with --target local (deploy/smoke.sh exercises the compose cluster)");
-    }
-    let pre = (args.duration / 4).max(5);
-    let fault_secs = (args.duration / 4).max(5);
-    let post = args.duration.saturating_sub(pre + fault_secs).max(10);
     let fds = crate::proc_stat::raise_fd_limit(args.storm_clients as u64 * 2 + 4096);
-    let dir = match &args.dir {
-        Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("bulwark-chaos-{}", std::process::id())),
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    println!(
-        "chaos {:?}: local cluster in {} (ports {}+), seed {}, {pre}s + {fault_secs}s fault + {post}s, open files {fds}",
-        args.scenario,
-        dir.display(),
-        args.base_port,
-        args.seed
-    );
     let started = Instant::now();
-    let router_env = args
-        .router_env
-        .iter()
-        .map(|kv| {
-            kv.split_once('=')
-                .filter(|(k, _)| k.starts_with("BULWARK_"))
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .with_context(|| format!("--router-env {kv}: expected BULWARK_KEY=VALUE"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut cluster = LocalCluster::start(bin, &dir, args.base_port, &router_env)
-        .await
-        .context("starting the local cluster")?;
+    match args.target {
+        Target::Local => {
+            let dir = match &args.dir {
+                Some(d) => d.clone(),
+                None => std::env::temp_dir().join(format!("bulwark-chaos-{}", std::process::id())),
+            };
+            let _ = std::fs::remove_dir_all(&dir);
+            println!(
+                "chaos {:?}: local cluster in {} (ports {}+), seed {}, open files {fds}",
+                args.scenario,
+                dir.display(),
+                args.base_port,
+                args.seed
+            );
+            let router_env = args
+                .router_env
+                .iter()
+                .map(|kv| {
+                    kv.split_once('=')
+                        .filter(|(k, _)| k.starts_with("BULWARK_"))
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .with_context(|| format!("--router-env {kv}: expected BULWARK_KEY=VALUE"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let mut cluster = LocalCluster::start(bin, &dir, args.base_port, &router_env)
+                .await
+                .context("starting the local cluster")?;
+            let passed = run_on(&args, &mut cluster, started).await;
+            cluster.finish();
+            if matches!(passed, Ok(true)) && args.dir.is_none() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            passed
+        }
+        Target::Compose => {
+            if !args.router_env.is_empty() {
+                bail!("--router-env applies to the local target: the compose routers' settings are in deploy/docker-compose.yml");
+            }
+            println!(
+                "chaos {:?}: the docker-compose cluster (make cluster-up), seed {}, open files {fds}",
+                args.scenario, args.seed
+            );
+            let mut cluster = ComposeCluster::attach()
+                .await
+                .context("attaching to the compose cluster")?;
+            let passed = run_on(&args, &mut cluster, started).await;
+            cluster.finish();
+            passed
+        }
+    }
+}
+
+/// The scenario on a healthy cluster: workload, fault, recovery, checks, report.
+/// `started`: when the runner began bringing the cluster up.
+async fn run_on<C: Cluster>(
+    args: &ChaosArgs,
+    cluster: &mut C,
+    started: Instant,
+) -> anyhow::Result<bool> {
     println!(
         "cluster healthy after {:.1}s",
         started.elapsed().as_secs_f64()
     );
-
-    let admin = crate::local::client(&cluster.uri(cluster.router_of("A"))).await?;
+    let pre = (args.duration / 4).max(5);
+    let fault_secs = (args.duration / 4).max(5);
+    let post = args.duration.saturating_sub(pre + fault_secs).max(10);
+    println!("{pre}s + {fault_secs}s fault + {post}s");
+    let admin = client(&cluster.uri(cluster.router_of("A"))).await?;
+    // The histories' values are unique within a run only: start from empty collections
+    // (the compose cluster keeps an earlier run's data).
+    for coll in ["lists", "registers"] {
+        admin
+            .database("chaos")
+            .collection::<bson::Document>(coll)
+            .drop()
+            .await
+            .with_context(|| format!("dropping chaos.{coll} before the run"))?;
+    }
     let mut clients = Vec::new();
-    for site in crate::local::SITES {
-        clients.push(crate::local::client(&cluster.uri(cluster.router_of(site))).await?);
+    for site in SITES {
+        clients.push(client(&cluster.uri(cluster.router_of(site))).await?);
     }
     let clock = Clock(Instant::now());
     let stop = CancellationToken::new();
@@ -121,7 +164,7 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
     let fault_start = clock.now() as f64 / 1e9;
     let f = scenario::fault(
         args.scenario,
-        &mut cluster,
+        cluster,
         &admin,
         fault_secs,
         args.storm_clients,
@@ -168,7 +211,7 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
     let counts = timeline::counts(&history);
     let report = json!({
         "scenario": args.scenario,
-        "target": "local",
+        "target": cluster.target(),
         "seed": args.seed,
         "router_env": &args.router_env,
         "passed": passed,
@@ -222,10 +265,6 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
         svg.display(),
         if passed { "PASSED" } else { "FAILED" }
     );
-    cluster.stop();
-    if passed && args.dir.is_none() {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
     Ok(passed)
 }
 

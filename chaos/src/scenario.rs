@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use anyhow::Context;
 use bson::doc;
 use clap::ValueEnum;
 use serde::Serialize;
@@ -10,7 +11,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::check;
-use crate::local::{LocalCluster, ADMIN_PASSWORD, ADMIN_USER};
+use crate::cluster::Cluster;
 use crate::raw_client::Login;
 use crate::storm;
 use crate::workload::Clock;
@@ -49,16 +50,16 @@ pub struct FaultRun {
 }
 
 /// Applies `scenario` to the cluster for about `secs`, then lifts it.
-pub async fn fault(
+pub async fn fault<C: Cluster>(
     scenario: Scenario,
-    cluster: &mut LocalCluster,
+    cluster: &mut C,
     admin: &mongodb::Client,
     secs: u64,
     storm_clients: usize,
     clock: Clock,
 ) -> anyhow::Result<FaultRun> {
     let window = Duration::from_secs(secs);
-    let login = Login::new(ADMIN_USER, ADMIN_PASSWORD);
+    let login = cluster.login();
     let now_secs = || clock.now() as f64 / 1e9;
     let mut storm_checks = Vec::new();
     let (label, details) = match scenario {
@@ -74,9 +75,9 @@ pub async fn fault(
         Scenario::NonceContention => {
             let half = window / 2;
             let default = cluster.router_of("A");
-            let os = (0..cluster.routers.len())
-                .find(|&r| cluster.routers[r].nonce_source == "os")
-                .expect("the local cluster has an os-nonce router");
+            let os = (0..cluster.router_count())
+                .find(|&r| cluster.router_nonce_source(r) == "os")
+                .context("this target has no router with nonce_source = \"os\" (the local target has one)")?;
             let user = storm_for(cluster, default, storm_clients, login.clone(), half).await;
             storm_checks.push(check::storm::check(&user.per_sec));
             let os = storm_for(cluster, os, storm_clients, login, half).await;
@@ -88,14 +89,15 @@ pub async fn fault(
         }
         Scenario::SlowRouter => {
             let r = cluster.router_of("B");
-            let b = crate::local::client(&cluster.uri(r)).await?;
+            let b = crate::cluster::client(&cluster.uri(r)).await?;
             b.database("admin")
                 .run_command(doc! {
                     "configureFailPoint": "failCommand", "mode": "alwaysOn",
                     "data": {"failCommands": ["ping", "find", "update", "insert"],
                              "blockConnection": true, "blockTimeMS": 600},
                 })
-                .await?;
+                .await
+                .context("setting the failCommand fail point (the router needs enable_test_commands, which the local target sets)")?;
             let stop = CancellationToken::new();
             let (addr, pid) = (cluster.router_addr(r), cluster.router_pid(r));
             let storm = tokio::spawn(storm::run(
@@ -130,41 +132,41 @@ pub async fn fault(
         }
         Scenario::KillPrimary | Scenario::PausePrimary | Scenario::PartitionSite => {
             let p = cluster.primary(admin).await?;
-            let (id, site) = (cluster.members[p].id, cluster.members[p].site);
+            let (id, site) = (cluster.member_id(p), cluster.member_site(p).to_string());
             let label = match scenario {
                 Scenario::KillPrimary => {
-                    cluster.kill_member(p);
+                    cluster.kill_member(p)?;
                     format!("SIGKILL member {id}")
                 }
                 Scenario::PausePrimary => {
-                    cluster.pause_member(p, true);
+                    cluster.pause_member(p, true)?;
                     format!("SIGSTOP member {id}")
                 }
                 _ => {
-                    cluster.partition(site);
+                    cluster.partition(&site)?;
                     format!("site {site} cut off")
                 }
             };
             tokio::time::sleep(window).await;
             match scenario {
                 Scenario::KillPrimary => cluster.start_member(p)?,
-                Scenario::PausePrimary => cluster.pause_member(p, false),
-                _ => cluster.heal(),
+                Scenario::PausePrimary => cluster.pause_member(p, false)?,
+                _ => cluster.heal()?,
             }
             (label, json!({ "primary_before": id, "site": site }))
         }
         Scenario::RollingRestart => {
             let p = cluster.primary(admin).await?;
-            let mut order: Vec<usize> = (0..cluster.members.len()).filter(|&i| i != p).collect();
+            let mut order: Vec<usize> = (0..cluster.member_count()).filter(|&i| i != p).collect();
             order.push(p);
             let mut restarts = Vec::new();
             for i in order {
                 let t0 = now_secs();
-                cluster.stop_member(i);
+                cluster.stop_member(i)?;
                 cluster.start_member(i)?;
                 cluster.wait_member_up(admin, i).await?;
                 let healthy = cluster.wait_healthy().await?;
-                restarts.push(json!({ "member": cluster.members[i].id, "at_secs": t0,
+                restarts.push(json!({ "member": cluster.member_id(i), "at_secs": t0,
                                       "healthy_after_secs": healthy.as_secs_f64() }));
             }
             ("rolling restart".into(), json!({ "restarts": restarts }))
@@ -178,8 +180,8 @@ pub async fn fault(
     })
 }
 
-async fn storm_for(
-    cluster: &LocalCluster,
+async fn storm_for<C: Cluster>(
+    cluster: &C,
     r: usize,
     clients: usize,
     login: Login,
@@ -196,6 +198,6 @@ async fn storm_for(
     tokio::time::sleep(window).await;
     stop.cancel();
     let mut report = task.await.unwrap_or_default();
-    report.nonce_source = cluster.routers[r].nonce_source.into();
+    report.nonce_source = cluster.router_nonce_source(r).into();
     report
 }
