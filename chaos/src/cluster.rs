@@ -35,6 +35,8 @@ pub trait Cluster {
     fn router_addr(&self, r: usize) -> SocketAddr;
     /// The router's process on this host, whose CPU a storm reports.
     fn router_pid(&self, r: usize) -> Option<u32>;
+    /// The member's process on this host.
+    fn member_pid(&self, i: usize) -> Option<u32>;
     /// Where to look when something fails (log files, or the containers' `docker logs`).
     fn logs_hint(&self) -> String;
 

@@ -172,18 +172,12 @@ impl Cluster for ComposeCluster {
         self.routers[r].addr
     }
 
-    /// The container's main process, as the host sees it.
     fn router_pid(&self, r: usize) -> Option<u32> {
-        docker(&[
-            "inspect",
-            "-f",
-            "{{.State.Pid}}",
-            &self.routers[r].container,
-        ])
-        .ok()?
-        .parse()
-        .ok()
-        .filter(|&p| p != 0)
+        container_pid(&self.routers[r].container)
+    }
+
+    fn member_pid(&self, i: usize) -> Option<u32> {
+        container_pid(&self.members[i].container)
     }
 
     fn logs_hint(&self) -> String {
@@ -265,6 +259,15 @@ impl Drop for ComposeCluster {
     fn drop(&mut self) {
         self.finish();
     }
+}
+
+/// The container's main process, as the host sees it.
+fn container_pid(container: &str) -> Option<u32> {
+    docker(&["inspect", "-f", "{{.State.Pid}}", container])
+        .ok()?
+        .parse()
+        .ok()
+        .filter(|&p| p != 0)
 }
 
 /// Runs `docker ARGS` (bounded: a wedged engine must not hang the run) and returns its

@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod compose;
 pub mod history;
 pub mod local;
+pub mod overload;
 pub mod plot;
 pub mod proc_stat;
 pub mod proxy;

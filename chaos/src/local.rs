@@ -47,8 +47,21 @@ pub struct Router {
     child: Option<Child>,
 }
 
+/// How the local cluster differs from the default.
+#[derive(Default)]
+pub struct LocalOptions {
+    /// Extra `BULWARK_*` settings for every router.
+    pub router_env: Vec<(String, String)>,
+    /// Extra top-level TOML lines for every member's config.
+    pub member_settings: String,
+    /// CPUs every process runs on (`taskset -c` syntax), so that a load generator on the
+    /// others measures the cluster, not the competition between them.
+    pub cpus: Option<String>,
+}
+
 pub struct LocalCluster {
     bin: PathBuf,
+    cpus: Option<String>,
     pub dir: PathBuf,
     pub members: Vec<Member>,
     pub routers: Vec<Router>,
@@ -59,13 +72,13 @@ pub struct LocalCluster {
 impl LocalCluster {
     /// Starts every process (ports from `base_port` up) and waits until the cluster
     /// takes majority writes through every router.
-    /// `router_env`: extra `BULWARK_*` settings for every router.
     pub async fn start(
         bin: &Path,
         dir: &Path,
         base_port: u16,
-        router_env: &[(String, String)],
+        options: &LocalOptions,
     ) -> anyhow::Result<LocalCluster> {
+        let (router_env, member_settings) = (&options.router_env, &options.member_settings);
         std::fs::create_dir_all(dir)?;
         let shutdown = CancellationToken::new();
         let mut links = Links::default();
@@ -103,7 +116,7 @@ impl LocalCluster {
             std::fs::write(
                 &config,
                 format!(
-                    "listen = \"127.0.0.1:{}\"\ndir = \"{}\"\ncache_mb = 64\n\n[replication]\nset_name = \"shard0\"\nme = {id}\nmembers = [\n{}\n]\n",
+                    "listen = \"127.0.0.1:{}\"\ndir = \"{}\"\ncache_mb = 64\n{member_settings}\n[replication]\nset_name = \"shard0\"\nme = {id}\nmembers = [\n{}\n]\n",
                     member_port(i),
                     dir.join(format!("member{id}")).display(),
                     peers.join("\n")
@@ -164,6 +177,7 @@ impl LocalCluster {
         }
         let mut c = LocalCluster {
             bin: bin.to_path_buf(),
+            cpus: options.cpus.clone(),
             dir: dir.to_path_buf(),
             members,
             routers,
@@ -180,9 +194,21 @@ impl LocalCluster {
         Ok(c)
     }
 
+    /// The `bulwark` binary, pinned to `cpus` when set.
+    fn command(&self) -> Command {
+        match &self.cpus {
+            Some(cpus) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", cpus]).arg(&self.bin);
+                c
+            }
+            None => Command::new(&self.bin),
+        }
+    }
+
     fn start_router(&mut self, r: usize) -> anyhow::Result<()> {
+        let mut cmd = self.command();
         let router = &mut self.routers[r];
-        let mut cmd = Command::new(&self.bin);
         cmd.arg("router").envs(router.env.iter().cloned());
         router.child = Some(spawn(&mut cmd, &router.log).context("starting a router")?);
         Ok(())
@@ -234,6 +260,10 @@ impl Cluster for LocalCluster {
         self.routers[r].child.as_ref().map(|c| c.id())
     }
 
+    fn member_pid(&self, i: usize) -> Option<u32> {
+        self.members[i].child.as_ref().map(|c| c.id())
+    }
+
     fn logs_hint(&self) -> String {
         format!("logs in {}", self.dir.display())
     }
@@ -263,14 +293,10 @@ impl Cluster for LocalCluster {
     }
 
     fn start_member(&mut self, i: usize) -> anyhow::Result<()> {
+        let mut cmd = self.command();
         let m = &mut self.members[i];
-        let child = spawn(
-            Command::new(&self.bin)
-                .args(["shard", "--config"])
-                .arg(&m.config),
-            &m.log,
-        )
-        .with_context(|| format!("starting member {}", m.id))?;
+        let child = spawn(cmd.args(["shard", "--config"]).arg(&m.config), &m.log)
+            .with_context(|| format!("starting member {}", m.id))?;
         m.child = Some(child);
         Ok(())
     }

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::check::{lost_writes, recovery};
 use crate::cluster::{client, Cluster, SITES};
 use crate::compose::ComposeCluster;
-use crate::local::LocalCluster;
+use crate::local::{LocalCluster, LocalOptions};
 use crate::scenario::{self, Scenario};
 use crate::timeline;
 use crate::workload::{self, Clock, Shape};
@@ -65,6 +65,16 @@ pub struct ChaosArgs {
 pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
     let fds = crate::proc_stat::raise_fd_limit(args.storm_clients as u64 * 2 + 4096);
     let started = Instant::now();
+    if args.scenario == Scenario::Overload {
+        if args.target != Target::Local {
+            bail!("overload runs on the local target only");
+        }
+        let dir = args.dir.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("bulwark-overload-{}", std::process::id()))
+        });
+        crate::overload::run(bin, &dir, args.base_port, &args.report).await?;
+        return Ok(true);
+    }
     match args.target {
         Target::Local => {
             let dir = match &args.dir {
@@ -89,7 +99,11 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
                         .with_context(|| format!("--router-env {kv}: expected BULWARK_KEY=VALUE"))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let mut cluster = LocalCluster::start(bin, &dir, args.base_port, &router_env)
+            let options = LocalOptions {
+                router_env,
+                ..Default::default()
+            };
+            let mut cluster = LocalCluster::start(bin, &dir, args.base_port, &options)
                 .await
                 .context("starting the local cluster")?;
             let passed = run_on(&args, &mut cluster, started).await;
@@ -268,7 +282,7 @@ async fn run_on<C: Cluster>(
     Ok(passed)
 }
 
-fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+pub(crate) fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }

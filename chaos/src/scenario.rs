@@ -36,6 +36,10 @@ pub enum Scenario {
     PartitionSite,
     /// Restart every member in turn (SIGTERM), secondaries first, the primary last.
     RollingRestart,
+    /// Not a fault: the open-loop experiment of "Where a MongoDB request waits" (50%,
+    /// 130%, 50% of measured capacity with 100 ms deadlines), with pools of 100, tiny
+    /// pools, and deadlines and admission switched off (local target).
+    Overload,
 }
 
 /// What a fault did, for the report.
@@ -155,6 +159,7 @@ pub async fn fault<C: Cluster>(
             }
             (label, json!({ "primary_before": id, "site": site }))
         }
+        Scenario::Overload => anyhow::bail!("overload runs on its own (overload::run)"),
         Scenario::RollingRestart => {
             let p = cluster.primary(admin).await?;
             let mut order: Vec<usize> = (0..cluster.member_count()).filter(|&i| i != p).collect();

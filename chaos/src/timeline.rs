@@ -27,13 +27,7 @@ pub fn from_history(
     }
     let p99_ms = latencies
         .into_iter()
-        .map(|mut l| {
-            if l.is_empty() {
-                return 0.0;
-            }
-            l.sort_unstable();
-            l[(l.len() * 99 / 100).min(l.len() - 1)] as f64 / 1e6
-        })
+        .map(|mut l| quantile_ms(&mut l, 0.99))
         .collect();
     Timeline {
         title: title.into(),
@@ -54,4 +48,14 @@ pub fn counts(history: &History) -> String {
         n(Outcome::Fail),
         n(Outcome::Unknown)
     )
+}
+
+/// The `q` quantile of durations in nanoseconds, in milliseconds (0 for no samples).
+pub fn quantile_ms(nanos: &mut [u64], q: f64) -> f64 {
+    if nanos.is_empty() {
+        return 0.0;
+    }
+    nanos.sort_unstable();
+    let i = ((nanos.len() as f64 * q) as usize).min(nanos.len() - 1);
+    nanos[i] as f64 / 1e6
 }

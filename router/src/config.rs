@@ -22,6 +22,11 @@ pub struct RouterConfig {
     pub handshake_queue_wait_ms: u64,
     /// Commands slower than this are logged with their timings.
     pub slow_ms: u64,
+    /// Use each command's `maxTimeMS`: forward it to the shard as its deadline, and shed
+    /// the command at once when the router's own lag would eat it (`runtime_lag.rs`).
+    /// Off, nobody learns when a client gives up (as with a router that drops the
+    /// deadline); only for measuring what that buys (`bulwark chaos overload`).
+    pub propagate_deadlines: bool,
     /// The site this router runs in: reads that may go to a secondary prefer members
     /// tagged with it.
     pub site: String,
@@ -61,6 +66,7 @@ impl Default for RouterConfig {
             handshake_queue_limit: 4096,
             handshake_queue_wait_ms: 2000,
             slow_ms: 100,
+            propagate_deadlines: true,
             site: String::new(),
             auth: false,
             nonce_source: "user".into(),

@@ -19,9 +19,12 @@ pub enum Op {
     AuthFailed,
     /// Commands dropped because their client closed the connection while they ran.
     CancelledByDisconnect,
+    /// Commands answered ExceededTimeLimit at once because the runtime's lag would have
+    /// eaten their deadline.
+    ShedByRouter,
 }
 
-const OPS: usize = 9;
+const OPS: usize = 10;
 
 /// One `T` per stripe, each on cache lines of its own; a connection always uses the
 /// stripe its id picks, so connections on different cores rarely share one.

@@ -15,6 +15,7 @@ pub mod fail_point;
 pub mod ingress;
 pub mod listener;
 pub mod read_preference;
+pub mod runtime_lag;
 pub mod shard_client;
 pub mod tls;
 pub mod wait_histograms;

@@ -43,6 +43,8 @@ pub struct RouterState {
     pub fail_points: crate::fail_point::FailPoints,
     /// Where forwarded commands waited (`serverStatus.bulwark.waits`).
     pub waits: crate::wait_histograms::WaitHistograms,
+    /// How late the runtime runs tasks (`runtime_lag.rs`).
+    pub lag: Arc<crate::runtime_lag::RuntimeLag>,
 }
 
 impl RouterState {
@@ -114,6 +116,7 @@ pub async fn serve_with(
         cursors: Default::default(),
         fail_points: Default::default(),
         waits: Default::default(),
+        lag: Default::default(),
         host: format!(
             "{}:{}",
             hostname::get()
@@ -126,6 +129,7 @@ pub async fn serve_with(
     info!(addr = %local, shard = %state.config.shard, auth = state.config.auth, tls = %state.config.tls_mode, "router listening");
     let tasks = TaskTracker::new();
     tasks.spawn(state.shard.clone().monitor(shutdown.clone()));
+    state.lag.spawn(&tasks, shutdown.clone());
     crate::auth::setup::spawn_bootstrap(&tasks, &state, shutdown.clone());
     let acceptor = spawn_acceptor(listener, state, tasks.clone(), shutdown.clone())?;
     shutdown.cancelled().await;

@@ -33,6 +33,10 @@ pub struct ShardConfig {
     /// come, first served.
     pub read_tickets: usize,
     pub write_tickets: usize,
+    /// Ticket queues and shedding. Off, every command runs at once, however many (no
+    /// queue, nothing shed); only for measuring what admission buys (`bulwark chaos
+    /// overload`).
+    pub admission_control: bool,
 }
 
 impl Default for ShardConfig {
@@ -49,6 +53,7 @@ impl Default for ShardConfig {
             cluster_key_file: String::new(),
             read_tickets: 0,
             write_tickets: 0,
+            admission_control: true,
         }
     }
 }

@@ -117,10 +117,7 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
             key,
         )
         .await?;
-        member
-            .node
-            .admission
-            .configure(config.read_tickets, config.write_tickets);
+        configure_admission(&member.node.admission, &config);
         shutdown.cancelled().await;
         member.shutdown.cancel();
         return member
@@ -133,8 +130,7 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
     let node = tokio::task::spawn_blocking(move || Node::open(&kind, cursor_timeout))
         .await
         .map_err(|e| ShardError::Catalog(e.to_string()))??;
-    node.admission
-        .configure(config.read_tickets, config.write_tickets);
+    configure_admission(&node.admission, &config);
     serve_with_key(node, listener, ttl, key, shutdown).await
 }
 
@@ -256,4 +252,12 @@ pub async fn start_member(
         shutdown,
         task,
     })
+}
+
+fn configure_admission(admission: &crate::admission::Admission, config: &ShardConfig) {
+    if config.admission_control {
+        admission.configure(config.read_tickets, config.write_tickets);
+    } else {
+        admission.disable();
+    }
 }

@@ -49,7 +49,9 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
     let name = cmd.keys().next().cloned().unwrap_or_default();
     let (w, wtimeout_ms) = write_concern(cmd.get("writeConcern"))?;
     let mut fwd = Forward {
-        max_time_ms: max_time_ms(cmd.get("maxTimeMS"))?,
+        max_time_ms: Some(max_time_ms(cmd.get("maxTimeMS"))?)
+            .filter(|_| session.state.config.propagate_deadlines)
+            .unwrap_or(0),
         read_preference: ReadPreference::parse(cmd.get("$readPreference"))?,
         w,
         wtimeout_ms,
@@ -58,6 +60,21 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
     };
     if fwd.writes {
         fwd.read_preference = ReadPreference::default();
+    }
+    // Refused before anything starts, so the client keeps its connection and its time.
+    if session.state.lag.would_outlast(fwd.max_time_ms) {
+        let state = &session.state;
+        state
+            .counters
+            .add(session.id, crate::counters::Op::ShedByRouter, 1);
+        return Err(MongoError::new(
+            ErrorCode::ExceededTimeLimit,
+            format!(
+                "router overloaded: it runs tasks {} ms late, too late for maxTimeMS {}; nothing was started, retry",
+                state.lag.current().as_millis(),
+                fwd.max_time_ms
+            ),
+        ));
     }
     let linearizable = read_concern(cmd.get("readConcern"))? == Some("linearizable");
     if linearizable && fwd.writes {

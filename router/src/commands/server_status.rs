@@ -32,6 +32,10 @@ pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Doc
         "bulwark": {
             // Work the router abandoned because nobody was waiting for it any more.
             "cancelledByClientDisconnect": c.total(Op::CancelledByDisconnect),
+            // How late the runtime runs tasks now, and the commands shed because of it
+            // (see `runtime_lag`).
+            "runtimeLagMicros": s.lag.current().as_micros() as i64,
+            "shedByRouter": c.total(Op::ShedByRouter),
             // Forwarded commands by where their time went (see `wait_histograms`).
             "waits": s.waits.to_document(),
             // New connections through the handshake gate (see `ingress`).

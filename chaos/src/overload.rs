@@ -1,0 +1,626 @@
+//! `bulwark chaos overload`: the open-loop experiment of the field report "Where a MongoDB
+//! request waits" (seed), on the local three-site cluster.
+//!
+//! 1. Capacity C: closed-loop clients look documents up by `_id` through site A's router
+//!    as fast as answers come back.
+//! 2. Open loop: requests arrive on a fixed schedule whatever happened to earlier ones, at
+//!    50% of C, then 130% of C for 15 s, then 50% again, spread over eight client objects
+//!    (one per simulated service instance, each with its own connection pool). Each has
+//!    `maxTimeMS` 100 and a 100 ms client timeout that covers the pool wait too.
+//! 3. Every second: sent, succeeded in time, timed out at the client, shed (262) and
+//!    expired (50) at the server, router and primary CPU, and p50/p99 of each wait: the
+//!    client's pool checkout, the shard's ticket queue, the shard's execution (server
+//!    histograms, by power-of-ten bucket) and the whole request.
+//! 4. Goodput during the burst as a fraction of C, and the time until p99 is back to
+//!    normal after it.
+//!
+//! Three runs, each on a fresh cluster: pools of 100, tiny pools (4), and pools of 100
+//! with deadline propagation and admission control switched off (what mongod does).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bson::{doc, Document};
+use mongodb::error::ErrorKind;
+use mongodb::event::cmap::CmapEvent;
+use mongodb::event::EventHandler;
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+
+use crate::cluster::{client, Cluster};
+use crate::local::{LocalCluster, LocalOptions};
+use crate::plot::{FaultMark, Timeline};
+use crate::proc_stat;
+use crate::timeline::quantile_ms;
+
+/// The cluster runs on the last CPU and this load generator on the others (see
+/// [`pin_self`]): sharing them, the generator's own CPU would be part of the capacity it
+/// measures, and 130% of it would overload the generator before the cluster.
+const CLUSTER_CPUS: &str = "1";
+const GENERATOR_CPUS: &str = "0";
+const INSTANCES: usize = 8;
+const DEADLINE: Duration = Duration::from_millis(100);
+const DOCS: i64 = 10_000;
+const CAPACITY_SECS: u64 = 5;
+/// Closed-loop requests in flight per instance while capacity is measured.
+const CAPACITY_CONCURRENCY: usize = 4;
+const WARM_SECS: usize = 10;
+const BURST_SECS: usize = 15;
+const COOL_SECS: usize = 15;
+const LOW: f64 = 0.5;
+const BURST: f64 = 1.3;
+/// p99 is back to normal when it stays within this factor of the warm phase's median p99.
+const NORMAL_P99_FACTOR: f64 = 2.0;
+const SUSTAINED_SECS: usize = 3;
+
+/// One configuration of the experiment.
+struct Setup {
+    label: &'static str,
+    pool: u32,
+    /// Deadline propagation (router) and admission control (shards) on.
+    protections: bool,
+}
+
+const SETUPS: [Setup; 3] = [
+    Setup {
+        label: "pools of 100",
+        pool: 100,
+        protections: true,
+    },
+    Setup {
+        label: "tiny pools (4)",
+        pool: 4,
+        protections: true,
+    },
+    Setup {
+        label: "pools of 100, deadlines and admission off",
+        pool: 100,
+        protections: false,
+    },
+];
+
+#[derive(Clone, Copy)]
+enum Outcome {
+    Ok,
+    TimedOut,
+    Shed,
+    Expired,
+    Other,
+}
+
+/// What the collector hears: a request's outcome, or a pool checkout.
+enum Sample {
+    Request {
+        sec: usize,
+        outcome: Outcome,
+        nanos: u64,
+    },
+    Checkout {
+        sec: usize,
+        nanos: u64,
+    },
+}
+
+#[derive(Default, Serialize, Clone)]
+pub struct Second {
+    pub t: usize,
+    pub phase: &'static str,
+    pub offered_per_sec: f64,
+    pub sent: u64,
+    pub succeeded: u64,
+    pub timed_out: u64,
+    pub shed: u64,
+    pub expired: u64,
+    pub other_errors: u64,
+    pub router_cpu_ms: f64,
+    /// All five members together (the primary serves every lookup).
+    pub members_cpu_ms: f64,
+    /// Client connections the router accepted (a driver replaces each connection whose
+    /// request timed out after it was sent).
+    pub connections_opened: i64,
+    /// Commands the router dropped because their client hung up.
+    pub cancelled_by_disconnect: i64,
+    /// How late the router's runtime ran tasks at the end of the second (its hidden queue).
+    pub router_lag_ms: f64,
+    pub latency_ms: Quantiles,
+    pub pool_wait_ms: Quantiles,
+    /// Upper bounds of the server histogram buckets holding p50 and p99.
+    pub shard_queue: BucketQuantiles,
+    pub shard_exec: BucketQuantiles,
+}
+
+#[derive(Default, Serialize, Clone, Copy)]
+pub struct Quantiles {
+    pub p50: f64,
+    pub p99: f64,
+}
+
+#[derive(Default, Serialize, Clone)]
+pub struct BucketQuantiles {
+    pub p50: String,
+    pub p99: String,
+}
+
+#[derive(Serialize)]
+pub struct RunReport {
+    pub label: &'static str,
+    pub pool_size: u32,
+    pub instances: usize,
+    pub deadline_propagation_and_admission: bool,
+    pub capacity_ops: f64,
+    pub goodput_fraction: f64,
+    pub recovery_s: Option<f64>,
+    pub normal_p99_ms: f64,
+    pub per_sec: Vec<Second>,
+}
+
+/// Runs the three setups; writes `report` (and one plot per run next to it).
+pub async fn run(bin: &Path, dir: &Path, base_port: u16, report: &Path) -> anyhow::Result<()> {
+    pin_self()?;
+    let mut runs = Vec::new();
+    for (n, setup) in SETUPS.iter().enumerate() {
+        let run_dir = dir.join(format!("run{n}"));
+        let _ = std::fs::remove_dir_all(&run_dir);
+        let mut options = LocalOptions {
+            cpus: Some(CLUSTER_CPUS.into()),
+            ..Default::default()
+        };
+        if !setup.protections {
+            options.router_env = vec![("BULWARK_PROPAGATE_DEADLINES".into(), "false".into())];
+            options.member_settings = "admission_control = false".into();
+        }
+        println!("== overload: {} ({})", setup.label, run_dir.display());
+        let mut cluster = LocalCluster::start(bin, &run_dir, base_port, &options)
+            .await
+            .context("starting the local cluster")?;
+        let r = run_one(setup, &cluster).await;
+        cluster.finish();
+        let r = r?;
+        println!(
+            "{}: capacity {:.0} ops/s, goodput during the burst {:.0}% of capacity, p99 back to normal ({:.1} ms) {}",
+            r.label,
+            r.capacity_ops,
+            100.0 * r.goodput_fraction,
+            r.normal_p99_ms,
+            r.recovery_s
+                .map(|s| format!("{s:.0} s after the burst"))
+                .unwrap_or_else(|| "never".into())
+        );
+        let plot = report.with_extension(format!("run{n}.svg"));
+        crate::run::write(&plot, &crate::plot::svg(&timeline(&r)))?;
+        let _ = std::fs::remove_dir_all(&run_dir);
+        runs.push(r);
+    }
+    let doc = json!({
+        "scenario": "overload",
+        "target": "local",
+        "deadline_ms": DEADLINE.as_millis() as u64,
+        "phases_secs": { "capacity": CAPACITY_SECS, "low": WARM_SECS, "burst": BURST_SECS,
+                         "low_after": COOL_SECS },
+        "offered": { "low": LOW, "burst": BURST },
+        "runs": &runs,
+    });
+    crate::run::write(report, &serde_json::to_string_pretty(&doc)?)?;
+    println!("report {}", report.display());
+    Ok(())
+}
+
+async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunReport> {
+    let uri = cluster.uri(cluster.router_of("A"));
+    let admin = client(&uri).await?;
+    let coll = admin.database("overload").collection::<Document>("docs");
+    let payload = "x".repeat(100);
+    for chunk in (0..DOCS).collect::<Vec<_>>().chunks(1000) {
+        let docs: Vec<Document> = chunk
+            .iter()
+            .map(|i| doc! {"_id": *i, "v": *i, "p": &payload})
+            .collect();
+        coll.insert_many(docs).await.context("loading documents")?;
+    }
+    // Site A's members have the highest priority: wait until one of them leads, so that
+    // no priority takeover happens during the run.
+    let settle = Instant::now() + Duration::from_secs(30);
+    while cluster.member_site(cluster.primary(&admin).await?) != "A" {
+        anyhow::ensure!(Instant::now() < settle, "no site A primary within 30 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let router_pid = cluster.router_pid(cluster.router_of("A"));
+    let member_pids: Vec<u32> = (0..cluster.member_count())
+        .filter_map(|i| cluster.member_pid(i))
+        .collect();
+
+    let started = Instant::now();
+    let (tx, mut rx) = unbounded_channel::<Sample>();
+    let mut instances = Vec::new();
+    for _ in 0..INSTANCES {
+        instances.push(instance(&uri, setup.pool, started, tx.clone()).await?);
+    }
+    let capacity = capacity(&instances).await;
+    anyhow::ensure!(
+        capacity > 0.0,
+        "no lookup succeeded while measuring capacity"
+    );
+
+    // The open loop and the once-a-second sampler run together, on the clock of `t0`.
+    let t0 = Instant::now();
+    let total = WARM_SECS + BURST_SECS + COOL_SECS;
+    let sampler = tokio::spawn(sample_server(
+        admin.clone(),
+        router_pid,
+        member_pids,
+        t0,
+        total,
+    ));
+    let rate_at = |secs: f64| {
+        let burst = (WARM_SECS as f64..(WARM_SECS + BURST_SECS) as f64).contains(&secs);
+        capacity * if burst { BURST } else { LOW }
+    };
+    let mut due = 0.0f64;
+    let mut i: u64 = 0;
+    let mut sent = vec![0u64; total];
+    while due < total as f64 {
+        tokio::time::sleep_until((t0 + Duration::from_secs_f64(due)).into()).await;
+        let c = instances[i as usize % INSTANCES].clone();
+        // Keys spread over the collection (a multiplicative hash of the arrival number).
+        let key = (i.wrapping_mul(2_654_435_761) % DOCS as u64) as i64;
+        sent[due as usize] += 1;
+        tokio::spawn(request(c, key, started, tx.clone()));
+        i += 1;
+        due += 1.0 / rate_at(due);
+    }
+    drop(tx);
+    // Requests still in flight end within their timeout.
+    tokio::time::sleep(DEADLINE * 2).await;
+    let server = sampler.await??;
+
+    let mut secs: Vec<Second> = (0..total)
+        .map(|t| Second {
+            t,
+            phase: if t < WARM_SECS {
+                "low"
+            } else if t < WARM_SECS + BURST_SECS {
+                "burst"
+            } else {
+                "low after"
+            },
+            offered_per_sec: rate_at(t as f64),
+            sent: sent[t],
+            ..Default::default()
+        })
+        .collect();
+    let offset = t0.duration_since(started).as_secs() as usize;
+    let mut latencies = vec![Vec::new(); total];
+    let mut checkouts = vec![Vec::new(); total];
+    while let Ok(s) = rx.try_recv() {
+        match s {
+            Sample::Request {
+                sec,
+                outcome,
+                nanos,
+            } => {
+                let Some(x) = sec.checked_sub(offset).and_then(|t| secs.get_mut(t)) else {
+                    continue;
+                };
+                match outcome {
+                    Outcome::Ok => {
+                        x.succeeded += 1;
+                        latencies[x.t].push(nanos);
+                    }
+                    Outcome::TimedOut => x.timed_out += 1,
+                    Outcome::Shed => x.shed += 1,
+                    Outcome::Expired => x.expired += 1,
+                    Outcome::Other => x.other_errors += 1,
+                }
+            }
+            Sample::Checkout { sec, nanos } => {
+                if let Some(t) = sec.checked_sub(offset).filter(|&t| t < total) {
+                    checkouts[t].push(nanos);
+                }
+            }
+        }
+    }
+    for (t, x) in secs.iter_mut().enumerate() {
+        x.latency_ms = quantiles(&mut latencies[t]);
+        x.pool_wait_ms = quantiles(&mut checkouts[t]);
+        if let Some(s) = server.get(t) {
+            x.router_cpu_ms = s.router_cpu_ms;
+            x.members_cpu_ms = s.members_cpu_ms;
+            x.connections_opened = s.connections_opened;
+            x.cancelled_by_disconnect = s.cancelled_by_disconnect;
+            x.router_lag_ms = s.router_lag_ms;
+            x.shard_queue = s.shard_queue.clone();
+            x.shard_exec = s.shard_exec.clone();
+        }
+        println!(
+            "  t={t:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} | cpu ms router {:>4.0} members {:>4.0} | conns opened {:>4} cancelled {:>4} | router lag {:>5.1} ms",
+            x.phase, x.offered_per_sec, x.sent, x.succeeded, x.timed_out, x.shed, x.expired,
+            x.other_errors, x.latency_ms.p50, x.latency_ms.p99, x.pool_wait_ms.p50,
+            x.pool_wait_ms.p99, x.shard_queue.p50, x.shard_queue.p99, x.shard_exec.p50,
+            x.shard_exec.p99, x.router_cpu_ms, x.members_cpu_ms, x.connections_opened,
+            x.cancelled_by_disconnect,
+            x.router_lag_ms
+        );
+    }
+    let burst = &secs[WARM_SECS..WARM_SECS + BURST_SECS];
+    let goodput = burst.iter().map(|s| s.succeeded).sum::<u64>() as f64 / BURST_SECS as f64;
+    // Normal p99: the median over the low phase, its first seconds (connections opening)
+    // left out.
+    let mut warm: Vec<f64> = secs[2..WARM_SECS]
+        .iter()
+        .map(|s| s.latency_ms.p99)
+        .collect();
+    warm.sort_by(f64::total_cmp);
+    let normal_p99_ms = warm[warm.len() / 2];
+    let after = WARM_SECS + BURST_SECS;
+    let normal =
+        |s: &Second| s.succeeded > 0 && s.latency_ms.p99 <= normal_p99_ms * NORMAL_P99_FACTOR;
+    let recovery_s = (after..=total - SUSTAINED_SECS)
+        .find(|&t| secs[t..t + SUSTAINED_SECS].iter().all(normal))
+        .map(|t| (t - after) as f64);
+    Ok(RunReport {
+        label: setup.label,
+        pool_size: setup.pool,
+        instances: INSTANCES,
+        deadline_propagation_and_admission: setup.protections,
+        capacity_ops: capacity,
+        goodput_fraction: goodput / capacity,
+        recovery_s,
+        normal_p99_ms,
+        per_sec: secs,
+    })
+}
+
+/// One simulated service instance: a client with its own pool, whose checkouts are timed.
+async fn instance(
+    uri: &str,
+    pool: u32,
+    started: Instant,
+    tx: UnboundedSender<Sample>,
+) -> anyhow::Result<mongodb::Collection<Document>> {
+    let mut opts = mongodb::options::ClientOptions::parse(uri).await?;
+    opts.max_pool_size = Some(pool);
+    opts.server_selection_timeout = Some(Duration::from_secs(2));
+    opts.connect_timeout = Some(Duration::from_secs(2));
+    opts.cmap_event_handler = Some(EventHandler::callback(move |e: CmapEvent| {
+        if let CmapEvent::ConnectionCheckedOut(e) = e {
+            let _ = tx.send(Sample::Checkout {
+                sec: started.elapsed().as_secs() as usize,
+                nanos: e.duration.as_nanos() as u64,
+            });
+        }
+    }));
+    let c = mongodb::Client::with_options(opts)?;
+    Ok(c.database("overload").collection("docs"))
+}
+
+/// Closed loop, no deadlines: lookups per second when every client waits for its answer.
+async fn capacity(instances: &[mongodb::Collection<Document>]) -> f64 {
+    let until = Instant::now() + Duration::from_secs(CAPACITY_SECS);
+    let mut tasks = Vec::new();
+    for (n, coll) in instances.iter().enumerate() {
+        for k in 0..CAPACITY_CONCURRENCY {
+            let coll = coll.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut done = 0u64;
+                let mut key = (n * CAPACITY_CONCURRENCY + k) as i64;
+                while Instant::now() < until {
+                    if coll.find_one(doc! {"_id": key % DOCS}).await.is_ok() {
+                        done += 1;
+                    }
+                    key += 7919;
+                }
+                done
+            }));
+        }
+    }
+    let mut done = 0;
+    for t in tasks {
+        done += t.await.unwrap_or(0);
+    }
+    done as f64 / CAPACITY_SECS as f64
+}
+
+/// One arrival: a lookup with `maxTimeMS` and a client timeout of `DEADLINE`, counted in
+/// the second it was sent.
+async fn request(
+    coll: mongodb::Collection<Document>,
+    key: i64,
+    started: Instant,
+    tx: UnboundedSender<Sample>,
+) {
+    let sent = Instant::now();
+    let find = coll.find_one(doc! {"_id": key}).max_time(DEADLINE);
+    let outcome =
+        match tokio::time::timeout(DEADLINE, std::future::IntoFuture::into_future(find)).await {
+            Ok(Ok(_)) => Outcome::Ok,
+            Ok(Err(e)) => match *e.kind {
+                ErrorKind::Command(ref c) if c.code == 262 => Outcome::Shed,
+                ErrorKind::Command(ref c) if c.code == 50 => Outcome::Expired,
+                _ => Outcome::Other,
+            },
+            Err(_) => Outcome::TimedOut,
+        };
+    let _ = tx.send(Sample::Request {
+        sec: sent.duration_since(started).as_secs() as usize,
+        outcome,
+        nanos: sent.elapsed().as_nanos() as u64,
+    });
+}
+
+fn quantiles(nanos: &mut [u64]) -> Quantiles {
+    Quantiles {
+        p50: quantile_ms(nanos, 0.5),
+        p99: quantile_ms(nanos, 0.99),
+    }
+}
+
+/// What the server side did in one second.
+#[derive(Default)]
+struct ServerSecond {
+    router_cpu_ms: f64,
+    members_cpu_ms: f64,
+    connections_opened: i64,
+    cancelled_by_disconnect: i64,
+    router_lag_ms: f64,
+    shard_queue: BucketQuantiles,
+    shard_exec: BucketQuantiles,
+}
+
+/// Once a second: the router's wait histograms (differences), and the router's and the
+/// members' CPU.
+async fn sample_server(
+    admin: mongodb::Client,
+    router_pid: Option<u32>,
+    member_pids: Vec<u32>,
+    t0: Instant,
+    total: usize,
+) -> anyhow::Result<Vec<ServerSecond>> {
+    let cpu = |pid: u32| {
+        proc_stat::cpu_ms(Path::new(&format!("/proc/{pid}/stat")))
+            .map(|(u, s)| u + s)
+            .unwrap_or(0.0)
+    };
+    let cpus = || {
+        (
+            router_pid.map(cpu).unwrap_or(0.0),
+            member_pids.iter().map(|&p| cpu(p)).sum::<f64>(),
+        )
+    };
+    let status = || async {
+        admin
+            .database("admin")
+            .run_command(doc! {"serverStatus": 1})
+            .await
+    };
+    let (r, m) = cpus();
+    let mut prev = (r, m, status().await?);
+    let mut out = Vec::new();
+    for t in 1..=total {
+        tokio::time::sleep_until((t0 + Duration::from_secs(t as u64)).into()).await;
+        let (r, m) = cpus();
+        let now = (r, m, status().await.unwrap_or_else(|_| prev.2.clone()));
+        let waits = |s: &Document| {
+            s.get_document("bulwark")
+                .and_then(|b| b.get_document("waits"))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let grew = |path: &[&str]| counter(&now.2, path) - counter(&prev.2, path);
+        let (w_now, w_prev) = (waits(&now.2), waits(&prev.2));
+        out.push(ServerSecond {
+            router_cpu_ms: now.0 - prev.0,
+            members_cpu_ms: now.1 - prev.1,
+            shard_queue: bucket_quantiles(&w_now, &w_prev, "shardQueue"),
+            shard_exec: bucket_quantiles(&w_now, &w_prev, "shardExec"),
+            connections_opened: grew(&["connections", "totalCreated"]),
+            cancelled_by_disconnect: grew(&["bulwark", "cancelledByClientDisconnect"]),
+            router_lag_ms: counter(&now.2, &["bulwark", "runtimeLagMicros"]) as f64 / 1e3,
+        });
+        prev = now;
+    }
+    Ok(out)
+}
+
+/// The integer at `path` in a serverStatus reply (0 when absent).
+fn counter(status: &Document, path: &[&str]) -> i64 {
+    let (last, parents) = path.split_last().expect("a path");
+    let mut d = status;
+    for p in parents {
+        match d.get_document(p) {
+            Ok(inner) => d = inner,
+            Err(_) => return 0,
+        }
+    }
+    d.get_i64(last)
+        .or_else(|_| d.get_i32(last).map(i64::from))
+        .unwrap_or(0)
+}
+
+/// p50 and p99 of a histogram's growth between two samples, as bucket labels.
+fn bucket_quantiles(now: &Document, prev: &Document, kind: &str) -> BucketQuantiles {
+    let (Ok(now), Ok(prev)) = (now.get_document(kind), prev.get_document(kind)) else {
+        return BucketQuantiles::default();
+    };
+    let counts: Vec<(&str, i64)> = now
+        .iter()
+        .map(|(label, n)| {
+            let before = prev.get_i64(label).unwrap_or(0);
+            (label.as_str(), n.as_i64().unwrap_or(0) - before)
+        })
+        .collect();
+    let total: i64 = counts.iter().map(|c| c.1).sum();
+    let at = |q: f64| {
+        let mut seen = 0;
+        for (label, n) in &counts {
+            seen += n;
+            if total > 0 && seen as f64 >= q * total as f64 {
+                return label.to_string();
+            }
+        }
+        "-".to_string()
+    };
+    BucketQuantiles {
+        p50: at(0.5),
+        p99: at(0.99),
+    }
+}
+
+/// The run as the timeline plot draws it, the burst marked as the fault.
+fn timeline(r: &RunReport) -> Timeline {
+    Timeline {
+        title: format!(
+            "overload: {} (capacity {:.0}/s, goodput {:.0}%)",
+            r.label,
+            r.capacity_ops,
+            100.0 * r.goodput_fraction
+        ),
+        bucket_secs: 1.0,
+        ok_per_sec: r.per_sec.iter().map(|s| s.succeeded as f64).collect(),
+        errors_per_sec: r
+            .per_sec
+            .iter()
+            .map(|s| (s.timed_out + s.shed + s.expired + s.other_errors) as f64)
+            .collect(),
+        p99_ms: r.per_sec.iter().map(|s| s.latency_ms.p99).collect(),
+        faults: vec![FaultMark {
+            label: format!("{:.0}% of capacity", BURST * 100.0),
+            start_secs: WARM_SECS as f64,
+            end_secs: Some((WARM_SECS + BURST_SECS) as f64),
+        }],
+    }
+}
+
+/// Moves every thread of this process (the load generator) to `GENERATOR_CPUS`; threads
+/// started later inherit it.
+fn pin_self() -> anyhow::Result<()> {
+    let pid = std::process::id().to_string();
+    let out = std::process::Command::new("taskset")
+        .args(["-a", "-c", "-p", GENERATOR_CPUS, &pid])
+        .output()
+        .context("running taskset (util-linux)")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "taskset: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_quantiles_read_the_growth_between_samples() {
+        let prev = doc! {"shardQueue": {"lt100us": 100_i64, "lt1ms": 5_i64, "lt10ms": 0_i64}};
+        // Since `prev`: 60 under 100 µs, 39 under 1 ms, 1 under 10 ms.
+        let now = doc! {"shardQueue": {"lt100us": 160_i64, "lt1ms": 44_i64, "lt10ms": 1_i64}};
+        let q = bucket_quantiles(&now, &prev, "shardQueue");
+        assert_eq!((q.p50.as_str(), q.p99.as_str()), ("lt100us", "lt1ms"));
+        let none = bucket_quantiles(&now, &now, "shardQueue");
+        assert_eq!(none.p50, "-");
+        assert_eq!(bucket_quantiles(&now, &prev, "missing").p50, "");
+    }
+}
