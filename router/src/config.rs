@@ -23,7 +23,8 @@ pub struct RouterConfig {
     /// Commands slower than this are logged with their timings.
     pub slow_ms: u64,
     /// Use each command's `maxTimeMS`: forward it to the shard as its deadline, and shed
-    /// the command at once when the router's own lag would eat it (`runtime_lag.rs`).
+    /// the command at once when the router's own lag is too large for it
+    /// (`runtime_lag.rs`).
     /// Off, nobody learns when a client gives up (as with a router that drops the
     /// deadline); only for measuring what that buys (`bulwark chaos overload`).
     pub propagate_deadlines: bool,

@@ -7,10 +7,10 @@
 //! outlast their clients' deadlines. A driver closes the connection of an operation that
 //! timed out after it was sent, and opens another, so the router also pays a handshake
 //! for every timeout: the overload turns into a connection storm and goodput collapses.
-//! With the lag known, a command whose deadline the lag alone would eat is answered at
-//! once with `ExceededTimeLimit` (262, retryable) instead (`commands/forward.rs`): the
-//! client keeps its connection and the rest of its time, and the router does the work it
-//! can finish.
+//! With the lag known, a command is answered at once with `ExceededTimeLimit` (262,
+//! retryable) when the lag is a sizeable fraction of its deadline (`commands/forward.rs`):
+//! the client keeps its connection and the rest of its time, and the router does the work
+//! it can finish.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -48,9 +48,9 @@ impl RuntimeLag {
         Duration::from_micros(self.micros.load(Ordering::Relaxed))
     }
 
-    /// True when a command with `max_time_ms` would likely spend its deadline waiting for
-    /// the runtime.
-    pub fn would_outlast(&self, max_time_ms: u64) -> bool {
+    /// True when a command with `max_time_ms` should be refused: the lag is a standing
+    /// queue and at least [`DEADLINE_FRACTION`]th of the deadline.
+    pub fn should_shed(&self, max_time_ms: u64) -> bool {
         let lag = self.current();
         max_time_ms > 0
             && lag >= MIN_SHED_LAG
@@ -90,28 +90,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lag_follows_samples_and_sheds_only_what_it_would_outlast() {
+    fn lag_follows_samples_and_sheds_only_past_its_threshold() {
         let lag = RuntimeLag::default();
-        assert!(!lag.would_outlast(100));
+        assert!(!lag.should_shed(100));
         for _ in 0..20 {
             lag.record(40_000);
         }
         // About 40 ms: more than a thirty-second of 100 ms and of 1 s, not of 2 s; no
         // deadline is never shed.
         assert!(lag.current() > Duration::from_millis(35));
-        assert!(lag.would_outlast(100));
-        assert!(lag.would_outlast(1_000));
-        assert!(!lag.would_outlast(2_000));
-        assert!(!lag.would_outlast(0));
+        assert!(lag.should_shed(100));
+        assert!(lag.should_shed(1_000));
+        assert!(!lag.should_shed(2_000));
+        assert!(!lag.should_shed(0));
         // A tiny deadline is not shed on noise.
         for _ in 0..20 {
             lag.record(1_000);
         }
-        assert!(!lag.would_outlast(1));
+        assert!(!lag.should_shed(1));
         for _ in 0..20 {
             lag.record(0);
         }
-        assert!(!lag.would_outlast(100));
+        assert!(!lag.should_shed(100));
     }
 
     #[tokio::test(flavor = "current_thread")]

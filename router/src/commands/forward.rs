@@ -48,10 +48,14 @@ const READS: &[&str] = &[
 pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoResult<Document> {
     let name = cmd.keys().next().cloned().unwrap_or_default();
     let (w, wtimeout_ms) = write_concern(cmd.get("writeConcern"))?;
+    // Validated either way; forwarded (and used for shedding) only when deadlines are on.
+    let deadline_ms = max_time_ms(cmd.get("maxTimeMS"))?;
     let mut fwd = Forward {
-        max_time_ms: Some(max_time_ms(cmd.get("maxTimeMS"))?)
-            .filter(|_| session.state.config.propagate_deadlines)
-            .unwrap_or(0),
+        max_time_ms: if session.state.config.propagate_deadlines {
+            deadline_ms
+        } else {
+            0
+        },
         read_preference: ReadPreference::parse(cmd.get("$readPreference"))?,
         w,
         wtimeout_ms,
@@ -62,7 +66,7 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
         fwd.read_preference = ReadPreference::default();
     }
     // Refused before anything starts, so the client keeps its connection and its time.
-    if session.state.lag.would_outlast(fwd.max_time_ms) {
+    if session.state.lag.should_shed(fwd.max_time_ms) {
         let state = &session.state;
         state
             .counters

@@ -345,7 +345,7 @@ impl Driver {
     }
 
     /// An arbiter leads only when no data member could be elected (see the election timers
-    /// in `repl::open`), and then only to bring one up to date: it hands leadership to the
+    /// in `Replica::start`), and then only to bring one up to date: it hands leadership to the
     /// best data member (reachable, highest priority, most caught up). raft-rs sends the
     /// missing entries first and transfers once the member has them; a transfer that does
     /// not complete within an election timeout is dropped, and the next tick tries again.
