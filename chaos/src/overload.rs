@@ -90,15 +90,16 @@ enum Outcome {
     Other,
 }
 
-/// What the collector hears: a request's outcome, or a pool checkout.
+/// What the collector hears: a request's outcome, or a pool checkout. `at`: when it
+/// happened (the request was sent), since the clients were made.
 enum Sample {
     Request {
-        sec: usize,
+        at: Duration,
         outcome: Outcome,
         nanos: u64,
     },
     Checkout {
-        sec: usize,
+        at: Duration,
         nanos: u64,
     },
 }
@@ -290,17 +291,20 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
             ..Default::default()
         })
         .collect();
-    let offset = t0.duration_since(started).as_secs() as usize;
+    // The second of the open loop a sample belongs to (samples from the capacity phase
+    // have none).
+    let offset = t0.duration_since(started);
+    let second = |at: Duration| {
+        at.checked_sub(offset)
+            .map(|d| d.as_secs() as usize)
+            .filter(|&t| t < total)
+    };
     let mut latencies = vec![Vec::new(); total];
     let mut checkouts = vec![Vec::new(); total];
     while let Ok(s) = rx.try_recv() {
         match s {
-            Sample::Request {
-                sec,
-                outcome,
-                nanos,
-            } => {
-                let Some(x) = sec.checked_sub(offset).and_then(|t| secs.get_mut(t)) else {
+            Sample::Request { at, outcome, nanos } => {
+                let Some(x) = second(at).and_then(|t| secs.get_mut(t)) else {
                     continue;
                 };
                 match outcome {
@@ -314,8 +318,8 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
                     Outcome::Other => x.other_errors += 1,
                 }
             }
-            Sample::Checkout { sec, nanos } => {
-                if let Some(t) = sec.checked_sub(offset).filter(|&t| t < total) {
+            Sample::Checkout { at, nanos } => {
+                if let Some(t) = second(at) {
                     checkouts[t].push(nanos);
                 }
             }
@@ -386,7 +390,7 @@ async fn instance(
     opts.cmap_event_handler = Some(EventHandler::callback(move |e: CmapEvent| {
         if let CmapEvent::ConnectionCheckedOut(e) = e {
             let _ = tx.send(Sample::Checkout {
-                sec: started.elapsed().as_secs() as usize,
+                at: started.elapsed(),
                 nanos: e.duration.as_nanos() as u64,
             });
         }
@@ -443,7 +447,7 @@ async fn request(
             Err(_) => Outcome::TimedOut,
         };
     let _ = tx.send(Sample::Request {
-        sec: sent.duration_since(started).as_secs() as usize,
+        at: sent.duration_since(started),
         outcome,
         nanos: sent.elapsed().as_nanos() as u64,
     });
