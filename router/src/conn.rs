@@ -8,7 +8,7 @@ use bson::{Bson, Document};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, info_span, Instrument};
-use wire::{Compressor, Incoming, MongoError, MsgHeader, Request};
+use wire::{Compressor, DocSequence, Incoming, MongoError, MsgHeader, OpMsg, Request, WireError};
 
 use crate::commands;
 use crate::listener::RouterState;
@@ -180,8 +180,10 @@ impl Session {
         match request {
             Request::Msg(msg) => {
                 let more_to_come = msg.more_to_come();
-                let cmd = msg.into_command();
-                let reply = self.run(cmd).await;
+                let reply = match forwarded_raw(msg) {
+                    Ok((cmd, sequences)) => self.run_with(cmd, sequences).await,
+                    Err(e) => e.to_mongo_error().to_document(),
+                };
                 if more_to_come {
                     return None;
                 }
@@ -218,6 +220,12 @@ impl Session {
 
     /// Runs a command document and returns the reply (errors become `{ok: 0}` documents).
     pub async fn run(&mut self, cmd: Document) -> Document {
+        self.run_with(cmd, Vec::new()).await
+    }
+
+    /// [`Session::run`] for a command whose document sequences stay raw (see
+    /// [`forwarded_raw`]); they travel to the shard as they came.
+    pub async fn run_with(&mut self, cmd: Document, sequences: Vec<DocSequence>) -> Document {
         let started = Instant::now();
         let name = cmd.keys().next().cloned().unwrap_or_default();
         let db = match cmd.get("$db") {
@@ -254,7 +262,7 @@ impl Session {
                 "code": code,
                 "codeName": crate::error_labels::code_name(code),
             }),
-            None => commands::dispatch(self, &db, &name, cmd).await,
+            None => commands::dispatch(self, &db, &name, cmd, sequences).await,
         };
         let elapsed = started.elapsed();
         let mut reply = match result {
@@ -312,5 +320,28 @@ impl Session {
             debug!(command = %name, %db, us = elapsed.as_micros() as u64, ok, "command");
         }
         reply
+    }
+}
+
+/// Commands whose document sequences the router only passes on: it reads their body
+/// (namespace, options) and never a document of `documents` or `deletes`. Their
+/// sequences stay raw BSON, validated but not parsed, and are copied into the forwarded
+/// command as they are; parsing and re-encoding every document of a batch at the router
+/// cost more CPU than the shard's own insert. (`update` is not here: authorizing an
+/// upsert reads its statements.)
+const RAW_SEQUENCE_COMMANDS: &[&str] = &["insert", "delete"];
+
+/// The command body, and the sequences left raw when the command only passes them on;
+/// otherwise the sequences folded into the body, as every other command expects.
+fn forwarded_raw(msg: OpMsg) -> Result<(Document, Vec<DocSequence>), WireError> {
+    let raw = msg
+        .body
+        .keys()
+        .next()
+        .is_some_and(|name| RAW_SEQUENCE_COMMANDS.contains(&name.as_str()));
+    if raw {
+        Ok((msg.body, msg.sequences))
+    } else {
+        Ok((msg.into_command()?, Vec::new()))
     }
 }

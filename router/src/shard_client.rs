@@ -154,16 +154,12 @@ impl ShardHandle {
 
     /// Asks every member for its state (`hello`) and records the primary and sites.
     pub async fn refresh(&self) {
+        let hello = bson::to_vec(&doc! {"hello": 1}).expect("hello encodes");
+        let hello = &hello;
         let calls = self.inner.members.iter().map(|m| async move {
             let r = tokio::time::timeout(
                 Duration::from_millis(500),
-                self.call(
-                    &m.transport,
-                    "admin",
-                    &doc! {"hello": 1},
-                    &Forward::default(),
-                    "",
-                ),
+                self.call(&m.transport, "admin", hello, &Forward::default(), ""),
             )
             .await;
             let mut seen = m.seen.write();
@@ -221,13 +217,31 @@ impl ShardHandle {
         fwd: &Forward,
         client: &str,
     ) -> MongoResult<(Document, usize, Waits)> {
+        let command = bson::to_vec(cmd)
+            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        self.run_encoded(db, command, fwd, client).await
+    }
+
+    /// [`ShardHandle::run`] with the command already encoded as BSON.
+    pub async fn run_encoded(
+        &self,
+        db: &str,
+        command: Vec<u8>,
+        fwd: &Forward,
+        client: &str,
+    ) -> MongoResult<(Document, usize, Waits)> {
         let started = Instant::now();
+        // A read, or a write the shard records under its session, may be sent again
+        // even if the first attempt ran: it takes effect once.
+        let repeatable = !fwd.writes
+            || bson::RawDocument::from_bytes(&command)
+                .is_ok_and(|d| d.get("txnNumber").is_ok_and(|v| v.is_some()));
         loop {
             let target = fwd.pin.or_else(|| self.pick(fwd));
             let result = match target {
                 Some(i) => {
                     let m = &self.inner.members[i];
-                    let mut r = self.call(&m.transport, db, cmd, fwd, client).await;
+                    let mut r = self.call(&m.transport, db, &command, fwd, client).await;
                     if let (Ok((reply, _)), true) =
                         (&mut r, fwd.read_preference.mode != Mode::Primary)
                     {
@@ -246,9 +260,6 @@ impl ShardHandle {
                     "no member of the shard's replica set matches the read preference",
                 )),
             };
-            // A read, or a write the shard records under its session, may be sent again
-            // even if the first attempt ran: it takes effect once.
-            let repeatable = !fwd.writes || cmd.contains_key("txnNumber");
             let retry = match &result {
                 Err(e) => retryable(e) || (repeatable && interrupted(e.code)),
                 Ok((reply, _, _)) => reply
@@ -312,15 +323,13 @@ impl ShardHandle {
         &self,
         transport: &Transport,
         db: &str,
-        cmd: &Document,
+        command: &[u8],
         fwd: &Forward,
         client: &str,
     ) -> MongoResult<(Document, Waits)> {
-        let command = bson::to_vec(cmd)
-            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         let mut req = tonic::Request::new(CommandRequest {
             db: db.to_string(),
-            command,
+            command: command.to_vec(),
             max_time_ms: fwd.max_time_ms,
             client: client.to_string(),
             secondary_ok: fwd.read_preference.mode != Mode::Primary,

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use bson::{doc, Document};
+use bson::{doc, Document, RawDocument};
 use storage::Engine;
 use wire::{ErrorCode, MongoError, MongoResult};
 
@@ -70,6 +70,9 @@ pub struct Ctx<'a> {
     pub engine: &'a dyn Engine,
     /// Set for a retryable write (`lsid` + `txnNumber`).
     pub retry: Option<&'a Retry>,
+    /// An `insert` whose documents came as raw BSON beside the command (see
+    /// `commands::insert::split_raw`).
+    pub raw_documents: Option<&'a [&'a RawDocument]>,
 }
 
 impl Ctx<'_> {
@@ -213,6 +216,17 @@ impl Node {
 
     /// Runs one command as the router asked (read preference, write concern).
     pub fn run_command_with(&self, db: &str, cmd: &Document, opts: RunOptions) -> Document {
+        self.run_command_raw(db, cmd, None, opts)
+    }
+
+    /// [`Node::run_command_with`] for an `insert` whose documents stay raw BSON.
+    pub fn run_command_raw(
+        &self,
+        db: &str,
+        cmd: &Document,
+        raw_documents: Option<&[&RawDocument]>,
+        opts: RunOptions,
+    ) -> Document {
         let deadline = opts.deadline;
         let Some(name) = cmd.keys().next() else {
             return MongoError::failed_to_parse("empty command").to_document();
@@ -229,7 +243,7 @@ impl Node {
         }
         let run = || {
             self.read_concern(cmd, spec.writes, deadline)?;
-            self.run_in_session(db, cmd, deadline, spec.run)
+            self.run_in_session(db, cmd, raw_documents, deadline, spec.run)
         };
         let result = match &self.replica {
             None => run(),
@@ -295,6 +309,7 @@ impl Node {
         &self,
         db: &str,
         cmd: &Document,
+        raw_documents: Option<&[&RawDocument]>,
         deadline: Deadline,
         handler: commands::Handler,
     ) -> MongoResult<Document> {
@@ -304,6 +319,7 @@ impl Node {
             deadline,
             engine: self.engine.as_ref(),
             retry: None,
+            raw_documents,
         };
         let name = cmd.keys().next().map(String::as_str).unwrap_or_default();
         let session = match (cmd.get_document("lsid"), cmd.get("txnNumber")) {

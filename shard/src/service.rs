@@ -81,10 +81,17 @@ impl Shard for Service {
         let started = std::time::Instant::now();
         let reply = tokio::task::spawn_blocking(move || {
             let _ticket = ticket;
-            let cmd = Document::from_reader(&mut req.command.as_slice())
-                .map_err(|e| Status::invalid_argument(format!("command is not BSON: {e}")))
-                .map_err(Box::new)?;
-            let reply = node.run_command_with(&req.db, &cmd, opts);
+            // An insert's documents are stored as they came: parsing each into a
+            // `Document` only to encode it again cost as much as the insert itself.
+            let reply = match crate::commands::insert::split_raw(&req.command) {
+                Some((body, docs)) => node.run_command_raw(&req.db, &body, Some(&docs), opts),
+                None => {
+                    let cmd = Document::from_reader(&mut req.command.as_slice())
+                        .map_err(|e| Status::invalid_argument(format!("command is not BSON: {e}")))
+                        .map_err(Box::new)?;
+                    node.run_command_with(&req.db, &cmd, opts)
+                }
+            };
             bson::to_vec(&reply).map_err(|e| Box::new(Status::internal(e.to_string())))
         })
         .await

@@ -4,15 +4,61 @@
 //! until the batch commits. Unique indexes store one entry per key value and use
 //! `WriteOp::Insert`, so a duplicate fails inside the same atomic batch.
 
+use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Bson, Document, RawDocument};
 use storage::{Engine, StorageError, WriteBatch};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::{Catalog, CollectionMeta, IndexMeta};
 use crate::error::storage_to_mongo;
 use crate::keys::{id_key, index_entry_key, index_keys};
+
+/// A document about to be inserted: its `_id`, the bytes stored for it (`_id` first), and
+/// the parsed document, made only when an index or an error needs its fields. A batch
+/// that arrived as raw BSON is stored as it came, without a parse and a re-encode.
+pub struct NewDoc<'a> {
+    id: Bson,
+    bytes: Cow<'a, [u8]>,
+    parsed: OnceCell<Cow<'a, Document>>,
+}
+
+impl<'a> NewDoc<'a> {
+    /// From a parsed document that already has `_id` first.
+    pub fn parsed(doc: &'a Document) -> MongoResult<NewDoc<'a>> {
+        let id = doc
+            .get("_id")
+            .cloned()
+            .ok_or_else(|| MongoError::internal("document without _id"))?;
+        let bytes = bson::to_vec(doc)
+            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        Ok(NewDoc {
+            id,
+            bytes: Cow::Owned(bytes),
+            parsed: OnceCell::from(Cow::Borrowed(doc)),
+        })
+    }
+
+    /// From validated raw BSON whose first field is `_id`, with that `_id`.
+    pub fn raw(id: Bson, doc: &'a RawDocument) -> NewDoc<'a> {
+        NewDoc {
+            id,
+            bytes: Cow::Borrowed(doc.as_bytes()),
+            parsed: OnceCell::new(),
+        }
+    }
+
+    pub fn doc(&self) -> MongoResult<&Document> {
+        if let Some(d) = self.parsed.get() {
+            return Ok(d);
+        }
+        let d = Document::from_reader(&mut &self.bytes[..])
+            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        Ok(self.parsed.get_or_init(|| Cow::Owned(d)))
+    }
+}
 
 /// One index's entries for one document, as storage keys.
 fn entries(
@@ -33,19 +79,15 @@ fn entries(
 /// Stages inserting `doc` (which already has an `_id`). Returns the indexes that became multikey.
 fn stage_insert(
     meta: &CollectionMeta,
-    doc: &Document,
+    doc: &NewDoc,
     batch: &mut WriteBatch,
 ) -> MongoResult<Vec<usize>> {
-    let id = doc
-        .get("_id")
-        .ok_or_else(|| MongoError::internal("document without _id"))?;
-    let rk = id_key(id);
-    let bytes =
-        bson::to_vec(doc).map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-    check_size(bytes.len())?;
+    let rk = id_key(&doc.id);
+    check_size(doc.bytes.len())?;
+    let bytes = doc.bytes.to_vec();
     let mut flips = Vec::new();
     for (n, index) in meta.indexes.iter().enumerate() {
-        let (keys, multikey) = entries(index, doc, &rk)?;
+        let (keys, multikey) = entries(index, doc.doc()?, &rk)?;
         if multikey && !index.multikey {
             flips.push(n);
         }
@@ -151,6 +193,25 @@ pub fn insert_documents(
     ordered: bool,
     before_write: &dyn Fn(std::ops::Range<usize>),
 ) -> Vec<(usize, MongoError)> {
+    let mut new = Vec::with_capacity(docs.len());
+    for (i, d) in docs.iter().enumerate() {
+        match NewDoc::parsed(d) {
+            Ok(d) => new.push(d),
+            Err(e) => return vec![(i, e)],
+        }
+    }
+    insert_new(engine, catalog, meta, &new, ordered, before_write)
+}
+
+/// [`insert_documents`] for documents already in their stored form.
+pub fn insert_new(
+    engine: &dyn Engine,
+    catalog: &Catalog,
+    meta: &CollectionMeta,
+    docs: &[NewDoc],
+    ordered: bool,
+    before_write: &dyn Fn(std::ops::Range<usize>),
+) -> Vec<(usize, MongoError)> {
     let mut batch = WriteBatch::default();
     let mut flips = BTreeSet::new();
     let mut staged_ok = true;
@@ -181,7 +242,7 @@ pub fn insert_documents(
                 .filter(|&n| !m.indexes.get(n).is_some_and(|x| x.multikey))
                 .collect();
             before_write(i..i + 1);
-            commit(engine, catalog, m, batch, &flips, &[d])
+            commit(engine, catalog, m, batch, &flips, &[d.doc()?])
         });
         if let Err(e) = result {
             errors.push((i, e));

@@ -6,12 +6,12 @@
 //! deserialises each document; its failures (bad BSON, too deep, too large) leave the
 //! connection usable, because the frame boundaries were sound.
 
-use bson::Document;
+use bson::{Document, RawDocumentBuf};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::bson_check::validate_document;
 use crate::compression::{decompress_into, Compressor, NOOP_ID};
-use crate::message::{Incoming, MsgHeader, OpMsg, OpQuery, Request};
+use crate::message::{DocSequence, Incoming, MsgHeader, OpMsg, OpQuery, Request};
 use crate::wire_error::{malformed, WireError};
 use crate::{BSON_SIZE_SLACK, MAX_BSON_SIZE, MAX_MESSAGE_SIZE, MAX_NESTING_DEPTH, MAX_WRITE_BATCH};
 use crate::{OP_COMPRESSED, OP_MSG, OP_QUERY, OP_REPLY};
@@ -102,7 +102,7 @@ pub fn decode_reply(frame: &[u8]) -> Result<(MsgHeader, Document), WireError> {
         header = MsgHeader::parse(frame).expect("decompress writes a header");
     }
     match header.op_code {
-        OP_MSG => Ok((header, parse_op_msg(frame)?.into_command())),
+        OP_MSG => Ok((header, parse_op_msg(frame)?.into_command()?)),
         OP_REPLY => {
             let mut c = Cursor::new(frame, MsgHeader::LEN, frame.len());
             let _flags = c.i32("responseFlags")?;
@@ -268,14 +268,14 @@ fn parse_op_msg(frame: &[u8]) -> Result<OpMsg, WireError> {
 
     // Content pass.
     let body = parse_document(body)?;
-    let mut parsed: Vec<(String, Vec<Document>)> = Vec::with_capacity(sequences.len());
+    let mut parsed: Vec<DocSequence> = Vec::with_capacity(sequences.len());
     for (id, docs) in sequences {
         if body.contains_key(id) || parsed.iter().any(|(other, _)| other == id) {
             return Err(WireError::Bson(format!("duplicate field {id} in OP_MSG")));
         }
         let docs = docs
             .into_iter()
-            .map(parse_document)
+            .map(check_raw_document)
             .collect::<Result<Vec<_>, _>>()?;
         parsed.push((id.to_owned(), docs));
     }
@@ -313,11 +313,22 @@ fn parse_op_query(frame: &[u8]) -> Result<OpQuery, WireError> {
 
 /// Content checks for one document whose length prefix already matches `bytes`.
 fn parse_document(bytes: &[u8]) -> Result<Document, WireError> {
+    check_document(bytes)?;
+    Document::from_reader(bytes).map_err(|e| WireError::Bson(e.to_string()))
+}
+
+/// The same checks, keeping the document as raw BSON.
+fn check_raw_document(bytes: &[u8]) -> Result<RawDocumentBuf, WireError> {
+    check_document(bytes)?;
+    RawDocumentBuf::from_bytes(bytes.to_vec()).map_err(|e| WireError::Bson(e.to_string()))
+}
+
+/// Size, structure, UTF-8 and nesting depth: after this, parsing cannot recurse deeply.
+fn check_document(bytes: &[u8]) -> Result<(), WireError> {
     if bytes.len() > MAX_BSON_SIZE + BSON_SIZE_SLACK {
         return Err(WireError::MessageTooLarge(bytes.len()));
     }
-    validate_document(bytes, MAX_NESTING_DEPTH)?;
-    Document::from_reader(bytes).map_err(|e| WireError::Bson(e.to_string()))
+    validate_document(bytes, MAX_NESTING_DEPTH)
 }
 
 fn eof(msg: &str) -> WireError {

@@ -3,7 +3,7 @@
 use bson::Document;
 
 use crate::compression::Compressor;
-use crate::message::{MsgHeader, OpMsg, OpQuery};
+use crate::message::{DocSequence, MsgHeader, OpMsg, OpQuery};
 use crate::wire_error::WireError;
 use crate::{MAX_MESSAGE_SIZE, OP_COMPRESSED, OP_MSG, OP_QUERY, OP_REPLY};
 
@@ -95,7 +95,7 @@ fn op_msg_frame(
     response_to: i32,
     flags: u32,
     body: &Document,
-    sequences: &[(String, Vec<Document>)],
+    sequences: &[DocSequence],
 ) -> Result<Vec<u8>, WireError> {
     let mut out = vec![0; MsgHeader::LEN];
     out.extend_from_slice(&flags.to_le_bytes());
@@ -107,7 +107,7 @@ fn op_msg_frame(
         out.extend_from_slice(&[0; 4]);
         write_cstring(&mut out, id)?;
         for d in docs {
-            write_doc(&mut out, d)?;
+            out.extend_from_slice(d.as_bytes());
         }
         let size =
             i32::try_from(out.len() - start).map_err(|_| WireError::MessageTooLarge(out.len()))?;
@@ -155,6 +155,45 @@ fn finish_header(
     let mut h = Vec::with_capacity(MsgHeader::LEN);
     header.write(&mut h);
     out[..MsgHeader::LEN].copy_from_slice(&h);
+    Ok(())
+}
+
+/// `body` as one BSON document with each sequence appended as an array field under its
+/// identifier, the documents copied as they are: what [`OpMsg::into_command`] would
+/// encode to, without building a `Document` of each sequence document.
+pub fn fold_sequences(body: &Document, sequences: &[DocSequence]) -> Result<Vec<u8>, WireError> {
+    let mut out = Vec::with_capacity(
+        256 + sequences
+            .iter()
+            .flat_map(|(_, docs)| docs.iter().map(|d| d.as_bytes().len() + 8))
+            .sum::<usize>(),
+    );
+    write_doc(&mut out, body)?;
+    out.pop(); // the body's terminating NUL; the arrays go before it
+    for (id, docs) in sequences {
+        out.push(0x04);
+        write_cstring(&mut out, id)?;
+        let start = out.len();
+        out.extend_from_slice(&[0; 4]);
+        for (i, d) in docs.iter().enumerate() {
+            out.push(0x03);
+            out.extend_from_slice(i.to_string().as_bytes());
+            out.push(0);
+            out.extend_from_slice(d.as_bytes());
+        }
+        out.push(0);
+        patch_len(&mut out, start)?;
+    }
+    out.push(0);
+    patch_len(&mut out, 0)?;
+    Ok(out)
+}
+
+/// Writes the length of the document that starts at `start` and runs to the end of `out`.
+fn patch_len(out: &mut [u8], start: usize) -> Result<(), WireError> {
+    let len =
+        i32::try_from(out.len() - start).map_err(|_| WireError::MessageTooLarge(out.len()))?;
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
     Ok(())
 }
 

@@ -37,9 +37,10 @@ pub use compression::Compressor;
 pub use decode::{decode_message, decode_reply, read_frame, read_message};
 pub use encode::{
     encode_compressed, encode_op_msg, encode_op_msg_request, encode_op_query, encode_op_reply,
+    fold_sequences,
 };
 pub use error::{ErrorCode, MongoError, MongoResult};
-pub use message::{Incoming, MsgHeader, OpMsg, OpQuery, Request};
+pub use message::{DocSequence, Incoming, MsgHeader, OpMsg, OpQuery, Request};
 pub use wire_error::WireError;
 
 /// Largest frame accepted or produced (`maxMessageSizeBytes` in `hello`).

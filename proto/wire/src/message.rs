@@ -1,8 +1,9 @@
 //! Decoded message types.
 
-use bson::{Bson, Document};
+use bson::{Bson, Document, RawDocumentBuf};
 
 use crate::compression::Compressor;
+use crate::wire_error::WireError;
 
 /// The 16-byte header that starts every message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,13 +59,17 @@ pub struct Incoming {
     pub compressor: Option<Compressor>,
 }
 
+/// One OP_MSG document sequence: its identifier and its documents, already validated.
+pub type DocSequence = (String, Vec<RawDocumentBuf>);
+
 /// OP_MSG: flags, one body document and any number of document sequences.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OpMsg {
     pub flags: u32,
     pub body: Document,
-    /// Kind-1 sections: (identifier, documents), in wire order.
-    pub sequences: Vec<(String, Vec<Document>)>,
+    /// Kind-1 sections: (identifier, documents), in wire order. Kept as validated raw
+    /// BSON: a router forwards them without ever building a `Document` of each.
+    pub sequences: Vec<DocSequence>,
 }
 
 impl OpMsg {
@@ -101,15 +106,17 @@ impl OpMsg {
     /// body under its identifier (drivers send insert `documents`, update `updates` and
     /// delete `deletes` this way). Decoding already rejected identifiers that collide
     /// with a body field or with each other.
-    pub fn into_command(self) -> Document {
+    pub fn into_command(self) -> Result<Document, WireError> {
         let mut body = self.body;
         for (id, docs) in self.sequences {
-            body.insert(
-                id,
-                Bson::Array(docs.into_iter().map(Bson::Document).collect()),
-            );
+            let docs = docs
+                .iter()
+                .map(|d| Document::try_from(d.as_ref()).map(Bson::Document))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| WireError::Bson(e.to_string()))?;
+            body.insert(id, Bson::Array(docs));
         }
-        body
+        Ok(body)
     }
 }
 

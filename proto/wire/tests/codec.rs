@@ -1,6 +1,6 @@
 //! Table tests for the wire codec: round trips of every opcode and each way a frame can be bad.
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Bson, Document, RawDocumentBuf};
 use wire::{
     decode_message, decode_reply, encode_compressed, encode_op_msg, encode_op_msg_request,
     encode_op_query, encode_op_reply, read_message, Compressor, ErrorCode, Incoming, MsgHeader,
@@ -54,9 +54,15 @@ fn insert_msg() -> OpMsg {
         body: doc! { "insert": "c", "$db": "test", "ordered": true },
         sequences: vec![(
             "documents".into(),
-            vec![doc! { "_id": 1, "x": "a" }, doc! { "_id": 2, "y": [1, 2] }],
+            raw(&[doc! { "_id": 1, "x": "a" }, doc! { "_id": 2, "y": [1, 2] }]),
         )],
     }
+}
+
+fn raw(docs: &[Document]) -> Vec<RawDocumentBuf> {
+    docs.iter()
+        .map(|d| RawDocumentBuf::from_document(d).unwrap())
+        .collect()
 }
 
 fn msg(incoming: Incoming) -> OpMsg {
@@ -94,7 +100,7 @@ fn op_msg_round_trip_with_sequences() {
     assert_eq!(got, m);
     assert!(!got.more_to_come() && !got.exhaust_allowed());
     assert_eq!(
-        got.into_command(),
+        got.into_command().unwrap(),
         doc! { "insert": "c", "$db": "test", "ordered": true,
         "documents": [{ "_id": 1, "x": "a" }, { "_id": 2, "y": [1, 2] }] }
     );
@@ -108,16 +114,16 @@ fn op_msg_several_sequences_and_empty_sequence() {
         sequences: vec![
             (
                 "ops".into(),
-                vec![doc! { "insert": 0, "document": { "a": 1 } }],
+                raw(&[doc! { "insert": 0, "document": { "a": 1 } }]),
             ),
-            ("nsInfo".into(), vec![doc! { "ns": "db.c" }]),
+            ("nsInfo".into(), raw(&[doc! { "ns": "db.c" }])),
             ("empty".into(), vec![]),
         ],
     };
     let got = msg(decode_message(&encode_op_msg_request(1, &m, None).unwrap()).unwrap());
     assert!(got.more_to_come() && got.exhaust_allowed());
     assert_eq!(got, m);
-    let cmd = got.into_command();
+    let cmd = got.into_command().unwrap();
     assert_eq!(cmd.get_array("empty").unwrap().len(), 0);
     assert_eq!(cmd.get_array("nsInfo").unwrap().len(), 1);
 }
@@ -133,7 +139,7 @@ fn sequence_before_body_is_accepted() {
     );
     let got = msg(decode_message(&raw_frame(1, OP_MSG, &payload)).unwrap());
     assert_eq!(
-        got.into_command(),
+        got.into_command().unwrap(),
         doc! { "insert": "c", "documents": [{ "a": 1 }] }
     );
 }
@@ -390,7 +396,10 @@ fn nesting_depth_limit() {
 
     // The same inside a document sequence, and in OP_QUERY.
     let mut seq = insert_msg();
-    seq.sequences[0].1.push(nested(MAX_NESTING_DEPTH + 1));
+    let deep_doc = bson::to_vec(&nested(MAX_NESTING_DEPTH + 1)).unwrap();
+    seq.sequences[0]
+        .1
+        .push(RawDocumentBuf::from_bytes(deep_doc).unwrap());
     let frame = encode_op_msg_request(1, &seq, None).unwrap();
     assert_err(
         &frame,
@@ -736,4 +745,26 @@ fn write_fuzz_seeds() {
     for (i, (name, frame)) in seeds.iter().enumerate() {
         std::fs::write(format!("{dir}/seed_{i}_{name}"), frame).unwrap();
     }
+}
+
+#[test]
+fn folded_sequences_encode_as_the_folded_command() {
+    let m = OpMsg {
+        flags: 0,
+        body: doc! { "insert": "c", "ordered": false },
+        sequences: vec![
+            (
+                "documents".into(),
+                raw(&(0..12)
+                    .map(|i| doc! { "_id": i, "s": "x" })
+                    .collect::<Vec<_>>()),
+            ),
+            ("empty".into(), vec![]),
+        ],
+    };
+    let folded = wire::fold_sequences(&m.body, &m.sequences).unwrap();
+    let expected = bson::to_vec(&m.clone().into_command().unwrap()).unwrap();
+    assert_eq!(folded, expected);
+    let no_sequences = wire::fold_sequences(&m.body, &[]).unwrap();
+    assert_eq!(no_sequences, bson::to_vec(&m.body).unwrap());
 }

@@ -45,7 +45,14 @@ const READS: &[&str] = &[
     "replSetFreeze",
 ];
 
-pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoResult<Document> {
+/// Forwards `cmd`, with `sequences` (raw document sequences the router never parsed)
+/// appended to it as array fields.
+pub async fn run(
+    session: &mut Session,
+    db: &str,
+    mut cmd: Document,
+    sequences: Vec<wire::DocSequence>,
+) -> MongoResult<Document> {
     let name = cmd.keys().next().cloned().unwrap_or_default();
     let (w, wtimeout_ms) = write_concern(cmd.get("writeConcern"))?;
     // Validated either way; forwarded (and used for shedding) only when deadlines are on.
@@ -135,10 +142,13 @@ pub async fn run(session: &mut Session, db: &str, mut cmd: Document) -> MongoRes
         cmd.insert("lsid", lsid);
         cmd.insert("txnNumber", txn);
     }
+    let command = wire::fold_sequences(&cmd, &sequences)
+        .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+    drop(sequences);
     let result = session
         .state
         .shard
-        .run(db, &cmd, &fwd, &session.peer_text)
+        .run_encoded(db, command, &fwd, &session.peer_text)
         .await;
     let (reply, member, waits) = match result {
         Ok(r) => r,

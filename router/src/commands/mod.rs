@@ -283,6 +283,7 @@ pub async fn dispatch(
     db: &str,
     name: &str,
     cmd: Document,
+    sequences: Vec<wire::DocSequence>,
 ) -> MongoResult<Document> {
     if let Some(Bson::Boolean(true)) = cmd.get("startTransaction") {
         return Err(MongoError::new(
@@ -309,7 +310,7 @@ pub async fn dispatch(
     if let Some((_, op, rule)) = FORWARDED.iter().find(|e| e.0 == name) {
         session.state.counters.add(session.id, *op, 1);
         authz::authorize(session, db, name, &cmd, *rule).await?;
-        let mut reply = forward::run(session, db, cmd).await?;
+        let mut reply = forward::run(session, db, cmd, sequences).await?;
         if name == "listDatabases" {
             authz::filter_databases(session, &mut reply);
         }

@@ -1,32 +1,37 @@
 //! `insert`: ordered or unordered batches; `writeErrors` indexed by position in the batch.
 
-use bson::{doc, oid::ObjectId, Bson, Document};
+use bson::{doc, oid::ObjectId, Bson, Document, RawBsonRef, RawDocument};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::args::{collection_name, create_on_write, opt_array, opt_bool};
 use crate::node::Ctx;
-use crate::write_path::insert_documents;
+use crate::write_path::{insert_new, NewDoc};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
-    let docs = opt_array(cmd, "documents")?.ok_or_else(|| {
-        MongoError::failed_to_parse("BSON field 'insert.documents' is missing but a required field")
-    })?;
-    check_batch_size(docs.len())?;
+    let source = match ctx.raw_documents {
+        Some(raw) => Source::Raw(raw),
+        None => Source::Parsed(opt_array(cmd, "documents")?.ok_or_else(|| {
+            MongoError::failed_to_parse(
+                "BSON field 'insert.documents' is missing but a required field",
+            )
+        })?),
+    };
+    check_batch_size(source.len())?;
     let ordered = opt_bool(cmd, "ordered")?.unwrap_or(true);
     let meta = create_on_write(ctx, coll)?;
 
     // Validate and assign _ids first; invalid documents become write errors in place.
-    let mut prepared = Vec::with_capacity(docs.len());
+    let mut prepared = Vec::with_capacity(source.len());
     let mut errors: Vec<(usize, MongoError)> = Vec::new();
     // Statements an earlier attempt of this retryable write already inserted.
     let mut retried = 0;
-    for (i, d) in docs.iter().enumerate() {
+    for i in 0..source.len() {
         if ctx.begin_statement(i).is_some() {
             retried += 1;
             continue;
         }
-        match prepare(d) {
+        match source.prepare(i) {
             Ok(d) => prepared.push((i, d)),
             Err(e) => {
                 errors.push((i, e));
@@ -45,10 +50,12 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     } else {
         usize::MAX
     };
-    let to_write: Vec<(usize, Document)> =
-        prepared.into_iter().filter(|(i, _)| *i < limit).collect();
-    let positions: Vec<usize> = to_write.iter().map(|(i, _)| *i).collect();
-    let docs: Vec<Document> = to_write.into_iter().map(|(_, d)| d).collect();
+    prepared.retain(|(i, _)| *i < limit);
+    let positions: Vec<usize> = prepared.iter().map(|(i, _)| *i).collect();
+    let docs = prepared
+        .iter()
+        .map(|(_, d)| d.new_doc())
+        .collect::<MongoResult<Vec<_>>>()?;
     let stage = |carried: std::ops::Range<usize>| {
         if let Some(r) = ctx.retry {
             for j in carried {
@@ -56,7 +63,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             }
         }
     };
-    let failed = insert_documents(ctx.engine, &ctx.node.catalog, &meta, &docs, ordered, &stage);
+    let failed = insert_new(ctx.engine, &ctx.node.catalog, &meta, &docs, ordered, &stage);
     let mut n = docs.len();
     if ordered {
         if let Some((j, _)) = failed.first() {
@@ -73,6 +80,106 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         errors.truncate(1);
     }
     Ok(write_reply((n + retried) as i64, errors))
+}
+
+/// Where the batch's documents are: parsed in the command, or raw BSON beside it.
+enum Source<'a> {
+    Parsed(&'a [Bson]),
+    Raw(&'a [&'a RawDocument]),
+}
+
+/// A document ready to store, borrowed from the command when it already has `_id` first.
+enum Prepared<'a> {
+    Borrowed(&'a Document),
+    Owned(Document),
+    Raw(Bson, &'a RawDocument),
+}
+
+impl<'a> Source<'a> {
+    fn len(&self) -> usize {
+        match self {
+            Source::Parsed(d) => d.len(),
+            Source::Raw(d) => d.len(),
+        }
+    }
+
+    fn prepare(&self, i: usize) -> MongoResult<Prepared<'a>> {
+        match *self {
+            Source::Parsed(docs) => {
+                let Bson::Document(d) = &docs[i] else {
+                    return Err(not_a_document());
+                };
+                check_id(d.get("_id"))?;
+                Ok(match d.keys().next() {
+                    Some(k) if k == "_id" => Prepared::Borrowed(d),
+                    _ => Prepared::Owned(with_id_first(d)),
+                })
+            }
+            Source::Raw(docs) => {
+                let raw = docs[i];
+                let first = raw.iter().next().transpose().map_err(invalid_bson)?;
+                if let Some(("_id", v)) = first {
+                    let id = Bson::try_from(v.to_raw_bson()).map_err(invalid_bson)?;
+                    check_id(Some(&id))?;
+                    return Ok(Prepared::Raw(id, raw));
+                }
+                let d = Document::try_from(raw).map_err(invalid_bson)?;
+                check_id(d.get("_id"))?;
+                Ok(Prepared::Owned(with_id_first(&d)))
+            }
+        }
+    }
+}
+
+impl Prepared<'_> {
+    fn new_doc(&self) -> MongoResult<NewDoc<'_>> {
+        match self {
+            Prepared::Borrowed(d) => NewDoc::parsed(d),
+            Prepared::Owned(d) => NewDoc::parsed(d),
+            Prepared::Raw(id, raw) => Ok(NewDoc::raw(id.clone(), raw)),
+        }
+    }
+}
+
+fn not_a_document() -> MongoError {
+    MongoError::type_mismatch("BSON field 'insert.documents' must contain documents")
+}
+
+fn invalid_bson(e: impl std::fmt::Display) -> MongoError {
+    MongoError::new(ErrorCode::InvalidBSON, e.to_string())
+}
+
+/// An `insert` command as its options (a small parsed document) and its documents as
+/// raw BSON borrowed from `command`, each checked as the router checks them. `None` when
+/// the command is not an insert or its documents are not all documents: it is then
+/// parsed whole, and the insert reports what is wrong in MongoDB's words.
+pub fn split_raw(command: &[u8]) -> Option<(Document, Vec<&RawDocument>)> {
+    let raw = RawDocument::from_bytes(command).ok()?;
+    let mut body = Document::new();
+    let mut documents = None;
+    for (n, element) in raw.iter().enumerate() {
+        let (key, value) = element.ok()?;
+        if n == 0 && key != "insert" {
+            return None;
+        }
+        if key != "documents" {
+            body.insert(key, Bson::try_from(value.to_raw_bson()).ok()?);
+            continue;
+        }
+        let RawBsonRef::Array(array) = value else {
+            return None;
+        };
+        let mut docs = Vec::new();
+        for d in array {
+            let RawBsonRef::Document(d) = d.ok()? else {
+                return None;
+            };
+            wire::bson_check::validate_document(d.as_bytes(), wire::MAX_NESTING_DEPTH).ok()?;
+            docs.push(d);
+        }
+        documents = Some(docs);
+    }
+    Some((body, documents?))
 }
 
 pub fn check_batch_size(n: usize) -> MongoResult<()> {
@@ -99,17 +206,6 @@ pub fn write_reply(n: i64, errors: Vec<(usize, MongoError)>) -> Document {
         reply.insert("writeErrors", errs);
     }
     reply
-}
-
-/// Gives the document an `_id` (first, as MongoDB stores it) and validates it.
-pub fn prepare(d: &Bson) -> MongoResult<Document> {
-    let Bson::Document(d) = d else {
-        return Err(MongoError::type_mismatch(
-            "BSON field 'insert.documents' must contain documents",
-        ));
-    };
-    check_id(d.get("_id"))?;
-    Ok(with_id_first(d))
 }
 
 pub fn check_id(id: Option<&Bson>) -> MongoResult<()> {

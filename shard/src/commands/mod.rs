@@ -23,7 +23,7 @@ mod find;
 mod find_and_modify;
 mod get_more;
 mod hello;
-mod insert;
+pub mod insert;
 mod kill_cursors;
 mod list_collections;
 mod list_databases;

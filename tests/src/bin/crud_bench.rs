@@ -2,12 +2,19 @@
 //! reached in-process as in `bulwark local`, and over gRPC as separate processes do)
 //! against raw WiredTiger through wiredtiger-sys, measured in the same run on the same
 //! machine, with the ratio of each pair. Prints the median of `--runs` runs (default 3).
+//! Inserts are measured from one client (every stage waits for the one before it, so the
+//! figure is a latency) and from `--clients` concurrent ones (throughput, both cores).
 //!
-//!   cargo run --release -p tests --bin crud-bench [-- --runs 3 --docs 100000 --lookups 20000]
+//!   cargo run --release -p tests --bin crud-bench [-- --runs 3 --docs 100000 --lookups 20000
+//!                                                    --clients 4 --insert-only 0]
 //!
 //! This is a program that prints figures, never a test that asserts timings.
 
 use std::time::Instant;
+
+/// The allocator `bulwark` itself runs with (see `src/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use bson::{doc, Document};
 use tests::{Link, TestCluster};
@@ -19,6 +26,11 @@ struct Args {
     lookups: usize,
     batch: usize,
     value_size: usize,
+    /// Concurrent inserting clients for the second insert figure.
+    clients: usize,
+    /// `--insert-only 1`: only the N-client insert through the in-process router, for
+    /// profiling that path alone.
+    insert_only: bool,
 }
 
 fn parse_args() -> Args {
@@ -28,6 +40,8 @@ fn parse_args() -> Args {
         lookups: 20_000,
         batch: 100,
         value_size: 1024,
+        clients: 4,
+        insert_only: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -39,6 +53,8 @@ fn parse_args() -> Args {
             "--lookups" => a.lookups = v,
             "--batch" => a.batch = v,
             "--value-size" => a.value_size = v,
+            "--clients" => a.clients = v,
+            "--insert-only" => a.insert_only = v != 0,
             other => panic!("unknown flag {other}"),
         }
         i += 2;
@@ -59,16 +75,28 @@ fn batch_docs(n: usize, args: &Args, payload: &str) -> Vec<Document> {
         .collect()
 }
 
-/// Inserts `docs` documents of about `value_size` bytes in batches; returns docs/s.
-async fn router_insert(coll: &mongodb::Collection<Document>, args: &Args) -> f64 {
-    let payload = "x".repeat(args.value_size);
+/// Inserts `docs` documents of about `value_size` bytes in batches from `clients`
+/// concurrent tasks (batch `n` goes to task `n % clients`); returns docs/s.
+async fn router_insert(coll: &mongodb::Collection<Document>, args: &Args, clients: usize) -> f64 {
+    let batches = args.docs / args.batch;
     let started = Instant::now();
-    for n in 0..args.docs / args.batch {
-        coll.insert_many(batch_docs(n, args, &payload))
-            .await
-            .unwrap();
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let (coll, args) = (coll.clone(), *args);
+            tokio::spawn(async move {
+                let payload = "x".repeat(args.value_size);
+                for n in (c..batches).step_by(clients) {
+                    coll.insert_many(batch_docs(n, &args, &payload))
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
     }
-    (args.docs / args.batch * args.batch) as f64 / started.elapsed().as_secs_f64()
+    (batches * args.batch) as f64 / started.elapsed().as_secs_f64()
 }
 
 /// The shard's command layer alone (no driver, no router, no network): the same insert
@@ -121,11 +149,18 @@ async fn router_figures(link: Link, args: &Args, out: &mut Figures) {
     let cluster = TestCluster::start_linked(link).await;
     let db = cluster.client().await.database("bench");
     let coll = db.collection::<Document>("c");
-    let (insert, find, ping) = match link {
-        Link::InProcess => ("insert", "find_one", "ping"),
-        Link::Grpc => ("insert (gRPC)", "find_one (gRPC)", "ping (gRPC)"),
+    let (insert, insert_n, find, ping) = match link {
+        Link::InProcess => ("insert", "insert xN", "find_one", "ping"),
+        Link::Grpc => (
+            "insert (gRPC)",
+            "insert xN (gRPC)",
+            "find_one (gRPC)",
+            "ping (gRPC)",
+        ),
     };
-    out.push((insert, router_insert(&coll, args).await));
+    out.push((insert, router_insert(&coll, args, 1).await));
+    coll.drop().await.unwrap();
+    out.push((insert_n, router_insert(&coll, args, args.clients).await));
     out.push((find, router_point_find(&coll, args).await));
     out.push((ping, router_ping(&db, args).await));
     cluster.stop().await;
@@ -134,6 +169,14 @@ async fn router_figures(link: Link, args: &Args, out: &mut Figures) {
 #[tokio::main]
 async fn main() {
     let args = parse_args();
+    if args.insert_only {
+        let cluster = TestCluster::start_linked(Link::InProcess).await;
+        let coll = cluster.client().await.database("bench").collection("c");
+        let rate = router_insert(&coll, &args, args.clients).await;
+        println!("insert_many, {} clients: {rate:.0} docs/s", args.clients);
+        cluster.stop().await;
+        return;
+    }
     let mut runs: Vec<Figures> = Vec::new();
     for run in 1..=args.runs {
         let mut f = Figures::new();
@@ -180,22 +223,35 @@ async fn main() {
     let (raw_ins, raw_get) = (m("raw insert"), m("raw get"));
     println!();
     println!(
-        "medians of {} runs ({} docs of {} B, batches of {}, {} lookups):",
-        args.runs, args.docs, args.value_size, args.batch, args.lookups
+        "medians of {} runs ({} docs of {} B, batches of {}, {} lookups, N = {} clients):",
+        args.runs, args.docs, args.value_size, args.batch, args.lookups, args.clients
     );
     println!("  raw WiredTiger insert          : {raw_ins:>10.0} rows/s");
     println!("  raw WiredTiger search          : {raw_get:>10.0} ops/s");
+    // The ratio is the median of each run's own ratio: the raw baseline moves with the
+    // machine's other load (it varied by 1.6x between runs here), so a figure is only
+    // compared with the baseline measured next to it.
+    let ratio = |name: &str, base: &str| {
+        let get = |f: &Figures, n: &str| f.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
+        median(
+            runs.iter()
+                .filter_map(|f| Some(get(f, name)? / get(f, base)?))
+                .collect(),
+        )
+    };
     for (label, name, base) in [
-        ("insert_many via router", "insert", raw_ins),
-        ("insert_many via router, gRPC", "insert (gRPC)", raw_ins),
-        ("shard layer only (no router)", "shard-only insert", raw_ins),
-        ("find_one via router", "find_one", raw_get),
-        ("find_one via router, gRPC", "find_one (gRPC)", raw_get),
+        ("insert_many via router", "insert", "raw insert"),
+        ("insert_many via router, gRPC", "insert (gRPC)", "raw insert"),
+        ("insert_many, N clients", "insert xN", "raw insert"),
+        ("insert_many, N clients, gRPC", "insert xN (gRPC)", "raw insert"),
+        ("shard layer only (no router)", "shard-only insert", "raw insert"),
+        ("find_one via router", "find_one", "raw get"),
+        ("find_one via router, gRPC", "find_one (gRPC)", "raw get"),
     ] {
-        let v = m(name);
         println!(
-            "  {label:<30} : {v:>10.0} /s   ratio to raw {:.3}",
-            v / base
+            "  {label:<30} : {:>10.0} /s   ratio to raw {:.3}",
+            m(name),
+            ratio(name, base)
         );
     }
     println!("  ping (router only)             : {:>10.0} /s", m("ping"));
