@@ -154,7 +154,7 @@ impl ShardHandle {
 
     /// Asks every member for its state (`hello`) and records the primary and sites.
     pub async fn refresh(&self) {
-        let hello = bson::to_vec(&doc! {"hello": 1}).expect("hello encodes");
+        let hello = bytes::Bytes::from(bson::to_vec(&doc! {"hello": 1}).expect("hello encodes"));
         let hello = &hello;
         let calls = self.inner.members.iter().map(|m| async move {
             let r = tokio::time::timeout(
@@ -230,6 +230,7 @@ impl ShardHandle {
         fwd: &Forward,
         client: &str,
     ) -> MongoResult<(Document, usize, Waits)> {
+        let command = bytes::Bytes::from(command);
         let started = Instant::now();
         // A read, or a write the shard records under its session, may be sent again
         // even if the first attempt ran: it takes effect once.
@@ -323,13 +324,13 @@ impl ShardHandle {
         &self,
         transport: &Transport,
         db: &str,
-        command: &[u8],
+        command: &bytes::Bytes,
         fwd: &Forward,
         client: &str,
     ) -> MongoResult<(Document, Waits)> {
         let mut req = tonic::Request::new(CommandRequest {
             db: db.to_string(),
-            command: command.to_vec(),
+            command: command.clone(),
             max_time_ms: fwd.max_time_ms,
             client: client.to_string(),
             secondary_ok: fwd.read_preference.mode != Mode::Primary,

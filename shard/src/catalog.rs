@@ -55,9 +55,12 @@ pub struct CollectionMeta {
     pub options: Document,
     /// Secondary indexes. The `_id` index is the collection table itself (clustered by `_id`).
     pub indexes: Vec<IndexMeta>,
-    /// Serialises writers of one collection so that index maintenance reads a stable
-    /// pre-image. Readers never take it.
-    pub write_lock: Arc<Mutex<()>>,
+    /// Writers that read a pre-image (update, delete, findAndModify, TTL) and DDL take it
+    /// exclusively, so index maintenance reads a stable pre-image and an index build
+    /// sees every document. Inserts read no pre-image and share it: WiredTiger orders
+    /// concurrent inserts (a duplicate key is a conflict or KeyExists there), and
+    /// multikey flips serialise on `Catalog::flips`. Readers never take it.
+    pub write_lock: Arc<RwLock<()>>,
 }
 
 impl CollectionMeta {
@@ -103,6 +106,10 @@ impl CollectionMeta {
 pub struct Catalog {
     collections: RwLock<BTreeMap<String, Arc<CollectionMeta>>>,
     next_table: Mutex<u64>,
+    /// Held while a write marks indexes multikey: it stages the collection's newest
+    /// metadata with its flips, so two inserts flipping different indexes of one
+    /// collection at once cannot each write back the other's index as not multikey.
+    pub flips: Mutex<()>,
 }
 
 impl Catalog {
@@ -114,6 +121,7 @@ impl Catalog {
         Ok(Catalog {
             collections: RwLock::new(map),
             next_table: Mutex::new(max_table + 1),
+            flips: Mutex::new(()),
         })
     }
 
@@ -200,7 +208,7 @@ impl Catalog {
             uuid: bson::Uuid::new(),
             options,
             indexes: Vec::new(),
-            write_lock: Arc::new(Mutex::new(())),
+            write_lock: Arc::new(RwLock::new(())),
         };
         engine.create_table(&meta.table).map_err(storage_to_mongo)?;
         let mut batch = WriteBatch::default();
@@ -331,7 +339,7 @@ fn meta_from_document(d: &Document) -> MongoResult<CollectionMeta> {
         },
         options: d.get_document("options").cloned().unwrap_or_default(),
         indexes,
-        write_lock: Arc::new(Mutex::new(())),
+        write_lock: Arc::new(RwLock::new(())),
     })
 }
 

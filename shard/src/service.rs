@@ -86,7 +86,7 @@ impl Shard for Service {
             let reply = match crate::commands::insert::split_raw(&req.command) {
                 Some((body, docs)) => node.run_command_raw(&req.db, &body, Some(&docs), opts),
                 None => {
-                    let cmd = Document::from_reader(&mut req.command.as_slice())
+                    let cmd = Document::from_reader(&mut &req.command[..])
                         .map_err(|e| Status::invalid_argument(format!("command is not BSON: {e}")))
                         .map_err(Box::new)?;
                     node.run_command_with(&req.db, &cmd, opts)

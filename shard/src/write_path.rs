@@ -125,14 +125,21 @@ fn commit(
     flips: &BTreeSet<usize>,
     docs: &[&Document],
 ) -> MongoResult<()> {
+    // Flips are staged onto the newest metadata, under the catalog's flip lock until the
+    // new metadata is installed (see `Catalog::flips`).
+    let _flipping = (!flips.is_empty()).then(|| catalog.flips.lock().unwrap());
     let updated = if flips.is_empty() {
         None
     } else {
-        let mut indexes = meta.indexes.clone();
+        let newest = catalog.get(&meta.ns());
+        let base = newest.as_deref().unwrap_or(meta);
+        let mut indexes = base.indexes.clone();
         for &n in flips {
-            indexes[n].multikey = true;
+            if let Some(i) = indexes.get_mut(n) {
+                i.multikey = true;
+            }
         }
-        let m = meta.derive(indexes);
+        let m = base.derive(indexes);
         catalog.stage(&mut batch, &m);
         Some(m)
     };

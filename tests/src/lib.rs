@@ -24,7 +24,10 @@ pub struct TestCluster {
 
 pub enum Storage {
     Memory,
+    /// WiredTiger with a small cache (64 MB): tests start many nodes.
     WiredTiger,
+    /// WiredTiger with this cache in MB (benchmarks use the shard's default).
+    WiredTigerCache(usize),
 }
 
 /// How the router reaches the shard.
@@ -79,6 +82,10 @@ impl TestCluster {
             Storage::WiredTiger => shard::EngineKind::WiredTiger {
                 dir: dir.join("shard0"),
                 cache_mb: 64,
+            },
+            Storage::WiredTigerCache(cache_mb) => shard::EngineKind::WiredTiger {
+                dir: dir.join("shard0"),
+                cache_mb,
             },
         };
         let node =

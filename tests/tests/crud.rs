@@ -356,6 +356,68 @@ pub fn write_error_code(err: &mongodb::error::Error) -> Option<i32> {
     }
 }
 
+/// Insert batches travel as raw BSON from the driver to storage (the router does not
+/// parse them, the shard stores a document as it came when `_id` is first): documents
+/// with `_id` elsewhere or missing, invalid `_id`s and secondary indexes still behave as
+/// MongoDB documents them.
+#[tokio::test]
+async fn raw_insert_batches_keep_id_rules_and_indexes() {
+    let cluster = TestCluster::start().await;
+    let coll = cluster
+        .client()
+        .await
+        .database("app")
+        .collection::<Document>("raw");
+    coll.create_index(
+        mongodb::IndexModel::builder()
+            .keys(doc! {"u": 1})
+            .options(
+                mongodb::options::IndexOptions::builder()
+                    .unique(true)
+                    .build(),
+            )
+            .build(),
+    )
+    .await
+    .unwrap();
+    coll.insert_many(vec![
+        doc! {"a": 1, "_id": 7, "u": 1},
+        doc! {"_id": 8, "b": {"c": [1, 2]}, "u": 2},
+        doc! {"x": 1},
+    ])
+    .await
+    .unwrap();
+    // `_id` is stored first, as MongoDB stores it.
+    let seven = coll.find_one(doc! {"_id": 7}).await.unwrap().unwrap();
+    assert_eq!(seven, doc! {"_id": 7, "a": 1, "u": 1});
+    assert_eq!(seven.keys().next().map(String::as_str), Some("_id"));
+    let eight = coll.find_one(doc! {"b.c": 2}).await.unwrap().unwrap();
+    assert_eq!(eight, doc! {"_id": 8, "b": {"c": [1, 2]}, "u": 2});
+    let generated = coll.find_one(doc! {"x": 1}).await.unwrap().unwrap();
+    assert!(matches!(generated.get("_id"), Some(Bson::ObjectId(_))));
+
+    // The unique index on `u` sees raw documents: the duplicate is E11000 with its key.
+    let err = coll
+        .insert_many(vec![doc! {"_id": 9, "u": 3}, doc! {"_id": 10, "u": 1}])
+        .await
+        .unwrap_err();
+    assert_eq!(insert_many_errors(&err), vec![(1, 11000)]);
+    let mongodb::error::ErrorKind::InsertMany(e) = &*err.kind else {
+        unreachable!()
+    };
+    let dup = &e.write_errors.as_ref().unwrap()[0];
+    assert!(dup.message.contains("u_1"), "{}", dup.message);
+    // An array `_id` is InvalidIdField (53) in its own slot; the others land (unordered).
+    let err = coll
+        .insert_many(vec![doc! {"_id": [1], "u": 4}, doc! {"_id": 11, "u": 5}])
+        .ordered(false)
+        .await
+        .unwrap_err();
+    assert_eq!(insert_many_errors(&err), vec![(0, 53)]);
+    let ids: Vec<Bson> = coll.distinct("_id", doc! {"u": {"$gte": 3}}).await.unwrap();
+    assert_eq!(ids, vec![Bson::Int32(9), Bson::Int32(11)]);
+}
+
 fn insert_many_errors(err: &mongodb::error::Error) -> Vec<(usize, i32)> {
     match &*err.kind {
         mongodb::error::ErrorKind::InsertMany(e) => e

@@ -261,3 +261,43 @@ async fn ttl_index_expires_documents() {
         .collect();
     assert_eq!(left, vec![2, 3]);
 }
+
+/// Inserts into one collection run side by side (they share its write lock). Two that make
+/// different indexes multikey at the same moment must both be recorded: an index still
+/// marked single-valued would intersect the bounds of `{$gt: 1, $lt: 3}` and miss
+/// `[0, 5]`, which MongoDB matches (one element is above 1, another below 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_inserts_keep_every_multikey_flip() {
+    let cluster = TestCluster::start().await;
+    let db = cluster.client().await.database("app");
+    for round in 0..8 {
+        let coll = db.collection::<Document>(&format!("flips{round}"));
+        for field in ["a", "b", "c"] {
+            coll.create_index(IndexModel::builder().keys(doc! {field: 1}).build())
+                .await
+                .unwrap();
+        }
+        let inserts = ["a", "b", "c"].map(|field| {
+            let coll = coll.clone();
+            tokio::spawn(async move {
+                coll.insert_one(doc! {field: [0, 5]}).await.unwrap();
+            })
+        });
+        for t in inserts {
+            t.await.unwrap();
+        }
+        for field in ["a", "b", "c"] {
+            let n = coll
+                .count_documents(doc! {field: {"$gt": 1, "$lt": 3}})
+                .await
+                .unwrap();
+            assert_eq!(
+                n, 1,
+                "round {round}: index on {field} lost its multikey flag"
+            );
+        }
+    }
+    // With several runtime threads the node may still be closing on one of them when the
+    // cluster is dropped, and dropping removes its directory: stop it first.
+    cluster.stop().await;
+}

@@ -83,7 +83,7 @@ fn run_one(
         return Ok(0);
     };
     let lock = meta.write_lock.clone();
-    let _guard = lock.lock().unwrap();
+    let _guard = lock.write().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let hint = super::args::opt_hint(d);
     let args = FindArgs {

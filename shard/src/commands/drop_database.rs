@@ -8,7 +8,7 @@ use crate::node::Ctx;
 pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     for meta in ctx.node.catalog.list(ctx.db) {
         let lock = meta.write_lock.clone();
-        let _guard = lock.lock().unwrap();
+        let _guard = lock.write().unwrap();
         ctx.node.catalog.drop_collection(ctx.engine, &meta.ns())?;
     }
     Ok(doc! {"dropped": ctx.db})

@@ -15,7 +15,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         )
     })?;
     let lock = meta.write_lock.clone();
-    let _guard = lock.lock().unwrap();
+    let _guard = lock.write().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let was = meta.indexes.len() as i32 + 1;
     let not_found = |what: String| {

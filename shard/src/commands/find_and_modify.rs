@@ -68,7 +68,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         }
     };
     let lock = meta.write_lock.clone();
-    let _guard = lock.lock().unwrap();
+    let _guard = lock.write().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let hint = super::args::opt_hint(cmd);
     let vars = super::args::let_vars(cmd)?;

@@ -42,7 +42,8 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         }
     }
     let lock = meta.write_lock.clone();
-    let _guard = lock.lock().unwrap();
+    // Shared: inserts of one collection run side by side (see `CollectionMeta::write_lock`).
+    let _guard = lock.read().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     // With ordered inserts, only the documents before the first invalid one are written.
     let limit = if ordered {
@@ -249,6 +250,35 @@ pub fn with_id_first(d: &Document) -> Document {
                 }
             }
             out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_raw;
+    use bson::doc;
+
+    #[test]
+    fn split_raw_takes_only_inserts_of_documents() {
+        let cmd =
+            doc! {"insert": "c", "documents": [{"_id": 1}, {"_id": 2, "a": "x"}], "ordered": false};
+        let bytes = bson::to_vec(&cmd).unwrap();
+        let (body, docs) = split_raw(&bytes).unwrap();
+        assert_eq!(body, doc! {"insert": "c", "ordered": false});
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[1].get_str("a").unwrap(), "x");
+        // Anything else is parsed whole, so the insert reports it in MongoDB's words.
+        for other in [
+            doc! {"find": "c", "documents": [{"_id": 1}]},
+            doc! {"insert": "c", "documents": [{"_id": 1}, 5]},
+            doc! {"insert": "c", "documents": {"_id": 1}},
+            doc! {"insert": "c"},
+        ] {
+            assert!(
+                split_raw(&bson::to_vec(&other).unwrap()).is_none(),
+                "{other}"
+            );
         }
     }
 }

@@ -139,7 +139,7 @@ fn run_one(
         }
     };
     let lock = meta.write_lock.clone();
-    let _guard = lock.lock().unwrap();
+    let _guard = lock.write().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let args = FindArgs {
         filter: filter.clone(),

@@ -17,7 +17,7 @@ use std::time::Instant;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use bson::{doc, Document};
-use tests::{Link, TestCluster};
+use tests::{Link, Storage, TestCluster};
 
 #[derive(Clone, Copy)]
 struct Args {
@@ -76,19 +76,28 @@ fn batch_docs(n: usize, args: &Args, payload: &str) -> Vec<Document> {
 }
 
 /// Inserts `docs` documents of about `value_size` bytes in batches from `clients`
-/// concurrent tasks (batch `n` goes to task `n % clients`); returns docs/s.
+/// concurrent tasks (batch `n` goes to task `n % clients`); returns docs/s. The documents
+/// are built before the clock starts, as the raw baseline's values are: the figure is
+/// the driver's encoding, the router, the shard and storage, not the making of test data.
 async fn router_insert(coll: &mongodb::Collection<Document>, args: &Args, clients: usize) -> f64 {
     let batches = args.docs / args.batch;
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..clients)
+    let payload = "x".repeat(args.value_size);
+    let work: Vec<Vec<Vec<Document>>> = (0..clients)
         .map(|c| {
-            let (coll, args) = (coll.clone(), *args);
+            (c..batches)
+                .step_by(clients)
+                .map(|n| batch_docs(n, args, &payload))
+                .collect()
+        })
+        .collect();
+    let started = Instant::now();
+    let tasks: Vec<_> = work
+        .into_iter()
+        .map(|batches| {
+            let coll = coll.clone();
             tokio::spawn(async move {
-                let payload = "x".repeat(args.value_size);
-                for n in (c..batches).step_by(clients) {
-                    coll.insert_many(batch_docs(n, &args, &payload))
-                        .await
-                        .unwrap();
+                for batch in &batches {
+                    coll.insert_many(batch).await.unwrap();
                 }
             })
         })
@@ -105,7 +114,7 @@ async fn router_insert(coll: &mongodb::Collection<Document>, args: &Args, client
 fn shard_only_insert(dir: &std::path::Path, args: &Args) -> f64 {
     let kind = shard::EngineKind::WiredTiger {
         dir: dir.to_path_buf(),
-        cache_mb: 512,
+        cache_mb: storage::rawbench::BENCH_CACHE_MB,
     };
     let node = shard::Node::open(&kind, std::time::Duration::from_secs(600)).expect("open node");
     let payload = "x".repeat(args.value_size);
@@ -141,12 +150,19 @@ async fn router_point_find(coll: &mongodb::Collection<Document>, args: &Args) ->
     args.lookups as f64 / started.elapsed().as_secs_f64()
 }
 
+/// The shard's WiredTiger cache is the raw baseline's (and the shard's default), so both
+/// sides evict (or not) alike.
+fn bench_storage() -> Storage {
+    Storage::WiredTigerCache(storage::rawbench::BENCH_CACHE_MB)
+}
+
 /// Figures of one run, by name, in print order.
 type Figures = Vec<(&'static str, f64)>;
 
 /// Insert, find_one and ping through a router whose shard link is `link`.
 async fn router_figures(link: Link, args: &Args, out: &mut Figures) {
-    let cluster = TestCluster::start_linked(link).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = TestCluster::start_with(dir.path(), bench_storage(), link).await;
     let db = cluster.client().await.database("bench");
     let coll = db.collection::<Document>("c");
     let (insert, insert_n, find, ping) = match link {
@@ -170,7 +186,8 @@ async fn router_figures(link: Link, args: &Args, out: &mut Figures) {
 async fn main() {
     let args = parse_args();
     if args.insert_only {
-        let cluster = TestCluster::start_linked(Link::InProcess).await;
+        let dir = tempfile::tempdir().unwrap();
+        let cluster = TestCluster::start_with(dir.path(), bench_storage(), Link::InProcess).await;
         let coll = cluster.client().await.database("bench").collection("c");
         let rate = router_insert(&coll, &args, args.clients).await;
         println!("insert_many, {} clients: {rate:.0} docs/s", args.clients);
@@ -241,10 +258,22 @@ async fn main() {
     };
     for (label, name, base) in [
         ("insert_many via router", "insert", "raw insert"),
-        ("insert_many via router, gRPC", "insert (gRPC)", "raw insert"),
+        (
+            "insert_many via router, gRPC",
+            "insert (gRPC)",
+            "raw insert",
+        ),
         ("insert_many, N clients", "insert xN", "raw insert"),
-        ("insert_many, N clients, gRPC", "insert xN (gRPC)", "raw insert"),
-        ("shard layer only (no router)", "shard-only insert", "raw insert"),
+        (
+            "insert_many, N clients, gRPC",
+            "insert xN (gRPC)",
+            "raw insert",
+        ),
+        (
+            "shard layer only (no router)",
+            "shard-only insert",
+            "raw insert",
+        ),
         ("find_one via router", "find_one", "raw get"),
         ("find_one via router, gRPC", "find_one (gRPC)", "raw get"),
     ] {
