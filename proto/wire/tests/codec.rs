@@ -768,3 +768,64 @@ fn folded_sequences_encode_as_the_folded_command() {
     let no_sequences = wire::fold_sequences(&m.body, &[]).unwrap();
     assert_eq!(no_sequences, bson::to_vec(&m.body).unwrap());
 }
+
+/// Insert documents are now stored as they arrive, checked only by `validate_document`:
+/// every document it accepts must also parse, or a stored document could not be read
+/// back. Byte flips of documents holding every BSON type, fixed seed, bounded count.
+#[test]
+fn what_the_validator_accepts_always_parses() {
+    use bson::spec::BinarySubtype;
+    let binary = |subtype, bytes: Vec<u8>| Bson::Binary(bson::Binary { subtype, bytes });
+    let samples = [
+        doc! {"_id": 1, "s": "text", "d": 1.5, "l": 7_i64, "b": true, "n": null},
+        doc! {"o": {"a": [1, {"b": "c"}]}, "t": bson::Timestamp { time: 1, increment: 2 }},
+        doc! {
+            "bin": binary(BinarySubtype::Generic, vec![1, 2, 3]),
+            "old": binary(BinarySubtype::BinaryOld, vec![4, 5]),
+            "uuid": binary(BinarySubtype::Uuid, vec![0; 16]),
+        },
+        doc! {
+            "re": bson::Regex { pattern: "a.c".into(), options: "i".into() },
+            "js": Bson::JavaScriptCode("x".into()),
+            "jss": Bson::JavaScriptCodeWithScope(bson::JavaScriptCodeWithScope {
+                code: "y".into(),
+                scope: doc! {"z": 1},
+            }),
+            "dt": bson::DateTime::from_millis(5),
+            "oid": bson::oid::ObjectId::from_bytes([1; 12]),
+            "dec": bson::Decimal128::from_bytes([0; 16]),
+            "min": Bson::MinKey, "max": Bson::MaxKey,
+            "sym": Bson::Symbol("s".into()), "u": Bson::Undefined,
+        },
+    ];
+    let mut s: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut accepted = 0;
+    for round in 0..60_000 {
+        let mut bytes = bson_bytes(&samples[round % samples.len()]);
+        for _ in 0..1 + next() % 3 {
+            let at = (next() as usize) % bytes.len();
+            bytes[at] = match next() % 4 {
+                0 => 0,
+                1 => 0xFF,
+                _ => next() as u8,
+            };
+        }
+        if wire::bson_check::validate_document(&bytes, MAX_NESTING_DEPTH).is_ok() {
+            accepted += 1;
+            if let Err(e) = Document::from_reader(&bytes[..]) {
+                panic!("validator accepted what the parser rejects ({e}): {bytes:?}");
+            }
+        }
+    }
+    // The mutations must leave some documents valid, or the check above checks nothing.
+    assert!(
+        accepted > 1_000,
+        "only {accepted} mutated documents were valid"
+    );
+}
