@@ -15,6 +15,11 @@ pub enum ShardError {
 
 /// Storage failures inside a command become InternalError replies; duplicate keys are
 /// handled where the index is known (see `write_path`).
+/// A document that does not encode or decode as BSON: `InvalidBSON` (22).
+pub fn invalid_bson(e: impl std::fmt::Display) -> wire::MongoError {
+    wire::MongoError::new(wire::ErrorCode::InvalidBSON, e.to_string())
+}
+
 pub fn storage_to_mongo(e: storage::StorageError) -> wire::MongoError {
     match e {
         storage::StorageError::Replication {

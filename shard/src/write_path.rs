@@ -13,7 +13,7 @@ use storage::{Engine, StorageError, WriteBatch};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::{Catalog, CollectionMeta, IndexMeta};
-use crate::error::storage_to_mongo;
+use crate::error::{invalid_bson, storage_to_mongo};
 use crate::keys::{id_key, index_entry_key, index_keys};
 
 /// A document about to be inserted: its `_id`, the bytes stored for it (`_id` first), and
@@ -32,8 +32,7 @@ impl<'a> NewDoc<'a> {
             .get("_id")
             .cloned()
             .ok_or_else(|| MongoError::internal("document without _id"))?;
-        let bytes = bson::to_vec(doc)
-            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        let bytes = bson::to_vec(doc).map_err(invalid_bson)?;
         Ok(NewDoc {
             id,
             bytes: Cow::Owned(bytes),
@@ -54,8 +53,7 @@ impl<'a> NewDoc<'a> {
         if let Some(d) = self.parsed.get() {
             return Ok(d);
         }
-        let d = Document::from_reader(&mut &self.bytes[..])
-            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        let d = Document::from_reader(&mut &self.bytes[..]).map_err(invalid_bson)?;
         Ok(self.parsed.get_or_init(|| Cow::Owned(d)))
     }
 }
@@ -273,8 +271,7 @@ pub fn replace_document(
         .get("_id")
         .ok_or_else(|| MongoError::internal("document without _id"))?;
     let rk = id_key(id);
-    let bytes =
-        bson::to_vec(new).map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+    let bytes = bson::to_vec(new).map_err(invalid_bson)?;
     check_size(bytes.len())?;
     let mut batch = WriteBatch::default();
     let mut flips = BTreeSet::new();

@@ -1,5 +1,7 @@
 //! Encoding replies (server) and requests (tests, chaos and other clients).
 
+use std::io::Write;
+
 use bson::Document;
 
 use crate::compression::Compressor;
@@ -177,8 +179,8 @@ pub fn fold_sequences(body: &Document, sequences: &[DocSequence]) -> Result<Vec<
         out.extend_from_slice(&[0; 4]);
         for (i, d) in docs.iter().enumerate() {
             out.push(0x03);
-            out.extend_from_slice(i.to_string().as_bytes());
-            out.push(0);
+            // The index key, formatted in place (no allocation per document).
+            write!(out, "{i}\0").expect("writing to a Vec cannot fail");
             out.extend_from_slice(d.as_bytes());
         }
         out.push(0);

@@ -4,6 +4,7 @@ use bson::{doc, oid::ObjectId, Bson, Document, RawBsonRef, RawDocument};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::args::{collection_name, create_on_write, opt_array, opt_bool};
+use crate::error::invalid_bson;
 use crate::node::Ctx;
 use crate::write_path::{insert_new, NewDoc};
 
@@ -144,10 +145,6 @@ impl Prepared<'_> {
 
 fn not_a_document() -> MongoError {
     MongoError::type_mismatch("BSON field 'insert.documents' must contain documents")
-}
-
-fn invalid_bson(e: impl std::fmt::Display) -> MongoError {
-    MongoError::new(ErrorCode::InvalidBSON, e.to_string())
 }
 
 /// An `insert` command as its options (a small parsed document) and its documents as
