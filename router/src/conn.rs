@@ -33,6 +33,10 @@ pub struct Session {
     pub closing: bool,
     /// Where the last forwarded command waited on the shard (for the slow-op log).
     pub last_waits: Option<crate::shard_client::Waits>,
+    /// This connection's slot in `currentOp`.
+    pub ops: Arc<crate::current_ops::ConnOps>,
+    /// Fires if the next command is killed (`killOp`); taken when the command starts.
+    next_cancel: Option<CancellationToken>,
 }
 
 /// Serves one client over a plain TCP or a TLS stream.
@@ -49,10 +53,12 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
         let (rd, wr) = tokio::io::split(stream);
         let mut rd = BufReader::new(rd);
         let mut wr = BufWriter::new(wr);
+        let peer_text = peer.to_string();
+        let registration = state.current_ops.register(id, &peer_text);
         let mut session = Session {
             id,
             peer,
-            peer_text: peer.to_string(),
+            peer_text,
             state,
             compressors: Vec::new(),
             next_request_id: 1,
@@ -61,6 +67,8 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             app_name: None,
             closing: false,
             last_waits: None,
+            ops: registration.slot.clone(),
+            next_cancel: None,
         };
         // A new connection handshakes only when the ingress gate lets it (newest first
         // under a storm); closed at once when the gate sheds it.
@@ -125,6 +133,14 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             // whose timeout fired) is waiting for nothing, so its command is dropped —
             // queued work leaves the shard's queue, and a forwarded call is cancelled.
             let mut peer_sent_more = false;
+            // `killOp` cancels this: the command is dropped like a hung-up client's,
+            // and the client is told it was interrupted.
+            let cancel = CancellationToken::new();
+            session.next_cancel = Some(cancel.clone());
+            let (header, more_to_come) = (
+                incoming.header,
+                matches!(&incoming.request, Request::Msg(m) if m.more_to_come()),
+            );
             let frame = {
                 let respond = session.respond(incoming);
                 tokio::pin!(respond);
@@ -136,9 +152,18 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
                             // The next request arrived early; it stays buffered.
                             Ok(_) => peer_sent_more = true,
                         },
+                        _ = cancel.cancelled() => break Some(None),
                     }
                 }
             };
+            // Killed: answered once the dropped command has let go of the session.
+            let frame = match frame {
+                Some(None) if cancel.is_cancelled() => {
+                    Some(session.interrupted(&header, more_to_come))
+                }
+                other => other,
+            };
+            session.ops.finish();
             let Some(frame) = frame else {
                 session.state.counters.add(
                     session.id,
@@ -170,6 +195,22 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
 }
 
 impl Session {
+    /// The reply to a command `killOp` stopped (none when the client wants no reply).
+    fn interrupted(&mut self, header: &MsgHeader, more_to_come: bool) -> Option<Vec<u8>> {
+        debug!("command killed by killOp");
+        if more_to_come {
+            return None;
+        }
+        let reply = MongoError::new(wire::ErrorCode::Interrupted, "operation was interrupted")
+            .to_document();
+        let op = if header.op_code == wire::OP_QUERY {
+            wire::OP_REPLY
+        } else {
+            wire::OP_MSG
+        };
+        Some(self.encode_reply(header, op, &reply, None))
+    }
+
     /// Runs one request; `None` when the client asked for no reply (`moreToCome`).
     async fn respond(&mut self, incoming: Incoming) -> Option<Vec<u8>> {
         let Incoming {
@@ -242,7 +283,10 @@ impl Session {
                 .and_then(|a| a.get_str("name"))
                 .ok()
                 .map(str::to_string);
+            self.ops.app_name.lock().clone_from(&self.app_name);
         }
+        let cancel = self.next_cancel.take().unwrap_or_default();
+        self.ops.begin(&name, &db, cancel);
         let retryable_write = crate::error_labels::is_retryable_write(&cmd);
         let fail = self
             .state
@@ -299,12 +343,13 @@ impl Session {
             let h = &self.state.waits;
             h.record(self.id, Wait::ShardQueue, w.queued);
             h.record(self.id, Wait::ShardExec, w.exec);
+            h.record(self.id, Wait::Replication, w.replication);
             h.record(self.id, Wait::Total, elapsed);
         }
         let waits = shard_waits.unwrap_or_default();
         if ms >= self.state.config.slow_ms {
-            // Every wait is named: the shard's ticket queue, its execution (replication
-            // included), and the rest (router and network).
+            // Every wait is named: the shard's ticket queue, its execution (of which
+            // replication), and the rest (router and network).
             let shard_ms = (waits.queued + waits.exec).as_millis() as u64;
             info!(
                 command = %name,
@@ -313,6 +358,7 @@ impl Session {
                 ok,
                 shard_queue_ms = waits.queued.as_millis() as u64,
                 shard_exec_ms = waits.exec.as_millis() as u64,
+                replication_ms = waits.replication.as_millis() as u64,
                 router_and_network_ms = ms.saturating_sub(shard_ms),
                 "slow command"
             );

@@ -8,6 +8,7 @@ pub mod commands;
 pub mod config;
 pub mod conn;
 pub mod counters;
+pub mod current_ops;
 pub mod cursors;
 pub mod error;
 pub mod error_labels;

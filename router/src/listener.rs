@@ -45,6 +45,8 @@ pub struct RouterState {
     pub waits: crate::wait_histograms::WaitHistograms,
     /// How late the runtime runs tasks (`runtime_lag.rs`).
     pub lag: Arc<crate::runtime_lag::RuntimeLag>,
+    /// What each connection is running (`currentOp`, `killOp`).
+    pub current_ops: Arc<crate::current_ops::CurrentOps>,
 }
 
 impl RouterState {
@@ -117,6 +119,7 @@ pub async fn serve_with(
         fail_points: Default::default(),
         waits: Default::default(),
         lag: Default::default(),
+        current_ops: Default::default(),
         host: format!(
             "{}:{}",
             hostname::get()

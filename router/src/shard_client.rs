@@ -54,6 +54,18 @@ struct Member {
     seen: RwLock<Seen>,
 }
 
+impl Member {
+    /// The member's own name for itself once known (its `hello.me`), else its address.
+    fn name(&self) -> String {
+        let host = self.seen.read().host.clone();
+        if host.is_empty() {
+            self.address.clone()
+        } else {
+            host
+        }
+    }
+}
+
 #[derive(Clone, Default)]
 struct Seen {
     site: String,
@@ -91,6 +103,8 @@ pub struct Forward {
     pub writes: bool,
     /// Send to this member (a `getMore` follows its cursor to the member that has it).
     pub pin: Option<usize>,
+    /// The router's id for the operation (the shard's `currentOp` entry carries it).
+    pub op_id: u64,
 }
 
 impl ShardHandle {
@@ -219,18 +233,17 @@ impl ShardHandle {
     ) -> MongoResult<(Document, usize, Waits)> {
         let command = bson::to_vec(cmd)
             .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-        self.run_encoded(db, command, fwd, client).await
+        self.run_encoded(db, command.into(), fwd, client).await
     }
 
     /// [`ShardHandle::run`] with the command already encoded as BSON.
     pub async fn run_encoded(
         &self,
         db: &str,
-        command: Vec<u8>,
+        command: bytes::Bytes,
         fwd: &Forward,
         client: &str,
     ) -> MongoResult<(Document, usize, Waits)> {
-        let command = bytes::Bytes::from(command);
         let started = Instant::now();
         // A read, or a write the shard records under its session, may be sent again
         // even if the first attempt ran: it takes effect once.
@@ -246,13 +259,7 @@ impl ShardHandle {
                     if let (Ok((reply, _)), true) =
                         (&mut r, fwd.read_preference.mode != Mode::Primary)
                     {
-                        let host = m.seen.read().host.clone();
-                        let served_by = if host.is_empty() {
-                            m.address.clone()
-                        } else {
-                            host
-                        };
-                        reply.insert("servedBy", served_by);
+                        reply.insert("servedBy", m.name());
                     }
                     r.map(|(d, waits)| (d, i, waits))
                 }
@@ -277,6 +284,65 @@ impl ShardHandle {
             tokio::time::sleep(Duration::from_millis(100)).await;
             self.refresh().await;
         }
+    }
+
+    /// Runs `cmd` on every member at once, each bounded to a second: the member's name
+    /// and its answer. For cluster-wide views (`currentOp`).
+    pub async fn on_every_member(
+        &self,
+        db: &str,
+        cmd: &Document,
+    ) -> Vec<(String, MongoResult<Document>)> {
+        let command = match bson::to_vec(cmd) {
+            Ok(c) => bytes::Bytes::from(c),
+            Err(e) => return vec![(String::new(), Err(MongoError::internal(e.to_string())))],
+        };
+        let answers: Vec<parking_lot::Mutex<Option<MongoResult<Document>>>> = self
+            .inner
+            .members
+            .iter()
+            .map(|_| parking_lot::Mutex::new(None))
+            .collect();
+        let calls = self.inner.members.iter().zip(&answers).map(|(m, slot)| {
+            let command = &command;
+            async move {
+                let r = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    self.call(&m.transport, db, command, &Forward::default(), ""),
+                )
+                .await
+                .unwrap_or_else(|_| Err(time_limit_exceeded()))
+                .map(|(d, _)| d);
+                *slot.lock() = Some(r);
+            }
+        });
+        futures_join_all(calls).await;
+        self.inner
+            .members
+            .iter()
+            .zip(answers)
+            .map(|(m, slot)| {
+                let r = slot
+                    .into_inner()
+                    .unwrap_or_else(|| Err(time_limit_exceeded()));
+                (m.name(), r)
+            })
+            .collect()
+    }
+
+    /// Runs `cmd` on the member named `name` (as [`ShardHandle::on_every_member`] names it).
+    pub async fn on_member(&self, name: &str, db: &str, cmd: &Document) -> MongoResult<Document> {
+        let Some(m) = self.inner.members.iter().find(|m| m.name() == name) else {
+            return Err(MongoError::new(
+                ErrorCode::BadValue,
+                format!("no shard member named {name}"),
+            ));
+        };
+        let command = bson::to_vec(cmd)
+            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        self.call(&m.transport, db, &command.into(), &Forward::default(), "")
+            .await
+            .map(|(d, _)| d)
     }
 
     /// The member to send to, by read preference (writes always go to the primary).
@@ -336,6 +402,7 @@ impl ShardHandle {
             secondary_ok: fwd.read_preference.mode != Mode::Primary,
             w: fwd.w,
             wtimeout_ms: fwd.wtimeout_ms,
+            op_id: fwd.op_id,
         });
         if let Some(key) = &self.cluster_key {
             req.metadata_mut()
@@ -362,6 +429,7 @@ impl ShardHandle {
         let waits = Waits {
             queued: Duration::from_micros(reply.queued_us),
             exec: Duration::from_micros(reply.exec_us),
+            replication: Duration::from_micros(reply.repl_us),
         };
         Document::from_reader(&mut reply.reply.as_slice())
             .map(|d| (d, waits))
@@ -376,6 +444,8 @@ pub struct Waits {
     pub queued: Duration,
     /// Running, replication wait included.
     pub exec: Duration,
+    /// Of `exec`, waiting for the write to replicate (the write concern).
+    pub replication: Duration,
 }
 
 /// Errors after which the command certainly did not run, so sending it elsewhere is safe.

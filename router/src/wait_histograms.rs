@@ -1,6 +1,6 @@
 //! Histograms of where forwarded commands spent their time, for `serverStatus`: waiting
-//! for a ticket on the shard, running on the shard (replication wait included), and the
-//! whole command as the router saw it. Buckets are powers of ten in microseconds.
+//! for a ticket on the shard, running on the shard (replication wait included), waiting
+//! for replication alone, and the whole command as the router saw it. Buckets are powers of ten in microseconds.
 //!
 //! Striped by connection like `counters`, so recording takes no shared cache line.
 
@@ -14,7 +14,7 @@ use crate::counters::Striped;
 /// Upper bounds of the buckets (the last one is open).
 const BOUNDS_US: [u64; 6] = [100, 1_000, 10_000, 100_000, 1_000_000, u64::MAX];
 const LABELS: [&str; 6] = ["lt100us", "lt1ms", "lt10ms", "lt100ms", "lt1s", "ge1s"];
-const KINDS: usize = 3;
+const KINDS: usize = 4;
 
 /// Which wait a sample measures.
 #[derive(Clone, Copy)]
@@ -22,6 +22,8 @@ pub enum Wait {
     ShardQueue = 0,
     ShardExec = 1,
     Total = 2,
+    /// Of the shard's execution, waiting for the write to replicate.
+    Replication = 3,
 }
 
 #[derive(Default)]
@@ -49,11 +51,12 @@ impl WaitHistograms {
         d
     }
 
-    /// `{shardQueue: {lt100us: n, ...}, shardExec: {...}, total: {...}}`.
+    /// `{shardQueue: {lt100us: n, ...}, shardExec: {...}, replication: {...}, total: {...}}`.
     pub fn to_document(&self) -> Document {
         doc! {
             "shardQueue": self.sum(Wait::ShardQueue),
             "shardExec": self.sum(Wait::ShardExec),
+            "replication": self.sum(Wait::Replication),
             "total": self.sum(Wait::Total),
         }
     }

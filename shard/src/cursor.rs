@@ -34,7 +34,10 @@ impl Deadline {
         }
     }
 
+    /// Fails once the deadline has passed, or once the thread's current operation was
+    /// told to stop (`killOp`, caller gone): every deadline check is a kill point.
     pub fn check(&self) -> MongoResult<()> {
+        crate::ops::check_interrupted()?;
         match self.0 {
             Some(t) if Instant::now() >= t => Err(MongoError::new(
                 ErrorCode::MaxTimeMSExpired,

@@ -9,6 +9,7 @@ pub mod cursor;
 pub mod error;
 pub mod keys;
 pub mod node;
+pub mod ops;
 pub mod plan;
 pub mod read;
 pub mod repl;

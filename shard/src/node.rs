@@ -36,6 +36,8 @@ pub struct Node {
     pub sessions: SessionLocks,
     /// Read and write ticket pools (see `admission`).
     pub admission: crate::admission::Admission,
+    /// Operations in progress (`currentOp`, `killOp`).
+    pub ops: Arc<crate::ops::Registry>,
 }
 
 /// How long a linearizable read without `maxTimeMS` waits to confirm the primary.
@@ -116,6 +118,7 @@ impl Node {
             replica: None,
             sessions: SessionLocks::default(),
             admission: Default::default(),
+            ops: Default::default(),
         }))
     }
 
@@ -184,6 +187,7 @@ impl Node {
             replica: Some(replica),
             sessions: SessionLocks::default(),
             admission: Default::default(),
+            ops: Default::default(),
         });
         let _ = node_slot.set(Arc::downgrade(&node));
         Ok((node, service))
@@ -356,6 +360,15 @@ impl Node {
         if let Some(r) = &self.replica {
             r.stop();
         }
+    }
+
+    /// How this member names itself (`host` in `currentOp`): its replica-set host, or
+    /// "standalone".
+    pub fn host_name(&self) -> String {
+        self.replica
+            .as_ref()
+            .and_then(|r| r.config.me().ok().map(|m| m.host.clone()))
+            .unwrap_or_else(|| "standalone".to_string())
     }
 
     pub fn status(&self) -> Document {

@@ -15,7 +15,8 @@ use tracing::info;
 use crate::cursor::Deadline;
 use crate::node::{RunOptions, WriteConcern};
 use crate::repl::transport::RaftService;
-use crate::{Node, ShardConfig, ShardError};
+use crate::{ops, Node, ShardConfig, ShardError};
+use wire::ErrorCode;
 
 /// Largest gRPC message either way: a 48 MB wire message plus envelope.
 pub const MAX_GRPC_MESSAGE: usize = 64 * 1024 * 1024;
@@ -56,8 +57,6 @@ impl Shard for Service {
                 wtimeout: (req.wtimeout_ms > 0).then(|| Duration::from_millis(req.wtimeout_ms)),
             },
         };
-        // The ticket is taken here, before a blocking thread is: a queued command holds
-        // nothing but its place in line.
         let name = bson::RawDocument::from_bytes(&req.command)
             .ok()
             .and_then(|d| d.iter().next())
@@ -65,7 +64,29 @@ impl Shard for Service {
             .map(|(k, _)| k.to_string())
             .unwrap_or_default();
         let class = Node::admission_class(&name);
-        let ticket = match self.node.admission.admit(class, opts.deadline).await {
+        // Listed in `currentOp` from now until it returns, queued or running.
+        let registered = self.node.ops.register(ops::Describe {
+            router_op: req.op_id,
+            client: req.client.clone(),
+            db: req.db.clone(),
+            command: req.command.clone(),
+            deadline: opts.deadline.0,
+        });
+        // If this call is dropped (the router's client hung up, or the router gave up),
+        // the operation is told to stop: queued, it leaves the queue; running, it stops
+        // at its next yield point.
+        let _stop_if_dropped = StopIfDropped(registered.op.clone());
+        // The ticket is taken here, before a blocking thread is: a queued command holds
+        // nothing but its place in line.
+        let op = registered.op.clone();
+        let admitted = tokio::select! {
+            t = self.node.admission.admit(class, opts.deadline) => t,
+            _ = op.killed() => {
+                self.node.ops.count_interrupted();
+                Err(op.interrupted().expect("killed operations have a reason"))
+            }
+        };
+        let ticket = match admitted {
             Ok(t) => t,
             Err(e) => {
                 let reply =
@@ -76,33 +97,66 @@ impl Shard for Service {
                 }));
             }
         };
+        op.granted();
         let queued_us = ticket.as_ref().map_or(0, |t| t.queued.as_micros() as u64);
         let node = self.node.clone();
         let started = std::time::Instant::now();
         let reply = tokio::task::spawn_blocking(move || {
             let _ticket = ticket;
-            // An insert's documents are stored as they came: parsing each into a
-            // `Document` only to encode it again cost as much as the insert itself.
-            let reply = match crate::commands::insert::split_raw(&req.command) {
-                Some((body, docs)) => node.run_command_raw(&req.db, &body, Some(&docs), opts),
-                None => {
-                    let cmd = Document::from_reader(&mut &req.command[..])
-                        .map_err(|e| Status::invalid_argument(format!("command is not BSON: {e}")))
-                        .map_err(Box::new)?;
-                    node.run_command_with(&req.db, &cmd, opts)
-                }
-            };
-            bson::to_vec(&reply).map_err(|e| Box::new(Status::internal(e.to_string())))
+            let reply = ops::run_as(&registered, || run_blocking(&node, &req, opts))?;
+            // Counted here: when the caller went away, no one awaits this task.
+            let stopped = [
+                ErrorCode::Interrupted as i32,
+                ErrorCode::ClientDisconnect as i32,
+            ];
+            let code = reply.get_i32("code").ok();
+            if registered.op.kill_reason() != ops::Kill::None
+                && code.is_some_and(|c| stopped.contains(&c))
+            {
+                node.ops.count_interrupted();
+            }
+            let bytes =
+                bson::to_vec(&reply).map_err(|e| Box::new(Status::internal(e.to_string())))?;
+            Ok::<_, Box<Status>>(bytes)
         })
         .await
         .map_err(|e| Status::internal(format!("command task failed: {e}")))?
         .map_err(|e| *e)?;
+        let (_, _, repl_us) = op.waits();
         Ok(Response::new(CommandReply {
             reply,
             queued_us,
             exec_us: started.elapsed().as_micros() as u64,
+            repl_us,
         }))
     }
+}
+
+/// Tells an operation to stop when the call running it is dropped.
+struct StopIfDropped(Arc<ops::Op>);
+
+impl Drop for StopIfDropped {
+    fn drop(&mut self) {
+        self.0.kill(ops::Kill::CallerGone);
+    }
+}
+
+/// Runs a command on a blocking thread. An insert's documents are stored as they came:
+/// parsing each into a `Document` only to encode it again cost as much as the insert.
+fn run_blocking(
+    node: &Node,
+    req: &CommandRequest,
+    opts: RunOptions,
+) -> Result<Document, Box<Status>> {
+    Ok(match crate::commands::insert::split_raw(&req.command) {
+        Some((body, docs)) => node.run_command_raw(&req.db, &body, Some(&docs), opts),
+        None => {
+            let cmd = Document::from_reader(&mut &req.command[..])
+                .map_err(|e| Status::invalid_argument(format!("command is not BSON: {e}")))
+                .map_err(Box::new)?;
+            node.run_command_with(&req.db, &cmd, opts)
+        }
+    })
 }
 
 /// Opens the node described by `config` and serves it until `shutdown`.

@@ -93,5 +93,6 @@ async fn server_status_shows_where_commands_waited() {
     assert!(total >= 11, "{waits}");
     assert_eq!(histogram_total(waits, "shardQueue"), total);
     assert_eq!(histogram_total(waits, "shardExec"), total);
+    assert_eq!(histogram_total(waits, "replication"), total);
     c.stop().await;
 }

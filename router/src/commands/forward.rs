@@ -68,6 +68,7 @@ pub async fn run(
         wtimeout_ms,
         writes: !READS.contains(&name.as_str()) || writes_output(&cmd),
         pin: None,
+        op_id: 0,
     };
     if fwd.writes {
         fwd.read_preference = ReadPreference::default();
@@ -145,6 +146,9 @@ pub async fn run(
     let command = wire::fold_sequences(&cmd, &sequences)
         .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
     drop(sequences);
+    let command = bytes::Bytes::from(command);
+    fwd.op_id = session.ops.current_opid();
+    session.ops.forwarded(command.clone());
     let result = session
         .state
         .shard

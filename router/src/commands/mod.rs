@@ -17,6 +17,7 @@ mod configure_fail_point;
 mod connection_status;
 mod create_role;
 mod create_user;
+mod current_op;
 mod drop_role;
 mod drop_user;
 mod forward;
@@ -26,6 +27,7 @@ mod grant_privileges;
 mod grant_roles;
 mod hello;
 mod host_info;
+mod kill_op;
 mod list_commands;
 mod ping;
 mod roles_info;
@@ -164,6 +166,16 @@ const ASYNC: &[(&str, AsyncFn, Rule)] = &[
     ),
     ("dropRole", async_cmd!(drop_role::run), Rule::Handler),
     ("rolesInfo", async_cmd!(roles_info::run), Rule::Handler),
+    (
+        "currentOp",
+        async_cmd!(current_op::command),
+        Rule::Cluster(acts(&[Inprog])),
+    ),
+    (
+        "killOp",
+        async_cmd!(kill_op::run),
+        Rule::Cluster(acts(&[Killop])),
+    ),
 ];
 
 /// Commands forwarded to the shard, with the counter they bump and what they need.
@@ -268,6 +280,8 @@ pub const FORWARDED: &[(&str, Op, Rule)] = &[
         Op::Command,
         Rule::Cluster(acts(&[ReplSetStateChange])),
     ),
+    // MongoDB's test command; forwarded only with test commands enabled (`dispatch`).
+    ("sleep", Op::Command, Rule::Authenticated),
 ];
 
 /// The authorization rule of a command, for commands that wrap others (`explain`).
@@ -295,6 +309,18 @@ pub async fn dispatch(
         return Err(MongoError::new(
             ErrorCode::SearchNotEnabled,
             search_indexes::NOT_ENABLED,
+        ));
+    }
+    if name == "aggregate" && starts_with_stage(&cmd, "$currentOp") {
+        session.state.counters.add(session.id, Op::Command, 1);
+        let rule = Rule::Cluster(acts(&[Inprog]));
+        authz::authorize(session, db, name, &cmd, rule).await?;
+        return current_op::aggregate(session, db, &cmd).await;
+    }
+    if name == "sleep" && !session.state.config.enable_test_commands {
+        return Err(MongoError::new(
+            ErrorCode::CommandNotFound,
+            "no such command: 'sleep' (a test command: enable test commands to use it)",
         ));
     }
     if let Some((_, run, rule)) = LOCAL.iter().find(|e| e.0 == name) {

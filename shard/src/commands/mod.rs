@@ -12,6 +12,7 @@ mod coll_stats;
 mod count;
 mod create;
 mod create_indexes;
+mod current_op;
 mod db_stats;
 mod delete;
 mod distinct;
@@ -25,6 +26,7 @@ mod get_more;
 mod hello;
 pub mod insert;
 mod kill_cursors;
+mod kill_op;
 mod list_collections;
 mod list_databases;
 mod list_indexes;
@@ -33,6 +35,7 @@ mod repl_set_freeze;
 mod repl_set_get_status;
 mod repl_set_step_down;
 mod repl_set_step_up;
+mod sleep;
 pub mod update;
 
 pub type Handler = fn(&Ctx, &Document) -> MongoResult<Document>;
@@ -47,6 +50,24 @@ pub struct CommandSpec {
 }
 
 const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "currentOp",
+        run: current_op::run,
+        writes: false,
+        anywhere: true,
+    },
+    CommandSpec {
+        name: "killOp",
+        run: kill_op::run,
+        writes: false,
+        anywhere: true,
+    },
+    CommandSpec {
+        name: "sleep",
+        run: sleep::run,
+        writes: false,
+        anywhere: false,
+    },
     CommandSpec {
         name: "hello",
         run: hello::run,

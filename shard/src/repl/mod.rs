@@ -319,16 +319,19 @@ impl Replica {
         self.events
             .send(Event::Propose { data, term, done })
             .map_err(|_| ProposeError::Shutdown)?;
-        let index = match scope.wtimeout {
-            Some(t) => wait.recv_timeout(t).unwrap_or(Err(ProposeError::Timeout)),
-            None => wait.recv().unwrap_or(Err(ProposeError::Shutdown)),
-        }?;
-        // Applied here means a majority holds it; `w: N` above that waits for more.
-        if scope.w as usize > self.majority() {
-            let limit = scope.wtimeout.map(|t| started + t);
-            self.wait_for_members(index, scope.w as usize, limit)?;
-        }
-        Ok(())
+        // The wait shows in `currentOp` and the slow-operation log as replication.
+        crate::ops::replicating(|| {
+            let index = match scope.wtimeout {
+                Some(t) => wait.recv_timeout(t).unwrap_or(Err(ProposeError::Timeout)),
+                None => wait.recv().unwrap_or(Err(ProposeError::Shutdown)),
+            }?;
+            // Applied here means a majority holds it; `w: N` above that waits for more.
+            if scope.w as usize > self.majority() {
+                let limit = scope.wtimeout.map(|t| started + t);
+                self.wait_for_members(index, scope.w as usize, limit)?;
+            }
+            Ok(())
+        })
     }
 
     /// Voting members that make a majority.

@@ -1,0 +1,176 @@
+//! What each connection is running, for `currentOp` and `killOp`.
+//!
+//! A connection runs one command at a time, so the registry holds one slot per
+//! connection, registered when it opens. Starting and finishing a command touch only the
+//! connection's own slot (an uncontended lock); the shared map, striped by connection id,
+//! is locked only when a connection opens or closes and when someone asks.
+//!
+//! An operation id is the connection id in the high 32 bits and the connection's command
+//! count in the low 32, so `killOp` finds the connection without a global counter.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::counters::Striped;
+
+/// The command a connection is running.
+pub struct Running {
+    pub opid: u64,
+    pub name: String,
+    pub db: String,
+    pub started: Instant,
+    pub started_wall: SystemTime,
+    /// When it was sent to a shard, and the command as sent (shared, not copied).
+    pub forwarded: Option<(Instant, bytes::Bytes)>,
+    /// Cancelled by `killOp`.
+    pub cancel: CancellationToken,
+}
+
+/// One connection's slot.
+pub struct ConnOps {
+    pub conn_id: u64,
+    pub peer: String,
+    pub opened: SystemTime,
+    pub app_name: Mutex<Option<String>>,
+    seq: Mutex<u32>,
+    pub running: Mutex<Option<Running>>,
+}
+
+impl ConnOps {
+    /// Marks a command started; returns its id. `cancel` fires if it is killed.
+    pub fn begin(&self, name: &str, db: &str, cancel: CancellationToken) -> u64 {
+        let seq = {
+            let mut s = self.seq.lock();
+            *s = s.wrapping_add(1);
+            *s
+        };
+        let opid = (self.conn_id << 32) | u64::from(seq);
+        *self.running.lock() = Some(Running {
+            opid,
+            name: name.to_string(),
+            db: db.to_string(),
+            started: Instant::now(),
+            started_wall: SystemTime::now(),
+            forwarded: None,
+            cancel,
+        });
+        opid
+    }
+
+    /// The running command was sent to a shard.
+    pub fn forwarded(&self, command: bytes::Bytes) {
+        if let Some(r) = self.running.lock().as_mut() {
+            r.forwarded = Some((Instant::now(), command));
+        }
+    }
+
+    /// The id of the running command (0 when idle).
+    pub fn current_opid(&self) -> u64 {
+        self.running.lock().as_ref().map_or(0, |r| r.opid)
+    }
+
+    pub fn finish(&self) {
+        *self.running.lock() = None;
+    }
+}
+
+/// Every open connection's slot.
+#[derive(Default)]
+pub struct CurrentOps {
+    stripes: Striped<Mutex<HashMap<u64, Arc<ConnOps>>>>,
+}
+
+/// A connection's registration; dropping it (the connection closing) removes the slot.
+pub struct Registration {
+    ops: Arc<CurrentOps>,
+    pub slot: Arc<ConnOps>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.ops
+            .stripes
+            .of(self.slot.conn_id)
+            .lock()
+            .remove(&self.slot.conn_id);
+    }
+}
+
+impl CurrentOps {
+    pub fn register(self: &Arc<Self>, conn_id: u64, peer: &str) -> Registration {
+        let slot = Arc::new(ConnOps {
+            conn_id,
+            peer: peer.to_string(),
+            opened: SystemTime::now(),
+            app_name: Mutex::new(None),
+            seq: Mutex::new(0),
+            running: Mutex::new(None),
+        });
+        self.stripes
+            .of(conn_id)
+            .lock()
+            .insert(conn_id, slot.clone());
+        Registration {
+            ops: self.clone(),
+            slot,
+        }
+    }
+
+    /// Every open connection, by id.
+    pub fn connections(&self) -> Vec<Arc<ConnOps>> {
+        let mut all: Vec<Arc<ConnOps>> = self
+            .stripes
+            .all()
+            .flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>())
+            .collect();
+        all.sort_by_key(|c| c.conn_id);
+        all
+    }
+
+    /// Cancels operation `opid` if it is still running; false otherwise.
+    pub fn kill(&self, opid: u64) -> bool {
+        let conn_id = opid >> 32;
+        let Some(conn) = self.stripes.of(conn_id).lock().get(&conn_id).cloned() else {
+            return false;
+        };
+        let running = conn.running.lock();
+        match running.as_ref() {
+            Some(r) if r.opid == opid => {
+                r.cancel.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kill_reaches_only_the_operation_it_names() {
+        let ops = Arc::new(CurrentOps::default());
+        let reg = ops.register(5, "127.0.0.1:9");
+        let first = CancellationToken::new();
+        let opid = reg.slot.begin("find", "test", first.clone());
+        assert_eq!(opid >> 32, 5);
+        assert!(!ops.kill(opid + 1), "another id of the same connection");
+        assert!(!first.is_cancelled());
+        assert!(ops.kill(opid));
+        assert!(first.is_cancelled());
+        reg.slot.finish();
+        assert!(!ops.kill(opid), "a finished operation cannot be killed");
+        let second = CancellationToken::new();
+        let next = reg.slot.begin("find", "test", second.clone());
+        assert_ne!(next, opid);
+        assert!(!second.is_cancelled());
+        assert_eq!(ops.connections().len(), 1);
+        drop(reg);
+        assert!(ops.connections().is_empty());
+    }
+}

@@ -1,0 +1,33 @@
+//! `currentOp` on a member: every operation in progress here, with the phase it is in
+//! and how long it has queued, run and waited for replication so far. The router joins
+//! these entries to its own (`routerOpid`).
+
+use bson::{doc, Bson, Document};
+use wire::MongoResult;
+
+use crate::node::Ctx;
+
+pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
+    let host = ctx.node.host_name();
+    let inprog: Vec<Bson> = ctx
+        .node
+        .ops
+        .all()
+        .iter()
+        // The request asking is not one of the operations it asks about.
+        .filter(|op| !is_current_op(&op.describe.command))
+        .map(|op| Bson::Document(op.to_document(&host)))
+        .collect();
+    Ok(doc! {
+        "inprog": inprog,
+        "interruptedTotal": ctx.node.ops.interrupted_total() as i64,
+    })
+}
+
+fn is_current_op(command: &[u8]) -> bool {
+    bson::RawDocument::from_bytes(command)
+        .ok()
+        .and_then(|d| d.iter().next())
+        .and_then(Result::ok)
+        .is_some_and(|(name, _)| name == "currentOp")
+}

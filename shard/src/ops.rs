@@ -1,0 +1,441 @@
+//! The operations in progress on a member, for `currentOp` and `killOp`.
+//!
+//! Each command the service runs is registered for as long as it runs. Its entry says
+//! which phase it is in (queued for a ticket, running, waiting for replication) and since
+//! when, so `currentOp` shows every wait while it is happening, not only after.
+//!
+//! A command is stopped by setting its kill flag: `killOp`, or the caller going away (a
+//! router whose client hung up drops the call). A queued command leaves the queue at
+//! once; a running one stops at its next yield point, because every `Deadline::check`
+//! (scans, sorts, batches, before a write is proposed) also checks the flag of the
+//! thread's current operation.
+//!
+//! The registry is striped by the registering thread, so the two lock operations per
+//! command rarely meet another core's (the shared-counter field report).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use bson::{doc, Document};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use wire::{op_display, ErrorCode, MongoError, MongoResult};
+
+const STRIPES: usize = 16;
+
+/// Where an operation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Phase {
+    /// Waiting for a read or write ticket.
+    Queued = 0,
+    Running = 1,
+    /// Waiting for its write to be replicated to the members its write concern needs.
+    Replicating = 2,
+}
+
+impl Phase {
+    fn from_u8(v: u8) -> Phase {
+        match v {
+            0 => Phase::Queued,
+            2 => Phase::Replicating,
+            _ => Phase::Running,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Queued => "queued",
+            Phase::Running => "running",
+            Phase::Replicating => "replicating",
+        }
+    }
+}
+
+/// Why an operation was told to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kill {
+    None = 0,
+    /// `killOp`.
+    Killed = 1,
+    /// Its caller went away.
+    CallerGone = 2,
+}
+
+/// What a command declares when it registers.
+pub struct Describe {
+    /// The router's id for the operation (0 when the caller has none).
+    pub router_op: u64,
+    /// The client the router serves (address), for logs and `currentOp`.
+    pub client: String,
+    pub db: String,
+    /// The command document as received (shared, not copied).
+    pub command: bytes::Bytes,
+    /// When the caller stops waiting (checked again before each write is proposed).
+    pub deadline: Option<Instant>,
+}
+
+/// One operation in progress.
+pub struct Op {
+    pub opid: u64,
+    pub describe: Describe,
+    arrived: Instant,
+    arrived_wall: SystemTime,
+    phase: AtomicU8,
+    /// Microseconds after arrival when the ticket was granted (`u64::MAX`: not yet).
+    granted_us: AtomicU64,
+    /// Microseconds spent waiting for replication, finished waits only.
+    replicated_us: AtomicU64,
+    /// Microseconds after arrival when the current replication wait began.
+    replicating_since_us: AtomicU64,
+    kill: AtomicU8,
+    killed: Notify,
+}
+
+impl Op {
+    pub fn phase(&self) -> Phase {
+        Phase::from_u8(self.phase.load(Ordering::Relaxed))
+    }
+
+    pub fn kill_reason(&self) -> Kill {
+        match self.kill.load(Ordering::Relaxed) {
+            1 => Kill::Killed,
+            2 => Kill::CallerGone,
+            _ => Kill::None,
+        }
+    }
+
+    /// Tells the operation to stop (the first reason given sticks).
+    pub fn kill(&self, why: Kill) {
+        if self
+            .kill
+            .compare_exchange(0, why as u8, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.killed.notify_waiters();
+        }
+    }
+
+    /// Resolves once the operation is told to stop.
+    pub async fn killed(&self) {
+        let notified = self.killed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.kill_reason() != Kill::None {
+            return;
+        }
+        notified.await;
+    }
+
+    fn since_arrival_us(&self) -> u64 {
+        self.arrived.elapsed().as_micros() as u64
+    }
+
+    /// The ticket was granted: the operation starts running.
+    pub fn granted(&self) {
+        self.granted_us
+            .store(self.since_arrival_us(), Ordering::Relaxed);
+        self.phase.store(Phase::Running as u8, Ordering::Relaxed);
+    }
+
+    /// The error a stopped operation answers with (MongoDB's codes).
+    pub fn interrupted(&self) -> Option<MongoError> {
+        match self.kill_reason() {
+            Kill::None => None,
+            Kill::Killed => Some(MongoError::new(
+                ErrorCode::Interrupted,
+                "operation was interrupted",
+            )),
+            Kill::CallerGone => Some(MongoError::new(
+                ErrorCode::ClientDisconnect,
+                "operation was interrupted because a client disconnected",
+            )),
+        }
+    }
+
+    /// Where the operation's time went so far: queued, running, replicating (µs).
+    pub fn waits(&self) -> (u64, u64, u64) {
+        let now = self.since_arrival_us();
+        let granted = self.granted_us.load(Ordering::Relaxed);
+        if granted == u64::MAX {
+            return (now, 0, 0);
+        }
+        let mut replicating = self.replicated_us.load(Ordering::Relaxed);
+        if self.phase() == Phase::Replicating {
+            let since = self.replicating_since_us.load(Ordering::Relaxed);
+            replicating += now.saturating_sub(since);
+        }
+        let running = now.saturating_sub(granted).saturating_sub(replicating);
+        (granted, running, replicating)
+    }
+
+    /// The `currentOp` entry, in mongod's shape plus where the operation waits.
+    pub fn to_document(&self, host: &str) -> Document {
+        let command = op_display::summarize(&self.describe.command);
+        let name = command.keys().next().cloned().unwrap_or_default();
+        let ns = op_display::namespace(&self.describe.db, &command);
+        let (queued, running, replicating) = self.waits();
+        let micros = self.arrived.elapsed().as_micros() as i64;
+        let mut d = doc! {
+            "type": "op",
+            "host": host,
+            "active": true,
+            "opid": self.opid as i64,
+            "currentOpTime": bson::DateTime::from_system_time(SystemTime::now()).try_to_rfc3339_string().unwrap_or_default(),
+            "startedAt": bson::DateTime::from_system_time(self.arrived_wall),
+            "secs_running": micros / 1_000_000,
+            "microsecs_running": micros,
+            "op": op_display::op_kind(&name),
+            "ns": ns,
+            "command": command,
+            "client": self.describe.client.as_str(),
+            "phase": self.phase().name(),
+            "waits": {
+                "shardQueueMicros": queued as i64,
+                "shardExecMicros": running as i64,
+                "replicationMicros": replicating as i64,
+            },
+            "killPending": self.kill_reason() != Kill::None,
+        };
+        if self.describe.router_op != 0 {
+            d.insert("routerOpid", self.describe.router_op as i64);
+        }
+        d
+    }
+}
+
+struct Stripe {
+    next: u64,
+    ops: HashMap<u64, Arc<Op>>,
+}
+
+/// Every operation in progress on the member.
+pub struct Registry {
+    stripes: Vec<Mutex<Stripe>>,
+    /// Operations that stopped because they were told to (`killOp`, caller gone).
+    interrupted: AtomicUsize,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            stripes: (0..STRIPES)
+                .map(|_| {
+                    Mutex::new(Stripe {
+                        next: 1,
+                        ops: HashMap::new(),
+                    })
+                })
+                .collect(),
+            interrupted: AtomicUsize::new(0),
+        }
+    }
+}
+
+thread_local! {
+    /// The stripe this thread registers in.
+    static STRIPE: usize = {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES
+    };
+    /// The operation this thread is running.
+    static CURRENT: RefCell<Option<Arc<Op>>> = const { RefCell::new(None) };
+}
+
+/// An operation's place in the registry; dropping the last handle removes it.
+pub struct Registered {
+    registry: Arc<Registry>,
+    pub op: Arc<Op>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let stripe = (self.op.opid % STRIPES as u64) as usize;
+        self.registry.stripes[stripe]
+            .lock()
+            .ops
+            .remove(&self.op.opid);
+    }
+}
+
+impl Registry {
+    /// Registers an arriving operation (phase: queued).
+    pub fn register(self: &Arc<Self>, describe: Describe) -> Arc<Registered> {
+        let stripe = STRIPE.with(|s| *s);
+        let mut s = self.stripes[stripe].lock();
+        let opid = s.next * STRIPES as u64 + stripe as u64;
+        s.next += 1;
+        let op = Arc::new(Op {
+            opid,
+            describe,
+            arrived: Instant::now(),
+            arrived_wall: SystemTime::now(),
+            phase: AtomicU8::new(Phase::Queued as u8),
+            granted_us: AtomicU64::new(u64::MAX),
+            replicated_us: AtomicU64::new(0),
+            replicating_since_us: AtomicU64::new(0),
+            kill: AtomicU8::new(Kill::None as u8),
+            killed: Notify::new(),
+        });
+        s.ops.insert(opid, op.clone());
+        Arc::new(Registered {
+            registry: self.clone(),
+            op,
+        })
+    }
+
+    /// Every operation in progress, oldest first.
+    pub fn all(&self) -> Vec<Arc<Op>> {
+        let mut ops: Vec<Arc<Op>> = self
+            .stripes
+            .iter()
+            .flat_map(|s| s.lock().ops.values().cloned().collect::<Vec<_>>())
+            .collect();
+        ops.sort_by_key(|o| o.arrived);
+        ops
+    }
+
+    /// Tells operation `opid` to stop; false when no such operation is running.
+    pub fn kill(&self, opid: u64) -> bool {
+        let stripe = (opid % STRIPES as u64) as usize;
+        let op = self.stripes[stripe].lock().ops.get(&opid).cloned();
+        match op {
+            Some(op) => {
+                op.kill(Kill::Killed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// How many operations stopped early because they were told to.
+    pub fn interrupted_total(&self) -> usize {
+        self.interrupted.load(Ordering::Relaxed)
+    }
+
+    /// Counts one operation that stopped because it was told to.
+    pub fn count_interrupted(&self) {
+        self.interrupted.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs `f` with `op` as this thread's current operation (its kill flag is then checked
+/// at every `Deadline::check`).
+pub fn run_as<R>(op: &Arc<Registered>, f: impl FnOnce() -> R) -> R {
+    let old = CURRENT.with(|c| c.replace(Some(op.op.clone())));
+    let r = f();
+    CURRENT.with(|c| *c.borrow_mut() = old);
+    r
+}
+
+/// The thread's current operation was told to stop: its error.
+pub fn check_interrupted() -> MongoResult<()> {
+    CURRENT.with(
+        |c| match c.borrow().as_ref().and_then(|op| op.interrupted()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        },
+    )
+}
+
+/// Before a write is proposed: the current operation must not have been told to stop,
+/// nor have run out of time (a write nobody waits for is not replicated).
+pub fn check_before_write() -> MongoResult<()> {
+    CURRENT.with(|c| {
+        let current = c.borrow();
+        let Some(op) = current.as_ref() else {
+            return Ok(());
+        };
+        if let Some(e) = op.interrupted() {
+            return Err(e);
+        }
+        match op.describe.deadline {
+            Some(t) if Instant::now() >= t => Err(MongoError::new(
+                ErrorCode::MaxTimeMSExpired,
+                "operation exceeded time limit before its write was replicated",
+            )),
+            _ => Ok(()),
+        }
+    })
+}
+
+/// Runs `f` (a wait for replication) as the current operation's replicating phase.
+pub fn replicating<R>(f: impl FnOnce() -> R) -> R {
+    let op = CURRENT.with(|c| c.borrow().clone());
+    let Some(op) = op else {
+        return f();
+    };
+    let since = op.since_arrival_us();
+    op.replicating_since_us.store(since, Ordering::Relaxed);
+    op.phase.store(Phase::Replicating as u8, Ordering::Relaxed);
+    let r = f();
+    let waited = op.since_arrival_us().saturating_sub(since);
+    op.replicated_us.fetch_add(waited, Ordering::Relaxed);
+    op.phase.store(Phase::Running as u8, Ordering::Relaxed);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn describe(cmd: Document) -> Describe {
+        Describe {
+            router_op: 7,
+            client: "127.0.0.1:1".into(),
+            db: "test".into(),
+            command: bson::to_vec(&cmd).unwrap().into(),
+            deadline: None,
+        }
+    }
+
+    #[test]
+    fn an_operation_is_listed_while_it_runs_and_gone_after() {
+        let registry = Arc::new(Registry::default());
+        let op = registry.register(describe(doc! {"find": "c", "filter": {"a": 1}}));
+        let listed = registry.all();
+        assert_eq!(listed.len(), 1);
+        let d = listed[0].to_document("me");
+        assert_eq!(d.get_str("ns").unwrap(), "test.c");
+        assert_eq!(d.get_str("op").unwrap(), "query");
+        assert_eq!(d.get_str("phase").unwrap(), "queued");
+        assert_eq!(d.get_i64("routerOpid").unwrap(), 7);
+        op.op.granted();
+        assert_eq!(registry.all()[0].phase(), Phase::Running);
+        drop(listed);
+        drop(op);
+        assert!(registry.all().is_empty());
+    }
+
+    #[test]
+    fn a_killed_operation_stops_at_its_next_check() {
+        let registry = Arc::new(Registry::default());
+        let op = registry.register(describe(doc! {"find": "c"}));
+        run_as(&op, || {
+            assert!(check_interrupted().is_ok());
+            assert!(registry.kill(op.op.opid));
+            let e = check_interrupted().unwrap_err();
+            assert_eq!(e.code, ErrorCode::Interrupted as i32);
+        });
+        // Outside the operation, nothing is interrupted.
+        assert!(check_interrupted().is_ok());
+        assert!(!registry.kill(op.op.opid + 1));
+    }
+
+    #[test]
+    fn replication_time_is_its_own_wait() {
+        let registry = Arc::new(Registry::default());
+        let op = registry.register(describe(doc! {"insert": "c"}));
+        op.op.granted();
+        run_as(&op, || {
+            replicating(|| std::thread::sleep(std::time::Duration::from_millis(20)))
+        });
+        let (_, _, replicated) = op.op.waits();
+        assert!(replicated >= 20_000, "{replicated}");
+        assert_eq!(op.op.phase(), Phase::Running);
+    }
+}
