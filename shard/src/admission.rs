@@ -38,6 +38,7 @@ pub enum Class {
 
 pub struct Pool {
     name: &'static str,
+    class: Class,
     permits: Arc<Semaphore>,
     limit: AtomicUsize,
     /// Commands holding or waiting for a ticket.
@@ -59,6 +60,21 @@ pub struct Ticket {
     pub queued: Duration,
 }
 
+impl Ticket {
+    pub fn class(&self) -> Class {
+        self.pool.class
+    }
+
+    /// How long the ticket has been held.
+    pub fn held(&self) -> Duration {
+        self.granted.elapsed()
+    }
+
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+}
+
 impl Drop for Ticket {
     fn drop(&mut self) {
         self.pool.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -76,10 +92,15 @@ impl Drop for Leaving<'_> {
 }
 
 impl Pool {
-    pub fn new(name: &'static str, limit: usize) -> Arc<Pool> {
+    pub fn new(class: Class, limit: usize) -> Arc<Pool> {
         let limit = limit.max(1);
+        let name = match class {
+            Class::Write => "write",
+            _ => "read",
+        };
         Arc::new(Pool {
             name,
+            class,
             permits: Arc::new(Semaphore::new(limit)),
             limit: AtomicUsize::new(limit),
             in_flight: AtomicUsize::new(0),
@@ -154,13 +175,24 @@ impl Pool {
 
     /// Waits for a ticket in arrival order, or refuses as described in the module docs.
     pub async fn admit(self: &Arc<Pool>, deadline: Deadline) -> MongoResult<Ticket> {
+        self.admit_with(deadline, self.shedding.load(Ordering::Relaxed))
+            .await
+    }
+
+    /// Queues again for a ticket given back at a yield point. Never shed: the operation
+    /// has done part of its work, and only its deadline ends it.
+    pub async fn readmit(self: &Arc<Pool>, deadline: Deadline) -> MongoResult<Ticket> {
+        self.admit_with(deadline, false).await
+    }
+
+    async fn admit_with(self: &Arc<Pool>, deadline: Deadline, shed: bool) -> MongoResult<Ticket> {
         let arrived = Instant::now();
         let remaining = match deadline.0 {
             None => None,
             Some(d) if d <= arrived => return Err(expired(self.name)),
             Some(d) => Some(d - arrived),
         };
-        if let Some(left) = remaining.filter(|_| self.shedding.load(Ordering::Relaxed)) {
+        if let Some(left) = remaining.filter(|_| shed) {
             // It must finish, not just start: the wait ahead plus its own service time.
             let expected = self.expected_wait() + self.mean_service();
             if expected > left {
@@ -224,8 +256,8 @@ impl Admission {
     pub fn new(read_tickets: usize, write_tickets: usize) -> Admission {
         let (r, w) = default_limits();
         Admission {
-            reads: Pool::new("read", if read_tickets == 0 { r } else { read_tickets }),
-            writes: Pool::new("write", if write_tickets == 0 { w } else { write_tickets }),
+            reads: Pool::new(Class::Read, if read_tickets == 0 { r } else { read_tickets }),
+            writes: Pool::new(Class::Write, if write_tickets == 0 { w } else { write_tickets }),
         }
     }
 
@@ -274,7 +306,7 @@ mod tests {
 
     #[tokio::test]
     async fn tickets_are_granted_in_arrival_order() {
-        let pool = Pool::new("read", 1);
+        let pool = Pool::new(Class::Read, 1);
         let first = pool.admit(Deadline::default()).await.unwrap();
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut waiters = Vec::new();
@@ -300,7 +332,7 @@ mod tests {
 
     #[tokio::test]
     async fn expired_work_never_starts_and_leaves_the_queue() {
-        let pool = Pool::new("read", 1);
+        let pool = Pool::new(Class::Read, 1);
         let past = Deadline(Some(Instant::now() - Duration::from_millis(1)));
         let e = pool.admit(past).await.err().unwrap();
         assert_eq!(e.code, ErrorCode::MaxTimeMSExpired as i32);
@@ -314,7 +346,7 @@ mod tests {
 
     #[tokio::test]
     async fn work_that_cannot_finish_in_time_is_shed_at_once() {
-        let pool = Pool::new("write", 1);
+        let pool = Pool::new(Class::Write, 1);
         // Teach the pool that a ticket is held for about 100 ms.
         for _ in 0..64 {
             pool.record(Duration::from_millis(100));

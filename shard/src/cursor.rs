@@ -35,8 +35,16 @@ impl Deadline {
     }
 
     /// Fails once the deadline has passed, or once the thread's current operation was
-    /// told to stop (`killOp`, caller gone): every deadline check is a kill point.
+    /// told to stop (`killOp`, caller gone): every deadline check is a kill point, and a
+    /// yield point where a long read lets queued reads go first (`ops::yield_point`).
     pub fn check(&self) -> MongoResult<()> {
+        self.check_holding()?;
+        crate::ops::yield_point()
+    }
+
+    /// [`Deadline::check`] without yielding the ticket (`sleep` models a command that
+    /// holds its ticket throughout).
+    pub fn check_holding(&self) -> MongoResult<()> {
         crate::ops::check_interrupted()?;
         match self.0 {
             Some(t) if Instant::now() >= t => Err(MongoError::new(

@@ -17,12 +17,14 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bson::{doc, Document};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use wire::{op_display, ErrorCode, MongoError, MongoResult};
+
+use crate::admission::{Class, Ticket};
 
 const STRIPES: usize = 16;
 
@@ -86,14 +88,16 @@ pub struct Op {
     arrived: Instant,
     arrived_wall: SystemTime,
     phase: AtomicU8,
-    /// Microseconds after arrival when the ticket was granted (`u64::MAX`: not yet).
-    granted_us: AtomicU64,
-    /// Microseconds spent waiting for replication, finished waits only.
-    replicated_us: AtomicU64,
-    /// Microseconds after arrival when the current replication wait began.
-    replicating_since_us: AtomicU64,
+    /// Microseconds spent in each phase before the current one (indexed by `Phase`).
+    spent_us: [AtomicU64; 3],
+    /// Microseconds after arrival when the current phase began.
+    phase_since_us: AtomicU64,
     kill: AtomicU8,
     killed: Notify,
+    /// The ticket the operation runs with, while it has one.
+    ticket: Mutex<Option<Ticket>>,
+    /// Times it gave its ticket back for others to run and queued again.
+    yields: AtomicU64,
 }
 
 impl Op {
@@ -135,11 +139,30 @@ impl Op {
         self.arrived.elapsed().as_micros() as u64
     }
 
-    /// The ticket was granted: the operation starts running.
-    pub fn granted(&self) {
-        self.granted_us
-            .store(self.since_arrival_us(), Ordering::Relaxed);
-        self.phase.store(Phase::Running as u8, Ordering::Relaxed);
+    /// Times the operation gave its ticket back at a yield point.
+    pub fn yields(&self) -> u64 {
+        self.yields.load(Ordering::Relaxed)
+    }
+
+    /// Moves to `next`, closing the time spent in the current phase.
+    fn enter(&self, next: Phase) {
+        let now = self.since_arrival_us();
+        let since = self.phase_since_us.swap(now, Ordering::Relaxed);
+        let current = self.phase();
+        self.spent_us[current as usize].fetch_add(now.saturating_sub(since), Ordering::Relaxed);
+        self.phase.store(next as u8, Ordering::Relaxed);
+    }
+
+    /// The ticket was granted (`None` for commands that need none): the operation runs
+    /// with it from now until [`Op::release_ticket`].
+    pub fn granted(&self, ticket: Option<Ticket>) {
+        *self.ticket.lock() = ticket;
+        self.enter(Phase::Running);
+    }
+
+    /// Gives the ticket back (the operation's work is done).
+    pub fn release_ticket(&self) {
+        self.ticket.lock().take();
     }
 
     /// The error a stopped operation answers with (MongoDB's codes).
@@ -159,18 +182,10 @@ impl Op {
 
     /// Where the operation's time went so far: queued, running, replicating (µs).
     pub fn waits(&self) -> (u64, u64, u64) {
-        let now = self.since_arrival_us();
-        let granted = self.granted_us.load(Ordering::Relaxed);
-        if granted == u64::MAX {
-            return (now, 0, 0);
-        }
-        let mut replicating = self.replicated_us.load(Ordering::Relaxed);
-        if self.phase() == Phase::Replicating {
-            let since = self.replicating_since_us.load(Ordering::Relaxed);
-            replicating += now.saturating_sub(since);
-        }
-        let running = now.saturating_sub(granted).saturating_sub(replicating);
-        (granted, running, replicating)
+        let mut spent: [u64; 3] = std::array::from_fn(|i| self.spent_us[i].load(Ordering::Relaxed));
+        let since = self.phase_since_us.load(Ordering::Relaxed);
+        spent[self.phase() as usize] += self.since_arrival_us().saturating_sub(since);
+        (spent[0], spent[1], spent[2])
     }
 
     /// The `currentOp` entry, in mongod's shape plus where the operation waits.
@@ -200,6 +215,7 @@ impl Op {
                 "replicationMicros": replicating as i64,
             },
             "killPending": self.kill_reason() != Kill::None,
+            "numYields": self.yields.load(Ordering::Relaxed) as i64,
         };
         if self.describe.router_op != 0 {
             d.insert("routerOpid", self.describe.router_op as i64);
@@ -275,11 +291,12 @@ impl Registry {
             arrived: Instant::now(),
             arrived_wall: SystemTime::now(),
             phase: AtomicU8::new(Phase::Queued as u8),
-            granted_us: AtomicU64::new(u64::MAX),
-            replicated_us: AtomicU64::new(0),
-            replicating_since_us: AtomicU64::new(0),
+            spent_us: Default::default(),
+            phase_since_us: AtomicU64::new(0),
             kill: AtomicU8::new(Kill::None as u8),
             killed: Notify::new(),
+            ticket: Mutex::new(None),
+            yields: AtomicU64::new(0),
         });
         s.ops.insert(opid, op.clone());
         Arc::new(Registered {
@@ -369,14 +386,52 @@ pub fn replicating<R>(f: impl FnOnce() -> R) -> R {
     let Some(op) = op else {
         return f();
     };
-    let since = op.since_arrival_us();
-    op.replicating_since_us.store(since, Ordering::Relaxed);
-    op.phase.store(Phase::Replicating as u8, Ordering::Relaxed);
+    op.enter(Phase::Replicating);
     let r = f();
-    let waited = op.since_arrival_us().saturating_sub(since);
-    op.replicated_us.fetch_add(waited, Ordering::Relaxed);
-    op.phase.store(Phase::Running as u8, Ordering::Relaxed);
+    op.enter(Phase::Running);
     r
+}
+
+/// How long a read holds its ticket before it lets queued operations go first.
+pub const YIELD_AFTER: Duration = Duration::from_millis(10);
+
+/// A yield point of a long read: once the current operation has held its read ticket for
+/// [`YIELD_AFTER`] and others are queued for one, it gives the ticket back and queues
+/// again at the back of the line, so a short read never waits for a whole long scan
+/// (mongod's scans yield the same way). Writes never yield here: a write may hold a
+/// collection lock, and a lock holder waiting for a ticket could wait for itself.
+/// Call only from a blocking thread (not a runtime worker).
+pub fn yield_point() -> MongoResult<()> {
+    let Some(op) = CURRENT.with(|c| c.borrow().clone()) else {
+        return Ok(());
+    };
+    let pool = {
+        let mut slot = op.ticket.lock();
+        let due = slot.as_ref().is_some_and(|t| {
+            t.class() == Class::Read && t.held() >= YIELD_AFTER && t.pool().queued() > 0
+        });
+        if !due {
+            return Ok(());
+        }
+        let ticket = slot.take().expect("checked above");
+        let pool = ticket.pool().clone();
+        drop(ticket);
+        pool
+    };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return Ok(());
+    };
+    op.enter(Phase::Queued);
+    op.yields.fetch_add(1, Ordering::Relaxed);
+    let deadline = crate::cursor::Deadline(op.describe.deadline);
+    let again = runtime.block_on(async {
+        tokio::select! {
+            t = pool.readmit(deadline) => t,
+            _ = op.killed() => Err(op.interrupted().expect("killed operations have a reason")),
+        }
+    })?;
+    op.granted(Some(again));
+    Ok(())
 }
 
 #[cfg(test)]
@@ -404,7 +459,7 @@ mod tests {
         assert_eq!(d.get_str("op").unwrap(), "query");
         assert_eq!(d.get_str("phase").unwrap(), "queued");
         assert_eq!(d.get_i64("routerOpid").unwrap(), 7);
-        op.op.granted();
+        op.op.granted(None);
         assert_eq!(registry.all()[0].phase(), Phase::Running);
         drop(listed);
         drop(op);
@@ -430,12 +485,81 @@ mod tests {
     fn replication_time_is_its_own_wait() {
         let registry = Arc::new(Registry::default());
         let op = registry.register(describe(doc! {"insert": "c"}));
-        op.op.granted();
+        op.op.granted(None);
         run_as(&op, || {
             replicating(|| std::thread::sleep(std::time::Duration::from_millis(20)))
         });
         let (_, _, replicated) = op.op.waits();
         assert!(replicated >= 20_000, "{replicated}");
         assert_eq!(op.op.phase(), Phase::Running);
+    }
+
+    /// A ticket from a one-ticket `class` pool, held by a new registered operation.
+    async fn holding(class: Class) -> (Arc<Registry>, Arc<Registered>, Arc<crate::admission::Pool>) {
+        let pool = crate::admission::Pool::new(class, 1);
+        let registry = Arc::new(Registry::default());
+        let op = registry.register(describe(doc! {"find": "big"}));
+        let t = pool.admit(crate::cursor::Deadline::default()).await.unwrap();
+        op.op.granted(Some(t));
+        (registry, op, pool)
+    }
+
+    /// Spawns a command that queues for `pool`'s ticket; waits until it is queued.
+    async fn queue_behind(pool: &Arc<crate::admission::Pool>) -> tokio::task::JoinHandle<()> {
+        let waiter = {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                drop(pool.admit(crate::cursor::Deadline::default()).await.unwrap());
+            })
+        };
+        while pool.queued() == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        waiter
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_long_read_lets_a_queued_read_go_first() {
+        let (_registry, long, pool) = holding(Class::Read).await;
+        let short = queue_behind(&pool).await;
+        let yields = {
+            let long = long.clone();
+            tokio::task::spawn_blocking(move || {
+                run_as(&long, || {
+                    // Not yet due: held for less than YIELD_AFTER.
+                    yield_point().unwrap();
+                    assert_eq!(long.op.yields.load(Ordering::Relaxed), 0);
+                    std::thread::sleep(YIELD_AFTER);
+                    yield_point().unwrap();
+                });
+                long.op.yields.load(Ordering::Relaxed)
+            })
+            .await
+            .unwrap()
+        };
+        assert_eq!(yields, 1);
+        assert!(short.is_finished(), "the queued read ran while the long one yielded");
+        assert!(long.op.ticket.lock().is_some(), "the long read got a ticket back");
+        assert_eq!(long.op.phase(), Phase::Running);
+        assert!(long.op.waits().0 > 0, "its second wait is queue time");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_never_yields_its_ticket() {
+        let (_registry, long, pool) = holding(Class::Write).await;
+        let queued = queue_behind(&pool).await;
+        let long2 = long.clone();
+        tokio::task::spawn_blocking(move || {
+            run_as(&long2, || {
+                std::thread::sleep(YIELD_AFTER * 2);
+                yield_point().unwrap();
+            })
+        })
+        .await
+        .unwrap();
+        assert_eq!(long.op.yields.load(Ordering::Relaxed), 0);
+        assert!(!queued.is_finished());
+        long.op.release_ticket();
+        queued.await.unwrap();
     }
 }

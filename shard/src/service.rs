@@ -97,13 +97,14 @@ impl Shard for Service {
                 }));
             }
         };
-        op.granted();
         let queued_us = ticket.as_ref().map_or(0, |t| t.queued.as_micros() as u64);
+        op.granted(ticket);
         let node = self.node.clone();
         let started = std::time::Instant::now();
         let reply = tokio::task::spawn_blocking(move || {
-            let _ticket = ticket;
-            let reply = ops::run_as(&registered, || run_blocking(&node, &req, opts))?;
+            let reply = ops::run_as(&registered, || run_blocking(&node, &req, opts));
+            registered.op.release_ticket();
+            let reply = reply?;
             // Counted here: when the caller went away, no one awaits this task.
             let stopped = [
                 ErrorCode::Interrupted as i32,

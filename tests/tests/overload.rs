@@ -96,3 +96,46 @@ async fn server_status_shows_where_commands_waited() {
     assert_eq!(histogram_total(waits, "replication"), total);
     c.stop().await;
 }
+
+/// A long scan gives its read ticket back every few milliseconds while others queue, so
+/// a short read arriving mid-scan does not wait for the whole scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_read_does_not_wait_for_a_long_scan() {
+    let c = TestCluster::builder().memory().start().await;
+    c.node.admission.configure(1, 0);
+    let client = c.client().await;
+    let coll = client.database("test").collection::<Document>("big");
+    let docs: Vec<Document> = (0..50_000)
+        .map(|i| doc! {"_id": i, "v": i % 7, "pad": "x".repeat(100)})
+        .collect();
+    coll.insert_many(docs).await.unwrap();
+    let (done, mut order) = tokio::sync::mpsc::unbounded_channel();
+    let scan = {
+        let (coll, done) = (coll.clone(), done.clone());
+        tokio::spawn(async move {
+            let found = coll.find_one(doc! {"v": 99}).await.unwrap();
+            done.send("scan").unwrap();
+            found
+        })
+    };
+    // Once the scan runs on the shard, a short read arrives.
+    let started = std::time::Instant::now();
+    let scanning = loop {
+        let running = c.node.ops.all().into_iter().find(|op| {
+            op.phase() == shard::ops::Phase::Running
+                && op.to_document("").get_str("ns") == Ok("test.big")
+        });
+        if let Some(op) = running {
+            break op;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the scan never ran");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    let short = coll.find_one(doc! {"_id": 5}).await.unwrap();
+    done.send("short").unwrap();
+    assert_eq!(short.unwrap().get_i32("v").unwrap(), 5);
+    assert_eq!(scan.await.unwrap(), None);
+    assert_eq!(order.recv().await, Some("short"), "the short read waited for the scan");
+    assert!(scanning.yields() >= 1, "the scan never yielded its ticket");
+    c.stop().await;
+}

@@ -1,6 +1,7 @@
 //! `sleep` (MongoDB's test command): holds a read ticket for `millis` without touching
 //! data. Tests use it to fill the queue and to show that a waiting operation can be
-//! killed; it wakes every 10 ms to check its deadline and kill flag, like any scan.
+//! killed; it wakes every 10 ms to check its deadline and kill flag, like any scan, but
+//! never yields its ticket (it stands for work that cannot).
 
 use std::time::{Duration, Instant};
 
@@ -28,7 +29,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     }
     let until = Instant::now() + Duration::from_millis(millis as u64);
     loop {
-        ctx.deadline.check()?;
+        ctx.deadline.check_holding()?;
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Ok(doc! {});
