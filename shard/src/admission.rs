@@ -132,6 +132,16 @@ impl Pool {
         }
     }
 
+    /// Tickets free right now.
+    pub fn available(&self) -> usize {
+        self.permits.available_permits()
+    }
+
+    /// Tickets returned so far (a ticket returned is a command done, or a yield).
+    pub fn returned(&self) -> u64 {
+        self.samples.load(Ordering::Relaxed)
+    }
+
     /// Commands waiting for a ticket right now.
     pub fn queued(&self) -> usize {
         self.in_flight
@@ -240,6 +250,11 @@ fn expired(pool: &str) -> MongoError {
 pub struct Admission {
     pub reads: Arc<Pool>,
     pub writes: Arc<Pool>,
+    /// The read ticket count follows measured throughput (`throughput_probe`) unless
+    /// it was configured explicitly.
+    probing: std::sync::atomic::AtomicBool,
+    /// Bounds of the probed read ticket count.
+    probe_bounds: parking_lot::Mutex<(usize, usize)>,
 }
 
 /// Default tickets: reads one per core (mongod 8's starting point; more tickets than
@@ -252,18 +267,33 @@ pub fn default_limits() -> (usize, usize) {
     (cores.max(2), 128)
 }
 
+/// The probed read ticket count stays within one and four per core by default.
+fn default_probe_bounds() -> (usize, usize) {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (1, 4 * cores)
+}
+
 impl Admission {
     pub fn new(read_tickets: usize, write_tickets: usize) -> Admission {
         let (r, w) = default_limits();
         Admission {
-            reads: Pool::new(Class::Read, if read_tickets == 0 { r } else { read_tickets }),
-            writes: Pool::new(Class::Write, if write_tickets == 0 { w } else { write_tickets }),
+            reads: Pool::new(
+                Class::Read,
+                if read_tickets == 0 { r } else { read_tickets },
+            ),
+            writes: Pool::new(
+                Class::Write,
+                if write_tickets == 0 { w } else { write_tickets },
+            ),
+            probing: std::sync::atomic::AtomicBool::new(read_tickets == 0),
+            probe_bounds: parking_lot::Mutex::new(default_probe_bounds()),
         }
     }
 
     /// Sets the ticket counts (0 keeps the default).
     pub fn configure(&self, read_tickets: usize, write_tickets: usize) {
         if read_tickets > 0 {
+            self.probing.store(false, Ordering::Relaxed);
             self.reads.set_limit(read_tickets);
         }
         if write_tickets > 0 {
@@ -274,10 +304,32 @@ impl Admission {
     /// No queue and no shedding: every command runs at once, as with unlimited tickets.
     /// Only for comparing against admission control.
     pub fn disable(&self) {
+        self.probing.store(false, Ordering::Relaxed);
         for p in [&self.reads, &self.writes] {
             p.set_limit(100_000);
             p.set_shedding(false);
         }
+    }
+
+    /// Sets the bounds of the probed read ticket count (0 keeps a default).
+    pub fn set_probe_bounds(&self, min: usize, max: usize) {
+        let (dmin, dmax) = default_probe_bounds();
+        let min = if min == 0 { dmin } else { min };
+        let max = if max == 0 {
+            dmax.max(min)
+        } else {
+            max.max(min)
+        };
+        *self.probe_bounds.lock() = (min, max);
+    }
+
+    pub fn probe_bounds(&self) -> (usize, usize) {
+        *self.probe_bounds.lock()
+    }
+
+    /// Whether the read ticket count is being probed.
+    pub fn probing(&self) -> bool {
+        self.probing.load(Ordering::Relaxed)
     }
 
     /// `None` for exempt commands.

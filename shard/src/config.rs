@@ -33,6 +33,10 @@ pub struct ShardConfig {
     /// come, first served.
     pub read_tickets: usize,
     pub write_tickets: usize,
+    /// Bounds of the automatic read ticket count, which follows measured throughput
+    /// (`read_tickets = 0`; 0 here = 1 and 4 per core).
+    pub read_tickets_min: usize,
+    pub read_tickets_max: usize,
     /// Ticket queues and shedding. Off, every command runs at once, however many (no
     /// queue, nothing shed); only for measuring what admission buys (`bulwark chaos
     /// overload`).
@@ -53,6 +57,8 @@ impl Default for ShardConfig {
             cluster_key_file: String::new(),
             read_tickets: 0,
             write_tickets: 0,
+            read_tickets_min: 0,
+            read_tickets_max: 0,
             admission_control: true,
         }
     }

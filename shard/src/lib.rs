@@ -16,6 +16,7 @@ pub mod repl;
 pub mod retry;
 pub mod scan;
 pub mod service;
+pub mod throughput_probe;
 pub mod ttl;
 pub mod write_concern;
 pub mod write_path;

@@ -495,11 +495,16 @@ mod tests {
     }
 
     /// A ticket from a one-ticket `class` pool, held by a new registered operation.
-    async fn holding(class: Class) -> (Arc<Registry>, Arc<Registered>, Arc<crate::admission::Pool>) {
+    async fn holding(
+        class: Class,
+    ) -> (Arc<Registry>, Arc<Registered>, Arc<crate::admission::Pool>) {
         let pool = crate::admission::Pool::new(class, 1);
         let registry = Arc::new(Registry::default());
         let op = registry.register(describe(doc! {"find": "big"}));
-        let t = pool.admit(crate::cursor::Deadline::default()).await.unwrap();
+        let t = pool
+            .admit(crate::cursor::Deadline::default())
+            .await
+            .unwrap();
         op.op.granted(Some(t));
         (registry, op, pool)
     }
@@ -509,7 +514,11 @@ mod tests {
         let waiter = {
             let pool = pool.clone();
             tokio::spawn(async move {
-                drop(pool.admit(crate::cursor::Deadline::default()).await.unwrap());
+                drop(
+                    pool.admit(crate::cursor::Deadline::default())
+                        .await
+                        .unwrap(),
+                );
             })
         };
         while pool.queued() == 0 {
@@ -538,8 +547,14 @@ mod tests {
             .unwrap()
         };
         assert_eq!(yields, 1);
-        assert!(short.is_finished(), "the queued read ran while the long one yielded");
-        assert!(long.op.ticket.lock().is_some(), "the long read got a ticket back");
+        assert!(
+            short.is_finished(),
+            "the queued read ran while the long one yielded"
+        );
+        assert!(
+            long.op.ticket.lock().is_some(),
+            "the long read got a ticket back"
+        );
         assert_eq!(long.op.phase(), Phase::Running);
         assert!(long.op.waits().0 > 0, "its second wait is queue time");
     }

@@ -228,6 +228,15 @@ pub async fn serve_member(
     shutdown: CancellationToken,
 ) -> Result<(), ShardError> {
     let background = crate::ttl::spawn_background(node.clone(), ttl_interval, shutdown.clone());
+    let (min, max) = node.admission.probe_bounds();
+    let probed = node.clone();
+    tokio::spawn(crate::throughput_probe::run(
+        node.admission.reads.clone(),
+        min,
+        max,
+        move || probed.admission.probing(),
+        shutdown.clone(),
+    ));
     let svc = ShardServer::new(Service {
         node: node.clone(),
         cluster_key,
@@ -319,6 +328,7 @@ pub async fn start_member(
 fn configure_admission(admission: &crate::admission::Admission, config: &ShardConfig) {
     if config.admission_control {
         admission.configure(config.read_tickets, config.write_tickets);
+        admission.set_probe_bounds(config.read_tickets_min, config.read_tickets_max);
     } else {
         admission.disable();
     }

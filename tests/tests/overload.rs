@@ -128,14 +128,21 @@ async fn a_short_read_does_not_wait_for_a_long_scan() {
         if let Some(op) = running {
             break op;
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "the scan never ran");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the scan never ran"
+        );
         tokio::time::sleep(Duration::from_millis(1)).await;
     };
     let short = coll.find_one(doc! {"_id": 5}).await.unwrap();
     done.send("short").unwrap();
     assert_eq!(short.unwrap().get_i32("v").unwrap(), 5);
     assert_eq!(scan.await.unwrap(), None);
-    assert_eq!(order.recv().await, Some("short"), "the short read waited for the scan");
+    assert_eq!(
+        order.recv().await,
+        Some("short"),
+        "the short read waited for the scan"
+    );
     assert!(scanning.yields() >= 1, "the scan never yielded its ticket");
     c.stop().await;
 }
