@@ -20,6 +20,12 @@ pub struct RouterConfig {
     /// A connection that waited this long to handshake is closed (its client has
     /// most likely given up already).
     pub handshake_queue_wait_ms: u64,
+    /// New connections let through per second (0: no rate limit), in bursts of up to
+    /// `connection_rate_burst`; up to `connection_rate_queue` more wait their turn, and
+    /// beyond that a new connection is closed at once (`connection_rate.rs`).
+    pub connection_rate_per_sec: f64,
+    pub connection_rate_burst: usize,
+    pub connection_rate_queue: usize,
     /// Commands slower than this are logged with their timings.
     pub slow_ms: u64,
     /// Use each command's `maxTimeMS`: forward it to the shard as its deadline, and shed
@@ -66,6 +72,9 @@ impl Default for RouterConfig {
             max_concurrent_handshakes: 0,
             handshake_queue_limit: 4096,
             handshake_queue_wait_ms: 2000,
+            connection_rate_per_sec: 0.0,
+            connection_rate_burst: 100,
+            connection_rate_queue: 1000,
             slow_ms: 100,
             propagate_deadlines: true,
             site: String::new(),
@@ -89,6 +98,9 @@ impl RouterConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.max_connections == 0 {
             return Err("max_connections must be positive".into());
+        }
+        if !(self.connection_rate_per_sec >= 0.0 && self.connection_rate_per_sec.is_finite()) {
+            return Err("connection_rate_per_sec must be a non-negative number".into());
         }
         if self.handshake_queue_wait_ms == 0 {
             return Err("handshake_queue_wait_ms must be positive".into());

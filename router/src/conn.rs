@@ -70,6 +70,21 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             ops: registration.slot.clone(),
             next_cancel: None,
         };
+        // Over the configured connection rate, a connection waits its turn, or is closed
+        // at once when too many already wait.
+        if let Some(rate) = &session.state.connection_rate {
+            match rate.admit() {
+                None => {
+                    debug!("connection refused by the connection rate limit");
+                    return;
+                }
+                Some(wait) if !wait.is_zero() => tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                },
+                Some(_) => {}
+            }
+        }
         // A new connection handshakes only when the ingress gate lets it (newest first
         // under a storm); closed at once when the gate sheds it.
         let gate = session.state.handshakes.clone();

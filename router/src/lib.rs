@@ -7,6 +7,7 @@ pub mod cluster_time;
 pub mod commands;
 pub mod config;
 pub mod conn;
+pub mod connection_rate;
 pub mod counters;
 pub mod current_ops;
 pub mod cursors;

@@ -33,6 +33,8 @@ pub struct RouterState {
     pub connection_slots: Arc<Semaphore>,
     /// New connections wait here to handshake (`ingress.rs`).
     pub handshakes: Arc<crate::ingress::HandshakeGate>,
+    /// The new-connection rate limit, when configured (`connection_rate.rs`).
+    pub connection_rate: Option<crate::connection_rate::ConnectionRate>,
     pub host: String,
     pub auth: Arc<AuthState>,
     /// `None` when `tls_mode` is disabled.
@@ -106,6 +108,11 @@ pub async fn serve_with(
         tls: Tls::from_config(&config)?,
         shard,
         connection_slots: Arc::new(Semaphore::new(config.max_connections)),
+        connection_rate: crate::connection_rate::ConnectionRate::new(
+            config.connection_rate_per_sec,
+            config.connection_rate_burst,
+            config.connection_rate_queue,
+        ),
         handshakes: crate::ingress::HandshakeGate::new(
             config.handshake_concurrency(),
             config.handshake_queue_limit,

@@ -222,7 +222,10 @@ mod tests {
             let (pool, stop) = (pool.clone(), stop.clone());
             tokio::spawn(async move {
                 while !stop.is_cancelled() {
-                    let t = pool.admit(crate::cursor::Deadline::default()).await.unwrap();
+                    let t = pool
+                        .admit(crate::cursor::Deadline::default())
+                        .await
+                        .unwrap();
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     drop(t);
                 }

@@ -146,3 +146,60 @@ async fn a_short_read_does_not_wait_for_a_long_scan() {
     assert!(scanning.yields() >= 1, "the scan never yielded its ticket");
     c.stop().await;
 }
+
+/// Over the configured new-connection rate, connections wait their turn; beyond the
+/// queue they are closed at once, before any handshake work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_rate_wait_or_are_refused_at_once() {
+    let c = TestCluster::builder()
+        .memory()
+        .router(|r| {
+            r.connection_rate_per_sec = 0.5;
+            r.connection_rate_burst = 3;
+            r.connection_rate_queue = 2;
+        })
+        .start()
+        .await;
+    // The cluster's own client took a token when it connected; `status` reuses it.
+    let client = c.client().await;
+    let admin = client.database("admin");
+    let status = || async {
+        let s = admin.run_command(doc! {"serverStatus": 1}).await.unwrap();
+        s.get_document("bulwark")
+            .unwrap()
+            .get_document("ingress")
+            .unwrap()
+            .get_document("rateLimiter")
+            .unwrap()
+            .clone()
+    };
+    let before = status().await;
+    let mut raw = Vec::new();
+    for _ in 0..8 {
+        raw.push(tokio::net::TcpStream::connect(c.router_addr).await.unwrap());
+    }
+    // Closed at once: the refused ones read end-of-stream without sending anything.
+    let mut closed = 0;
+    for s in &mut raw {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_millis(300), async {
+            tokio::io::AsyncReadExt::read(s, &mut byte).await
+        })
+        .await;
+        if matches!(read, Ok(Ok(0)) | Ok(Err(_))) {
+            closed += 1;
+        }
+    }
+    let after = status().await;
+    let rejected = after.get_i64("rejected").unwrap() - before.get_i64("rejected").unwrap();
+    let delayed = after.get_i64("delayed").unwrap() - before.get_i64("delayed").unwrap();
+    // The status client's connections may have used part of the burst; every one of
+    // the eight is either through, waiting (at most two), or refused.
+    assert!(delayed <= 2, "{after}");
+    assert!(rejected >= 3, "{after}");
+    assert_eq!(
+        closed, rejected,
+        "every refused connection was closed, and only those"
+    );
+    c.stop().await;
+}

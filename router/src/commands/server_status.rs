@@ -12,6 +12,11 @@ pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Doc
     let uptime = s.started.elapsed();
     let current = s.current_connections();
     let ingress = s.handshakes.stats();
+    let rate = s
+        .connection_rate
+        .as_ref()
+        .map(|r| r.stats())
+        .unwrap_or_default();
     Ok(doc! {
         "host": &s.host,
         "version": crate::VERSION,
@@ -47,6 +52,11 @@ pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Doc
                 "admittedAfterQueueing": ingress.admitted_after_queueing as i64,
                 "evictedOldest": ingress.evicted_oldest as i64,
                 "rejectedWaitedTooLong": ingress.rejected_waited_too_long as i64,
+                "rateLimiter": {
+                    "perSec": s.config.connection_rate_per_sec,
+                    "delayed": rate.delayed as i64,
+                    "rejected": rate.rejected as i64,
+                },
             },
         },
     })
