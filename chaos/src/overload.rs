@@ -158,10 +158,19 @@ pub struct RunReport {
 }
 
 /// Runs the three setups; writes `report` (and one plot per run next to it).
-pub async fn run(bin: &Path, dir: &Path, base_port: u16, report: &Path) -> anyhow::Result<()> {
+pub async fn run(
+    bin: &Path,
+    dir: &Path,
+    base_port: u16,
+    report: &Path,
+    only: &[usize],
+) -> anyhow::Result<()> {
     pin_self()?;
     let mut runs = Vec::new();
     for (n, setup) in SETUPS.iter().enumerate() {
+        if !only.is_empty() && !only.contains(&n) {
+            continue;
+        }
         let run_dir = dir.join(format!("run{n}"));
         let _ = std::fs::remove_dir_all(&run_dir);
         let mut options = LocalOptions {

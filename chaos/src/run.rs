@@ -56,6 +56,10 @@ pub struct ChaosArgs {
     /// handshake gate.
     #[arg(long = "router-env", value_name = "KEY=VALUE")]
     pub router_env: Vec<String>,
+    /// Which overload runs (0: pools of 100, 1: tiny pools, 2: protections off),
+    /// comma-separated; all of them by default.
+    #[arg(long, value_delimiter = ',')]
+    pub overload_runs: Vec<usize>,
     /// Seconds after the fault within which throughput must be back.
     #[arg(long, default_value_t = 30.0)]
     pub recovery_bound: f64,
@@ -72,7 +76,7 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
         let dir = args.dir.clone().unwrap_or_else(|| {
             std::env::temp_dir().join(format!("bulwark-overload-{}", std::process::id()))
         });
-        crate::overload::run(bin, &dir, args.base_port, &args.report).await?;
+        crate::overload::run(bin, &dir, args.base_port, &args.report, &args.overload_runs).await?;
         return Ok(true);
     }
     match args.target {

@@ -37,6 +37,8 @@ pub struct Session {
     pub ops: Arc<crate::current_ops::ConnOps>,
     /// Fires if the next command is killed (`killOp`); taken when the command starts.
     next_cancel: Option<CancellationToken>,
+    /// When the router read the command being run (its `maxTimeMS` counts from here).
+    pub request_started: Instant,
 }
 
 /// Serves one client over a plain TCP or a TLS stream.
@@ -69,6 +71,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             last_waits: None,
             ops: registration.slot.clone(),
             next_cancel: None,
+            request_started: Instant::now(),
         };
         // Over the configured connection rate, a connection waits its turn, or is closed
         // at once when too many already wait.
@@ -283,6 +286,7 @@ impl Session {
     /// [`forwarded_raw`]); they travel to the shard as they came.
     pub async fn run_with(&mut self, cmd: Document, sequences: Vec<DocSequence>) -> Document {
         let started = Instant::now();
+        self.request_started = started;
         let name = cmd.keys().next().cloned().unwrap_or_default();
         let db = match cmd.get("$db") {
             Some(Bson::String(db)) => db.clone(),

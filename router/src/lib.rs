@@ -11,6 +11,7 @@ pub mod connection_rate;
 pub mod counters;
 pub mod current_ops;
 pub mod cursors;
+pub mod deadline;
 pub mod error;
 pub mod error_labels;
 pub mod fail_point;

@@ -311,6 +311,26 @@ impl TestCluster {
     }
 }
 
+/// Sends `cmd` as an OP_MSG on a raw connection and reads its reply (tests that need
+/// one connection they control, which a driver's pool would hide).
+pub async fn raw_command(
+    s: &mut tokio::net::TcpStream,
+    request_id: i32,
+    cmd: bson::Document,
+) -> bson::Document {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let msg = wire::encode_op_msg_request(request_id, &wire::OpMsg::new(cmd), None).unwrap();
+    s.write_all(&msg).await.unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).await.unwrap();
+    let mut frame = len.to_vec();
+    frame.resize(i32::from_le_bytes(len) as usize, 0);
+    s.read_exact(&mut frame[4..]).await.unwrap();
+    let (header, doc) = wire::decode_reply(&frame).unwrap();
+    assert_eq!(header.response_to, request_id);
+    doc
+}
+
 /// How many documents a `find`/`aggregate`/`getMore` reply carries in its batch.
 pub fn batch_len(reply: &bson::Document) -> usize {
     let cursor = reply.get_document("cursor").expect("reply has a cursor");

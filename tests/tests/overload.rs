@@ -203,3 +203,27 @@ async fn connections_over_the_rate_wait_or_are_refused_at_once() {
     );
     c.stop().await;
 }
+
+/// A command whose shard work outlasts its `maxTimeMS` is answered MaxTimeMSExpired (50)
+/// on the same connection, which stays usable: a driver that got no answer in time would
+/// close it and reconnect. The shard's work stops as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_past_its_deadline_gets_an_answer_and_keeps_its_connection() {
+    let c = TestCluster::builder()
+        .memory()
+        .router(|r| r.enable_test_commands = true)
+        .start()
+        .await;
+    let mut raw = tokio::net::TcpStream::connect(c.router_addr).await.unwrap();
+    let sleep = doc! {"sleep": 1, "millis": 10_000, "maxTimeMS": 200, "$db": "admin"};
+    let reply = tests::raw_command(&mut raw, 1, sleep).await;
+    assert_eq!(reply.get_i32("code"), Ok(50), "{reply}");
+    let reply = tests::raw_command(&mut raw, 2, doc! {"ping": 1, "$db": "admin"}).await;
+    assert_eq!(reply.get_f64("ok"), Ok(1.0), "{reply}");
+    let started = std::time::Instant::now();
+    while !c.node.ops.all().is_empty() && started.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(c.node.ops.all().is_empty(), "the shard kept sleeping");
+    c.stop().await;
+}

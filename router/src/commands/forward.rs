@@ -57,12 +57,13 @@ pub async fn run(
     let (w, wtimeout_ms) = write_concern(cmd.get("writeConcern"))?;
     // Validated either way; forwarded (and used for shedding) only when deadlines are on.
     let deadline_ms = max_time_ms(cmd.get("maxTimeMS"))?;
+    let split = if session.state.config.propagate_deadlines {
+        crate::deadline::split(deadline_ms, session.request_started.elapsed())?
+    } else {
+        None
+    };
     let mut fwd = Forward {
-        max_time_ms: if session.state.config.propagate_deadlines {
-            deadline_ms
-        } else {
-            0
-        },
+        max_time_ms: split.map_or(0, |s| s.shard_ms),
         read_preference: ReadPreference::parse(cmd.get("$readPreference"))?,
         w,
         wtimeout_ms,
@@ -149,11 +150,18 @@ pub async fn run(
     let command = bytes::Bytes::from(command);
     fwd.op_id = session.ops.current_opid();
     session.ops.forwarded(command.clone());
-    let result = session
+    let call = session
         .state
         .shard
-        .run_encoded(db, command, &fwd, &session.peer_text)
-        .await;
+        .run_encoded(db, command, &fwd, &session.peer_text);
+    // Answered before the client's own deadline (see `deadline`); dropping the call
+    // stops the shard's work too.
+    let result = match split {
+        Some(s) => tokio::time::timeout(s.router_wait, call)
+            .await
+            .unwrap_or_else(|_| Err(crate::deadline::expired())),
+        None => call.await,
+    };
     let (reply, member, waits) = match result {
         Ok(r) => r,
         Err(e) => {
