@@ -12,6 +12,11 @@
 
 use std::time::Instant;
 
+/// Threads of the second raw insert baseline: one per core of the 2-core machines the
+/// figures come from, so N router clients (which use both cores) are compared with raw
+/// WiredTiger using both cores too.
+const RAW_THREADS: usize = 2;
+
 /// The allocator `bulwark` itself runs with (see `src/main.rs`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -209,6 +214,16 @@ async fn main() {
                     storage::rawbench::raw_insert(&path.join("ins"), a.docs, a.value_size, a.batch),
                 ),
                 (
+                    "raw insert xN",
+                    storage::rawbench::raw_insert_threads(
+                        &path.join("insn"),
+                        a.docs,
+                        a.value_size,
+                        a.batch,
+                        RAW_THREADS,
+                    ),
+                ),
+                (
                     "raw get",
                     storage::rawbench::raw_point_get(
                         &path.join("get"),
@@ -244,6 +259,10 @@ async fn main() {
         args.runs, args.docs, args.value_size, args.batch, args.lookups, args.clients
     );
     println!("  raw WiredTiger insert          : {raw_ins:>10.0} rows/s");
+    println!(
+        "  raw WiredTiger insert, {RAW_THREADS} thr.  : {:>10.0} rows/s",
+        m("raw insert xN")
+    );
     println!("  raw WiredTiger search          : {raw_get:>10.0} ops/s");
     // The ratio is the median of each run's own ratio: the raw baseline moves with the
     // machine's other load (it varied by 1.6x between runs here), so a figure is only
@@ -264,6 +283,11 @@ async fn main() {
             "raw insert",
         ),
         ("insert_many, N clients", "insert xN", "raw insert"),
+        (
+            "insert_many, N clients / raw xN",
+            "insert xN",
+            "raw insert xN",
+        ),
         (
             "insert_many, N clients, gRPC",
             "insert xN (gRPC)",
