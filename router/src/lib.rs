@@ -20,6 +20,7 @@ pub mod listener;
 pub mod read_preference;
 pub mod runtime_lag;
 pub mod shard_client;
+pub mod staleness;
 pub mod tls;
 pub mod wait_histograms;
 

@@ -31,6 +31,8 @@ pub const CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
 /// How long a request waits for a new primary (an election takes 1–2 s).
 const FAILOVER_WAIT: Duration = Duration::from_secs(10);
 const UNKNOWN: usize = usize::MAX;
+/// How often a replica set's members are asked for their state.
+const MONITOR_INTERVAL: Duration = Duration::from_millis(500);
 
 #[derive(Clone)]
 pub struct ShardHandle {
@@ -45,6 +47,8 @@ struct Inner {
     primary: AtomicUsize,
     /// The router's own site: reads that may go to any member prefer this site.
     site: String,
+    /// The highest applied log index at each poll, for `maxStalenessSeconds`.
+    history: parking_lot::Mutex<crate::staleness::History>,
 }
 
 struct Member {
@@ -73,6 +77,8 @@ struct Seen {
     primary: bool,
     secondary: bool,
     reachable: bool,
+    /// The last log index it had applied.
+    applied: u64,
 }
 
 #[derive(Clone)]
@@ -151,6 +157,7 @@ impl ShardHandle {
                 members,
                 primary: AtomicUsize::new(primary),
                 site: site.to_string(),
+                history: Default::default(),
             }),
             cluster_key: None,
         })
@@ -183,6 +190,7 @@ impl ShardHandle {
                     seen.primary = h.get_bool("isWritablePrimary").unwrap_or(false);
                     seen.secondary = h.get_bool("secondary").unwrap_or(false);
                     seen.host = h.get_str("me").unwrap_or_default().to_string();
+                    seen.applied = h.get_i64("bulwarkAppliedIndex").unwrap_or(0) as u64;
                     seen.site = h
                         .get_document("tags")
                         .ok()
@@ -197,6 +205,17 @@ impl ShardHandle {
             }
         });
         futures_join_all(calls).await;
+        let highest = self
+            .inner
+            .members
+            .iter()
+            .map(|m| m.seen.read())
+            .filter(|s| s.reachable)
+            .map(|s| s.applied)
+            .max();
+        if let Some(highest) = highest {
+            self.inner.history.lock().record(Instant::now(), highest);
+        }
         let primary = self
             .inner
             .members
@@ -217,7 +236,7 @@ impl ShardHandle {
             self.refresh().await;
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = tokio::time::sleep(MONITOR_INTERVAL) => {}
             }
         }
     }
@@ -353,6 +372,24 @@ impl ShardHandle {
             return primary;
         }
         let members = &self.inner.members;
+        // `maxStalenessSeconds` (-1 or absent: no limit) excludes secondaries that are
+        // staler than that (see `staleness`); the primary is never stale.
+        let max_staleness = fwd
+            .read_preference
+            .max_staleness_secs
+            .filter(|s| *s > 0)
+            .map(|s| Duration::from_secs(s as u64));
+        let now = Instant::now();
+        let fresh_enough = |s: &Seen| match max_staleness {
+            None => true,
+            Some(_) if s.primary => true,
+            Some(max) => self
+                .inner
+                .history
+                .lock()
+                .staleness(s.applied, now, MONITOR_INTERVAL)
+                .is_some_and(|stale| stale <= max),
+        };
         let eligible = |i: usize, want_secondary: bool| {
             let s = members[i].seen.read();
             s.reachable
@@ -362,6 +399,7 @@ impl ShardHandle {
                     s.secondary || s.primary
                 })
                 && fwd.read_preference.tags_match(&s.site)
+                && fresh_enough(&s)
         };
         let in_site = |i: &usize| members[*i].seen.read().site == self.inner.site;
         let choose = |want_secondary: bool| {

@@ -199,6 +199,44 @@ async fn nearest_reads_are_served_in_the_routers_site() {
     set.stop().await;
 }
 
+/// `maxStalenessSeconds` keeps a secondary that is caught up eligible: the router measures
+/// each member's staleness from the applied index members report (see
+/// `router::staleness`, whose tests cover exclusion), so a fresh one reads as fresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn max_staleness_keeps_caught_up_secondaries_eligible() {
+    let set = TestReplicaSet::start().await;
+    let primary = set.wait_for_primary(LIVENESS).await.expect("primary").0;
+    let a = set.client(0, "").await;
+    a.database("test")
+        .collection::<Document>("stale")
+        .insert_one(doc! {"_id": 1})
+        .write_concern(majority())
+        .await
+        .unwrap();
+    let secondary = (0..3).find(|&i| i != primary).unwrap();
+    wait_caught_up(&set, secondary).await;
+    let client = set.client(secondary, "").await;
+    let read = doc! {"mode": "secondary", "maxStalenessSeconds": 90};
+    let reply = client
+        .database("test")
+        .run_command(doc! {"find": "stale", "filter": {"_id": 1}, "$readPreference": read})
+        .await
+        .unwrap();
+    assert_eq!(
+        reply.get_str("servedBy").unwrap(),
+        set.configs[secondary].host
+    );
+    // Below the spec's floor it is refused.
+    let read = doc! {"mode": "secondary", "maxStalenessSeconds": 10};
+    let err = client
+        .database("test")
+        .run_command(doc! {"find": "stale", "$readPreference": read})
+        .await
+        .expect_err("maxStalenessSeconds 10 accepted");
+    assert!(err.to_string().contains("at least 90"), "{err}");
+    set.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn members_refuse_what_they_cannot_do() {
     let set = TestReplicaSet::start().await;

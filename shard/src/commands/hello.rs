@@ -59,6 +59,8 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     reply.insert("me", me.host.clone());
     reply.insert("tags", doc! {"site": me.site.clone()});
     reply.insert("term", status.term as i64);
+    // How far this member has applied the log: routers derive staleness from it.
+    reply.insert("bulwarkAppliedIndex", status.applied as i64);
     reply.insert("bulwarkMemberId", me.id as i64);
     Ok(reply)
 }
