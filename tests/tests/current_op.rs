@@ -100,6 +100,15 @@ async fn current_op_shows_each_wait_and_kill_op_stops_a_running_command() {
     assert!(wait_us(b, "shardQueueMicros") > 0, "{b}");
     assert_eq!(wait_us(b, "shardExecMicros"), 0, "{b}");
     assert!(!finder.is_finished(), "the find ran without a ticket");
+    // serverStatus shows the same queue from the member's side.
+    let read = read_pool(&admin).await;
+    assert_eq!(read.get_i64("tickets"), Ok(1), "{read}");
+    assert_eq!(read.get_i64("queued"), Ok(1), "{read}");
+    assert_eq!(
+        read.get_bool("probing"),
+        Ok(false),
+        "an explicit count is not probed"
+    );
 
     // Killing A answers its client Interrupted, frees the ticket, and B runs.
     let opid = a.get_i64("opid").unwrap();
@@ -240,6 +249,24 @@ async fn kill_op_and_current_op_reject_bad_input() {
         .expect_err("sleep without test commands");
     assert_eq!(code(&err), 59, "{err}");
     c.stop().await;
+}
+
+/// The shard member's read pool as the router's `serverStatus` shows it.
+async fn read_pool(admin: &mongodb::Database) -> Document {
+    let status = admin.run_command(doc! {"serverStatus": 1}).await.unwrap();
+    let members = status
+        .get_document("bulwark")
+        .unwrap()
+        .get_array("shardMembers")
+        .unwrap();
+    assert_eq!(members.len(), 1, "{members:?}");
+    let member = members[0].as_document().unwrap();
+    member
+        .get_document("admission")
+        .unwrap()
+        .get_document("read")
+        .unwrap()
+        .clone()
 }
 
 fn code(e: &mongodb::error::Error) -> i32 {

@@ -75,11 +75,6 @@ const LOCAL: &[(&str, LocalFn, Rule)] = &[
         get_cmd_line_opts::run,
         Rule::Cluster(acts(&[GetCmdLineOpts])),
     ),
-    (
-        "serverStatus",
-        server_status::run,
-        Rule::Cluster(acts(&[ServerStatus])),
-    ),
     ("whatsmyuri", whatsmyuri::run, Rule::Open),
     ("connectionStatus", connection_status::run, Rule::Open),
     ("logout", connection_status::logout, Rule::Open),
@@ -166,6 +161,11 @@ const ASYNC: &[(&str, AsyncFn, Rule)] = &[
     ),
     ("dropRole", async_cmd!(drop_role::run), Rule::Handler),
     ("rolesInfo", async_cmd!(roles_info::run), Rule::Handler),
+    (
+        "serverStatus",
+        async_cmd!(server_status::run),
+        Rule::Cluster(acts(&[ServerStatus])),
+    ),
     (
         "currentOp",
         async_cmd!(current_op::command),

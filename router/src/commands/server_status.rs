@@ -1,12 +1,27 @@
 //! `serverStatus`: process, connection and operation counters.
 
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 use wire::MongoResult;
 
 use crate::conn::Session;
 use crate::counters::Op;
 
-pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+pub async fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+    // Each shard member's admission pools and operations, as they are now.
+    let asked = doc! {"serverStatus": 1};
+    let members: Vec<Bson> = session
+        .state
+        .shard
+        .on_every_member("admin", &asked)
+        .await
+        .into_iter()
+        .map(|(member, reply)| {
+            let mut d = reply.unwrap_or_else(|e| doc! {"error": e.to_string()});
+            d.remove("ok");
+            d.insert("member", member);
+            Bson::Document(d)
+        })
+        .collect();
     let s = &session.state;
     let c = &s.counters;
     let uptime = s.started.elapsed();
@@ -43,6 +58,8 @@ pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Doc
             "shedByRouter": c.total(Op::ShedByRouter),
             // Forwarded commands by where their time went (see `wait_histograms`).
             "waits": s.waits.to_document(),
+            // Where commands wait on each shard member right now.
+            "shardMembers": members,
             // New connections through the handshake gate (see `ingress`).
             "ingress": {
                 "maxConcurrentHandshakes": s.config.handshake_concurrency() as i64,

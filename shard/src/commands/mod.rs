@@ -35,6 +35,7 @@ mod repl_set_freeze;
 mod repl_set_get_status;
 mod repl_set_step_down;
 mod repl_set_step_up;
+mod server_status;
 mod sleep;
 pub mod update;
 
@@ -59,6 +60,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "killOp",
         run: kill_op::run,
+        writes: false,
+        anywhere: true,
+    },
+    CommandSpec {
+        name: "serverStatus",
+        run: server_status::run,
         writes: false,
         anywhere: true,
     },

@@ -577,9 +577,19 @@ pub fn drop_while_other_threads_hold_cursors<E: Engine>(e: &E) {
     e.create_table("t").unwrap();
     put(e, "t", b"k", b"v");
     let (ready_tx, ready_rx) = mpsc::channel::<()>();
-    let mut proceeds = Vec::new();
     let stop = std::sync::atomic::AtomicBool::new(false);
+    /// Stops the busy reader however the scope's body ends: if the drop fails, the test
+    /// fails instead of waiting forever for a reader nobody stops.
+    struct StopOnExit<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for StopOnExit<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
     std::thread::scope(|s| {
+        let _stop = StopOnExit(&stop);
+        // Dropped with the body too, so idle holders wake (and fail) rather than hang.
+        let mut proceeds = Vec::new();
         // Idle holders: read once (caching a cursor), then sleep until told to go on.
         for _ in 0..2 {
             let (go_tx, go_rx) = mpsc::channel::<()>();
@@ -589,7 +599,7 @@ pub fn drop_while_other_threads_hold_cursors<E: Engine>(e: &E) {
                 assert_eq!(e.get("t", b"k").unwrap(), Some(b"v".to_vec()));
                 let _ = e.scan("t", &KeyRange::all(), false, 10).unwrap();
                 ready_tx.send(()).unwrap();
-                go_rx.recv().unwrap();
+                go_rx.recv().expect("the drop failed");
                 // After drop + recreate: the new, empty table.
                 assert_eq!(e.get("t", b"k").unwrap(), None);
                 put(e, "t", b"mine", b"1");

@@ -455,7 +455,11 @@ impl Engine for WiredTigerEngine {
         // blocked here is never inside WiredTiger (it takes its lock before any call, and
         // leaves no transaction open or cursor positioned when it releases it), so this
         // cannot deadlock with WiredTiger's own locks. DDL is rare; the stall is short.
-        let slots = self.inner.slots.lock().clone();
+        // The slot list stays locked too: a thread that registers its first session
+        // during the drop would otherwise open a cursor on the table behind our back and
+        // keep it busy until the drop gave up (it waits in `register_thread`, holding no
+        // lock and outside WiredTiger, until the drop is done).
+        let slots = self.inner.slots.lock();
         let mut guards: Vec<_> = slots.iter().map(|s| s.state.lock()).collect();
         for g in guards.iter_mut() {
             if let Some(state) = g.as_mut() {
@@ -465,6 +469,7 @@ impl Engine for WiredTigerEngine {
         // force: succeed if the table does not exist.
         let r = retry_busy(|| ddl.drop_object(&uri, "force=true"), "drop");
         drop(guards);
+        drop(slots);
         r
     }
 
