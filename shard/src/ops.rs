@@ -70,6 +70,8 @@ pub enum Kill {
 
 /// What a command declares when it registers.
 pub struct Describe {
+    /// The command's name (its first field).
+    pub name: String,
     /// The router's id for the operation (0 when the caller has none).
     pub router_op: u64,
     /// The client the router serves (address), for logs and `currentOp`.
@@ -191,7 +193,7 @@ impl Op {
     /// The `currentOp` entry, in mongod's shape plus where the operation waits.
     pub fn to_document(&self, host: &str) -> Document {
         let command = op_display::summarize(&self.describe.command);
-        let name = command.keys().next().cloned().unwrap_or_default();
+        let name = &self.describe.name;
         let ns = op_display::namespace(&self.describe.db, &command);
         let (queued, running, replicating) = self.waits();
         let micros = self.arrived.elapsed().as_micros() as i64;
@@ -204,7 +206,7 @@ impl Op {
             "startedAt": bson::DateTime::from_system_time(self.arrived_wall),
             "secs_running": micros / 1_000_000,
             "microsecs_running": micros,
-            "op": op_display::op_kind(&name),
+            "op": op_display::op_kind(name),
             "ns": ns,
             "command": command,
             "client": self.describe.client.as_str(),
@@ -440,6 +442,7 @@ mod tests {
 
     fn describe(cmd: Document) -> Describe {
         Describe {
+            name: cmd.keys().next().cloned().unwrap_or_default(),
             router_op: 7,
             client: "127.0.0.1:1".into(),
             db: "test".into(),

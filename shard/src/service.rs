@@ -66,6 +66,7 @@ impl Shard for Service {
         let class = Node::admission_class(&name);
         // Listed in `currentOp` from now until it returns, queued or running.
         let registered = self.node.ops.register(ops::Describe {
+            name,
             router_op: req.op_id,
             client: req.client.clone(),
             db: req.db.clone(),
@@ -75,7 +76,7 @@ impl Shard for Service {
         // If this call is dropped (the router's client hung up, or the router gave up),
         // the operation is told to stop: queued, it leaves the queue; running, it stops
         // at its next yield point.
-        let _stop_if_dropped = StopIfDropped(registered.op.clone());
+        let mut stop_if_dropped = StopIfDropped(Some(registered.op.clone()));
         // The ticket is taken here, before a blocking thread is: a queued command holds
         // nothing but its place in line.
         let op = registered.op.clone();
@@ -123,6 +124,8 @@ impl Shard for Service {
         .await
         .map_err(|e| Status::internal(format!("command task failed: {e}")))?
         .map_err(|e| *e)?;
+        // Done: nothing left to stop.
+        stop_if_dropped.0 = None;
         let (_, _, repl_us) = op.waits();
         Ok(Response::new(CommandReply {
             reply,
@@ -133,12 +136,14 @@ impl Shard for Service {
     }
 }
 
-/// Tells an operation to stop when the call running it is dropped.
-struct StopIfDropped(Arc<ops::Op>);
+/// Tells an operation to stop when the call running it is dropped before it is done.
+struct StopIfDropped(Option<Arc<ops::Op>>);
 
 impl Drop for StopIfDropped {
     fn drop(&mut self) {
-        self.0.kill(ops::Kill::CallerGone);
+        if let Some(op) = &self.0 {
+            op.kill(ops::Kill::CallerGone);
+        }
     }
 }
 

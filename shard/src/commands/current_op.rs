@@ -15,19 +15,11 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
         .all()
         .iter()
         // The request asking is not one of the operations it asks about.
-        .filter(|op| !is_current_op(&op.describe.command))
+        .filter(|op| op.describe.name != "currentOp")
         .map(|op| Bson::Document(op.to_document(&host)))
         .collect();
     Ok(doc! {
         "inprog": inprog,
         "interruptedTotal": ctx.node.ops.interrupted_total() as i64,
     })
-}
-
-fn is_current_op(command: &[u8]) -> bool {
-    bson::RawDocument::from_bytes(command)
-        .ok()
-        .and_then(|d| d.iter().next())
-        .and_then(Result::ok)
-        .is_some_and(|(name, _)| name == "currentOp")
 }
