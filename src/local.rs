@@ -1,16 +1,20 @@
 //! `bulwark local`: a whole cluster in one process, for development.
 //!
-//! The default layout is three sites (A, B, C) on loopback: a shard replica set with one
-//! member per site, replicating over real gRPC, and one router per site on ports P, P+1,
-//! P+2, each preferring its own site's member for reads that allow it.
+//! The default layout is three sites (A, B, C) on loopback: two shards (`--shards N`) and
+//! the config servers, each a replica set with one member per site replicating over real
+//! gRPC, and one router per site on ports P, P+1, P+2, each preferring its own site's
+//! members for reads that allow it.
 //! `--layout two-two-arbiter` puts two data members in A, two in B and an arbiter in C;
 //! `--layout single` runs one unreplicated node behind one router.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::ValueEnum;
+use router::shard_client::{MemberLink, ShardHandle};
 use shard::repl::{MemberConfig, ReplConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -36,8 +40,13 @@ pub struct LocalArgs {
     #[arg(long, value_enum, default_value_t = Layout::ThreeSites)]
     layout: Layout,
     /// First port of the shard members' gRPC listeners (default: router port + 100).
+    /// Shard k's members use the ports from member_port + 10k; the config servers'
+    /// member_port + 90 and up.
     #[arg(long)]
     member_port: Option<u16>,
+    /// Number of shards, each a replica set of the layout's shape.
+    #[arg(long, default_value_t = 2)]
+    shards: u16,
     /// Storage engine for `--layout single`: wiredtiger, or memory (nothing survives a
     /// restart). Replica-set members always use WiredTiger.
     #[arg(long, default_value = "wiredtiger")]
@@ -53,14 +62,20 @@ pub struct LocalArgs {
 }
 
 const SITES: [&str; 3] = ["A", "B", "C"];
+/// Shards `bulwark local` starts at most (their ports must stay below the config
+/// servers').
+const MAX_SHARDS: u16 = 8;
 const CACHE_MB: usize = 256;
 
 pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
     if args.layout == Layout::Single {
         return run_single(args, shutdown).await;
     }
-    let member_port = args.member_port.unwrap_or(args.port + 100);
-    // (site, arbiter) per member.
+    if !(1..=MAX_SHARDS).contains(&args.shards) {
+        anyhow::bail!("--shards must be between 1 and {MAX_SHARDS}");
+    }
+    let base = args.member_port.unwrap_or(args.port + 100);
+    // (site, arbiter) per member of each shard.
     let shape: Vec<(&str, bool)> = match args.layout {
         Layout::TwoTwoArbiter => vec![
             ("A", false),
@@ -71,69 +86,68 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         ],
         _ => SITES.iter().map(|s| (*s, false)).collect(),
     };
-    let members: Vec<MemberConfig> = shape
-        .iter()
-        .enumerate()
-        .map(|(i, (site, arbiter))| MemberConfig {
-            id: i as u64 + 1,
-            host: format!("127.0.0.1:{}", member_port + i as u16),
-            site: site.to_string(),
-            // The preferred primary lives in site A; an arbiter may never be primary.
-            priority: match (*site, *arbiter) {
-                (_, true) => 0,
-                ("A", _) => 2,
-                _ => 1,
-            },
-            votes: 1,
-            arbiter: *arbiter,
-            dial: None,
-        })
-        .collect();
+    let config_shape: Vec<(&str, bool)> = SITES.iter().map(|s| (*s, false)).collect();
+    // Shard k's members listen on base + 10k + i; the config servers on base + 90 + i.
+    let mut sets = vec![("config".to_string(), replica_set(&config_shape, base + 90))];
+    for k in 0..args.shards {
+        sets.push((format!("shard{k}"), replica_set(&shape, base + 10 * k)));
+    }
     let ttl = Duration::from_secs(args.ttl_interval_secs);
-    // One cluster key for this run: members check it on Raft and command calls, routers
-    // present it.
     let mut router_template = router::RouterConfig {
-        shard: members
-            .iter()
-            .map(|m| m.host.clone())
-            .collect::<Vec<_>>()
-            .join(","),
+        config_servers: hosts(&sets[0].1),
         enable_test_commands: args.enable_test_commands,
         ..Default::default()
     };
+    // One cluster key for this run: members check it on Raft and command calls, routers
+    // present it.
     let cluster_key = args.security.apply(&mut router_template);
     router_template.validate().map_err(anyhow::Error::msg)?;
     let mut running = Vec::new();
-    for m in &members {
-        let listener = tokio::net::TcpListener::bind(&m.host)
+    let mut services: HashMap<String, Arc<dyn proto::shard::shard_server::Shard>> = HashMap::new();
+    for (set, members) in &sets {
+        for m in members {
+            let listener = tokio::net::TcpListener::bind(&m.host)
+                .await
+                .with_context(|| format!("binding {set} member {} to {}", m.id, m.host))?;
+            let repl = ReplConfig::new(set, m.id, members.clone());
+            let dir = args.dir.join(set).join(format!("member{}", m.id));
+            let member = shard::service::start_member(
+                listener,
+                dir.clone(),
+                CACHE_MB,
+                Duration::from_secs(600),
+                ttl,
+                repl,
+                Some(cluster_key.clone()),
+            )
             .await
-            .with_context(|| format!("binding shard member {} to {}", m.id, m.host))?;
-        let repl = ReplConfig::new("shard0", m.id, members.clone());
-        let dir = args.dir.join("shard0").join(format!("member{}", m.id));
-        let member = shard::service::start_member(
-            listener,
-            dir.clone(),
-            CACHE_MB,
-            Duration::from_secs(600),
-            ttl,
-            repl,
-            Some(cluster_key.clone()),
-        )
-        .await
-        .with_context(|| format!("opening shard member {} in {}", m.id, dir.display()))?;
-        running.push(member);
+            .with_context(|| format!("opening {set} member {} in {}", m.id, dir.display()))?;
+            services.insert(
+                m.host.clone(),
+                shard::service::in_process(member.node.clone()),
+            );
+            running.push(member);
+        }
     }
+    // Routers call this process's members directly; their gRPC ports still serve
+    // routers started elsewhere.
+    let links: router::sharding::LinkFactory =
+        Arc::new(move |addr: &str| match services.get(addr) {
+            Some(service) => MemberLink::InProcess {
+                address: addr.to_string(),
+                service: service.clone(),
+            },
+            None => MemberLink::Grpc(addr.to_string()),
+        });
+    let config_handle = |site: &str| {
+        let members = sets[0].1.iter().map(|m| links(&m.host)).collect();
+        ShardHandle::replica_set(members, site)?
+            .with_cluster_key(Some(cluster_key.clone()))
+            .map_err(anyhow::Error::msg)
+    };
+    register_shards(&config_handle("A")?, &sets[1..], &shutdown).await?;
     let mut routers = Vec::new();
     for (i, site) in SITES.iter().enumerate() {
-        let links = running
-            .iter()
-            .zip(&members)
-            .map(|(r, m)| router::shard_client::MemberLink::InProcess {
-                address: m.host.clone(),
-                service: shard::service::in_process(r.node.clone()),
-            })
-            .collect();
-        let handle = router::shard_client::ShardHandle::replica_set(links, site)?;
         let mut config = router::RouterConfig {
             listen: format!("127.0.0.1:{}", args.port + i as u16),
             site: site.to_string(),
@@ -148,13 +162,18 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
             .await
             .with_context(|| format!("binding the site {site} router to {}", config.listen))?;
         let sd = shutdown.clone();
+        let handle = config_handle(site)?;
+        let links = links.clone();
         routers.push(tokio::spawn(async move {
-            let r = router::serve_with(listener, config, handle, sd.clone()).await;
+            let r = router::serve_cluster(listener, config, handle, links, sd.clone()).await;
             sd.cancel();
             r
         }));
     }
-    println!("Bulwark is running: shard replica set 'shard0' across sites A, B and C.");
+    println!(
+        "Bulwark is running: {} shard(s) and the config servers, each a replica set across sites A, B and C.",
+        args.shards
+    );
     for (i, site) in SITES.iter().enumerate() {
         println!(
             "  site {site}: mongodb://127.0.0.1:{}/",
@@ -174,6 +193,62 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         m.task.await?.context("shard member")?;
     }
     println!("Bulwark stopped.");
+    Ok(())
+}
+
+/// The members of one replica set of `shape`, listening from `first_port` on.
+fn replica_set(shape: &[(&str, bool)], first_port: u16) -> Vec<MemberConfig> {
+    shape
+        .iter()
+        .enumerate()
+        .map(|(i, (site, arbiter))| MemberConfig {
+            id: i as u64 + 1,
+            host: format!("127.0.0.1:{}", first_port + i as u16),
+            site: site.to_string(),
+            // The preferred primary lives in site A; an arbiter may never be primary.
+            priority: match (*site, *arbiter) {
+                (_, true) => 0,
+                ("A", _) => 2,
+                _ => 1,
+            },
+            votes: 1,
+            arbiter: *arbiter,
+            dial: None,
+        })
+        .collect()
+}
+
+fn hosts(members: &[MemberConfig]) -> String {
+    members
+        .iter()
+        .map(|m| m.host.clone())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Records each shard in the catalog (as `addShard` would), once the config servers
+/// have elected a primary.
+async fn register_shards(
+    config: &ShardHandle,
+    shards: &[(String, Vec<MemberConfig>)],
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let monitor = tokio::spawn(config.clone().monitor(shutdown.child_token()));
+    let started = std::time::Instant::now();
+    for (name, members) in shards {
+        let host = format!("{name}/{}", hosts(members));
+        loop {
+            match router::sharding::catalog::add_shard(config, name, &host).await {
+                Ok(()) => break,
+                Err(e) if started.elapsed() < Duration::from_secs(60) => {
+                    tracing::debug!(error = %e, "waiting for the config servers");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(anyhow::anyhow!("registering {name}: {e}")),
+            }
+        }
+    }
+    monitor.abort();
     Ok(())
 }
 

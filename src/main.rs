@@ -46,6 +46,8 @@ enum Role {
     Router(RoleArgs),
     /// A shard node: stores data in WiredTiger and serves routers over gRPC.
     Shard(RoleArgs),
+    /// A config server member (a shard config whose replica set is named `config`).
+    Configsvr(RoleArgs),
     /// Run a chaos scenario: a workload, a fault and checkers; writes a JSON report and a
     /// timeline plot, and exits non-zero when a checker fails.
     Chaos(chaos::run::ChaosArgs),
@@ -92,7 +94,7 @@ fn shutdown_on_signal() -> CancellationToken {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if let Role::Router(a) | Role::Shard(a) = &cli.role {
+    if let Role::Router(a) | Role::Shard(a) | Role::Configsvr(a) = &cli.role {
         if a.print_default_config {
             let text = match &cli.role {
                 Role::Router(_) => toml::to_string_pretty(&router::RouterConfig::default())?,
@@ -136,6 +138,13 @@ fn main() -> anyhow::Result<()> {
                     .map_err(anyhow::Error::msg)
                     .context("invalid shard config")?;
                 shard::start(config, shutdown).await.context("shard failed")
+            }
+            Role::Configsvr(a) => {
+                let config: shard::ShardConfig = cli_config::load(a.config.as_deref())?;
+                configsvr::start(config, shutdown)
+                    .await
+                    .map_err(anyhow::Error::msg)
+                    .context("config server failed")
             }
         }
     })

@@ -8,7 +8,11 @@ pub struct RouterConfig {
     /// Address clients connect to.
     pub listen: String,
     /// gRPC address of the shard node, or its replica set's members (host:port,...).
+    /// Unused when `config_servers` is set: the shards are then read from the catalog.
     pub shard: String,
+    /// The config server replica set's members (host:port,...). When set, the router
+    /// serves a sharded cluster: shards, databases and chunks come from the catalog there.
+    pub config_servers: String,
     /// `net.maxIncomingConnections`: connections beyond this are closed at once.
     pub max_connections: usize,
     /// New connections handshaking (hello, SCRAM) at once; the rest queue, newest first
@@ -68,6 +72,7 @@ impl Default for RouterConfig {
         RouterConfig {
             listen: "127.0.0.1:27017".into(),
             shard: "127.0.0.1:27100".into(),
+            config_servers: String::new(),
             max_connections: 20_000,
             max_concurrent_handshakes: 0,
             handshake_queue_limit: 4096,
@@ -105,7 +110,7 @@ impl RouterConfig {
         if self.handshake_queue_wait_ms == 0 {
             return Err("handshake_queue_wait_ms must be positive".into());
         }
-        if self.shard.is_empty() {
+        if self.shard.is_empty() && self.config_servers.is_empty() {
             return Err("shard address must be set".into());
         }
         crate::auth::nonce::NonceSource::parse(&self.nonce_source)?;

@@ -14,6 +14,33 @@ use std::time::{Duration, Instant};
 
 use wire::{ErrorCode, MongoError, MongoResult};
 
+use crate::shard_client::ShardHandle;
+use crate::sharding::merge_cursor::MergeCursor;
+
+/// A router-held cursor; one `getMore` at a time uses it.
+pub type Merged = std::sync::Arc<tokio::sync::Mutex<MergeCursor>>;
+
+/// Where a cursor lives.
+#[derive(Clone, Default)]
+pub struct Claim {
+    /// The member of its shard (`None`: the primary).
+    pub member: Option<usize>,
+    /// Its shard (`None`: the router's default shard).
+    pub shard: Option<ShardHandle>,
+    /// Set when the router itself holds it.
+    pub merged: Option<Merged>,
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("member", &self.member)
+            .field("other_shard", &self.shard.is_some())
+            .field("merged", &self.merged.is_some())
+            .finish()
+    }
+}
+
 const STRIPES: usize = 16;
 /// Entries idle longer than this are dropped: the shard has timed the cursor out by then
 /// (its default `cursor_timeout_secs` is 600).
@@ -27,6 +54,10 @@ pub type Owner = Option<(String, String)>;
 struct Entry {
     /// The member holding the cursor when it is not the primary.
     member: Option<usize>,
+    /// The shard holding it, when it is not the router's default one.
+    shard: Option<ShardHandle>,
+    /// A cursor the router merges from several shards' cursors.
+    merged: Option<Merged>,
     owner: Owner,
     touched: Instant,
 }
@@ -54,12 +85,47 @@ impl Cursors {
 
     /// Records a cursor a reply just opened.
     pub fn opened(&self, id: i64, member: Option<usize>, owner: Owner) {
+        self.insert(
+            id,
+            Claim {
+                member,
+                ..Default::default()
+            },
+            owner,
+        );
+    }
+
+    /// Records a cursor a shard other than the default one opened.
+    pub fn opened_on(&self, id: i64, shard: ShardHandle, member: Option<usize>, owner: Owner) {
+        let claim = Claim {
+            member,
+            shard: Some(shard),
+            merged: None,
+        };
+        self.insert(id, claim, owner);
+    }
+
+    /// Keeps a merged cursor under a new id, which it returns.
+    pub fn opened_merged(&self, cursor: MergeCursor, owner: Owner) -> i64 {
+        // Random and positive, like shard cursor ids, so the two never need telling apart.
+        let id = (rand::random::<u64>() >> 2) as i64 + 1;
+        let claim = Claim {
+            merged: Some(std::sync::Arc::new(tokio::sync::Mutex::new(cursor))),
+            ..Default::default()
+        };
+        self.insert(id, claim, owner);
+        id
+    }
+
+    fn insert(&self, id: i64, claim: Claim, owner: Owner) {
         let now = Instant::now();
         let mut stripe = self.stripe(id);
         stripe.insert(
             id,
             Entry {
-                member,
+                member: claim.member,
+                shard: claim.shard,
+                merged: claim.merged,
                 owner,
                 touched: now,
             },
@@ -69,8 +135,8 @@ impl Cursors {
         }
     }
 
-    /// Checks that `owner` may use cursor `id` and returns the member it lives on.
-    pub fn claim(&self, id: i64, owner: &Owner) -> MongoResult<Option<usize>> {
+    /// Checks that `owner` may use cursor `id` and returns where it lives.
+    pub fn claim(&self, id: i64, owner: &Owner) -> MongoResult<Claim> {
         let mut stripe = self.stripe(id);
         let Some(entry) = stripe.get_mut(&id) else {
             return Err(MongoError::new(
@@ -85,7 +151,11 @@ impl Cursors {
             ));
         }
         entry.touched = Instant::now();
-        Ok(entry.member)
+        Ok(Claim {
+            member: entry.member,
+            shard: entry.shard.clone(),
+            merged: entry.merged.clone(),
+        })
     }
 
     /// Forgets a cursor that is exhausted or killed.
@@ -117,7 +187,7 @@ mod tests {
     fn only_the_opener_may_use_a_cursor() {
         let c = Cursors::default();
         c.opened(42, Some(2), user("alice"));
-        assert_eq!(c.claim(42, &user("alice")).unwrap(), Some(2));
+        assert_eq!(c.claim(42, &user("alice")).unwrap().member, Some(2));
         let e = c.claim(42, &user("bob")).unwrap_err();
         assert_eq!(e.code, ErrorCode::Unauthorized as i32);
         assert_eq!(
@@ -130,7 +200,7 @@ mod tests {
     fn closed_and_unknown_cursors_are_not_found() {
         let c = Cursors::default();
         c.opened(7, None, None);
-        assert_eq!(c.claim(7, &None).unwrap(), None);
+        assert_eq!(c.claim(7, &None).unwrap().member, None);
         c.closed(7);
         assert_eq!(
             c.claim(7, &None).unwrap_err().code,

@@ -20,13 +20,14 @@ pub mod listener;
 pub mod read_preference;
 pub mod runtime_lag;
 pub mod shard_client;
+pub mod sharding;
 pub mod staleness;
 pub mod tls;
 pub mod wait_histograms;
 
 pub use config::RouterConfig;
 pub use error::RouterError;
-pub use listener::{serve, serve_with, start};
+pub use listener::{serve, serve_cluster, serve_with, start};
 
 /// The MongoDB version and wire version Bulwark presents (7.0 → wire version 21).
 pub const VERSION: &str = "7.0.0";

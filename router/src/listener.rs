@@ -26,7 +26,11 @@ const ACCEPT_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 /// State shared by every connection of one router.
 pub struct RouterState {
     pub config: RouterConfig,
+    /// The one shard of an unsharded cluster; in a sharded cluster, the config server
+    /// replica set (where users, roles and the `admin` and `config` databases live).
     pub shard: ShardHandle,
+    /// Set in a sharded cluster: the catalog cache and the shards.
+    pub cluster: Option<crate::sharding::Cluster>,
     pub started: Instant,
     pub counters: OpCounters,
     pub connections_total: AtomicU64,
@@ -84,8 +88,38 @@ pub async fn serve(
     config: RouterConfig,
     shutdown: CancellationToken,
 ) -> Result<(), RouterError> {
+    if !config.config_servers.is_empty() {
+        let config_rs = ShardHandle::connect_lazy(&config.config_servers, &config.site)?;
+        let links: crate::sharding::LinkFactory =
+            Arc::new(|a: &str| crate::shard_client::MemberLink::Grpc(a.to_string()));
+        return serve_cluster(listener, config, config_rs, links, shutdown).await;
+    }
     let shard = ShardHandle::connect_lazy(&config.shard, &config.site)?;
     serve_with(listener, config, shard, shutdown).await
+}
+
+/// Serves a sharded cluster whose catalog is on the config server replica set
+/// `config_rs`; `links` says how to reach each shard member it names.
+pub async fn serve_cluster(
+    listener: TcpListener,
+    config: RouterConfig,
+    config_rs: ShardHandle,
+    links: crate::sharding::LinkFactory,
+    shutdown: CancellationToken,
+) -> Result<(), RouterError> {
+    let key = proto::cluster_key::load(&config.cluster_key, &config.cluster_key_file)
+        .map_err(RouterError::Config)?;
+    let config_rs = config_rs
+        .with_cluster_key(key.clone())
+        .map_err(RouterError::Config)?;
+    let cluster = crate::sharding::Cluster::new(
+        config_rs.clone(),
+        links,
+        &config.site,
+        key,
+        shutdown.clone(),
+    );
+    serve_inner(listener, config, config_rs, Some(cluster), shutdown).await
 }
 
 /// Like [`serve`], with the shard handle given (an in-process shard, for example).
@@ -93,6 +127,16 @@ pub async fn serve_with(
     listener: TcpListener,
     config: RouterConfig,
     shard: ShardHandle,
+    shutdown: CancellationToken,
+) -> Result<(), RouterError> {
+    serve_inner(listener, config, shard, None, shutdown).await
+}
+
+async fn serve_inner(
+    listener: TcpListener,
+    config: RouterConfig,
+    shard: ShardHandle,
+    cluster: Option<crate::sharding::Cluster>,
     shutdown: CancellationToken,
 ) -> Result<(), RouterError> {
     config.validate().map_err(RouterError::Config)?;
@@ -107,6 +151,7 @@ pub async fn serve_with(
         auth: Arc::new(crate::auth::setup::auth_state(&config, &shard)?),
         tls: Tls::from_config(&config)?,
         shard,
+        cluster,
         connection_slots: Arc::new(Semaphore::new(config.max_connections)),
         connection_rate: crate::connection_rate::ConnectionRate::new(
             config.connection_rate_per_sec,

@@ -475,6 +475,35 @@ impl ShardHandle {
     }
 }
 
+/// A reply as a result: `ok: 0`, and the first write error of a write, become errors.
+/// For the router's own calls (user store, catalog); client commands pass replies through.
+pub fn reply_ok(reply: Document) -> MongoResult<Document> {
+    let ok = match reply.get("ok") {
+        Some(bson::Bson::Double(d)) => *d == 1.0,
+        Some(bson::Bson::Int32(n)) => *n == 1,
+        Some(bson::Bson::Int64(n)) => *n == 1,
+        Some(bson::Bson::Boolean(b)) => *b,
+        _ => false,
+    };
+    if !ok {
+        let code = reply
+            .get_i32("code")
+            .unwrap_or(ErrorCode::InternalError as i32);
+        let msg = reply.get_str("errmsg").unwrap_or("command failed");
+        return Err(MongoError::location(code, msg));
+    }
+    if let Ok(errors) = reply.get_array("writeErrors") {
+        if let Some(bson::Bson::Document(e)) = errors.first() {
+            let code = e.get_i32("code").unwrap_or(ErrorCode::InternalError as i32);
+            return Err(MongoError::location(
+                code,
+                e.get_str("errmsg").unwrap_or("write error"),
+            ));
+        }
+    }
+    Ok(reply)
+}
+
 /// Where a command's time went on the shard member that ran it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Waits {

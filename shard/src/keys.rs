@@ -15,19 +15,9 @@ pub fn id_key(id: &Bson) -> Vec<u8> {
     out
 }
 
-/// Hashed index value: a stable 64-bit hash of the value's canonical encoding, so that
-/// 1, 1i64 and 1.0 hash alike (as in MongoDB).
-pub fn hashed_value(v: &Bson) -> Bson {
-    let mut enc = Vec::new();
-    keystring::encode_value(&mut enc, v);
-    // FNV-1a: stable across processes and versions, unlike std's RandomState.
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in enc {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    Bson::Int64(h as i64)
-}
+/// Hashed index values and hashed shard keys are the same function (routers compute it
+/// too), so it lives in `query`.
+pub use query::keystring::hashed_value;
 
 /// The key values one document contributes to an index (several when multikey).
 /// Returns an empty list when the document is not indexed (sparse or partial).

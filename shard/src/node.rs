@@ -75,6 +75,10 @@ pub struct Ctx<'a> {
     /// An `insert` whose documents came as raw BSON beside the command (see
     /// `commands::insert::split_raw`).
     pub raw_documents: Option<&'a [&'a RawDocument]>,
+    /// The statement ids of a retryable write's statements, when the router gave them
+    /// (`stmtIds`: it splits a client's batch over shards, and a statement keeps the id
+    /// of its place in the client's batch). Otherwise a statement's id is its position.
+    pub stmt_ids: Option<Vec<i32>>,
 }
 
 impl Ctx<'_> {
@@ -82,11 +86,20 @@ impl Ctx<'_> {
     /// attempt executed it (the command then skips it); otherwise marks it current.
     pub fn begin_statement(&self, stmt: usize) -> Option<bson::Bson> {
         let r = self.retry?;
-        let done = r.executed(stmt as i32);
+        let id = self.stmt_id(stmt);
+        let done = r.executed(id);
         if done.is_none() {
-            r.begin(stmt as i32);
+            r.begin(id);
         }
         done
+    }
+
+    /// The id statement `i` of this command is recorded under.
+    pub fn stmt_id(&self, i: usize) -> i32 {
+        self.stmt_ids
+            .as_ref()
+            .and_then(|ids| ids.get(i).copied())
+            .unwrap_or(i as i32)
     }
 
     /// For a retryable write: records `result` as the current statement's outcome, carried
@@ -324,6 +337,7 @@ impl Node {
             engine: self.engine.as_ref(),
             retry: None,
             raw_documents,
+            stmt_ids: stmt_ids(cmd),
         };
         let name = cmd.keys().next().map(String::as_str).unwrap_or_default();
         let session = match (cmd.get_document("lsid"), cmd.get("txnNumber")) {
@@ -354,7 +368,22 @@ impl Node {
             handler(&ctx, cmd)
         })?
     }
+}
 
+/// `stmtIds` (or `findAndModify`'s `stmtId`) as the router sends them.
+fn stmt_ids(cmd: &Document) -> Option<Vec<i32>> {
+    let as_i32 = |v: &bson::Bson| match v {
+        bson::Bson::Int32(n) => Some(*n),
+        bson::Bson::Int64(n) => i32::try_from(*n).ok(),
+        _ => None,
+    };
+    if let Ok(ids) = cmd.get_array("stmtIds") {
+        return ids.iter().map(as_i32).collect();
+    }
+    cmd.get("stmtId").and_then(as_i32).map(|id| vec![id])
+}
+
+impl Node {
     /// Stops replication (tests that kill a member; the gRPC server stops separately).
     pub fn stop_replication(&self) {
         if let Some(r) = &self.replica {

@@ -2,6 +2,7 @@
 //! loopback ports, exactly as `bulwark local` wires them, and hands out driver clients.
 
 pub mod replica_set;
+pub mod sharded;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

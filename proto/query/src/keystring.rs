@@ -382,6 +382,21 @@ pub fn decode_key(buf: &[u8], descending: &[bool], count: usize) -> MongoResult<
     Ok(out)
 }
 
+/// Hashed index value: a stable 64-bit hash of the value's canonical encoding, so that
+/// 1, 1i64 and 1.0 hash alike (as in MongoDB). Hashed shard keys use it too, so routers
+/// and shards must agree on it forever: it is part of the on-disk format.
+pub fn hashed_value(v: &Bson) -> Bson {
+    let mut enc = Vec::new();
+    encode_value(&mut enc, v);
+    // FNV-1a: stable across processes and versions, unlike std's RandomState.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in enc {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    Bson::Int64(h as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@ pub mod matcher;
 pub mod order;
 pub mod path;
 pub mod projection;
+pub mod shard_key;
 pub mod sort;
 pub mod update;
 

@@ -80,6 +80,10 @@ pub enum ErrorCode {
     UserNotFound = 11,
     RoleNotFound = 31,
     MechanismUnavailable = 334,
+    AlreadyInitialized = 23,
+    ShardKeyNotFound = 61,
+    ShardNotFound = 70,
+    QueryExceededMemoryLimitNoDiskUseAllowed = 292,
 }
 
 impl ErrorCode {
@@ -154,6 +158,10 @@ impl ErrorCode {
             GraphContainsCycle => "GraphContainsCycle",
             TransactionTooOld => "TransactionTooOld",
             MechanismUnavailable => "MechanismUnavailable",
+            AlreadyInitialized => "AlreadyInitialized",
+            ShardKeyNotFound => "ShardKeyNotFound",
+            ShardNotFound => "ShardNotFound",
+            QueryExceededMemoryLimitNoDiskUseAllowed => "QueryExceededMemoryLimitNoDiskUseAllowed",
         }
     }
 }

@@ -4,7 +4,7 @@
 //! there, without any caller changing.
 
 use bson::{doc, Bson, Document};
-use wire::{ErrorCode, MongoError, MongoResult};
+use wire::{MongoError, MongoResult};
 
 use crate::shard_client::{Forward, ShardHandle};
 
@@ -72,25 +72,7 @@ impl ShardUserStore {
             .shard
             .run(AUTH_DB, &cmd, &Forward::default(), INTERNAL_CLIENT)
             .await?;
-        if !matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0)
-            && !matches!(reply.get("ok"), Some(Bson::Int32(1)))
-        {
-            let code = reply
-                .get_i32("code")
-                .unwrap_or(ErrorCode::InternalError as i32);
-            let msg = reply.get_str("errmsg").unwrap_or("user store failure");
-            return Err(MongoError::location(code, msg));
-        }
-        if let Ok(errors) = reply.get_array("writeErrors") {
-            if let Some(Bson::Document(e)) = errors.first() {
-                let code = e.get_i32("code").unwrap_or(ErrorCode::InternalError as i32);
-                return Err(MongoError::location(
-                    code,
-                    e.get_str("errmsg").unwrap_or("write error"),
-                ));
-            }
-        }
-        Ok(reply)
+        crate::shard_client::reply_ok(reply)
     }
 
     async fn find(&self, kind: Kind, filter: Document, limit: i64) -> MongoResult<Vec<Document>> {

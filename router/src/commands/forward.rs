@@ -104,27 +104,66 @@ pub async fn run(
     }
     // A cursor lives on the member that opened it, and belongs to the user who did.
     let owner = session.auth.owner();
-    let cursors = &session.state.cursors;
+    let state = session.state.clone();
+    let cursors = &state.cursors;
     let cursor = match name.as_str() {
         "getMore" => cmd.get_i64("getMore").ok(),
         _ => None,
     };
+    // The shard the command goes to (`None`: the router's default shard).
+    let mut target = None;
     if let Some(id) = cursor {
-        fwd.pin = cursors.claim(id, &owner)?;
+        let claim = cursors.claim(id, &owner)?;
+        if let Some(merged) = claim.merged {
+            return crate::sharding::merged_cursor_command::get_more(session, id, merged, &cmd)
+                .await;
+        }
+        fwd.pin = claim.member;
+        target = claim.shard;
         fwd.writes = false;
     }
-    let killed = match name.as_str() {
+    let mut killed = match name.as_str() {
         "killCursors" => kill_list(&cmd),
         _ => Vec::new(),
     };
+    let mut killed_here = Vec::new();
     for id in &killed {
         // Ids this router never handed out are left for the shard to report as not found.
         match cursors.claim(*id, &owner) {
-            Ok(member) => fwd.pin = fwd.pin.or(member),
+            Ok(claim) => {
+                if let Some(merged) = claim.merged {
+                    merged.lock().await.kill().await;
+                    killed_here.push(*id);
+                    continue;
+                }
+                fwd.pin = fwd.pin.or(claim.member);
+                target = target.or(claim.shard);
+            }
             Err(e) if e.code == ErrorCode::CursorNotFound as i32 => {}
             Err(e) => return Err(e),
         }
         fwd.writes = false;
+    }
+    if !killed_here.is_empty() {
+        killed_here.iter().for_each(|id| cursors.closed(*id));
+        killed.retain(|id| !killed_here.contains(id));
+        if killed.is_empty() {
+            return Ok(bson::doc! {
+                "cursorsKilled": killed_here,
+                "cursorsNotFound": [],
+                "cursorsAlive": [],
+                "cursorsUnknown": [],
+            });
+        }
+        cmd.insert("cursors", killed.clone());
+    }
+    let mut scatter = None;
+    if let (Some(cluster), None, true) = (&state.cluster, cursor, killed.is_empty()) {
+        match crate::sharding::route_command(session, cluster, &name, db, &cmd, &fwd).await? {
+            crate::sharding::Routed::To(h) => target = Some(h),
+            crate::sharding::Routed::Scatter(table) => scatter = Some(table),
+            crate::sharding::Routed::Answered(reply) => return Ok(reply),
+        }
     }
     // A retryable write keeps its session and number: the shard records its statements
     // under them, so a retry (the driver's, or ours after a failover) applies once.
@@ -150,10 +189,30 @@ pub async fn run(
     let command = bytes::Bytes::from(command);
     fwd.op_id = session.ops.current_opid();
     session.ops.forwarded(command.clone());
-    let call = session
-        .state
-        .shard
-        .run_encoded(db, command, &fwd, &session.peer_text);
+    if let (Some(table), Some(cluster)) = (scatter, &state.cluster) {
+        let cmd = Document::from_reader(&mut command.as_ref())
+            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        let coll = crate::sharding::collection_of(&name, &cmd)
+            .unwrap_or_default()
+            .to_string();
+        let ctx = crate::sharding::scatter::Ctx {
+            session,
+            cluster,
+            table,
+            db,
+            coll: &coll,
+            fwd,
+        };
+        let call = crate::sharding::scatter::run(ctx, &name, cmd.clone());
+        return match split {
+            Some(s) => tokio::time::timeout(s.router_wait, call)
+                .await
+                .unwrap_or_else(|_| Err(crate::deadline::expired())),
+            None => call.await,
+        };
+    }
+    let handle = target.as_ref().unwrap_or(&state.shard);
+    let call = handle.run_encoded(db, command, &fwd, &session.peer_text);
     // Answered before the client's own deadline (see `deadline`); dropping the call
     // stops the shard's work too.
     let result = match split {
@@ -178,7 +237,10 @@ pub async fn run(
             cursor.into_iter().for_each(|id| cursors.closed(id));
         } else if cursor.is_none() {
             let on = (fwd.read_preference.mode != Mode::Primary).then_some(member);
-            cursors.opened(id, on, owner);
+            match target {
+                Some(shard) => cursors.opened_on(id, shard, on, owner),
+                None => cursors.opened(id, on, owner),
+            }
         }
     }
     Ok(reply)

@@ -12,6 +12,7 @@ use crate::auth::roles::Action::*;
 use crate::conn::Session;
 use crate::counters::Op;
 
+mod add_shard;
 mod build_info;
 mod configure_fail_point;
 mod connection_status;
@@ -20,6 +21,8 @@ mod create_user;
 mod current_op;
 mod drop_role;
 mod drop_user;
+mod enable_sharding;
+mod flush_router_config;
 mod forward;
 mod get_cmd_line_opts;
 mod get_parameter;
@@ -29,12 +32,14 @@ mod hello;
 mod host_info;
 mod kill_op;
 mod list_commands;
+mod list_shards;
 mod ping;
 mod roles_info;
 mod sasl;
 mod search_indexes;
 mod server_status;
 mod sessions;
+mod shard_collection;
 mod update_role;
 mod update_user;
 mod users_info;
@@ -175,6 +180,51 @@ const ASYNC: &[(&str, AsyncFn, Rule)] = &[
         "killOp",
         async_cmd!(kill_op::run),
         Rule::Cluster(acts(&[Killop])),
+    ),
+    (
+        "shardCollection",
+        async_cmd!(shard_collection::run),
+        Rule::Cluster(acts(&[EnableSharding])),
+    ),
+    (
+        "shardcollection",
+        async_cmd!(shard_collection::run),
+        Rule::Cluster(acts(&[EnableSharding])),
+    ),
+    (
+        "enableSharding",
+        async_cmd!(enable_sharding::run),
+        Rule::Cluster(acts(&[EnableSharding])),
+    ),
+    (
+        "enablesharding",
+        async_cmd!(enable_sharding::run),
+        Rule::Cluster(acts(&[EnableSharding])),
+    ),
+    (
+        "addShard",
+        async_cmd!(add_shard::run),
+        Rule::Cluster(acts(&[AddShard])),
+    ),
+    (
+        "addshard",
+        async_cmd!(add_shard::run),
+        Rule::Cluster(acts(&[AddShard])),
+    ),
+    (
+        "listShards",
+        async_cmd!(list_shards::run),
+        Rule::Cluster(acts(&[ListShards])),
+    ),
+    (
+        "listshards",
+        async_cmd!(list_shards::run),
+        Rule::Cluster(acts(&[ListShards])),
+    ),
+    (
+        "flushRouterConfig",
+        async_cmd!(flush_router_config::run),
+        Rule::Cluster(acts(&[FlushRouterConfig])),
     ),
 ];
 

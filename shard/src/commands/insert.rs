@@ -61,7 +61,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let stage = |carried: std::ops::Range<usize>| {
         if let Some(r) = ctx.retry {
             for j in carried {
-                r.stage(positions[j] as i32, Bson::Null);
+                r.stage(ctx.stmt_id(positions[j]), Bson::Null);
             }
         }
     };

@@ -1,0 +1,328 @@
+//! The cluster catalog on the config server replica set, in the `config` database and in
+//! the shapes mongos exposes (`config.shards`, `config.databases`, `config.collections`,
+//! `config.chunks`), so the usual tooling reads it. Every change is written with majority
+//! write concern, and every read is from the config primary.
+//!
+//! Concurrent routers agree through unique `_id`s: the first insert of a database or
+//! collection wins, the others read what won. A collection becomes sharded at the moment
+//! its `config.collections` document is inserted, after its chunks are in place.
+
+use bson::oid::ObjectId;
+use bson::{doc, Bson, Document};
+use query::shard_key::ShardKey;
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use super::routing::{Chunk, RoutingTable};
+use crate::shard_client::{reply_ok, Forward, ShardHandle};
+
+const CLIENT: &str = "router-catalog";
+/// Chunk documents inserted per command.
+const INSERT_BATCH: usize = 500;
+
+async fn call(config: &ShardHandle, cmd: Document, writes: bool) -> MongoResult<Document> {
+    let fwd = Forward {
+        writes,
+        ..Default::default()
+    };
+    let (reply, _, _) = config.run("config", &cmd, &fwd, CLIENT).await?;
+    reply_ok(reply)
+}
+
+/// Every document of `config.<coll>` matching `filter`, following the cursor.
+pub async fn find_all(
+    handle: &ShardHandle,
+    db: &str,
+    coll: &str,
+    filter: Document,
+) -> MongoResult<Vec<Document>> {
+    let fwd = Forward::default();
+    let first = doc! {"find": coll, "filter": filter, "batchSize": 10_000};
+    let (mut reply, member, _) = handle.run(db, &first, &fwd, CLIENT).await?;
+    let mut out = Vec::new();
+    loop {
+        let cursor = reply_ok(reply)?
+            .get_document("cursor")
+            .cloned()
+            .map_err(|_| MongoError::internal("catalog: malformed cursor reply"))?;
+        let batch = cursor
+            .get_array("firstBatch")
+            .or_else(|_| cursor.get_array("nextBatch"))
+            .map_err(|_| MongoError::internal("catalog: malformed cursor reply"))?;
+        out.extend(batch.iter().filter_map(|d| d.as_document().cloned()));
+        let id = cursor.get_i64("id").unwrap_or(0);
+        if id == 0 {
+            return Ok(out);
+        }
+        let more = doc! {"getMore": id, "collection": coll, "batchSize": 10_000};
+        let pinned = Forward {
+            pin: Some(member),
+            ..Default::default()
+        };
+        reply = handle.run(db, &more, &pinned, CLIENT).await?.0;
+    }
+}
+
+pub async fn shards(config: &ShardHandle) -> MongoResult<Vec<Document>> {
+    find_all(config, "config", "shards", Document::new()).await
+}
+
+/// Records a shard. Adding the same shard again is accepted; another host under a taken
+/// name is not.
+pub async fn add_shard(config: &ShardHandle, name: &str, host: &str) -> MongoResult<()> {
+    let existing = find_all(config, "config", "shards", doc! {"_id": name}).await?;
+    if let Some(d) = existing.first() {
+        if d.get_str("host").ok() == Some(host) {
+            return Ok(());
+        }
+        return Err(MongoError::new(
+            ErrorCode::IllegalOperation,
+            format!(
+                "a shard named {name} already exists with host {}",
+                d.get_str("host").unwrap_or_default()
+            ),
+        ));
+    }
+    let shard = doc! {
+        "_id": name,
+        "host": host,
+        "state": 1,
+        "topologyTime": bson::Timestamp { time: now_secs(), increment: 1 },
+    };
+    call(
+        config,
+        doc! {"insert": "shards", "documents": [shard]},
+        true,
+    )
+    .await?;
+    Ok(())
+}
+
+/// The primary shard recorded for `db`.
+pub async fn database_primary(config: &ShardHandle, db: &str) -> MongoResult<Option<String>> {
+    let found = find_all(config, "config", "databases", doc! {"_id": db}).await?;
+    Ok(found
+        .first()
+        .and_then(|d| d.get_str("primary").ok())
+        .map(str::to_string))
+}
+
+/// Records `db` with primary `shard`, unless a concurrent router recorded it first: the
+/// primary that won either way.
+pub async fn create_database(config: &ShardHandle, db: &str, shard: &str) -> MongoResult<String> {
+    let entry = doc! {
+        "_id": db,
+        "primary": shard,
+        "partitioned": false,
+        "version": {
+            "uuid": bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: uuid_bytes() },
+            "timestamp": bson::Timestamp { time: now_secs(), increment: 1 },
+            "lastMod": 1,
+        },
+    };
+    match call(
+        config,
+        doc! {"insert": "databases", "documents": [entry]},
+        true,
+    )
+    .await
+    {
+        Ok(_) => Ok(shard.to_string()),
+        Err(e) if e.code == ErrorCode::DuplicateKey as i32 => database_primary(config, db)
+            .await?
+            .ok_or_else(|| MongoError::internal(format!("database {db} vanished while created"))),
+        Err(e) => Err(e),
+    }
+}
+
+/// The routing table of `ns`, or `None` when it is not sharded.
+pub async fn routing_table(config: &ShardHandle, ns: &str) -> MongoResult<Option<RoutingTable>> {
+    let colls = find_all(config, "config", "collections", doc! {"_id": ns}).await?;
+    let Some(coll) = colls.into_iter().next() else {
+        return Ok(None);
+    };
+    let key = ShardKey::parse(
+        coll.get_document("key")
+            .map_err(|_| MongoError::internal(format!("catalog entry of {ns} has no key")))?,
+    )?;
+    let epoch = coll
+        .get_object_id("lastmodEpoch")
+        .unwrap_or_else(|_| ObjectId::new());
+    let docs = find_all(
+        config,
+        "config",
+        "chunks",
+        doc! {"ns": ns, "lastmodEpoch": epoch},
+    )
+    .await?;
+    let mut chunks = docs
+        .iter()
+        .map(|d| {
+            Ok(Chunk {
+                min: key.from_document(d.get_document("min").map_err(malformed)?)?,
+                max: key.from_document(d.get_document("max").map_err(malformed)?)?,
+                shard: d.get_str("shard").map_err(malformed)?.to_string(),
+            })
+        })
+        .collect::<MongoResult<Vec<_>>>()?;
+    chunks.sort_by(|a, b| query::order::compare_arrays(&a.min, &b.min));
+    if chunks.is_empty() {
+        return Err(MongoError::internal(format!(
+            "{ns} is sharded but has no chunks"
+        )));
+    }
+    Ok(Some(RoutingTable {
+        ns: ns.to_string(),
+        unique: coll.get_bool("unique").unwrap_or(false),
+        key,
+        epoch,
+        chunks,
+    }))
+}
+
+fn malformed(e: bson::document::ValueAccessError) -> MongoError {
+    MongoError::internal(format!("malformed chunk in the catalog: {e}"))
+}
+
+/// Records `ns` as sharded with `chunks`. The chunks go in first under a new epoch; the
+/// `config.collections` entry, inserted last, makes them live. Returns the entry that
+/// won when another router sharded `ns` at the same time.
+pub async fn shard_collection(
+    config: &ShardHandle,
+    ns: &str,
+    key: &ShardKey,
+    unique: bool,
+    chunks: &[Chunk],
+) -> MongoResult<Document> {
+    let epoch = ObjectId::new();
+    let now = bson::Timestamp {
+        time: now_secs(),
+        increment: 1,
+    };
+    let uuid = bson::Binary {
+        subtype: bson::spec::BinarySubtype::Uuid,
+        bytes: uuid_bytes(),
+    };
+    let docs: Vec<Document> = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            doc! {
+                "_id": ObjectId::new(),
+                "uuid": uuid.clone(),
+                "ns": ns,
+                "min": key.to_document(&c.min),
+                "max": key.to_document(&c.max),
+                "shard": &c.shard,
+                "lastmod": bson::Timestamp { time: 1, increment: i as u32 },
+                "lastmodEpoch": epoch,
+                "onCurrentShardSince": now,
+                "history": [{"validAfter": now, "shard": &c.shard}],
+            }
+        })
+        .collect();
+    for batch in docs.chunks(INSERT_BATCH) {
+        call(
+            config,
+            doc! {"insert": "chunks", "documents": batch.to_vec()},
+            true,
+        )
+        .await?;
+    }
+    let entry = doc! {
+        "_id": ns,
+        "lastmodEpoch": epoch,
+        "lastmod": bson::DateTime::now(),
+        "timestamp": now,
+        "uuid": uuid,
+        "key": key.pattern().clone(),
+        "unique": unique,
+        "noBalance": false,
+    };
+    match call(
+        config,
+        doc! {"insert": "collections", "documents": [entry.clone()]},
+        true,
+    )
+    .await
+    {
+        Ok(_) => Ok(entry),
+        Err(e) if e.code == ErrorCode::DuplicateKey as i32 => {
+            // Someone else won: our chunks, under an epoch nobody uses, go.
+            call(
+                config,
+                doc! {"delete": "chunks", "deletes": [{"q": {"lastmodEpoch": epoch}, "limit": 0}]},
+                true,
+            )
+            .await?;
+            find_all(config, "config", "collections", doc! {"_id": ns})
+                .await?
+                .into_iter()
+                .next()
+                .ok_or_else(|| MongoError::internal(format!("{ns} vanished while sharded")))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes what the catalog says about collection `ns`.
+pub async fn drop_collection(config: &ShardHandle, ns: &str) -> MongoResult<()> {
+    delete(config, "collections", doc! {"_id": ns}).await?;
+    delete(config, "chunks", doc! {"ns": ns}).await
+}
+
+/// Removes what the catalog says about database `db` and its collections.
+pub async fn drop_database(config: &ShardHandle, db: &str) -> MongoResult<()> {
+    let prefix = Bson::RegularExpression(bson::Regex {
+        pattern: format!("^{}\\.", regex_escape(db)),
+        options: String::new(),
+    });
+    delete(config, "collections", doc! {"_id": prefix.clone()}).await?;
+    delete(config, "chunks", doc! {"ns": prefix}).await?;
+    delete(config, "databases", doc! {"_id": db}).await
+}
+
+async fn delete(config: &ShardHandle, coll: &str, q: Document) -> MongoResult<()> {
+    call(
+        config,
+        doc! {"delete": coll, "deletes": [{"q": q, "limit": 0}]},
+        true,
+    )
+    .await
+    .map(|_| ())
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let special = "\\^$.|?*+()[]{}".contains(c);
+            special
+                .then_some('\\')
+                .into_iter()
+                .chain(std::iter::once(c))
+        })
+        .collect()
+}
+
+fn now_secs() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as u32)
+        .unwrap_or(0)
+}
+
+/// A random (version 4) UUID.
+fn uuid_bytes() -> Vec<u8> {
+    let mut b: [u8; 16] = rand::random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    b.to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn database_names_are_escaped_for_prefix_regexes() {
+        assert_eq!(super::regex_escape("a.b"), "a\\.b");
+        assert_eq!(super::regex_escape("x$"), "x\\$");
+    }
+}

@@ -1,0 +1,414 @@
+//! Sharding at the router: which shard a command goes to, and the commands that span
+//! shards (scatter, gather, merge).
+//!
+//! The catalog lives on the config server replica set (`catalog.rs`): shards, databases
+//! with their primary shard, sharded collections and their chunks. A router keeps a cache
+//! of it and nothing else, so any router can be started or stopped at any time.
+//!
+//! An unsharded collection lives on its database's primary shard, and a command on it
+//! goes there whole, as before sharding. A command on a sharded collection is targeted
+//! by its shard key (`routing.rs`) to the shards whose chunks it can touch, and merged
+//! here when it touches more than one (`scatter/`).
+
+pub mod catalog;
+pub mod databases;
+pub mod merge_cursor;
+pub mod merged_cursor_command;
+pub mod routing;
+pub mod scatter;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{Bson, Document};
+use parking_lot::RwLock;
+use tokio_util::sync::CancellationToken;
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use crate::conn::Session;
+use crate::shard_client::{Forward, MemberLink, ShardHandle};
+use routing::RoutingTable;
+
+/// How long a cached view of one collection's sharding is used before it is read again.
+/// It bounds how long a router that did not shard a collection itself treats it as
+/// unsharded (shard versions, which make this exact, come with migrations).
+pub const CATALOG_TTL: Duration = Duration::from_secs(1);
+
+/// How a member address becomes a link: in-process when this process serves it.
+pub type LinkFactory = Arc<dyn Fn(&str) -> MemberLink + Send + Sync>;
+
+/// One shard as the router knows it.
+pub struct Shard {
+    pub name: String,
+    /// `name/host1,host2,...`, as `config.shards` stores it.
+    pub host: String,
+    pub handle: ShardHandle,
+}
+
+/// Where a command goes.
+pub enum Route {
+    /// Whole, to one replica set.
+    One(ShardHandle),
+    /// A sharded collection: targeted by its shard key, merged here.
+    Sharded(Arc<RoutingTable>),
+}
+
+struct CachedTable {
+    table: Option<Arc<RoutingTable>>,
+    fetched: Instant,
+}
+
+pub struct Cluster {
+    /// The config server replica set.
+    pub config: ShardHandle,
+    shards: RwLock<Vec<Arc<Shard>>>,
+    /// Database → primary shard. Primaries never move (no `movePrimary` yet), so a
+    /// primary once read is kept.
+    primaries: RwLock<HashMap<String, String>>,
+    tables: RwLock<HashMap<String, CachedTable>>,
+    links: LinkFactory,
+    site: String,
+    cluster_key: Option<String>,
+    shutdown: CancellationToken,
+}
+
+impl Cluster {
+    pub fn new(
+        config: ShardHandle,
+        links: LinkFactory,
+        site: &str,
+        cluster_key: Option<String>,
+        shutdown: CancellationToken,
+    ) -> Cluster {
+        Cluster {
+            config,
+            shards: RwLock::new(Vec::new()),
+            primaries: RwLock::new(HashMap::new()),
+            tables: RwLock::new(HashMap::new()),
+            links,
+            site: site.to_string(),
+            cluster_key,
+            shutdown,
+        }
+    }
+
+    /// Every shard, in name order, as last read from `config.shards`.
+    pub async fn shards(&self) -> MongoResult<Vec<Arc<Shard>>> {
+        let known = self.shards.read().clone();
+        if !known.is_empty() {
+            return Ok(known);
+        }
+        self.reload_shards().await
+    }
+
+    /// The shard called `name` (read again from the catalog if it is new to this router).
+    pub async fn shard(&self, name: &str) -> MongoResult<Arc<Shard>> {
+        let find = |list: &[Arc<Shard>]| list.iter().find(|s| s.name == name).cloned();
+        if let Some(s) = find(&self.shards.read()) {
+            return Ok(s);
+        }
+        find(&self.reload_shards().await?).ok_or_else(|| {
+            MongoError::new(ErrorCode::ShardNotFound, format!("shard {name} not found"))
+        })
+    }
+
+    /// Reads `config.shards` and connects to shards not seen before.
+    pub async fn reload_shards(&self) -> MongoResult<Vec<Arc<Shard>>> {
+        let docs = catalog::shards(&self.config).await?;
+        let mut list = Vec::new();
+        for d in docs {
+            let name = d.get_str("_id").unwrap_or_default().to_string();
+            let host = d.get_str("host").unwrap_or_default().to_string();
+            let existing = self
+                .shards
+                .read()
+                .iter()
+                .find(|s| s.name == name && s.host == host)
+                .cloned();
+            let shard = match existing {
+                Some(s) => s,
+                None => Arc::new(self.connect(&name, &host)?),
+            };
+            list.push(shard);
+        }
+        list.sort_by(|a, b| a.name.cmp(&b.name));
+        *self.shards.write() = list.clone();
+        Ok(list)
+    }
+
+    /// A handle on the replica set `host` names (`set/h1,h2`), watched until shutdown.
+    pub fn connect(&self, name: &str, host: &str) -> MongoResult<Shard> {
+        let members = host.split_once('/').map_or(host, |(_, m)| m);
+        let links = members.split(',').map(|m| (self.links)(m.trim())).collect();
+        let handle = ShardHandle::replica_set(links, &self.site)
+            .and_then(|h| {
+                h.with_cluster_key(self.cluster_key.clone())
+                    .map_err(crate::RouterError::Config)
+            })
+            .map_err(|e| MongoError::new(ErrorCode::BadValue, e.to_string()))?;
+        tokio::spawn(handle.clone().monitor(self.shutdown.clone()));
+        Ok(Shard {
+            name: name.to_string(),
+            host: host.to_string(),
+            handle,
+        })
+    }
+
+    /// Where a command on `db` (and collection `coll`, if it names one) goes. `creates`:
+    /// the command may create the database, so it gets a primary shard if it has none.
+    pub async fn route(&self, db: &str, coll: Option<&str>, creates: bool) -> MongoResult<Route> {
+        if db == "config" || db == "admin" {
+            return Ok(Route::One(self.config.clone()));
+        }
+        if let Some(coll) = coll {
+            if let Some(table) = self.table(&format!("{db}.{coll}")).await? {
+                return Ok(Route::Sharded(table));
+            }
+        }
+        Ok(Route::One(self.primary(db, creates).await?.handle.clone()))
+    }
+
+    /// The routing table of `ns`, or `None` when it is not sharded.
+    pub async fn table(&self, ns: &str) -> MongoResult<Option<Arc<RoutingTable>>> {
+        if let Some(c) = self.tables.read().get(ns) {
+            if c.fetched.elapsed() < CATALOG_TTL {
+                return Ok(c.table.clone());
+            }
+        }
+        let table = catalog::routing_table(&self.config, ns)
+            .await?
+            .map(Arc::new);
+        self.tables.write().insert(
+            ns.to_string(),
+            CachedTable {
+                table: table.clone(),
+                fetched: Instant::now(),
+            },
+        );
+        Ok(table)
+    }
+
+    /// Forgets what this router knows of `ns` (after it sharded or dropped it).
+    pub fn forget(&self, ns: &str) {
+        self.tables.write().remove(ns);
+    }
+
+    /// Forgets a dropped database and its collections.
+    pub fn forget_database(&self, db: &str) {
+        self.primaries.write().remove(db);
+        let prefix = format!("{db}.");
+        self.tables.write().retain(|ns, _| !ns.starts_with(&prefix));
+    }
+
+    /// The primary shard of `db`. A database the catalog does not know yet is adopted
+    /// from the shard that already holds it (data from before sharding), or, when the
+    /// command may create it, placed on a shard chosen by its name.
+    pub async fn primary(&self, db: &str, creates: bool) -> MongoResult<Arc<Shard>> {
+        let cached = self.primaries.read().get(db).cloned();
+        if let Some(name) = cached {
+            return self.shard(&name).await;
+        }
+        let shards = self.shards().await?;
+        if shards.is_empty() {
+            return Err(MongoError::new(
+                ErrorCode::ShardNotFound,
+                "the cluster has no shards: add one with addShard",
+            ));
+        }
+        let name = match catalog::database_primary(&self.config, db).await? {
+            Some(name) => name,
+            None => match holder(&shards, db).await {
+                Some(name) => catalog::create_database(&self.config, db, &name).await?,
+                None if creates => {
+                    let pick = &shards[placement(db, shards.len())].name;
+                    catalog::create_database(&self.config, db, pick).await?
+                }
+                // Nothing to read: any shard answers "nothing" correctly.
+                None => return Ok(shards[0].clone()),
+            },
+        };
+        self.primaries.write().insert(db.to_string(), name.clone());
+        self.shard(&name).await
+    }
+}
+
+/// The cluster of a router serving one, for the sharding admin commands.
+pub fn require(session: &Session) -> MongoResult<&Cluster> {
+    session.state.cluster.as_ref().ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::IllegalOperation,
+            "this router serves a single unsharded replica set: start it with config_servers \
+             (bulwark local does) to shard",
+        )
+    })
+}
+
+/// Refuses sharding admin commands outside the `admin` database, as mongos does.
+pub fn admin_only(db: &str, name: &str) -> MongoResult<()> {
+    if db == "admin" {
+        return Ok(());
+    }
+    Err(MongoError::new(
+        ErrorCode::Unauthorized,
+        format!("{name} may only be run against the admin database."),
+    ))
+}
+
+/// Runs an internal command on a shard and checks its answer.
+pub async fn internal(
+    handle: &ShardHandle,
+    db: &str,
+    cmd: &Document,
+    writes: bool,
+) -> MongoResult<Document> {
+    let fwd = Forward {
+        writes,
+        ..Default::default()
+    };
+    let (reply, _, _) = handle.run(db, cmd, &fwd, "router-sharding").await?;
+    crate::shard_client::reply_ok(reply)
+}
+
+impl Cluster {
+    /// Forgets every cached table and primary (`flushRouterConfig`).
+    pub fn flush(&self) {
+        self.tables.write().clear();
+        self.primaries.write().clear();
+    }
+}
+
+/// What the router does with a forwarded command in a sharded cluster.
+pub enum Routed {
+    /// Forward it whole to this shard.
+    To(ShardHandle),
+    /// Scatter it over the shards of this sharded collection.
+    Scatter(Arc<RoutingTable>),
+    /// It is done: this is the reply.
+    Answered(Document),
+}
+
+/// Decides where `name` goes. Commands about whole databases are answered here.
+pub async fn route_command(
+    session: &Session,
+    cluster: &Cluster,
+    name: &str,
+    db: &str,
+    cmd: &Document,
+    fwd: &Forward,
+) -> MongoResult<Routed> {
+    match name {
+        "listDatabases" => {
+            return databases::list(session, cluster, cmd)
+                .await
+                .map(Routed::Answered)
+        }
+        "dropDatabase" if db != "admin" && db != "config" => {
+            return databases::drop(session, cluster, db, fwd)
+                .await
+                .map(Routed::Answered)
+        }
+        "renameCollection" => return databases::rename_target(cluster, cmd).await.map(Routed::To),
+        _ => {}
+    }
+    let coll = if name == "explain" {
+        cmd.get_document("explain")
+            .ok()
+            .and_then(|inner| collection_of(inner.keys().next()?, inner))
+    } else {
+        collection_of(name, cmd)
+    };
+    match cluster.route(db, coll, fwd.writes).await? {
+        Route::One(h) => Ok(Routed::To(h)),
+        Route::Sharded(table) => match single_target(name, cmd, &table) {
+            Some(shard) => Ok(Routed::To(cluster.shard(&shard).await?.handle.clone())),
+            None => Ok(Routed::Scatter(table)),
+        },
+    }
+}
+
+/// The one shard a read on a sharded collection needs, when its filter names one: it
+/// then goes there whole, cursor and all, with nothing to merge.
+fn single_target(name: &str, cmd: &Document, table: &RoutingTable) -> Option<String> {
+    let filter = match name {
+        "find" => cmd.get_document("filter").cloned().unwrap_or_default(),
+        "count" | "distinct" => cmd.get_document("query").cloned().unwrap_or_default(),
+        "aggregate" => {
+            let stages = cmd.get_array("pipeline").ok()?;
+            if !scatter::shard_local(stages) {
+                return None;
+            }
+            scatter::leading_filter(cmd)
+        }
+        _ => return None,
+    };
+    let mut shards = table.shards_for(&filter);
+    (shards.len() == 1).then(|| shards.remove(0))
+}
+
+/// The shard that already has database `db`, if one does.
+async fn holder(shards: &[Arc<Shard>], db: &str) -> Option<String> {
+    let cmd = bson::doc! {"listDatabases": 1, "nameOnly": true, "filter": {"name": db}};
+    for s in shards {
+        let reply = s
+            .handle
+            .run("admin", &cmd, &Default::default(), "router-catalog")
+            .await
+            .ok()
+            .and_then(|(r, _, _)| crate::shard_client::reply_ok(r).ok());
+        let found = reply
+            .as_ref()
+            .and_then(|r| r.get_array("databases").ok())
+            .is_some_and(|d| !d.is_empty());
+        if found {
+            return Some(s.name.clone());
+        }
+    }
+    None
+}
+
+/// A new database's shard: a stable hash of its name, so that routers racing to create
+/// it propose the same shard.
+fn placement(db: &str, shards: usize) -> usize {
+    let h = db.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    (h % shards as u64) as usize
+}
+
+/// The collection a command names, for commands that name one.
+pub fn collection_of<'a>(name: &str, cmd: &'a Document) -> Option<&'a str> {
+    match name {
+        "insert" | "update" | "delete" | "find" | "count" | "distinct" | "findAndModify"
+        | "findandmodify" | "create" | "drop" | "createIndexes" | "listIndexes" | "dropIndexes"
+        | "deleteIndexes" | "collStats" | "killCursors" | "aggregate" => match cmd.get(name) {
+            Some(Bson::String(c)) => Some(c.as_str()),
+            _ => None,
+        },
+        "getMore" => cmd.get_str("collection").ok(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_is_stable_and_in_range() {
+        for db in ["a", "test", "orders"] {
+            let p = placement(db, 3);
+            assert!(p < 3);
+            assert_eq!(p, placement(db, 3));
+        }
+    }
+
+    #[test]
+    fn commands_name_their_collection() {
+        let cmd = bson::doc! {"find": "c", "filter": {}};
+        assert_eq!(collection_of("find", &cmd), Some("c"));
+        let agg = bson::doc! {"aggregate": 1, "pipeline": []};
+        assert_eq!(collection_of("aggregate", &agg), None);
+        assert_eq!(collection_of("ping", &cmd), None);
+    }
+}

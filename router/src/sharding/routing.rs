@@ -1,0 +1,184 @@
+//! A sharded collection's routing table: its shard key and its chunks (key ranges, each
+//! owned by one shard), read from `config.chunks`.
+
+use bson::oid::ObjectId;
+use bson::{Bson, Document};
+use query::shard_key::{KeyValue, ShardKey};
+use std::cmp::Ordering;
+use wire::MongoResult;
+
+#[derive(Debug, Clone)]
+pub struct Chunk {
+    /// Inclusive lower bound.
+    pub min: KeyValue,
+    /// Exclusive upper bound.
+    pub max: KeyValue,
+    pub shard: String,
+}
+
+#[derive(Debug)]
+pub struct RoutingTable {
+    pub ns: String,
+    pub key: ShardKey,
+    pub unique: bool,
+    pub epoch: ObjectId,
+    /// Sorted by `min`, covering the key space from MinKey to MaxKey without gaps.
+    pub chunks: Vec<Chunk>,
+}
+
+impl RoutingTable {
+    /// The shard owning key value `key`.
+    pub fn shard_for_key(&self, key: &[Bson]) -> &str {
+        let i = self
+            .chunks
+            .partition_point(|c| query::order::compare_arrays(&c.min, key) != Ordering::Greater);
+        &self.chunks[i.saturating_sub(1)].shard
+    }
+
+    /// The shard a new document goes to.
+    pub fn shard_for_doc(&self, doc: &Document) -> MongoResult<&str> {
+        Ok(self.shard_for_key(&self.key.value_of(doc)?))
+    }
+
+    /// The shards holding documents `filter` may match, in name order.
+    pub fn shards_for(&self, filter: &Document) -> Vec<String> {
+        let ranges = self.key.ranges(filter);
+        let mut out: Vec<String> = self
+            .chunks
+            .iter()
+            .filter(|c| ranges.iter().any(|r| r.overlaps_chunk(&c.min, &c.max)))
+            .map(|c| c.shard.clone())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Every shard owning a chunk, in name order.
+    pub fn all_shards(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.chunks.iter().map(|c| c.shard.clone()).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// Initial chunks for a newly sharded collection. A hashed key on an empty collection is
+/// split evenly over the hash space, `per_shard` chunks per shard; otherwise one chunk
+/// covers everything and stays on the primary shard (where the data already is).
+pub fn initial_chunks(
+    key: &ShardKey,
+    shards: &[String],
+    primary: &str,
+    per_shard: usize,
+    empty: bool,
+) -> Vec<Chunk> {
+    let whole = || {
+        vec![Chunk {
+            min: key.global_min(),
+            max: key.global_max(),
+            shard: primary.to_string(),
+        }]
+    };
+    // Only a key whose first field is hashed spreads evenly by hash.
+    let first_hashed = key
+        .pattern()
+        .iter()
+        .next()
+        .is_some_and(|(_, v)| v.as_str() == Some("hashed"));
+    if !empty || !first_hashed || shards.is_empty() {
+        return whole();
+    }
+    let n = (shards.len() * per_shard.max(1)) as u128;
+    let rest = key.fields().len() - 1;
+    let bound = |i: u128| -> KeyValue {
+        // Evenly spaced points of the signed 64-bit hash space.
+        let v = (i * (1u128 << 64) / n) as u64 as i64 ^ i64::MIN;
+        std::iter::once(Bson::Int64(v))
+            .chain(std::iter::repeat_n(Bson::MinKey, rest))
+            .collect()
+    };
+    (0..n)
+        .map(|i| Chunk {
+            min: if i == 0 { key.global_min() } else { bound(i) },
+            max: if i + 1 == n {
+                key.global_max()
+            } else {
+                bound(i + 1)
+            },
+            shard: shards[(i as usize) / per_shard.max(1)].clone(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    fn table(key: Document, chunks: Vec<Chunk>) -> RoutingTable {
+        RoutingTable {
+            ns: "db.c".into(),
+            key: ShardKey::parse(&key).unwrap(),
+            unique: false,
+            epoch: ObjectId::new(),
+            chunks,
+        }
+    }
+
+    #[test]
+    fn hashed_chunks_cover_the_space_in_order() {
+        let key = ShardKey::parse(&doc! {"_id": "hashed"}).unwrap();
+        let shards = vec!["s0".to_string(), "s1".to_string()];
+        let chunks = initial_chunks(&key, &shards, "s0", 2, true);
+        assert_eq!(chunks.len(), 4);
+        assert_eq!(chunks[0].min, vec![Bson::MinKey]);
+        assert_eq!(chunks[3].max, vec![Bson::MaxKey]);
+        for w in chunks.windows(2) {
+            assert_eq!(w[0].max, w[1].min);
+            assert_eq!(
+                query::order::compare_arrays(&w[0].min, &w[1].min),
+                Ordering::Less
+            );
+        }
+        assert_eq!(
+            chunks.iter().map(|c| c.shard.as_str()).collect::<Vec<_>>(),
+            ["s0", "s0", "s1", "s1"]
+        );
+        // Documents spread over both shards.
+        let t = table(doc! {"_id": "hashed"}, chunks);
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..64 {
+            seen.insert(t.shard_for_doc(&doc! {"_id": i}).unwrap().to_string());
+        }
+        assert_eq!(seen.len(), 2);
+        assert_eq!(t.shards_for(&doc! {"_id": 5}).len(), 1);
+        assert_eq!(t.shards_for(&doc! {"x": 5}).len(), 2);
+    }
+
+    #[test]
+    fn ranged_keys_route_by_range() {
+        let chunks = vec![
+            Chunk {
+                min: vec![Bson::MinKey],
+                max: vec![Bson::Int32(100)],
+                shard: "s0".into(),
+            },
+            Chunk {
+                min: vec![Bson::Int32(100)],
+                max: vec![Bson::MaxKey],
+                shard: "s1".into(),
+            },
+        ];
+        let t = table(doc! {"n": 1}, chunks);
+        assert_eq!(t.shard_for_doc(&doc! {"n": 99}).unwrap(), "s0");
+        assert_eq!(t.shard_for_doc(&doc! {"n": 100}).unwrap(), "s1");
+        assert_eq!(t.shard_for_doc(&doc! {"x": 1}).unwrap(), "s0");
+        assert_eq!(t.shards_for(&doc! {"n": {"$gte": 150}}), vec!["s1"]);
+        assert_eq!(t.shards_for(&doc! {"n": {"$lt": 50}}), vec!["s0"]);
+        assert_eq!(t.shards_for(&doc! {"n": {"$in": [1, 200]}}).len(), 2);
+        // A ranged key on a non-empty collection starts as one chunk on the primary.
+        let key = ShardKey::parse(&doc! {"n": 1}).unwrap();
+        assert_eq!(initial_chunks(&key, &["a".into()], "a", 2, true).len(), 1);
+    }
+}

@@ -1,0 +1,532 @@
+//! A sharded cluster through real drivers: shards added with `addShard`, collections
+//! sharded by hashed and ranged keys, and every query answered as the same data
+//! unsharded answers it.
+
+use bson::{doc, Bson, Document};
+use futures::TryStreamExt;
+use mongodb::options::FindOptions;
+use tests::sharded::TestShardedCluster;
+
+fn code(e: &mongodb::error::Error) -> Option<i32> {
+    match e.kind.as_ref() {
+        mongodb::error::ErrorKind::Command(c) => Some(c.code),
+        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => {
+            Some(w.code)
+        }
+        mongodb::error::ErrorKind::InsertMany(m) => m
+            .write_errors
+            .as_ref()
+            .and_then(|w| w.first())
+            .map(|w| w.code),
+        _ => None,
+    }
+}
+
+fn docs(n: i32) -> Vec<Document> {
+    (0..n)
+        .map(|i| {
+            doc! {
+                "_id": i,
+                "k": i % 37,
+                "group": format!("g{}", i % 5),
+                "n": i,
+                "tags": [format!("t{}", i % 3), format!("t{}", i % 4)],
+                "nested": {"v": i % 11},
+            }
+        })
+        .collect()
+}
+
+async fn find(
+    c: &mongodb::Collection<Document>,
+    filter: Document,
+    opts: FindOptions,
+) -> Vec<Document> {
+    c.find(filter)
+        .with_options(opts)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+async fn agg(c: &mongodb::Collection<Document>, pipeline: Vec<Document>) -> Vec<Document> {
+    c.aggregate(pipeline)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+/// The per-shard document counts `collStats` reports.
+async fn per_shard_counts(db: &mongodb::Database, coll: &str) -> Vec<i64> {
+    let stats = db.run_command(doc! {"collStats": coll}).await.unwrap();
+    assert_eq!(stats.get_bool("sharded"), Ok(true), "{stats}");
+    stats
+        .get_document("shards")
+        .unwrap()
+        .values()
+        .map(|s| {
+            let s = s.as_document().unwrap();
+            s.get_i32("count")
+                .map(i64::from)
+                .or_else(|_| s.get_i64("count"))
+                .unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hashed_collection_spreads_and_answers_like_an_unsharded_one() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    let shards = admin.run_command(doc! {"listShards": 1}).await.unwrap();
+    assert_eq!(shards.get_array("shards").unwrap().len(), 2);
+
+    let db = client.database("shop");
+    let plain = db.collection::<Document>("plain");
+    let sharded = db.collection::<Document>("sharded");
+    let reply = admin
+        .run_command(doc! {"shardCollection": "shop.sharded", "key": {"k": "hashed"}})
+        .await
+        .unwrap();
+    assert_eq!(reply.get_str("collectionsharded"), Ok("shop.sharded"));
+    plain.insert_many(docs(500)).await.unwrap();
+    // Unordered, in several batches' worth, through document sequences.
+    sharded.insert_many(docs(500)).ordered(false).await.unwrap();
+
+    let counts = per_shard_counts(&db, "sharded").await;
+    assert_eq!(counts.len(), 2);
+    assert_eq!(counts.iter().sum::<i64>(), 500);
+    assert!(
+        counts.iter().all(|&c| c > 50),
+        "documents spread over both shards: {counts:?}"
+    );
+
+    // The catalog reads as mongos shows it.
+    let config = client.database("config");
+    let entry = config
+        .collection::<Document>("collections")
+        .find_one(doc! {"_id": "shop.sharded"})
+        .await
+        .unwrap()
+        .expect("catalog entry");
+    assert_eq!(entry.get_document("key").unwrap(), &doc! {"k": "hashed"});
+    let chunks = config
+        .collection::<Document>("chunks")
+        .count_documents(doc! {"ns": "shop.sharded"})
+        .await
+        .unwrap();
+    assert_eq!(chunks, 4);
+
+    // Finds: sorted, skipped, limited, projected, in small batches (getMore across shards).
+    let cases: Vec<(Document, FindOptions)> = vec![
+        (doc! {}, FindOptions::builder().sort(doc! {"n": 1}).build()),
+        (
+            doc! {"k": 7},
+            FindOptions::builder().sort(doc! {"n": -1}).build(),
+        ),
+        (
+            doc! {"n": {"$gte": 100}},
+            FindOptions::builder()
+                .sort(doc! {"group": 1, "n": -1})
+                .skip(13)
+                .limit(40)
+                .batch_size(7)
+                .build(),
+        ),
+        (
+            doc! {"tags": "t2"},
+            FindOptions::builder()
+                .sort(doc! {"nested.v": 1, "_id": 1})
+                .projection(doc! {"n": 1, "_id": 0})
+                .batch_size(3)
+                .build(),
+        ),
+        (
+            doc! {"k": {"$in": [1, 2, 3]}},
+            FindOptions::builder()
+                .sort(doc! {"_id": 1})
+                .limit(-5)
+                .build(),
+        ),
+    ];
+    for (filter, opts) in cases {
+        let a = find(&plain, filter.clone(), opts.clone()).await;
+        let b = find(&sharded, filter.clone(), opts).await;
+        assert!(!a.is_empty(), "{filter}");
+        assert_eq!(a, b, "find {filter}");
+    }
+    // Without a sort, the same set.
+    let mut a = find(
+        &plain,
+        doc! {"group": "g1"},
+        FindOptions::builder().batch_size(5).build(),
+    )
+    .await;
+    let mut b = find(
+        &sharded,
+        doc! {"group": "g1"},
+        FindOptions::builder().batch_size(5).build(),
+    )
+    .await;
+    a.sort_by_key(|d| d.get_i32("_id").unwrap());
+    b.sort_by_key(|d| d.get_i32("_id").unwrap());
+    assert_eq!(a.len(), 100);
+    assert_eq!(a, b);
+
+    for filter in [doc! {}, doc! {"k": 3}, doc! {"n": {"$lt": 250}}] {
+        assert_eq!(
+            plain.count_documents(filter.clone()).await.unwrap(),
+            sharded.count_documents(filter.clone()).await.unwrap(),
+            "count {filter}"
+        );
+    }
+    let count =
+        |coll: &str| doc! {"count": coll, "query": {"n": {"$gte": 10}}, "skip": 5, "limit": 100};
+    assert_eq!(
+        db.run_command(count("plain")).await.unwrap().get_i32("n"),
+        db.run_command(count("sharded")).await.unwrap().get_i32("n")
+    );
+    let mut a = plain.distinct("group", doc! {}).await.unwrap();
+    let mut b = sharded.distinct("group", doc! {}).await.unwrap();
+    a.sort_by(|x, y| x.as_str().cmp(&y.as_str()));
+    b.sort_by(|x, y| x.as_str().cmp(&y.as_str()));
+    assert_eq!(a, b);
+    assert_eq!(b.len(), 5);
+
+    let pipelines = vec![
+        vec![
+            doc! {"$match": {"n": {"$gte": 20}}},
+            doc! {"$group": {"_id": "$group", "total": {"$sum": "$n"}, "avg": {"$avg": "$n"}, "max": {"$max": "$n"}, "c": {"$sum": 1}}},
+            doc! {"$sort": {"_id": 1}},
+        ],
+        vec![
+            doc! {"$unwind": "$tags"},
+            doc! {"$sortByCount": "$tags"},
+            doc! {"$sort": {"_id": 1}},
+        ],
+        vec![
+            doc! {"$project": {"n": 1, "double": {"$multiply": ["$n", 2]}}},
+            doc! {"$sort": {"n": -1}},
+            doc! {"$skip": 3},
+            doc! {"$limit": 10},
+        ],
+        vec![doc! {"$match": {"k": 5}}, doc! {"$count": "c"}],
+        vec![doc! {"$facet": {
+            "small": [{"$match": {"n": {"$lt": 10}}}, {"$count": "c"}],
+            "groups": [{"$group": {"_id": null, "s": {"$sum": "$k"}}}],
+        }}],
+    ];
+    for p in pipelines {
+        assert_eq!(
+            agg(&plain, p.clone()).await,
+            agg(&sharded, p.clone()).await,
+            "{p:?}"
+        );
+    }
+
+    // A big merged result leaves by getMore.
+    let all = agg(&sharded, vec![doc! {"$sort": {"_id": 1}}]).await;
+    assert_eq!(all.len(), 500);
+
+    // explain shows each shard's part.
+    let explain = db
+        .run_command(
+            doc! {"explain": {"find": "sharded", "filter": {}}, "verbosity": "queryPlanner"},
+        )
+        .await
+        .unwrap();
+    let plan = explain
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_document("winningPlan")
+        .unwrap();
+    assert_eq!(plan.get_str("stage"), Ok("SHARD_MERGE"));
+    assert_eq!(plan.get_array("shards").unwrap().len(), 2);
+    let explain = db
+        .run_command(
+            doc! {"explain": {"find": "sharded", "filter": {"k": 4}}, "verbosity": "queryPlanner"},
+        )
+        .await
+        .unwrap();
+    let plan = explain
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_document("winningPlan")
+        .unwrap();
+    assert_eq!(plan.get_str("stage"), Ok("SINGLE_SHARD"));
+
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_follow_the_shard_key() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    let db = client.database("app");
+    let users = db.collection::<Document>("users");
+    admin
+        .run_command(doc! {"shardCollection": "app.users", "key": {"uid": "hashed"}})
+        .await
+        .unwrap();
+    users
+        .insert_many((0..200).map(|i| doc! {"uid": i, "score": 0, "team": i % 4}))
+        .await
+        .unwrap();
+    assert!(per_shard_counts(&db, "users").await.iter().all(|&c| c > 0));
+
+    // Targeted by key, and broadcast when many.
+    let r = users
+        .update_one(doc! {"uid": 17}, doc! {"$inc": {"score": 5}})
+        .await
+        .unwrap();
+    assert_eq!((r.matched_count, r.modified_count), (1, 1));
+    let r = users
+        .update_many(doc! {"team": 2}, doc! {"$set": {"flag": true}})
+        .await
+        .unwrap();
+    assert_eq!(r.modified_count, 50);
+    // One document without the key: found on whichever shard has it.
+    let r = users
+        .update_one(doc! {"score": 5}, doc! {"$set": {"found": true}})
+        .await
+        .unwrap();
+    assert_eq!(r.matched_count, 1);
+    let r = users.delete_one(doc! {"team": 3}).await.unwrap();
+    assert_eq!(r.deleted_count, 1);
+    assert_eq!(
+        users
+            .delete_many(doc! {"team": 1})
+            .await
+            .unwrap()
+            .deleted_count,
+        50
+    );
+    assert_eq!(users.count_documents(doc! {}).await.unwrap(), 149);
+
+    // An upsert names its shard key; changing the key is refused.
+    let r = users
+        .update_one(doc! {"uid": 1000}, doc! {"$set": {"score": 1}})
+        .upsert(true)
+        .await
+        .unwrap();
+    assert!(r.upserted_id.is_some());
+    assert_eq!(users.count_documents(doc! {"uid": 1000}).await.unwrap(), 1);
+    let e = users
+        .update_one(doc! {"team": 0}, doc! {"$set": {"score": 1}})
+        .upsert(true)
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(61), "{e}");
+    let e = users
+        .update_one(doc! {"uid": 4}, doc! {"$set": {"uid": 5000}})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(66), "{e}");
+    // findAndModify by key.
+    let found = users
+        .find_one_and_update(doc! {"uid": 8}, doc! {"$set": {"score": 9}})
+        .return_document(mongodb::options::ReturnDocument::After)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.get_i32("score"), Ok(9));
+    let e = users
+        .find_one_and_update(doc! {"team": 0}, doc! {"$set": {"x": 1}})
+        .sort(doc! {"uid": 1})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(61), "{e}");
+
+    // A unique index on every shard: duplicates are refused with indexes of the batch.
+    users
+        .create_index(
+            mongodb::IndexModel::builder()
+                .keys(doc! {"uid": 1})
+                .options(
+                    mongodb::options::IndexOptions::builder()
+                        .unique(true)
+                        .build(),
+                )
+                .build(),
+        )
+        .await
+        .unwrap();
+    let e = users
+        .insert_many(vec![
+            doc! {"uid": 5001},
+            doc! {"uid": 5002},
+            doc! {"uid": 16},
+        ])
+        .ordered(false)
+        .await
+        .unwrap_err();
+    match e.kind.as_ref() {
+        mongodb::error::ErrorKind::InsertMany(m) => {
+            let errs = m.write_errors.as_ref().unwrap();
+            assert_eq!(errs.len(), 1);
+            assert_eq!((errs[0].index, errs[0].code), (2, 11000));
+        }
+        other => panic!("expected a bulk write error, got {other:?}"),
+    }
+    assert_eq!(
+        users
+            .count_documents(doc! {"uid": {"$gte": 5001}})
+            .await
+            .unwrap(),
+        2
+    );
+
+    // A retryable insert split over both shards, in several runs per shard, sent twice
+    // with the same session and number: every document once, and the same answer.
+    admin
+        .run_command(doc! {"shardCollection": "app.events", "key": {"_id": "hashed"}})
+        .await
+        .unwrap();
+    let mut conn = tokio::net::TcpStream::connect(cluster.routers[0])
+        .await
+        .unwrap();
+    let lsid =
+        doc! {"id": bson::Binary {subtype: bson::spec::BinarySubtype::Uuid, bytes: vec![7; 16]}};
+    let insert = doc! {
+        "insert": "events",
+        "documents": (0..40).map(|i| doc! {"_id": i}).collect::<Vec<_>>(),
+        "ordered": true,
+        "lsid": lsid,
+        "txnNumber": 1i64,
+        "$db": "app",
+    };
+    for attempt in 1..=2 {
+        let reply = tests::raw_command(&mut conn, attempt, insert.clone()).await;
+        assert_eq!(reply.get_i32("n"), Ok(40), "attempt {attempt}: {reply}");
+    }
+    let events = db.collection::<Document>("events");
+    assert_eq!(events.count_documents(doc! {}).await.unwrap(), 40);
+    assert!(per_shard_counts(&db, "events").await.iter().all(|&c| c > 0));
+
+    // drop removes it everywhere and from the catalog.
+    users.drop().await.unwrap();
+    assert_eq!(users.count_documents(doc! {}).await.unwrap(), 0);
+    let entry = client
+        .database("config")
+        .collection::<Document>("collections")
+        .find_one(doc! {"_id": "app.users"})
+        .await
+        .unwrap();
+    assert!(entry.is_none());
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranged_keys_unsharded_collections_and_bad_requests() {
+    let cluster = TestShardedCluster::start(2, 2).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    let db = client.database("crm");
+    let orders = db.collection::<Document>("orders");
+    orders
+        .insert_many((0..50).map(|i| doc! {"region": if i % 2 == 0 { "eu" } else { "us" }, "n": i}))
+        .await
+        .unwrap();
+    // A non-empty collection needs an index starting with the key.
+    let e = admin
+        .run_command(doc! {"shardCollection": "crm.orders", "key": {"region": 1}})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(72), "{e}");
+    orders
+        .create_index(
+            mongodb::IndexModel::builder()
+                .keys(doc! {"region": 1, "n": 1})
+                .build(),
+        )
+        .await
+        .unwrap();
+    admin
+        .run_command(doc! {"shardCollection": "crm.orders", "key": {"region": 1}})
+        .await
+        .unwrap();
+    // Again with the same key: fine. With another: AlreadyInitialized.
+    admin
+        .run_command(doc! {"shardCollection": "crm.orders", "key": {"region": 1}})
+        .await
+        .unwrap();
+    let e = admin
+        .run_command(doc! {"shardCollection": "crm.orders", "key": {"n": 1}})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(23), "{e}");
+    // Bad keys and the wrong database.
+    for bad in [
+        doc! {"a": -1},
+        doc! {"a": "hashed"}
+            .into_iter()
+            .chain([("b".to_string(), Bson::from("hashed"))])
+            .collect(),
+    ] {
+        let e = admin
+            .run_command(doc! {"shardCollection": "crm.other", "key": bad})
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), Some(2), "{e}");
+    }
+    let e = db
+        .run_command(doc! {"shardCollection": "crm.x", "key": {"a": 1}})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(13), "{e}");
+
+    // A ranged key over data already there: one chunk, on the primary shard.
+    let counts = per_shard_counts(&db, "orders").await;
+    assert_eq!(counts.iter().sum::<i64>(), 50);
+    let found = find(
+        &orders,
+        doc! {"region": "eu"},
+        FindOptions::builder().sort(doc! {"n": 1}).build(),
+    )
+    .await;
+    assert_eq!(found.len(), 25);
+
+    // The second router learns of the sharding from the catalog.
+    let other = cluster.client(1).await;
+    let via_other = other.database("crm").collection::<Document>("orders");
+    assert_eq!(via_other.count_documents(doc! {}).await.unwrap(), 50);
+    let e = via_other
+        .update_one(doc! {"n": 3}, doc! {"$set": {"region": "apac"}})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(66), "{e}");
+
+    // Unsharded collections live whole on their database's primary shard and work as
+    // before, databases list across shards, and dropDatabase clears the catalog.
+    let notes = client.database("notes").collection::<Document>("n");
+    notes.insert_one(doc! {"x": 1}).await.unwrap();
+    let names = client.list_database_names().await.unwrap();
+    assert!(
+        names.contains(&"notes".to_string()) && names.contains(&"crm".to_string()),
+        "{names:?}"
+    );
+    let primary = client
+        .database("config")
+        .collection::<Document>("databases")
+        .find_one(doc! {"_id": "notes"})
+        .await
+        .unwrap()
+        .expect("database entry");
+    assert!(primary.get_str("primary").unwrap().starts_with("shard"));
+    db.drop().await.unwrap();
+    assert_eq!(orders.count_documents(doc! {}).await.unwrap(), 0);
+    let left = client
+        .database("config")
+        .collection::<Document>("chunks")
+        .count_documents(doc! {"ns": "crm.orders"})
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+    cluster.stop().await;
+}
