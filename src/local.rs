@@ -88,9 +88,18 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
     };
     let config_shape: Vec<(&str, bool)> = SITES.iter().map(|s| (*s, false)).collect();
     // Shard k's members listen on base + 10k + i; the config servers on base + 90 + i.
-    let mut sets = vec![("config".to_string(), replica_set(&config_shape, base + 90))];
+    // Shard k prefers a primary in site k mod 3 (and is in that site's zone), so each
+    // site can own data written there; the config servers prefer site A.
+    let mut sets = vec![(
+        "config".to_string(),
+        replica_set(&config_shape, base + 90, "A"),
+    )];
     for k in 0..args.shards {
-        sets.push((format!("shard{k}"), replica_set(&shape, base + 10 * k)));
+        let site = SITES[k as usize % SITES.len()];
+        sets.push((
+            format!("shard{k}"),
+            replica_set(&shape, base + 10 * k, site),
+        ));
     }
     let ttl = Duration::from_secs(args.ttl_interval_secs);
     let mut router_template = router::RouterConfig {
@@ -196,8 +205,9 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
     Ok(())
 }
 
-/// The members of one replica set of `shape`, listening from `first_port` on.
-fn replica_set(shape: &[(&str, bool)], first_port: u16) -> Vec<MemberConfig> {
+/// The members of one replica set of `shape`, listening from `first_port` on, preferring
+/// a primary in site `preferred`.
+fn replica_set(shape: &[(&str, bool)], first_port: u16, preferred: &str) -> Vec<MemberConfig> {
     shape
         .iter()
         .enumerate()
@@ -205,17 +215,25 @@ fn replica_set(shape: &[(&str, bool)], first_port: u16) -> Vec<MemberConfig> {
             id: i as u64 + 1,
             host: format!("127.0.0.1:{}", first_port + i as u16),
             site: site.to_string(),
-            // The preferred primary lives in site A; an arbiter may never be primary.
-            priority: match (*site, *arbiter) {
-                (_, true) => 0,
-                ("A", _) => 2,
-                _ => 1,
+            // An arbiter may never be primary.
+            priority: match (*arbiter, *site == preferred) {
+                (true, _) => 0,
+                (false, true) => 2,
+                (false, false) => 1,
             },
             votes: 1,
             arbiter: *arbiter,
             dial: None,
         })
         .collect()
+}
+
+/// The site of a set's highest-priority member.
+fn preferred_site(members: &[MemberConfig]) -> &str {
+    members
+        .iter()
+        .max_by_key(|m| m.priority)
+        .map_or("A", |m| m.site.as_str())
 }
 
 fn hosts(members: &[MemberConfig]) -> String {
@@ -226,8 +244,8 @@ fn hosts(members: &[MemberConfig]) -> String {
         .join(",")
 }
 
-/// Records each shard in the catalog (as `addShard` would), once the config servers
-/// have elected a primary.
+/// Records each shard in the catalog (as `addShard` would), in the zone named after the
+/// site of its preferred primary, once the config servers have elected a primary.
 async fn register_shards(
     config: &ShardHandle,
     shards: &[(String, Vec<MemberConfig>)],
@@ -238,7 +256,12 @@ async fn register_shards(
     for (name, members) in shards {
         let host = format!("{name}/{}", hosts(members));
         loop {
-            match router::sharding::catalog::add_shard(config, name, &host).await {
+            let registered = async {
+                router::sharding::catalog::add_shard(config, name, &host).await?;
+                let site = preferred_site(members);
+                router::sharding::catalog::set_shard_zone(config, name, site, true).await
+            };
+            match registered.await {
                 Ok(()) => break,
                 Err(e) if started.elapsed() < Duration::from_secs(60) => {
                     tracing::debug!(error = %e, "waiting for the config servers");

@@ -530,3 +530,135 @@ async fn ranged_keys_unsharded_collections_and_bad_requests() {
     assert_eq!(left, 0);
     cluster.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zones_pin_a_sites_range_to_its_shard_and_splits_move_nothing() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    for (shard, zone) in [("shard0", "A"), ("shard1", "B")] {
+        admin
+            .run_command(doc! {"addShardToZone": shard, "zone": zone})
+            .await
+            .unwrap();
+    }
+    let range = |from: &str, to: &str, zone: Bson| {
+        doc! {"updateZoneKeyRange": "geo.users", "min": {"site": from}, "max": {"site": to}, "zone": zone}
+    };
+    admin
+        .run_command(range("A", "B", "A".into()))
+        .await
+        .unwrap();
+    admin
+        .run_command(range("B", "C", "B".into()))
+        .await
+        .unwrap();
+    let e = admin
+        .run_command(range("Aa", "Bb", "B".into()))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(178), "{e}");
+    let e = admin
+        .run_command(range("X", "Y", "nowhere".into()))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(177), "{e}");
+    let e = admin
+        .run_command(doc! {"addShardToZone": "shard9", "zone": "A"})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(70), "{e}");
+
+    admin
+        .run_command(doc! {"shardCollection": "geo.users", "key": {"site": 1, "uid": 1}})
+        .await
+        .unwrap();
+    let db = client.database("geo");
+    let users = db.collection::<Document>("users");
+    users
+        .insert_many((0..60).map(|i| doc! {"site": (["A", "B", "C"][i % 3]), "uid": i as i32}))
+        .await
+        .unwrap();
+    // Site A's users live on shard0 only, site B's on shard1; C (no zone) on the primary.
+    for (site, shard) in [("A", "shard0"), ("B", "shard1")] {
+        let explain = db
+            .run_command(doc! {"explain": {"find": "users", "filter": {"site": site}}, "verbosity": "executionStats"})
+            .await
+            .unwrap();
+        let plan = explain
+            .get_document("queryPlanner")
+            .unwrap()
+            .get_document("winningPlan")
+            .unwrap();
+        assert_eq!(plan.get_str("stage"), Ok("SINGLE_SHARD"), "{explain}");
+        let shards = plan.get_array("shards").unwrap();
+        assert_eq!(
+            shards[0].as_document().unwrap().get_str("shardName"),
+            Ok(shard)
+        );
+        assert_eq!(
+            users.count_documents(doc! {"site": site}).await.unwrap(),
+            20
+        );
+    }
+    let stats = db.run_command(doc! {"collStats": "users"}).await.unwrap();
+    let on = |shard: &str| {
+        let s = stats
+            .get_document("shards")
+            .unwrap()
+            .get_document(shard)
+            .unwrap();
+        s.get_i32("count")
+            .map(i64::from)
+            .or_else(|_| s.get_i64("count"))
+            .unwrap()
+    };
+    let primary = client
+        .database("config")
+        .collection::<Document>("databases")
+        .find_one(doc! {"_id": "geo"})
+        .await
+        .unwrap()
+        .unwrap();
+    let expected = |shard: &str| {
+        20 + if primary.get_str("primary") == Ok(shard) {
+            20
+        } else {
+            0
+        }
+    };
+    assert_eq!(
+        (on("shard0"), on("shard1")),
+        (expected("shard0"), expected("shard1"))
+    );
+
+    // A split divides a chunk where the data is: nothing moves, every query still answers.
+    let chunks = || async {
+        client
+            .database("config")
+            .collection::<Document>("chunks")
+            .count_documents(doc! {"ns": "geo.users"})
+            .await
+            .unwrap()
+    };
+    let before = chunks().await;
+    admin
+        .run_command(doc! {"split": "geo.users", "middle": {"site": "A", "uid": 30}})
+        .await
+        .unwrap();
+    assert_eq!(chunks().await, before + 1);
+    let e = admin
+        .run_command(doc! {"split": "geo.users", "middle": {"site": "A", "uid": 30}})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(72), "{e}");
+    assert_eq!(users.count_documents(doc! {"site": "A"}).await.unwrap(), 20);
+    assert_eq!(
+        users
+            .count_documents(doc! {"site": "A", "uid": {"$gte": 30}})
+            .await
+            .unwrap(),
+        10
+    );
+    cluster.stop().await;
+}

@@ -152,6 +152,35 @@ impl ShardKey {
             .collect()
     }
 
+    /// A range bound given as a prefix of the key (`{region: "eu"}` for `{region: 1,
+    /// n: 1}`), the missing fields filled with `MinKey`, as zone ranges are given.
+    pub fn bound_from_prefix(&self, d: &Document) -> MongoResult<KeyValue> {
+        let mut out = Vec::with_capacity(self.fields.len());
+        let mut ended = false;
+        for f in &self.fields {
+            match (d.get(f), ended) {
+                (Some(v), false) => out.push(v.clone()),
+                (None, _) => {
+                    ended = true;
+                    out.push(Bson::MinKey);
+                }
+                (Some(_), true) => {
+                    return Err(MongoError::bad_value(format!(
+                        "range bound {d} must be a prefix of the shard key {}",
+                        self.pattern
+                    )))
+                }
+            }
+        }
+        if d.keys().any(|k| !self.fields.contains(k)) {
+            return Err(MongoError::bad_value(format!(
+                "range bound {d} has fields outside the shard key {}",
+                self.pattern
+            )));
+        }
+        Ok(out)
+    }
+
     /// The full key value a filter fixes by equality on every key field, if it does (a
     /// single-document write or an upsert can then go to one shard).
     pub fn equality(&self, filter: &Document) -> Option<KeyValue> {
@@ -295,6 +324,17 @@ mod tests {
         );
         let e = k.value_of(&doc! {"region": [1, 2]}).unwrap_err();
         assert_eq!(e.code, ErrorCode::ShardKeyNotFound as i32);
+    }
+
+    #[test]
+    fn bounds_may_be_key_prefixes() {
+        let k = ranged();
+        assert_eq!(
+            k.bound_from_prefix(&doc! {"region": "eu"}).unwrap(),
+            vec![Bson::from("eu"), Bson::MinKey]
+        );
+        assert!(k.bound_from_prefix(&doc! {"n": 1}).is_err());
+        assert!(k.bound_from_prefix(&doc! {"region": "eu", "x": 1}).is_err());
     }
 
     #[test]

@@ -84,6 +84,8 @@ pub enum ErrorCode {
     ShardKeyNotFound = 61,
     ShardNotFound = 70,
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
+    ZoneNotFound = 177,
+    RangeOverlapConflict = 178,
 }
 
 impl ErrorCode {
@@ -162,6 +164,8 @@ impl ErrorCode {
             ShardKeyNotFound => "ShardKeyNotFound",
             ShardNotFound => "ShardNotFound",
             QueryExceededMemoryLimitNoDiskUseAllowed => "QueryExceededMemoryLimitNoDiskUseAllowed",
+            ZoneNotFound => "ZoneNotFound",
+            RangeOverlapConflict => "RangeOverlapConflict",
         }
     }
 }

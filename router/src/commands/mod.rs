@@ -13,6 +13,7 @@ use crate::conn::Session;
 use crate::counters::Op;
 
 mod add_shard;
+mod add_shard_to_zone;
 mod build_info;
 mod configure_fail_point;
 mod connection_status;
@@ -40,8 +41,10 @@ mod search_indexes;
 mod server_status;
 mod sessions;
 mod shard_collection;
+mod split;
 mod update_role;
 mod update_user;
+mod update_zone_key_range;
 mod users_info;
 mod whatsmyuri;
 
@@ -220,6 +223,26 @@ const ASYNC: &[(&str, AsyncFn, Rule)] = &[
         "listshards",
         async_cmd!(list_shards::run),
         Rule::Cluster(acts(&[ListShards])),
+    ),
+    (
+        "addShardToZone",
+        async_cmd!(add_shard_to_zone::add),
+        Rule::Cluster(acts(&[EnableSharding])),
+    ),
+    (
+        "removeShardFromZone",
+        async_cmd!(add_shard_to_zone::remove),
+        Rule::Cluster(acts(&[EnableSharding])),
+    ),
+    (
+        "updateZoneKeyRange",
+        async_cmd!(update_zone_key_range::run),
+        Rule::Cluster(acts(&[EnableSharding])),
+    ),
+    (
+        "split",
+        async_cmd!(split::run),
+        Rule::Cluster(acts(&[SplitChunk])),
     ),
     (
         "flushRouterConfig",

@@ -12,7 +12,7 @@ use query::shard_key::ShardKey;
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::conn::Session;
-use crate::sharding::routing::initial_chunks;
+use crate::sharding::routing::{initial_chunks, zoned_chunks, ZoneRange};
 use crate::sharding::{admin_only, catalog, internal, require};
 
 const DEFAULT_CHUNKS_PER_SHARD: usize = 2;
@@ -88,7 +88,13 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
         .iter()
         .map(|s| s.name.clone())
         .collect();
-    let chunks = initial_chunks(&key, &shards, &primary.name, per_shard, empty);
+    let zones = zone_ranges(cluster, ns, &key).await?;
+    let chunks = if empty && !zones.is_empty() {
+        let mut zones = zones;
+        zoned_chunks(&key, &mut zones, &primary.name)
+    } else {
+        initial_chunks(&key, &shards, &primary.name, per_shard, empty)
+    };
     let copies: Vec<Document> = indexes
         .into_iter()
         .filter(|ix| ix.get_str("name") != Ok("_id_"))
@@ -115,6 +121,37 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
         Ok(won) => Err(already_sharded(ns, won)),
         Err(_) => Err(MongoError::internal("catalog entry without a key")),
     }
+}
+
+/// The zone ranges recorded for `ns`, with the shards of each zone.
+async fn zone_ranges(
+    cluster: &crate::sharding::Cluster,
+    ns: &str,
+    key: &ShardKey,
+) -> MongoResult<Vec<ZoneRange>> {
+    let shards = catalog::shards(&cluster.config).await?;
+    let in_zone = |zone: &str| -> Vec<String> {
+        shards
+            .iter()
+            .filter(|s| {
+                s.get_array("tags")
+                    .is_ok_and(|t| t.iter().any(|z| z.as_str() == Some(zone)))
+            })
+            .filter_map(|s| s.get_str("_id").ok().map(str::to_string))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for r in catalog::zone_ranges(&cluster.config, ns).await? {
+        let (Ok(min), Ok(max)) = (r.get_document("min"), r.get_document("max")) else {
+            continue;
+        };
+        out.push(ZoneRange {
+            min: key.bound_from_prefix(min)?,
+            max: key.bound_from_prefix(max)?,
+            shards: in_zone(r.get_str("tag").unwrap_or_default()),
+        });
+    }
+    Ok(out)
 }
 
 fn already_sharded(ns: &str, key: &Document) -> MongoError {

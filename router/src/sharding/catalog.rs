@@ -264,6 +264,119 @@ pub async fn shard_collection(
     }
 }
 
+/// Splits `chunk` of `table` at `middle` (strictly inside it): both halves stay on the
+/// chunk's shard, so no data moves. The upper half is inserted first and the chunk then
+/// shrunk; in between the two overlap, and routing (the last chunk starting at or below
+/// a key) already sends the upper keys to the new half, on the same shard.
+pub async fn split_chunk(
+    config: &ShardHandle,
+    table: &RoutingTable,
+    chunk: &Chunk,
+    middle: &[Bson],
+) -> MongoResult<()> {
+    let key = &table.key;
+    let min = key.to_document(&chunk.min);
+    let found = find_all(
+        config,
+        "config",
+        "chunks",
+        doc! {"ns": &table.ns, "lastmodEpoch": table.epoch, "min": min.clone()},
+    )
+    .await?;
+    let Some(old) = found.into_iter().next() else {
+        return Err(MongoError::new(
+            ErrorCode::OperationFailed,
+            format!("the chunk of {} starting at {min} changed; retry", table.ns),
+        ));
+    };
+    let lastmod = old.get_timestamp("lastmod").unwrap_or(bson::Timestamp {
+        time: 1,
+        increment: 0,
+    });
+    let bumped = bson::Timestamp {
+        time: lastmod.time,
+        increment: lastmod.increment + 1,
+    };
+    let mut upper = old.clone();
+    upper.insert("_id", ObjectId::new());
+    upper.insert("min", key.to_document(middle));
+    upper.insert("lastmod", bumped);
+    call(
+        config,
+        doc! {"insert": "chunks", "documents": [upper]},
+        true,
+    )
+    .await?;
+    let shrink = doc! {
+        "q": {"_id": old.get("_id").cloned().unwrap_or(Bson::Null)},
+        "u": {"$set": {"max": key.to_document(middle), "lastmod": bumped}},
+    };
+    call(config, doc! {"update": "chunks", "updates": [shrink]}, true).await?;
+    Ok(())
+}
+
+/// Adds shard `shard` to zone `zone` (or removes it).
+pub async fn set_shard_zone(
+    config: &ShardHandle,
+    shard: &str,
+    zone: &str,
+    add: bool,
+) -> MongoResult<()> {
+    let op = if add { "$addToSet" } else { "$pull" };
+    let reply = call(
+        config,
+        doc! {"update": "shards", "updates": [{"q": {"_id": shard}, "u": {op: {"tags": zone}}}]},
+        true,
+    )
+    .await?;
+    if super::scatter::number(&reply, "n") == 0 {
+        return Err(MongoError::new(
+            ErrorCode::ShardNotFound,
+            format!("shard {shard} not found"),
+        ));
+    }
+    Ok(())
+}
+
+/// The zone ranges of `ns`: `{min, max, tag}` documents of `config.tags`.
+pub async fn zone_ranges(config: &ShardHandle, ns: &str) -> MongoResult<Vec<Document>> {
+    find_all(config, "config", "tags", doc! {"ns": ns}).await
+}
+
+/// Records that keys of `ns` from `min` to `max` belong to `zone`, or (`None`) forgets
+/// the range.
+pub async fn set_zone_range(
+    config: &ShardHandle,
+    ns: &str,
+    min: &Document,
+    max: &Document,
+    zone: Option<&str>,
+) -> MongoResult<()> {
+    match zone {
+        Some(zone) => {
+            let range = doc! {
+                "_id": {"ns": ns, "min": min.clone()},
+                "ns": ns, "min": min.clone(), "max": max.clone(), "tag": zone,
+            };
+            call(
+                config,
+                doc! {"update": "tags", "updates": [{"q": {"_id": {"ns": ns, "min": min.clone()}}, "u": range, "upsert": true}]},
+                true,
+            )
+            .await?;
+        }
+        None => {
+            delete(
+                config,
+                "tags",
+                doc! {"ns": ns, "min": min.clone(), "max": max.clone()},
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
 /// Removes what the catalog says about collection `ns`.
 pub async fn drop_collection(config: &ShardHandle, ns: &str) -> MongoResult<()> {
     delete(config, "collections", doc! {"_id": ns}).await?;

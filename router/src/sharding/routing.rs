@@ -111,6 +111,53 @@ pub fn initial_chunks(
         .collect()
 }
 
+/// A zone's key range and the shards in the zone.
+pub struct ZoneRange {
+    pub min: KeyValue,
+    pub max: KeyValue,
+    pub shards: Vec<String>,
+}
+
+/// Initial chunks that follow zones: each zone range becomes a chunk on a shard of its
+/// zone (round robin when a zone has several), and the gaps between ranges become chunks
+/// on the primary shard. `zones` must not overlap.
+pub fn zoned_chunks(key: &ShardKey, zones: &mut [ZoneRange], primary: &str) -> Vec<Chunk> {
+    zones.sort_by(|a, b| query::order::compare_arrays(&a.min, &b.min));
+    let mut chunks = Vec::new();
+    let mut at = key.global_min();
+    let mut used: std::collections::HashMap<String, usize> = Default::default();
+    for z in zones.iter() {
+        if query::order::compare_arrays(&at, &z.min) == Ordering::Less {
+            chunks.push(Chunk {
+                min: at.clone(),
+                max: z.min.clone(),
+                shard: primary.to_string(),
+            });
+        }
+        let turn = used.entry(z.shards.join(",")).or_default();
+        let shard = z
+            .shards
+            .get(*turn % z.shards.len().max(1))
+            .cloned()
+            .unwrap_or_else(|| primary.to_string());
+        *turn += 1;
+        chunks.push(Chunk {
+            min: z.min.clone(),
+            max: z.max.clone(),
+            shard,
+        });
+        at = z.max.clone();
+    }
+    if query::order::compare_arrays(&at, &key.global_max()) == Ordering::Less {
+        chunks.push(Chunk {
+            min: at,
+            max: key.global_max(),
+            shard: primary.to_string(),
+        });
+    }
+    chunks
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +201,29 @@ mod tests {
         assert_eq!(seen.len(), 2);
         assert_eq!(t.shards_for(&doc! {"_id": 5}).len(), 1);
         assert_eq!(t.shards_for(&doc! {"x": 5}).len(), 2);
+    }
+
+    #[test]
+    fn zones_become_chunks_and_gaps_stay_on_the_primary() {
+        let key = ShardKey::parse(&doc! {"site": 1, "n": 1}).unwrap();
+        let range = |site: &str, next: &str, shard: &str| ZoneRange {
+            min: vec![Bson::from(site), Bson::MinKey],
+            max: vec![Bson::from(next), Bson::MinKey],
+            shards: vec![shard.to_string()],
+        };
+        let mut zones = vec![range("B", "C", "s1"), range("A", "B", "s0")];
+        let chunks = zoned_chunks(&key, &mut zones, "s0");
+        let shards: Vec<&str> = chunks.iter().map(|c| c.shard.as_str()).collect();
+        assert_eq!(shards, ["s0", "s0", "s1", "s0"]);
+        assert_eq!(chunks[0].min, key.global_min());
+        assert_eq!(chunks[3].max, key.global_max());
+        for w in chunks.windows(2) {
+            assert_eq!(w[0].max, w[1].min);
+        }
+        let t = table(doc! {"site": 1, "n": 1}, chunks);
+        assert_eq!(t.shard_for_doc(&doc! {"site": "B", "n": 5}).unwrap(), "s1");
+        assert_eq!(t.shard_for_doc(&doc! {"site": "A", "n": 5}).unwrap(), "s0");
+        assert_eq!(t.shards_for(&doc! {"site": "B"}), vec!["s1"]);
     }
 
     #[test]
