@@ -341,3 +341,17 @@ pub fn batch_len(reply: &bson::Document) -> usize {
         .map(Vec::len)
         .expect("cursor has a batch")
 }
+
+/// A benchmark's `--name value` flags, every value a number, in order.
+pub fn numeric_flags() -> Vec<(String, u64)> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    argv.chunks(2)
+        .map(|pair| {
+            let v = pair
+                .get(1)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("flag {} needs a numeric value", pair[0]));
+            (pair[0].clone(), v)
+        })
+        .collect()
+}

@@ -108,6 +108,13 @@ async fn a_hashed_collection_spreads_and_answers_like_an_unsharded_one() {
 
     // The catalog reads as mongos shows it.
     let config = client.database("config");
+    let version = config
+        .collection::<Document>("version")
+        .find_one(doc! {})
+        .await
+        .unwrap()
+        .expect("config.version");
+    assert!(version.get_object_id("clusterId").is_ok(), "{version}");
     let entry = config
         .collection::<Document>("collections")
         .find_one(doc! {"_id": "shop.sharded"})

@@ -69,6 +69,7 @@ pub async fn shards(config: &ShardHandle) -> MongoResult<Vec<Document>> {
 /// Records a shard. Adding the same shard again is accepted; another host under a taken
 /// name is not.
 pub async fn add_shard(config: &ShardHandle, name: &str, host: &str) -> MongoResult<()> {
+    ensure_version(config).await?;
     let existing = find_all(config, "config", "shards", doc! {"_id": name}).await?;
     if let Some(d) = existing.first() {
         if d.get_str("host").ok() == Some(host) {
@@ -95,6 +96,22 @@ pub async fn add_shard(config: &ShardHandle, name: &str, host: &str) -> MongoRes
     )
     .await?;
     Ok(())
+}
+
+/// Writes `config.version` (the cluster's id, which tooling such as `sh.status()` reads)
+/// unless it exists.
+pub async fn ensure_version(config: &ShardHandle) -> MongoResult<()> {
+    let version = doc! {"_id": 1, "clusterId": ObjectId::new()};
+    match call(
+        config,
+        doc! {"insert": "version", "documents": [version]},
+        true,
+    )
+    .await
+    {
+        Err(e) if e.code != ErrorCode::DuplicateKey as i32 => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// The primary shard recorded for `db`.

@@ -97,7 +97,9 @@ impl MergeCursor {
         let mut bytes = 0;
         while out.len() < max && bytes < BATCH_BYTES {
             let Some(d) = self.next().await? else { break };
-            bytes += d.iter().map(|(k, _)| k.len() + 16).sum::<usize>();
+            // Its encoded size: a reply must stay under the 48 MB message limit whatever
+            // the documents hold.
+            bytes += bson::to_vec(&d).map_or(0, |v| v.len());
             out.push(d);
         }
         Ok(out)

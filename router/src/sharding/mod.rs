@@ -57,6 +57,9 @@ pub enum Route {
 struct CachedTable {
     table: Option<Arc<RoutingTable>>,
     fetched: Instant,
+    /// Set while one command reads the catalog again; the others meanwhile keep using
+    /// this entry, so an expiry costs one catalog read, not one per waiting command.
+    refreshing: std::sync::atomic::AtomicBool,
 }
 
 pub struct Cluster {
@@ -66,7 +69,7 @@ pub struct Cluster {
     /// Database → primary shard. Primaries never move (no `movePrimary` yet), so a
     /// primary once read is kept.
     primaries: RwLock<HashMap<String, String>>,
-    tables: RwLock<HashMap<String, CachedTable>>,
+    tables: RwLock<HashMap<String, Arc<CachedTable>>>,
     links: LinkFactory,
     site: String,
     cluster_key: Option<String>,
@@ -171,20 +174,30 @@ impl Cluster {
 
     /// The routing table of `ns`, or `None` when it is not sharded.
     pub async fn table(&self, ns: &str) -> MongoResult<Option<Arc<RoutingTable>>> {
-        if let Some(c) = self.tables.read().get(ns) {
-            if c.fetched.elapsed() < CATALOG_TTL {
+        use std::sync::atomic::Ordering::Relaxed;
+        let cached = self.tables.read().get(ns).cloned();
+        if let Some(c) = &cached {
+            if c.fetched.elapsed() < CATALOG_TTL || c.refreshing.swap(true, Relaxed) {
                 return Ok(c.table.clone());
             }
         }
-        let table = catalog::routing_table(&self.config, ns)
-            .await?
-            .map(Arc::new);
+        let table = match catalog::routing_table(&self.config, ns).await {
+            Ok(t) => t.map(Arc::new),
+            Err(e) => {
+                // The next command tries again.
+                if let Some(c) = &cached {
+                    c.refreshing.store(false, Relaxed);
+                }
+                return Err(e);
+            }
+        };
         self.tables.write().insert(
             ns.to_string(),
-            CachedTable {
+            Arc::new(CachedTable {
                 table: table.clone(),
                 fetched: Instant::now(),
-            },
+                refreshing: Default::default(),
+            }),
         );
         Ok(table)
     }

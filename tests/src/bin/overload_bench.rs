@@ -39,13 +39,8 @@ fn parse_args() -> Args {
         clients: 16,
         tickets: 0,
     };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    for pair in argv.chunks(2) {
-        let v: u64 = pair
-            .get(1)
-            .and_then(|v| v.parse().ok())
-            .expect("numeric flag value");
-        match pair[0].as_str() {
+    for (flag, v) in tests::numeric_flags() {
+        match flag.as_str() {
             "--docs" => a.docs = v as usize,
             "--secs" => a.secs = v,
             "--clients" => a.clients = v as usize,

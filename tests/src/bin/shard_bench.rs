@@ -1,0 +1,225 @@
+//! Sharding benchmark: for clusters of 1 to `--max-shards` shards (each a one-member
+//! replica set; routers reach them over gRPC, as separate processes do), on a collection
+//! sharded by a hashed `_id`:
+//!
+//! * targeted point reads (`find_one` by `_id`) from `--clients` concurrent clients, as
+//!   operations per second (the 1-shard figure is the baseline of the ratio);
+//! * scatter-gather latency: a query on a field that is not the key, which every shard
+//!   answers (p50 and p99 of `--queries` sequential queries);
+//! * on the 1-shard cluster, the router's added latency: the same point read sent by the
+//!   driver through the router, and sent straight to the shard member over gRPC.
+//!
+//! Each figure is the median of `--runs` runs (default 3).
+//!
+//!   cargo run --release -p tests --bin shard-bench [-- --runs 3 --max-shards 4 --docs 5000
+//!                                                     --clients 8 --secs 3 --queries 300]
+//!
+//! This is a program that prints figures, never a test that asserts timings. All shards
+//! share this machine's cores: more shards add parallel work, not CPU.
+
+use std::time::{Duration, Instant};
+
+use bson::{doc, Document};
+use router::shard_client::{Forward, ShardHandle};
+use tests::sharded::TestShardedCluster;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+struct Args {
+    runs: usize,
+    max_shards: usize,
+    docs: i32,
+    clients: usize,
+    secs: u64,
+    queries: usize,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        runs: 3,
+        max_shards: 4,
+        docs: 5000,
+        clients: 8,
+        secs: 3,
+        queries: 300,
+    };
+    for (flag, v) in tests::numeric_flags() {
+        match flag.as_str() {
+            "--runs" => a.runs = v as usize,
+            "--max-shards" => a.max_shards = v as usize,
+            "--docs" => a.docs = v as i32,
+            "--clients" => a.clients = v as usize,
+            "--secs" => a.secs = v,
+            "--queries" => a.queries = v as usize,
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    a
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+/// Point reads by `_id` from `clients` tasks for `secs`: operations per second.
+async fn point_reads(
+    coll: &mongodb::Collection<Document>,
+    docs: i32,
+    clients: usize,
+    secs: u64,
+) -> f64 {
+    let stop = Instant::now() + Duration::from_secs(secs);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let coll = coll.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            let mut id = c as i32 * 7919;
+            while Instant::now() < stop {
+                id = (id + 104_729) % docs;
+                let found = coll.find_one(doc! {"_id": id}).await.expect("point read");
+                assert!(found.is_some(), "document {id} is missing");
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.expect("reader");
+    }
+    total as f64 / secs as f64
+}
+
+/// Sequential queries every shard must answer: (p50, p99) in ms.
+async fn scatter(coll: &mongodb::Collection<Document>, queries: usize) -> (f64, f64) {
+    use futures::TryStreamExt;
+    let mut times = Vec::with_capacity(queries);
+    for i in 0..queries {
+        let started = Instant::now();
+        let found: Vec<Document> = coll
+            .find(doc! {"v": (i % 100) as i32})
+            .limit(5)
+            .await
+            .expect("scatter query")
+            .try_collect()
+            .await
+            .expect("scatter batch");
+        times.push(started.elapsed());
+        assert!(!found.is_empty());
+    }
+    times.sort();
+    (percentile(&times, 0.5), percentile(&times, 0.99))
+}
+
+/// Sequential point reads through the router and straight to the shard: p50 of each, ms.
+async fn router_overhead(
+    cluster: &TestShardedCluster,
+    coll: &mongodb::Collection<Document>,
+    docs: i32,
+    n: usize,
+) -> (f64, f64) {
+    let member = cluster.shard_hosts[0].split_once('/').unwrap().1;
+    let direct = ShardHandle::connect_lazy(member, "A").expect("shard handle");
+    let fwd = Forward::default();
+    let mut via_router = Vec::with_capacity(n);
+    let mut straight = Vec::with_capacity(n);
+    for i in 0..n {
+        let id = (i as i32 * 31) % docs;
+        let started = Instant::now();
+        coll.find_one(doc! {"_id": id}).await.expect("via router");
+        via_router.push(started.elapsed());
+        let cmd = doc! {"find": "c", "filter": {"_id": id}, "limit": 1, "singleBatch": true};
+        let started = Instant::now();
+        direct
+            .run("bench", &cmd, &fwd, "bench")
+            .await
+            .expect("direct");
+        straight.push(started.elapsed());
+    }
+    via_router.sort();
+    straight.sort();
+    (percentile(&via_router, 0.5), percentile(&straight, 0.5))
+}
+
+struct Figures {
+    reads_per_sec: f64,
+    scatter_p50: f64,
+    scatter_p99: f64,
+    overhead: Option<(f64, f64)>,
+}
+
+async fn one_run(shards: usize, a: &Args) -> Figures {
+    let cluster = TestShardedCluster::start(shards, 1).await;
+    let client = cluster.client(0).await;
+    client
+        .database("admin")
+        .run_command(doc! {"shardCollection": "bench.c", "key": {"_id": "hashed"}})
+        .await
+        .expect("shardCollection");
+    let coll = client.database("bench").collection::<Document>("c");
+    let docs: Vec<Document> = (0..a.docs)
+        .map(|i| doc! {"_id": i, "v": i % 100, "pad": "x".repeat(100)})
+        .collect();
+    for batch in docs.chunks(1000) {
+        coll.insert_many(batch.to_vec()).await.expect("load");
+    }
+    let reads_per_sec = point_reads(&coll, a.docs, a.clients, a.secs).await;
+    let (scatter_p50, scatter_p99) = scatter(&coll, a.queries).await;
+    let overhead = if shards == 1 {
+        Some(router_overhead(&cluster, &coll, a.docs, 2000).await)
+    } else {
+        None
+    };
+    drop(coll);
+    drop(client);
+    cluster.stop().await;
+    Figures {
+        reads_per_sec,
+        scatter_p50,
+        scatter_p99,
+        overhead,
+    }
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let a = parse_args();
+    println!(
+        "shard-bench: {} docs, {} clients x {} s of point reads, {} scatter queries, median of {} runs",
+        a.docs, a.clients, a.secs, a.queries, a.runs
+    );
+    println!("shards  point reads/s  vs 1 shard  scatter p50 ms  scatter p99 ms");
+    let mut baseline = None;
+    let mut overhead = Vec::new();
+    for shards in 1..=a.max_shards {
+        let mut runs = Vec::new();
+        for _ in 0..a.runs {
+            runs.push(one_run(shards, &a).await);
+        }
+        let reads = median(runs.iter().map(|f| f.reads_per_sec).collect());
+        let p50 = median(runs.iter().map(|f| f.scatter_p50).collect());
+        let p99 = median(runs.iter().map(|f| f.scatter_p99).collect());
+        overhead.extend(runs.iter().filter_map(|f| f.overhead));
+        let base = *baseline.get_or_insert(reads);
+        println!(
+            "{shards:>6}  {reads:>13.0}  {:>10.2}  {p50:>14.2}  {p99:>14.2}",
+            reads / base
+        );
+    }
+    if !overhead.is_empty() {
+        let routed = median(overhead.iter().map(|o| o.0).collect());
+        let direct = median(overhead.iter().map(|o| o.1).collect());
+        println!(
+            "router added latency (1 shard, point read p50): via router {routed:.3} ms, straight to the shard over gRPC {direct:.3} ms, added {:.3} ms",
+            routed - direct
+        );
+    }
+}
