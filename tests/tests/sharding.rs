@@ -240,6 +240,13 @@ async fn a_hashed_collection_spreads_and_answers_like_an_unsharded_one() {
     let all = agg(&sharded, vec![doc! {"$sort": {"_id": 1}}]).await;
     assert_eq!(all.len(), 500);
 
+    // A tailable cursor cannot span shards (and a sharded collection is never capped).
+    let e = db
+        .run_command(doc! {"find": "sharded", "filter": {}, "tailable": true})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(20), "{e}");
+
     // explain shows each shard's part.
     let explain = db
         .run_command(

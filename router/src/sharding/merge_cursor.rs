@@ -134,8 +134,16 @@ impl MergeCursor {
     /// sort, every open source's head; without, the first open source's.
     async fn pick(&mut self) -> MongoResult<Option<usize>> {
         for i in 0..self.sources.len() {
-            while self.sources[i].buffer.is_empty() && self.sources[i].id != 0 {
+            if self.sources[i].buffer.is_empty() && self.sources[i].id != 0 {
                 self.get_more(i).await?;
+                // A live cursor that returns nothing (tailable) cannot be merged: its
+                // next document may sort anywhere.
+                if self.sources[i].buffer.is_empty() && self.sources[i].id != 0 {
+                    return Err(wire::MongoError::new(
+                        wire::ErrorCode::IllegalOperation,
+                        "a shard returned an empty batch on an open cursor; tailable cursors over several shards are not supported",
+                    ));
+                }
             }
             if self.sort.is_none() && !self.sources[i].buffer.is_empty() {
                 return Ok(Some(i));

@@ -15,6 +15,15 @@ use crate::sharding::merge_cursor::{MergeCursor, Source};
 const DEFAULT_BATCH: i64 = 101;
 
 pub async fn run(ctx: &Ctx<'_>, mut cmd: Document) -> MongoResult<Document> {
+    if cmd.get_bool("tailable").unwrap_or(false) {
+        return Err(wire::MongoError::new(
+            wire::ErrorCode::IllegalOperation,
+            format!(
+                "tailable cursors need a capped collection, and {} is sharded",
+                ctx.table.ns
+            ),
+        ));
+    }
     let filter = cmd.get_document("filter").cloned().unwrap_or_default();
     let shards = ctx.targets(&filter);
     let skip = count_arg(&cmd, "skip")?.unwrap_or(0).max(0) as u64;
