@@ -23,9 +23,9 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
             format!("addShard needs 'setName/host:port,...', got '{host}'"),
         ));
     };
-    let probe = cluster.connect(set, host)?;
-    probe.handle.refresh().await;
-    let hello = internal(&probe.handle, "admin", &doc! {"hello": 1}, false).await?;
+    let probe = cluster.handle_for(host)?;
+    probe.refresh().await;
+    let hello = internal(&probe, "admin", &doc! {"hello": 1}, false).await?;
     let actual = hello.get_str("setName").unwrap_or_default();
     if actual != set {
         return Err(MongoError::new(

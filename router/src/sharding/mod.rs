@@ -142,20 +142,25 @@ impl Cluster {
 
     /// A handle on the replica set `host` names (`set/h1,h2`), watched until shutdown.
     pub fn connect(&self, name: &str, host: &str) -> MongoResult<Shard> {
-        let members = host.split_once('/').map_or(host, |(_, m)| m);
-        let links = members.split(',').map(|m| (self.links)(m.trim())).collect();
-        let handle = ShardHandle::replica_set(links, &self.site)
-            .and_then(|h| {
-                h.with_cluster_key(self.cluster_key.clone())
-                    .map_err(crate::RouterError::Config)
-            })
-            .map_err(|e| MongoError::new(ErrorCode::BadValue, e.to_string()))?;
+        let handle = self.handle_for(host)?;
         tokio::spawn(handle.clone().monitor(self.shutdown.clone()));
         Ok(Shard {
             name: name.to_string(),
             host: host.to_string(),
             handle,
         })
+    }
+
+    /// A handle on the replica set `host` names, not watched (a probe).
+    pub fn handle_for(&self, host: &str) -> MongoResult<ShardHandle> {
+        let members = host.split_once('/').map_or(host, |(_, m)| m);
+        let links = members.split(',').map(|m| (self.links)(m.trim())).collect();
+        ShardHandle::replica_set(links, &self.site)
+            .and_then(|h| {
+                h.with_cluster_key(self.cluster_key.clone())
+                    .map_err(crate::RouterError::Config)
+            })
+            .map_err(|e| MongoError::new(ErrorCode::BadValue, e.to_string()))
     }
 
     /// Where a command on `db` (and collection `coll`, if it names one) goes. `creates`:
