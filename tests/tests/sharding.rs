@@ -60,6 +60,21 @@ async fn agg(c: &mongodb::Collection<Document>, pipeline: Vec<Document>) -> Vec<
         .unwrap()
 }
 
+/// `queryPlanner.winningPlan` of `find` on `coll` with `filter`, as the router explains it.
+async fn winning_plan(db: &mongodb::Database, coll: &str, filter: Document) -> Document {
+    let explain = db
+        .run_command(
+            doc! {"explain": {"find": coll, "filter": filter}, "verbosity": "queryPlanner"},
+        )
+        .await
+        .unwrap();
+    explain
+        .get_document("queryPlanner")
+        .and_then(|q| q.get_document("winningPlan"))
+        .cloned()
+        .unwrap_or_else(|_| panic!("no winning plan in {explain}"))
+}
+
 /// The per-shard document counts `collStats` reports.
 async fn per_shard_counts(db: &mongodb::Database, coll: &str) -> Vec<i64> {
     let stats = db.run_command(doc! {"collStats": coll}).await.unwrap();
@@ -248,30 +263,10 @@ async fn a_hashed_collection_spreads_and_answers_like_an_unsharded_one() {
     assert_eq!(code(&e), Some(20), "{e}");
 
     // explain shows each shard's part.
-    let explain = db
-        .run_command(
-            doc! {"explain": {"find": "sharded", "filter": {}}, "verbosity": "queryPlanner"},
-        )
-        .await
-        .unwrap();
-    let plan = explain
-        .get_document("queryPlanner")
-        .unwrap()
-        .get_document("winningPlan")
-        .unwrap();
+    let plan = winning_plan(&db, "sharded", doc! {}).await;
     assert_eq!(plan.get_str("stage"), Ok("SHARD_MERGE"));
     assert_eq!(plan.get_array("shards").unwrap().len(), 2);
-    let explain = db
-        .run_command(
-            doc! {"explain": {"find": "sharded", "filter": {"k": 4}}, "verbosity": "queryPlanner"},
-        )
-        .await
-        .unwrap();
-    let plan = explain
-        .get_document("queryPlanner")
-        .unwrap()
-        .get_document("winningPlan")
-        .unwrap();
+    let plan = winning_plan(&db, "sharded", doc! {"k": 4}).await;
     assert_eq!(plan.get_str("stage"), Ok("SINGLE_SHARD"));
 
     cluster.stop().await;
@@ -595,16 +590,8 @@ async fn zones_pin_a_sites_range_to_its_shard_and_splits_move_nothing() {
         .unwrap();
     // Site A's users live on shard0 only, site B's on shard1; C (no zone) on the primary.
     for (site, shard) in [("A", "shard0"), ("B", "shard1")] {
-        let explain = db
-            .run_command(doc! {"explain": {"find": "users", "filter": {"site": site}}, "verbosity": "executionStats"})
-            .await
-            .unwrap();
-        let plan = explain
-            .get_document("queryPlanner")
-            .unwrap()
-            .get_document("winningPlan")
-            .unwrap();
-        assert_eq!(plan.get_str("stage"), Ok("SINGLE_SHARD"), "{explain}");
+        let plan = winning_plan(&db, "users", doc! {"site": site}).await;
+        assert_eq!(plan.get_str("stage"), Ok("SINGLE_SHARD"), "{plan}");
         let shards = plan.get_array("shards").unwrap();
         assert_eq!(
             shards[0].as_document().unwrap().get_str("shardName"),

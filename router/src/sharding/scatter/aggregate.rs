@@ -12,8 +12,8 @@ use query::agg::{AggContext, Pipeline};
 use query::expr::Variables;
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use super::{count_arg, first_batch, Ctx};
-use crate::sharding::merge_cursor::{MergeCursor, Source};
+use super::{count_arg, Ctx};
+use crate::sharding::merge_cursor::MergeCursor;
 
 /// Stages a shard can run alone: each looks at one document at a time.
 const PER_DOCUMENT: &[&str] = &[
@@ -138,16 +138,7 @@ pub async fn run(ctx: &Ctx<'_>, mut cmd: Document) -> MongoResult<Document> {
     cmd.insert("cursor", doc! {"batchSize": 1000});
     let targets = ctx.targets(&leading_filter(&cmd));
     let answers = ctx.each(&targets, &cmd).await?;
-    let mut sources = Vec::new();
-    for a in answers {
-        let (id, docs) = first_batch(&a.reply)?;
-        sources.push(Source {
-            handle: Some(a.shard.handle.clone()),
-            member: a.member,
-            id,
-            buffer: docs.into(),
-        });
-    }
+    let sources = super::cursor_sources(answers)?;
     let mut gather = MergeCursor::new(ctx.db, ctx.coll, sources, &ctx.session.peer_text);
     let mut docs = Vec::new();
     let mut bytes = 0usize;

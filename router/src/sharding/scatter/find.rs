@@ -8,8 +8,8 @@ use query::projection::Projection;
 use query::sort::SortSpec;
 use wire::MongoResult;
 
-use super::{count_arg, first_batch, Ctx};
-use crate::sharding::merge_cursor::{MergeCursor, Source};
+use super::{count_arg, Ctx};
+use crate::sharding::merge_cursor::MergeCursor;
 
 /// A first batch's size when the client gives none (MongoDB's default).
 const DEFAULT_BATCH: i64 = 101;
@@ -50,16 +50,7 @@ pub async fn run(ctx: &Ctx<'_>, mut cmd: Document) -> MongoResult<Document> {
         cmd.insert("limit", (l + skip) as i64);
     }
     let answers = ctx.each(&shards, &cmd).await?;
-    let mut sources = Vec::new();
-    for a in answers {
-        let (id, docs) = first_batch(&a.reply)?;
-        sources.push(Source {
-            handle: Some(a.shard.handle.clone()),
-            member: a.member,
-            id,
-            buffer: docs.into(),
-        });
-    }
+    let sources = super::cursor_sources(answers)?;
     let mut cursor = MergeCursor::new(ctx.db, ctx.coll, sources, &ctx.session.peer_text)
         .sorted(sort)
         .projected(projection)

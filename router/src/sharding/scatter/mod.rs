@@ -22,6 +22,7 @@ use super::routing::RoutingTable;
 use super::{Cluster, Shard};
 use crate::conn::Session;
 use crate::shard_client::Forward;
+use crate::sharding::merge_cursor::Source;
 
 pub use aggregate::{leading_filter, shard_local};
 
@@ -133,6 +134,22 @@ impl Ctx<'_> {
     pub fn targets(&self, filter: &Document) -> Vec<String> {
         self.table.shards_for(filter)
     }
+}
+
+/// The shards' cursor replies as the sources of a merge cursor.
+pub fn cursor_sources(answers: Vec<Answer>) -> MongoResult<Vec<Source>> {
+    answers
+        .into_iter()
+        .map(|a| {
+            let (id, docs) = first_batch(&a.reply)?;
+            Ok(Source {
+                handle: Some(a.shard.handle.clone()),
+                member: a.member,
+                id,
+                buffer: docs.into(),
+            })
+        })
+        .collect()
 }
 
 /// A shard's reply, or its error when it says `ok: 0`.
