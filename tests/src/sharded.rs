@@ -12,7 +12,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub struct TestShardedCluster {
-    members: Vec<RunningMember>,
+    /// The config servers' members, then each shard's.
+    sets: Vec<Vec<Option<RunningMember>>>,
     /// `setName/host` of each shard, in order.
     pub shard_hosts: Vec<String>,
     pub routers: Vec<SocketAddr>,
@@ -22,45 +23,61 @@ pub struct TestShardedCluster {
 }
 
 impl TestShardedCluster {
-    /// `shards` shards and `routers` routers; the shards are added through router 0.
+    /// `shards` one-member shards and `routers` routers; the shards are added through
+    /// router 0.
     pub async fn start(shards: usize, routers: usize) -> TestShardedCluster {
+        Self::start_with(shards, routers, 1).await
+    }
+
+    /// Like [`TestShardedCluster::start`], each shard a replica set of `per_shard`
+    /// members in sites A, B, C, ... (A's preferred as primary).
+    pub async fn start_with(shards: usize, routers: usize, per_shard: usize) -> TestShardedCluster {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut members = Vec::new();
+        let mut sets = Vec::new();
         let mut hosts = Vec::new();
-        for set in
-            std::iter::once("config".to_string()).chain((0..shards).map(|k| format!("shard{k}")))
-        {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let host = listener.local_addr().unwrap().to_string();
-            let me = MemberConfig {
-                id: 1,
-                host: host.clone(),
-                site: "A".into(),
-                priority: 1,
-                votes: 1,
-                arbiter: false,
-                dial: None,
-            };
-            let member = shard::service::start_member(
-                listener,
-                dir.path().join(&set),
-                64,
-                Duration::from_secs(600),
-                Duration::from_secs(1),
-                ReplConfig::new(&set, 1, vec![me]),
-                None,
-            )
-            .await
-            .expect("start member");
-            members.push(member);
-            hosts.push(format!("{set}/{host}"));
+        let names =
+            std::iter::once("config".to_string()).chain((0..shards).map(|k| format!("shard{k}")));
+        for (k, set) in names.enumerate() {
+            let size = if k == 0 { 1 } else { per_shard };
+            let mut listeners = Vec::new();
+            for _ in 0..size {
+                listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+            }
+            let configs: Vec<MemberConfig> = listeners
+                .iter()
+                .enumerate()
+                .map(|(i, l)| MemberConfig {
+                    id: i as u64 + 1,
+                    host: l.local_addr().unwrap().to_string(),
+                    site: crate::replica_set::SITES[i % 3].into(),
+                    priority: if i == 0 { 2 } else { 1 },
+                    votes: 1,
+                    arbiter: false,
+                    dial: None,
+                })
+                .collect();
+            let mut members = Vec::new();
+            for (l, c) in listeners.into_iter().zip(&configs) {
+                let member = shard::service::start_member(
+                    l,
+                    dir.path().join(&set).join(format!("member{}", c.id)),
+                    64,
+                    Duration::from_secs(600),
+                    Duration::from_secs(1),
+                    ReplConfig::new(&set, c.id, configs.clone()),
+                    None,
+                )
+                .await
+                .expect("start member");
+                members.push(Some(member));
+            }
+            let list: Vec<String> = configs.iter().map(|c| c.host.clone()).collect();
+            hosts.push(format!("{set}/{}", list.join(",")));
+            sets.push(members);
         }
-        // Each one-member set elects itself; routers start once all have.
+        // Routers start once every set has elected a primary.
         let started = std::time::Instant::now();
-        while !members
-            .iter()
-            .all(|m| m.node.replica.as_ref().is_some_and(|r| r.status().writable))
-        {
+        while !(0..sets.len()).all(|k| primary_of(&sets[k]).is_some()) {
             assert!(
                 started.elapsed() < Duration::from_secs(30),
                 "no primary elected"
@@ -69,7 +86,7 @@ impl TestShardedCluster {
         }
         let config_host = hosts.remove(0);
         let mut cluster = TestShardedCluster {
-            members,
+            sets,
             shard_hosts: hosts,
             routers: Vec::new(),
             router_shutdown: CancellationToken::new(),
@@ -113,14 +130,47 @@ impl TestShardedCluster {
         mongodb::Client::with_options(opts).unwrap()
     }
 
+    /// Stops the primary of shard `k` (its port closes, its storage closes); returns its
+    /// index in the set.
+    pub async fn kill_shard_primary(&mut self, k: usize) -> usize {
+        let set = &mut self.sets[k + 1];
+        let i = primary_of(set).expect("shard has a primary");
+        let m = set[i].take().expect("running");
+        m.shutdown.cancel();
+        let _ = m.task.await;
+        drop(m.node);
+        i
+    }
+
+    /// Waits (bounded by `limit`) for shard `k` to have a writable primary again.
+    pub async fn wait_for_shard_primary(&self, k: usize, limit: Duration) -> Option<usize> {
+        let started = std::time::Instant::now();
+        while started.elapsed() < limit {
+            if let Some(p) = primary_of(&self.sets[k + 1]) {
+                return Some(p);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
     pub async fn stop(mut self) {
         self.router_shutdown.cancel();
         for t in self.router_tasks.drain(..) {
             let _ = t.await;
         }
-        for m in self.members.drain(..) {
+        for m in self.sets.drain(..).flatten().flatten() {
             m.shutdown.cancel();
             let _ = m.task.await;
         }
     }
+}
+
+/// The running member of `set` that is a writable primary now.
+fn primary_of(set: &[Option<RunningMember>]) -> Option<usize> {
+    set.iter().position(|m| {
+        m.as_ref()
+            .and_then(|m| m.node.replica.as_ref())
+            .is_some_and(|r| r.status().writable)
+    })
 }

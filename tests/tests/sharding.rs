@@ -5,6 +5,7 @@
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 use mongodb::options::FindOptions;
+use std::time::Duration;
 use tests::sharded::TestShardedCluster;
 
 fn code(e: &mongodb::error::Error) -> Option<i32> {
@@ -660,6 +661,60 @@ async fn zones_pin_a_sites_range_to_its_shard_and_splits_move_nothing() {
             .await
             .unwrap(),
         10
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shard_primary_killed_under_writes_loses_nothing() {
+    let mut cluster = TestShardedCluster::start_with(2, 1, 3).await;
+    let client = cluster.client(0).await;
+    client
+        .database("admin")
+        .run_command(doc! {"shardCollection": "ha.events", "key": {"_id": "hashed"}})
+        .await
+        .unwrap();
+    let events = client.database("ha").collection::<Document>("events");
+    events
+        .insert_many((0..200).map(|i| doc! {"_id": i}))
+        .await
+        .unwrap();
+    // Writes keep coming while shard0 loses its primary; each acknowledged one (majority,
+    // retried by the driver and the router) must be there afterwards.
+    let writer = {
+        let events = events.clone();
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            for i in 200..400 {
+                if events.insert_one(doc! {"_id": i}).await.is_ok() {
+                    acked.push(i);
+                }
+            }
+            acked
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let killed = cluster.kill_shard_primary(0).await;
+    let new = cluster
+        .wait_for_shard_primary(0, Duration::from_secs(10))
+        .await
+        .expect("shard0 elects a new primary");
+    assert_ne!(new, killed);
+    let acked = writer.await.unwrap();
+    assert!(
+        acked.len() >= 190,
+        "most writes succeed across the failover: {}",
+        acked.len()
+    );
+    for i in (0..200).chain(acked.iter().copied()) {
+        assert!(
+            events.find_one(doc! {"_id": i}).await.unwrap().is_some(),
+            "acknowledged document {i} is missing"
+        );
+    }
+    assert_eq!(
+        events.count_documents(doc! {}).await.unwrap(),
+        200 + acked.len() as u64
     );
     cluster.stop().await;
 }
