@@ -337,7 +337,7 @@ impl Node {
             engine: self.engine.as_ref(),
             retry: None,
             raw_documents,
-            stmt_ids: stmt_ids(cmd),
+            stmt_ids: None,
         };
         let name = cmd.keys().next().map(String::as_str).unwrap_or_default();
         let session = match (cmd.get_document("lsid"), cmd.get("txnNumber")) {
@@ -360,9 +360,11 @@ impl Node {
                 inner: self.engine.clone(),
                 retry: retry.clone(),
             };
+            // Statement ids matter only to a retryable write: looked up only for one.
             let ctx = Ctx {
                 engine: &recording,
                 retry: Some(&retry),
+                stmt_ids: stmt_ids(cmd),
                 ..ctx
             };
             handler(&ctx, cmd)

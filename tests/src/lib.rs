@@ -141,12 +141,7 @@ impl TestCluster {
     }
 
     pub async fn client(&self) -> mongodb::Client {
-        let mut opts =
-            mongodb::options::ClientOptions::parse(format!("mongodb://{}/", self.router_addr))
-                .await
-                .unwrap();
-        opts.server_selection_timeout = Some(Duration::from_secs(10));
-        mongodb::Client::with_options(opts).unwrap()
+        driver_client(&self.router_addr.to_string(), "", 10).await
     }
 
     /// Stops both roles and waits for them (the shard checkpoints on the way out).
@@ -354,4 +349,26 @@ pub fn numeric_flags() -> Vec<(String, u64)> {
             (pair[0].clone(), v)
         })
         .collect()
+}
+
+/// A driver client of the router at `addr`, with `options` (URI query string) and a
+/// server-selection timeout long enough for a failover in a test.
+pub async fn driver_client(addr: &str, options: &str, selection_secs: u64) -> mongodb::Client {
+    let mut opts = mongodb::options::ClientOptions::parse(format!("mongodb://{addr}/?{options}"))
+        .await
+        .unwrap();
+    opts.server_selection_timeout = Some(Duration::from_secs(selection_secs));
+    mongodb::Client::with_options(opts).unwrap()
+}
+
+/// A unique index on `keys`.
+pub fn unique_index(keys: bson::Document) -> mongodb::IndexModel {
+    mongodb::IndexModel::builder()
+        .keys(keys)
+        .options(
+            mongodb::options::IndexOptions::builder()
+                .unique(true)
+                .build(),
+        )
+        .build()
 }

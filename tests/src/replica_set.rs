@@ -146,14 +146,7 @@ impl TestReplicaSet {
 
     /// A driver client of the router in site `site` (0 = A).
     pub async fn client(&self, site: usize, options: &str) -> mongodb::Client {
-        let mut opts = mongodb::options::ClientOptions::parse(format!(
-            "mongodb://{}/?{options}",
-            self.routers[site]
-        ))
-        .await
-        .unwrap();
-        opts.server_selection_timeout = Some(Duration::from_secs(20));
-        mongodb::Client::with_options(opts).unwrap()
+        crate::driver_client(&self.routers[site].to_string(), options, 20).await
     }
 
     pub fn member(&self, i: usize) -> Option<&RunningMember> {

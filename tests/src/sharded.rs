@@ -120,14 +120,7 @@ impl TestShardedCluster {
 
     /// A driver client of router `i`.
     pub async fn client(&self, i: usize) -> mongodb::Client {
-        let mut opts = mongodb::options::ClientOptions::parse(format!(
-            "mongodb://{}/?retryWrites=true",
-            self.routers[i]
-        ))
-        .await
-        .unwrap();
-        opts.server_selection_timeout = Some(Duration::from_secs(30));
-        mongodb::Client::with_options(opts).unwrap()
+        crate::driver_client(&self.routers[i].to_string(), "retryWrites=true", 30).await
     }
 
     /// Stops the primary of shard `k` (its port closes, its storage closes); returns its

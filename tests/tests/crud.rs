@@ -368,18 +368,9 @@ async fn raw_insert_batches_keep_id_rules_and_indexes() {
         .await
         .database("app")
         .collection::<Document>("raw");
-    coll.create_index(
-        mongodb::IndexModel::builder()
-            .keys(doc! {"u": 1})
-            .options(
-                mongodb::options::IndexOptions::builder()
-                    .unique(true)
-                    .build(),
-            )
-            .build(),
-    )
-    .await
-    .unwrap();
+    coll.create_index(tests::unique_index(doc! {"u": 1}))
+        .await
+        .unwrap();
     coll.insert_many(vec![
         doc! {"a": 1, "_id": 7, "u": 1},
         doc! {"_id": 8, "b": {"c": [1, 2]}, "u": 2},

@@ -355,16 +355,7 @@ async fn writes_follow_the_shard_key() {
 
     // A unique index on every shard: duplicates are refused with indexes of the batch.
     users
-        .create_index(
-            mongodb::IndexModel::builder()
-                .keys(doc! {"uid": 1})
-                .options(
-                    mongodb::options::IndexOptions::builder()
-                        .unique(true)
-                        .build(),
-                )
-                .build(),
-        )
+        .create_index(tests::unique_index(doc! {"uid": 1}))
         .await
         .unwrap();
     let e = users

@@ -104,7 +104,8 @@ pub async fn run(
     }
     // A cursor lives on the member that opened it, and belongs to the user who did.
     let owner = session.auth.owner();
-    let state = session.state.clone();
+    // A field borrow, not an `Arc` clone: no shared reference count touched per command.
+    let state = &session.state;
     let cursors = &state.cursors;
     let cursor = match name.as_str() {
         "getMore" => cmd.get_i64("getMore").ok(),

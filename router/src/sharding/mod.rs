@@ -68,7 +68,9 @@ pub struct Cluster {
     shards: RwLock<Vec<Arc<Shard>>>,
     /// Database → primary shard. Primaries never move (no `movePrimary` yet), so a
     /// primary once read is kept.
-    primaries: RwLock<HashMap<String, String>>,
+    /// Kept as the shard itself, so a command on an unsharded collection costs one map
+    /// lookup, not a second one by name.
+    primaries: RwLock<HashMap<String, Arc<Shard>>>,
     tables: RwLock<HashMap<String, Arc<CachedTable>>>,
     links: LinkFactory,
     site: String,
@@ -223,9 +225,8 @@ impl Cluster {
     /// from the shard that already holds it (data from before sharding), or, when the
     /// command may create it, placed on a shard chosen by its name.
     pub async fn primary(&self, db: &str, creates: bool) -> MongoResult<Arc<Shard>> {
-        let cached = self.primaries.read().get(db).cloned();
-        if let Some(name) = cached {
-            return self.shard(&name).await;
+        if let Some(shard) = self.primaries.read().get(db) {
+            return Ok(shard.clone());
         }
         let shards = self.shards().await?;
         if shards.is_empty() {
@@ -246,8 +247,9 @@ impl Cluster {
                 None => return Ok(shards[0].clone()),
             },
         };
-        self.primaries.write().insert(db.to_string(), name.clone());
-        self.shard(&name).await
+        let shard = self.shard(&name).await?;
+        self.primaries.write().insert(db.to_string(), shard.clone());
+        Ok(shard)
     }
 }
 
