@@ -65,6 +65,10 @@ pub struct RouterConfig {
     /// MongoDB's `enableTestCommands`: allows `configureFailPoint` (drivers' test suites
     /// inject errors with it). Never on in production.
     pub enable_test_commands: bool,
+    /// In a sharded cluster: how long a collection's routing is used before it is read
+    /// again. Shard versions correct a stale table on first use; this bounds how long a
+    /// collection sharded through another router looks unsharded here.
+    pub catalog_cache_ms: u64,
 }
 
 impl Default for RouterConfig {
@@ -95,6 +99,7 @@ impl Default for RouterConfig {
             cluster_key: String::new(),
             cluster_key_file: String::new(),
             enable_test_commands: false,
+            catalog_cache_ms: 1000,
         }
     }
 }

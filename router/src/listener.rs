@@ -118,7 +118,8 @@ pub async fn serve_cluster(
         &config.site,
         key,
         shutdown.clone(),
-    );
+    )
+    .with_catalog_cache(std::time::Duration::from_millis(config.catalog_cache_ms));
     serve_inner(listener, config, config_rs, Some(cluster), shutdown).await
 }
 

@@ -13,6 +13,8 @@ use storage::{Engine, KeyRange, WriteBatch};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::error::storage_to_mongo;
+use crate::moves::MoveLog;
+use query::ownership::Ownership;
 
 pub const CATALOG_TABLE: &str = "_catalog";
 
@@ -61,6 +63,11 @@ pub struct CollectionMeta {
     /// concurrent inserts (a duplicate key is a conflict or KeyExists there), and
     /// multikey flips serialise on `Catalog::flips`. Readers never take it.
     pub write_lock: Arc<RwLock<()>>,
+    /// This shard's part of the collection when it is sharded (replicated with the
+    /// catalog, so a new primary knows it and any critical section in progress).
+    pub ownership: Option<Arc<Ownership>>,
+    /// Documents changed while a migration copies a range out (kept across snapshots).
+    pub moves: Arc<MoveLog>,
 }
 
 impl CollectionMeta {
@@ -86,6 +93,7 @@ impl CollectionMeta {
         doc! {
             "db": &self.db, "name": &self.name, "table": &self.table,
             "uuid": self.uuid, "options": self.options.clone(), "indexes": indexes,
+            "ownership": self.ownership.as_ref().map(|o| Bson::Document(o.to_document())),
         }
     }
 
@@ -99,6 +107,16 @@ impl CollectionMeta {
             options: self.options.clone(),
             indexes,
             write_lock: self.write_lock.clone(),
+            ownership: self.ownership.clone(),
+            moves: self.moves.clone(),
+        }
+    }
+
+    /// A copy owning `ownership` instead.
+    pub fn with_ownership(&self, ownership: Ownership) -> CollectionMeta {
+        CollectionMeta {
+            ownership: Some(Arc::new(ownership)),
+            ..self.derive(self.indexes.clone())
         }
     }
 }
@@ -139,7 +157,9 @@ impl Catalog {
         // still exclude each other.
         for (ns, meta) in map.iter_mut() {
             if let Some(old) = current.get(ns).filter(|o| o.uuid == meta.uuid) {
-                Arc::get_mut(meta).expect("fresh").write_lock = old.write_lock.clone();
+                let fresh = Arc::get_mut(meta).expect("fresh");
+                fresh.write_lock = old.write_lock.clone();
+                fresh.moves = old.moves.clone();
             }
         }
         *current = map;
@@ -209,6 +229,8 @@ impl Catalog {
             options,
             indexes: Vec::new(),
             write_lock: Arc::new(RwLock::new(())),
+            ownership: None,
+            moves: Default::default(),
         };
         engine.create_table(&meta.table).map_err(storage_to_mongo)?;
         let mut batch = WriteBatch::default();
@@ -284,6 +306,10 @@ impl Catalog {
             options: old.options.clone(),
             indexes: old.indexes.clone(),
             write_lock: old.write_lock.clone(),
+            // A sharded collection is not renamed (the router refuses); a renamed one
+            // starts unsharded.
+            ownership: None,
+            moves: Default::default(),
         };
         let mut batch = WriteBatch::default();
         batch.delete(CATALOG_TABLE, from.as_bytes().to_vec());
@@ -340,6 +366,11 @@ fn meta_from_document(d: &Document) -> MongoResult<CollectionMeta> {
         options: d.get_document("options").cloned().unwrap_or_default(),
         indexes,
         write_lock: Arc::new(RwLock::new(())),
+        ownership: match d.get("ownership") {
+            Some(Bson::Document(o)) => Some(Arc::new(Ownership::from_document(o)?)),
+            _ => None,
+        },
+        moves: Default::default(),
     })
 }
 

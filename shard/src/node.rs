@@ -79,6 +79,8 @@ pub struct Ctx<'a> {
     /// (`stmtIds`: it splits a client's batch over shards, and a statement keeps the id
     /// of its place in the client's batch). Otherwise a statement's id is its position.
     pub stmt_ids: Option<Vec<i32>>,
+    /// The version the router routed a command on a sharded collection with.
+    pub shard_version: Option<query::ownership::ShardVersion>,
 }
 
 impl Ctx<'_> {
@@ -100,6 +102,15 @@ impl Ctx<'_> {
             .as_ref()
             .and_then(|ids| ids.get(i).copied())
             .unwrap_or(i as i32)
+    }
+
+    /// For a write holding `meta`'s write lock: checks again that the router's version is
+    /// this shard's and that no migration is committing (both change under that lock).
+    pub fn check_owner(&self, meta: &crate::catalog::CollectionMeta) -> MongoResult<()> {
+        match &self.shard_version {
+            Some(v) => crate::shard_version::check(&meta.ns(), Some(meta), v, true),
+            None => Ok(()),
+        }
     }
 
     /// For a retryable write: records `result` as the current statement's outcome, carried
@@ -260,7 +271,22 @@ impl Node {
         }
         let run = || {
             self.read_concern(cmd, spec.writes, deadline)?;
-            self.run_in_session(db, cmd, raw_documents, deadline, spec.run)
+            let version = crate::shard_version::received(cmd)?;
+            let Some(v) = version else {
+                return self.run_in_session(db, cmd, raw_documents, deadline, None, spec.run);
+            };
+            // Routed to a sharded collection: run only at the router's version.
+            let coll = cmd
+                .iter()
+                .next()
+                .and_then(|(_, c)| c.as_str())
+                .unwrap_or("");
+            let ns = format!("{db}.{coll}");
+            let meta = self.catalog.get(&ns);
+            crate::shard_version::check(&ns, meta.as_deref(), &v, spec.writes)?;
+            let mut stripped = cmd.clone();
+            stripped.remove("shardVersion");
+            self.run_in_session(db, &stripped, raw_documents, deadline, version, spec.run)
         };
         let result = match &self.replica {
             None => run(),
@@ -328,6 +354,7 @@ impl Node {
         cmd: &Document,
         raw_documents: Option<&[&RawDocument]>,
         deadline: Deadline,
+        shard_version: Option<query::ownership::ShardVersion>,
         handler: commands::Handler,
     ) -> MongoResult<Document> {
         let ctx = Ctx {
@@ -338,6 +365,7 @@ impl Node {
             retry: None,
             raw_documents,
             stmt_ids: None,
+            shard_version,
         };
         let name = cmd.keys().next().map(String::as_str).unwrap_or_default();
         let session = match (cmd.get_document("lsid"), cmd.get("txnNumber")) {

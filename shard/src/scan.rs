@@ -3,8 +3,10 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::ops::Bound;
+use std::sync::Arc;
 
 use bson::Document;
+use query::ownership::Ownership;
 use storage::{Engine, KeyRange};
 use wire::MongoResult;
 
@@ -27,6 +29,9 @@ pub struct Scan {
     reverse: bool,
     /// Record keys already returned by a multikey index scan.
     seen: Option<HashSet<Vec<u8>>>,
+    /// This shard's part of a sharded collection when the scan began: documents outside
+    /// it (orphans a migration left or is still copying in) are skipped.
+    owner: Option<Arc<Ownership>>,
     pub keys_examined: u64,
     pub docs_examined: u64,
 }
@@ -40,6 +45,7 @@ impl Scan {
             ranges: VecDeque::new(),
             reverse: false,
             seen: None,
+            owner: meta.ownership.clone(),
             keys_examined: 0,
             docs_examined: 0,
         };
@@ -61,8 +67,20 @@ impl Scan {
         scan
     }
 
-    /// The next page of documents (unfiltered), or `None` when the scan is exhausted.
+    /// The next page of documents (not yet filtered, but without orphans), or `None` when
+    /// the scan is exhausted.
     pub fn next_page(&mut self, engine: &dyn Engine) -> MongoResult<Option<Page>> {
+        let page = self.next_raw_page(engine)?;
+        Ok(match (&self.owner, page) {
+            (Some(owner), Some(mut page)) => {
+                page.retain(|(_, d)| owner.owns(d));
+                Some(page)
+            }
+            (_, page) => page,
+        })
+    }
+
+    fn next_raw_page(&mut self, engine: &dyn Engine) -> MongoResult<Option<Page>> {
         if !self.points.is_empty() {
             let mut out = Vec::new();
             while let Some(k) = self.points.pop_front() {

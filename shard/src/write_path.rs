@@ -234,6 +234,7 @@ pub fn insert_new(
         before_write(0..docs.len());
         commit(engine, catalog, meta, batch, &flips, &[]).is_ok()
     } {
+        docs.iter().for_each(|d| meta.moves.record(&d.id));
         return Vec::new();
     }
     let mut errors = Vec::new();
@@ -250,6 +251,9 @@ pub fn insert_new(
             before_write(i..i + 1);
             commit(engine, catalog, m, batch, &flips, &[d.doc()?])
         });
+        if result.is_ok() {
+            meta.moves.record(&d.id);
+        }
         if let Err(e) = result {
             errors.push((i, e));
             if ordered {
@@ -294,7 +298,9 @@ pub fn replace_document(
         }
     }
     batch.put(&meta.table, rk, bytes);
-    commit(engine, catalog, meta, batch, &flips, &[new])
+    commit(engine, catalog, meta, batch, &flips, &[new])?;
+    meta.moves.record(id);
+    Ok(())
 }
 
 pub fn delete_document(
@@ -302,11 +308,25 @@ pub fn delete_document(
     meta: &CollectionMeta,
     old: &Document,
 ) -> MongoResult<()> {
+    let mut batch = WriteBatch::default();
+    stage_delete(meta, old, &mut batch)?;
+    engine.write_owned(batch).map_err(storage_to_mongo)?;
+    if let Some(id) = old.get("_id") {
+        meta.moves.record(id);
+    }
+    Ok(())
+}
+
+/// Stages deleting `old`: its record and every index entry.
+pub fn stage_delete(
+    meta: &CollectionMeta,
+    old: &Document,
+    batch: &mut WriteBatch,
+) -> MongoResult<()> {
     let id = old
         .get("_id")
         .ok_or_else(|| MongoError::internal("document without _id"))?;
     let rk = id_key(id);
-    let mut batch = WriteBatch::default();
     for index in &meta.indexes {
         let (keys, _) = entries(index, old, &rk)?;
         for k in keys {
@@ -314,7 +334,7 @@ pub fn delete_document(
         }
     }
     batch.delete(&meta.table, rk);
-    engine.write_owned(batch).map_err(storage_to_mongo)
+    Ok(())
 }
 
 /// Builds a new index over the existing documents. Fails with E11000 on a unique violation.

@@ -19,6 +19,8 @@ pub struct TestShardedCluster {
     pub routers: Vec<SocketAddr>,
     router_shutdown: CancellationToken,
     router_tasks: Vec<JoinHandle<()>>,
+    /// The config server members' addresses, as routers are given them.
+    config_servers: String,
     _dir: tempfile::TempDir,
 }
 
@@ -91,22 +93,11 @@ impl TestShardedCluster {
             routers: Vec::new(),
             router_shutdown: CancellationToken::new(),
             router_tasks: Vec::new(),
+            config_servers: config_host.split_once('/').unwrap().1.to_string(),
             _dir: dir,
         };
-        let config_servers = config_host.split_once('/').unwrap().1.to_string();
         for _ in 0..routers {
-            let listener = router::listener::bind("127.0.0.1:0").await.unwrap();
-            cluster.routers.push(listener.local_addr().unwrap());
-            let config = router::RouterConfig {
-                listen: listener.local_addr().unwrap().to_string(),
-                config_servers: config_servers.clone(),
-                site: "A".into(),
-                ..Default::default()
-            };
-            let sd = cluster.router_shutdown.clone();
-            cluster.router_tasks.push(tokio::spawn(async move {
-                router::serve(listener, config, sd).await.expect("router");
-            }));
+            cluster.add_router(1000).await;
         }
         let admin = cluster.client(0).await.database("admin");
         for host in cluster.shard_hosts.clone() {
@@ -116,6 +107,25 @@ impl TestShardedCluster {
                 .expect("addShard");
         }
         cluster
+    }
+
+    /// Starts another router, which keeps a collection's routing for `catalog_cache_ms`
+    /// before reading it again; returns its index.
+    pub async fn add_router(&mut self, catalog_cache_ms: u64) -> usize {
+        let listener = router::listener::bind("127.0.0.1:0").await.unwrap();
+        self.routers.push(listener.local_addr().unwrap());
+        let config = router::RouterConfig {
+            listen: listener.local_addr().unwrap().to_string(),
+            config_servers: self.config_servers.clone(),
+            site: "A".into(),
+            catalog_cache_ms,
+            ..Default::default()
+        };
+        let sd = self.router_shutdown.clone();
+        self.router_tasks.push(tokio::spawn(async move {
+            router::serve(listener, config, sd).await.expect("router");
+        }));
+        self.routers.len() - 1
     }
 
     /// A driver client of router `i`.
@@ -166,4 +176,38 @@ fn primary_of(set: &[Option<RunningMember>]) -> Option<usize> {
             .and_then(|m| m.node.replica.as_ref())
             .is_some_and(|r| r.status().writable)
     })
+}
+
+/// The code of a driver error from a command or a write (the first write error).
+pub fn error_code(e: &mongodb::error::Error) -> Option<i32> {
+    match e.kind.as_ref() {
+        mongodb::error::ErrorKind::Command(c) => Some(c.code),
+        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => {
+            Some(w.code)
+        }
+        mongodb::error::ErrorKind::InsertMany(m) => m
+            .write_errors
+            .as_ref()
+            .and_then(|w| w.first())
+            .map(|w| w.code),
+        _ => None,
+    }
+}
+
+/// The per-shard document counts `collStats` reports.
+pub async fn per_shard_counts(db: &mongodb::Database, coll: &str) -> Vec<i64> {
+    let stats = db.run_command(bson::doc! {"collStats": coll}).await.unwrap();
+    assert_eq!(stats.get_bool("sharded"), Ok(true), "{stats}");
+    stats
+        .get_document("shards")
+        .unwrap()
+        .values()
+        .map(|s| {
+            let s = s.as_document().unwrap();
+            s.get_i32("count")
+                .map(i64::from)
+                .or_else(|_| s.get_i64("count"))
+                .unwrap()
+        })
+        .collect()
 }

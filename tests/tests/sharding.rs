@@ -6,22 +6,7 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 use mongodb::options::FindOptions;
 use std::time::Duration;
-use tests::sharded::TestShardedCluster;
-
-fn code(e: &mongodb::error::Error) -> Option<i32> {
-    match e.kind.as_ref() {
-        mongodb::error::ErrorKind::Command(c) => Some(c.code),
-        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(w)) => {
-            Some(w.code)
-        }
-        mongodb::error::ErrorKind::InsertMany(m) => m
-            .write_errors
-            .as_ref()
-            .and_then(|w| w.first())
-            .map(|w| w.code),
-        _ => None,
-    }
-}
+use tests::sharded::{error_code as code, per_shard_counts, TestShardedCluster};
 
 fn docs(n: i32) -> Vec<Document> {
     (0..n)
@@ -74,24 +59,6 @@ async fn winning_plan(db: &mongodb::Database, coll: &str, filter: Document) -> D
         .and_then(|q| q.get_document("winningPlan"))
         .cloned()
         .unwrap_or_else(|_| panic!("no winning plan in {explain}"))
-}
-
-/// The per-shard document counts `collStats` reports.
-async fn per_shard_counts(db: &mongodb::Database, coll: &str) -> Vec<i64> {
-    let stats = db.run_command(doc! {"collStats": coll}).await.unwrap();
-    assert_eq!(stats.get_bool("sharded"), Ok(true), "{stats}");
-    stats
-        .get_document("shards")
-        .unwrap()
-        .values()
-        .map(|s| {
-            let s = s.as_document().unwrap();
-            s.get_i32("count")
-                .map(i64::from)
-                .or_else(|_| s.get_i64("count"))
-                .unwrap()
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

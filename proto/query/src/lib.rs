@@ -7,6 +7,7 @@ pub mod expr;
 pub mod keystring;
 pub mod matcher;
 pub mod order;
+pub mod ownership;
 pub mod path;
 pub mod projection;
 pub mod shard_key;

@@ -86,6 +86,8 @@ pub enum ErrorCode {
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
     ZoneNotFound = 177,
     RangeOverlapConflict = 178,
+    StaleConfig = 13388,
+    ConflictingOperationInProgress = 117,
 }
 
 impl ErrorCode {
@@ -166,6 +168,8 @@ impl ErrorCode {
             QueryExceededMemoryLimitNoDiskUseAllowed => "QueryExceededMemoryLimitNoDiskUseAllowed",
             ZoneNotFound => "ZoneNotFound",
             RangeOverlapConflict => "RangeOverlapConflict",
+            StaleConfig => "StaleConfig",
+            ConflictingOperationInProgress => "ConflictingOperationInProgress",
         }
     }
 }

@@ -159,9 +159,16 @@ pub async fn run(
         cmd.insert("cursors", killed.clone());
     }
     let mut scatter = None;
+    // A sharded collection's one shard: the command carries the routing's version.
+    let mut targeted = None;
     if let (Some(cluster), None, true) = (&state.cluster, cursor, killed.is_empty()) {
         match crate::sharding::route_command(session, cluster, &name, db, &cmd, &fwd).await? {
             crate::sharding::Routed::To(h) => target = Some(h),
+            crate::sharding::Routed::Targeted(shard, table) => {
+                crate::sharding::versioning::attach(&name, &mut cmd, &table);
+                target = Some(shard.handle.clone());
+                targeted = Some((shard, table));
+            }
             crate::sharding::Routed::Scatter(table) => scatter = Some(table),
             crate::sharding::Routed::Answered(reply) => return Ok(reply),
         }
@@ -193,26 +200,11 @@ pub async fn run(
     if let (Some(table), Some(cluster)) = (scatter, &state.cluster) {
         let cmd = Document::from_reader(&mut command.as_ref())
             .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-        let coll = crate::sharding::collection_of(&name, &cmd)
-            .unwrap_or_default()
-            .to_string();
-        let ctx = crate::sharding::scatter::Ctx {
-            session,
-            cluster,
-            table,
-            db,
-            coll: &coll,
-            fwd,
-        };
-        let call = crate::sharding::scatter::run(ctx, &name, cmd.clone());
-        return match split {
-            Some(s) => tokio::time::timeout(s.router_wait, call)
-                .await
-                .unwrap_or_else(|_| Err(crate::deadline::expired())),
-            None => call.await,
-        };
+        return scatter_command(session, cluster, table, db, &name, cmd, fwd, split).await;
     }
     let handle = target.as_ref().unwrap_or(&state.shard);
+    // Kept only where a stale version may send the command again.
+    let kept = targeted.as_ref().map(|_| command.clone());
     let call = handle.run_encoded(db, command, &fwd, &session.peer_text);
     // Answered before the client's own deadline (see `deadline`); dropping the call
     // stops the shard's work too.
@@ -231,6 +223,23 @@ pub async fn run(
             return Err(e);
         }
     };
+    if let (Some((shard, _)), Some(cluster), Some(command)) = (&targeted, &state.cluster, kept) {
+        if let Some(stale) = crate::sharding::versioning::stale_error(&reply) {
+            // Routed with an outdated table (or the shard was behind): routed again from
+            // fresh routing, through the general path, which retries as needed.
+            let mut cmd = Document::from_reader(&mut command.as_ref())
+                .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+            cmd.remove("shardVersion");
+            let ns = format!(
+                "{db}.{}",
+                crate::sharding::collection_of(&name, &cmd).unwrap_or_default()
+            );
+            let Some(table) = cluster.on_stale(&ns, Some(&shard.name), &stale, 0).await? else {
+                return Err(stale);
+            };
+            return scatter_command(session, cluster, table, db, &name, cmd, fwd, split).await;
+        }
+    }
     session.last_waits = Some(waits);
     killed.iter().for_each(|id| cursors.closed(*id));
     if let Ok(id) = reply.get_document("cursor").and_then(|c| c.get_i64("id")) {
@@ -245,6 +254,39 @@ pub async fn run(
         }
     }
     Ok(reply)
+}
+
+/// Runs a command on a sharded collection over its shards (`sharding::scatter`), within
+/// the router's share of the client's deadline.
+#[allow(clippy::too_many_arguments)]
+async fn scatter_command(
+    session: &Session,
+    cluster: &crate::sharding::Cluster,
+    table: std::sync::Arc<crate::sharding::routing::RoutingTable>,
+    db: &str,
+    name: &str,
+    cmd: Document,
+    fwd: Forward,
+    split: Option<crate::deadline::Split>,
+) -> MongoResult<Document> {
+    let coll = crate::sharding::collection_of(name, &cmd)
+        .unwrap_or_default()
+        .to_string();
+    let ctx = crate::sharding::scatter::Ctx {
+        session,
+        cluster,
+        table,
+        db,
+        coll: &coll,
+        fwd,
+    };
+    let call = crate::sharding::scatter::run(ctx, name, cmd);
+    match split {
+        Some(s) => tokio::time::timeout(s.router_wait, call)
+            .await
+            .unwrap_or_else(|_| Err(crate::deadline::expired())),
+        None => call.await,
+    }
 }
 
 /// Validates `readConcern` and returns its level. Reads are always majority-committed

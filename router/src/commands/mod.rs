@@ -34,13 +34,14 @@ mod host_info;
 mod kill_op;
 mod list_commands;
 mod list_shards;
+mod move_chunk;
 mod ping;
 mod roles_info;
 mod sasl;
 mod search_indexes;
 mod server_status;
 mod sessions;
-mod shard_collection;
+pub mod shard_collection;
 mod split;
 mod update_role;
 mod update_user;
@@ -243,6 +244,16 @@ const ASYNC: &[(&str, AsyncFn, Rule)] = &[
         "split",
         async_cmd!(split::run),
         Rule::Cluster(acts(&[SplitChunk])),
+    ),
+    (
+        "moveChunk",
+        async_cmd!(move_chunk::move_chunk),
+        Rule::Cluster(acts(&[MoveChunk])),
+    ),
+    (
+        "moveRange",
+        async_cmd!(move_chunk::move_range),
+        Rule::Cluster(acts(&[MoveChunk])),
     ),
     (
         "flushRouterConfig",

@@ -95,15 +95,7 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
     } else {
         initial_chunks(&key, &shards, &primary.name, per_shard, empty)
     };
-    let copies: Vec<Document> = indexes
-        .into_iter()
-        .filter(|ix| ix.get_str("name") != Ok("_id_"))
-        .map(|mut ix| {
-            ix.remove("v");
-            ix.remove("ns");
-            ix
-        })
-        .collect();
+    let copies = index_copies(indexes);
     let mut receivers: Vec<&str> = chunks.iter().map(|c| c.shard.as_str()).collect();
     receivers.sort();
     receivers.dedup();
@@ -115,7 +107,10 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
         }
     }
     let entry = catalog::shard_collection(&cluster.config, ns, &key, unique, &chunks).await?;
-    cluster.forget(ns);
+    // Every shard learns its part now, so that the first commands find none behind.
+    if let Some(table) = cluster.refresh(ns).await? {
+        cluster.publish(&table).await?;
+    }
     match entry.get_document("key") {
         Ok(won) if won == key.pattern() => Ok(doc! {"collectionsharded": ns}),
         Ok(won) => Err(already_sharded(ns, won)),
@@ -161,7 +156,7 @@ fn already_sharded(ns: &str, key: &Document) -> MongoError {
     )
 }
 
-async fn ensure_collection(
+pub async fn ensure_collection(
     handle: &crate::shard_client::ShardHandle,
     db: &str,
     coll: &str,
@@ -172,7 +167,7 @@ async fn ensure_collection(
     }
 }
 
-async fn list_indexes(
+pub async fn list_indexes(
     handle: &crate::shard_client::ShardHandle,
     db: &str,
     coll: &str,
@@ -181,7 +176,7 @@ async fn list_indexes(
     Ok(crate::sharding::scatter::first_batch(&reply)?.1)
 }
 
-async fn create_indexes(
+pub async fn create_indexes(
     handle: &crate::shard_client::ShardHandle,
     db: &str,
     coll: &str,
@@ -195,6 +190,20 @@ async fn create_indexes(
     )
     .await
     .map(|_| ())
+}
+
+/// Index specs from `listIndexes` as `createIndexes` takes them on another shard (the
+/// `_id` index exists everywhere).
+pub fn index_copies(indexes: Vec<Document>) -> Vec<Document> {
+    indexes
+        .into_iter()
+        .filter(|ix| ix.get_str("name") != Ok("_id_"))
+        .map(|mut ix| {
+            ix.remove("v");
+            ix.remove("ns");
+            ix
+        })
+        .collect()
 }
 
 /// Whether index `ix` starts with the shard key (same fields, same kinds, in order).

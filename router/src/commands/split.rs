@@ -26,10 +26,10 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
     let key = &table.key;
     let (chunk, middle) = if let Ok(m) = cmd.get_document("middle") {
         let middle = key.from_document(m)?;
-        (containing(&table, &middle), middle)
+        (table.chunk_for_key(&middle).clone(), middle)
     } else if let Ok(f) = cmd.get_document("find") {
         let point = key.value_of(f)?;
-        let chunk = containing(&table, &point);
+        let chunk = table.chunk_for_key(&point).clone();
         let middle = hashed_middle(&table, &chunk)?;
         (chunk, middle)
     } else if let Ok(b) = cmd.get_array("bounds") {
@@ -37,7 +37,7 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
             Some(Bson::Document(d)) => key.from_document(d)?,
             _ => return Err(MongoError::bad_value("'bounds' must be [min, max]")),
         };
-        let chunk = containing(&table, &lower);
+        let chunk = table.chunk_for_key(&lower).clone();
         let middle = hashed_middle(&table, &chunk)?;
         (chunk, middle)
     } else {
@@ -58,15 +58,12 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
         ));
     }
     catalog::split_chunk(&cluster.config, &table, &chunk, &middle).await?;
-    cluster.forget(ns);
+    // The version moved on (ownership did not): shards hear it now rather than on the
+    // next command.
+    if let Some(table) = cluster.refresh(ns).await? {
+        cluster.publish(&table).await?;
+    }
     Ok(Document::new())
-}
-
-fn containing(table: &RoutingTable, point: &[Bson]) -> Chunk {
-    let i = table
-        .chunks
-        .partition_point(|c| query::order::compare_arrays(&c.min, point).is_le());
-    table.chunks[i.saturating_sub(1)].clone()
 }
 
 /// The middle of a chunk's hash range (hashed keys only: other keys need `middle`).
@@ -107,6 +104,10 @@ mod tests {
     fn hashed_chunks_split_in_the_middle() {
         let key = ShardKey::parse(&doc! {"h": "hashed"}).unwrap();
         let table = RoutingTable {
+            version: bson::Timestamp {
+                time: 1,
+                increment: 0,
+            },
             ns: "d.c".into(),
             key: key.clone(),
             unique: false,

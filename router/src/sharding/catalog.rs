@@ -182,6 +182,14 @@ pub async fn routing_table(config: &ShardHandle, ns: &str) -> MongoResult<Option
         })
         .collect::<MongoResult<Vec<_>>>()?;
     chunks.sort_by(|a, b| query::order::compare_arrays(&a.min, &b.min));
+    let version = docs
+        .iter()
+        .filter_map(|d| d.get_timestamp("lastmod").ok())
+        .max_by(|a, b| query::ownership::order(*a, *b))
+        .unwrap_or(bson::Timestamp {
+            time: 1,
+            increment: 0,
+        });
     if chunks.is_empty() {
         return Err(MongoError::internal(format!(
             "{ns} is sharded but has no chunks"
@@ -192,6 +200,7 @@ pub async fn routing_table(config: &ShardHandle, ns: &str) -> MongoResult<Option
         unique: coll.get_bool("unique").unwrap_or(false),
         key,
         epoch,
+        version,
         chunks,
     }))
 }
@@ -329,6 +338,76 @@ pub async fn split_chunk(
         "u": {"$set": {"max": key.to_document(middle), "lastmod": bumped}},
     };
     call(config, doc! {"update": "chunks", "updates": [shrink]}, true).await?;
+    Ok(())
+}
+
+/// Takes the migration lock of `ns` (one migration per collection at a time, whichever
+/// router runs it): a `config.migrations` document under the collection's name.
+pub async fn lock_migration(
+    config: &ShardHandle,
+    ns: &str,
+    donor: &str,
+    recipient: &str,
+) -> MongoResult<()> {
+    let lock =
+        doc! {"_id": ns, "donor": donor, "recipient": recipient, "since": bson::DateTime::now()};
+    match call(
+        config,
+        doc! {"insert": "migrations", "documents": [lock]},
+        true,
+    )
+    .await
+    {
+        Err(e) if e.code == ErrorCode::DuplicateKey as i32 => Err(MongoError::new(
+            ErrorCode::ConflictingOperationInProgress,
+            format!("a migration of {ns} is already in progress"),
+        )),
+        other => other.map(|_| ()),
+    }
+}
+
+pub async fn unlock_migration(config: &ShardHandle, ns: &str) -> MongoResult<()> {
+    delete(config, "migrations", doc! {"_id": ns}).await
+}
+
+/// Commits a migration: the chunk starting at `chunk.min` now belongs to `to`, at a new
+/// major version above every chunk of the collection. Fails unless the chunk is still
+/// the donor's under the same epoch (the commit happens once).
+pub async fn commit_move(
+    config: &ShardHandle,
+    table: &RoutingTable,
+    chunk: &Chunk,
+    to: &str,
+) -> MongoResult<()> {
+    let key = &table.key;
+    let now = bson::Timestamp {
+        time: now_secs(),
+        increment: 1,
+    };
+    let lastmod = bson::Timestamp {
+        time: table.version.time + 1,
+        increment: 0,
+    };
+    let update = doc! {
+        "q": {
+            "ns": &table.ns, "lastmodEpoch": table.epoch,
+            "min": key.to_document(&chunk.min), "shard": &chunk.shard,
+        },
+        "u": {
+            "$set": {"shard": to, "lastmod": lastmod, "onCurrentShardSince": now},
+            "$push": {"history": {"$each": [{"validAfter": now, "shard": to}], "$position": 0}},
+        },
+    };
+    let reply = call(config, doc! {"update": "chunks", "updates": [update]}, true).await?;
+    if super::scatter::number(&reply, "nModified") != 1 {
+        return Err(MongoError::new(
+            ErrorCode::ConflictingOperationInProgress,
+            format!(
+                "the chunk of {} moved or split during the migration",
+                table.ns
+            ),
+        ));
+    }
     Ok(())
 }
 

@@ -14,8 +14,10 @@ pub mod catalog;
 pub mod databases;
 pub mod merge_cursor;
 pub mod merged_cursor_command;
+pub mod migrate;
 pub mod routing;
 pub mod scatter;
+pub mod versioning;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,11 +31,6 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use crate::conn::Session;
 use crate::shard_client::{Forward, MemberLink, ShardHandle};
 use routing::RoutingTable;
-
-/// How long a cached view of one collection's sharding is used before it is read again.
-/// It bounds how long a router that did not shard a collection itself treats it as
-/// unsharded (shard versions, which make this exact, come with migrations).
-pub const CATALOG_TTL: Duration = Duration::from_secs(1);
 
 /// How a member address becomes a link: in-process when this process serves it.
 pub type LinkFactory = Arc<dyn Fn(&str) -> MemberLink + Send + Sync>;
@@ -76,6 +73,9 @@ pub struct Cluster {
     site: String,
     cluster_key: Option<String>,
     shutdown: CancellationToken,
+    /// How long a cached view of one collection's routing is used before it is read
+    /// again (`catalog_cache_ms`).
+    catalog_cache: Duration,
 }
 
 impl Cluster {
@@ -95,6 +95,14 @@ impl Cluster {
             site: site.to_string(),
             cluster_key,
             shutdown,
+            catalog_cache: Duration::from_secs(1),
+        }
+    }
+
+    pub fn with_catalog_cache(self, catalog_cache: Duration) -> Cluster {
+        Cluster {
+            catalog_cache,
+            ..self
         }
     }
 
@@ -184,7 +192,7 @@ impl Cluster {
         use std::sync::atomic::Ordering::Relaxed;
         let cached = self.tables.read().get(ns).cloned();
         if let Some(c) = &cached {
-            if c.fetched.elapsed() < CATALOG_TTL || c.refreshing.swap(true, Relaxed) {
+            if c.fetched.elapsed() < self.catalog_cache || c.refreshing.swap(true, Relaxed) {
                 return Ok(c.table.clone());
             }
         }
@@ -302,6 +310,9 @@ impl Cluster {
 pub enum Routed {
     /// Forward it whole to this shard.
     To(ShardHandle),
+    /// Forward it whole to the one shard of a sharded collection it needs, at the
+    /// table's version.
+    Targeted(Arc<Shard>, Arc<RoutingTable>),
     /// Scatter it over the shards of this sharded collection.
     Scatter(Arc<RoutingTable>),
     /// It is done: this is the reply.
@@ -341,7 +352,7 @@ pub async fn route_command(
     match cluster.route(db, coll, fwd.writes).await? {
         Route::One(h) => Ok(Routed::To(h)),
         Route::Sharded(table) => match single_target(name, cmd, &table) {
-            Some(shard) => Ok(Routed::To(cluster.shard(&shard).await?.handle.clone())),
+            Some(shard) => Ok(Routed::Targeted(cluster.shard(&shard).await?, table)),
             None => Ok(Routed::Scatter(table)),
         },
     }

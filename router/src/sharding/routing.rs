@@ -3,6 +3,7 @@
 
 use bson::oid::ObjectId;
 use bson::{Bson, Document};
+use query::ownership::{coalesce, Ownership, ShardVersion};
 use query::shard_key::{KeyValue, ShardKey};
 use std::cmp::Ordering;
 use wire::MongoResult;
@@ -22,6 +23,8 @@ pub struct RoutingTable {
     pub key: ShardKey,
     pub unique: bool,
     pub epoch: ObjectId,
+    /// The collection version: the highest chunk version (`lastmod`).
+    pub version: bson::Timestamp,
     /// Sorted by `min`, covering the key space from MinKey to MaxKey without gaps.
     pub chunks: Vec<Chunk>,
 }
@@ -29,10 +32,7 @@ pub struct RoutingTable {
 impl RoutingTable {
     /// The shard owning key value `key`.
     pub fn shard_for_key(&self, key: &[Bson]) -> &str {
-        let i = self
-            .chunks
-            .partition_point(|c| query::order::compare_arrays(&c.min, key) != Ordering::Greater);
-        &self.chunks[i.saturating_sub(1)].shard
+        &self.chunk_for_key(key).shard
     }
 
     /// The shard a new document goes to.
@@ -52,6 +52,38 @@ impl RoutingTable {
         out.sort();
         out.dedup();
         out
+    }
+
+    /// The version a command routed with this table carries (`shardVersion`).
+    pub fn shard_version(&self) -> ShardVersion {
+        ShardVersion {
+            epoch: self.epoch,
+            version: self.version,
+        }
+    }
+
+    /// What `shard` owns at this version: its chunks, joined where they touch.
+    pub fn ownership_of(&self, shard: &str) -> Ownership {
+        let ranges = self
+            .chunks
+            .iter()
+            .filter(|c| c.shard == shard)
+            .map(|c| (c.min.clone(), c.max.clone()))
+            .collect();
+        Ownership {
+            key: self.key.clone(),
+            version: self.shard_version(),
+            ranges: coalesce(ranges),
+            critical: false,
+        }
+    }
+
+    /// The chunk holding key value `key`.
+    pub fn chunk_for_key(&self, key: &[Bson]) -> &Chunk {
+        let i = self
+            .chunks
+            .partition_point(|c| query::order::compare_arrays(&c.min, key) != Ordering::Greater);
+        &self.chunks[i.saturating_sub(1)]
     }
 
     /// Every shard owning a chunk, in name order.
@@ -165,6 +197,10 @@ mod tests {
 
     fn table(key: Document, chunks: Vec<Chunk>) -> RoutingTable {
         RoutingTable {
+            version: bson::Timestamp {
+                time: 1,
+                increment: 0,
+            },
             ns: "db.c".into(),
             key: ShardKey::parse(&key).unwrap(),
             unique: false,

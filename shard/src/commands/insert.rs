@@ -46,6 +46,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     // Shared: inserts of one collection run side by side (see `CollectionMeta::write_lock`).
     let _guard = lock.read().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
+    ctx.check_owner(&meta)?;
     // With ordered inserts, only the documents before the first invalid one are written.
     let limit = if ordered {
         errors.first().map(|(i, _)| *i).unwrap_or(usize::MAX)

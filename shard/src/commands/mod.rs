@@ -7,14 +7,17 @@ use crate::node::Ctx;
 
 mod aggregate;
 mod aggregate_output;
+mod apply_moved;
 pub mod args;
 mod coll_stats;
 mod count;
 mod create;
 mod create_indexes;
+mod critical_section;
 mod current_op;
 mod db_stats;
 mod delete;
+mod delete_range;
 mod distinct;
 mod drop;
 mod drop_database;
@@ -30,12 +33,16 @@ mod kill_op;
 mod list_collections;
 mod list_databases;
 mod list_indexes;
+mod move_clone;
+mod move_log;
+mod move_mods;
 mod rename_collection;
 mod repl_set_freeze;
 mod repl_set_get_status;
 mod repl_set_step_down;
 mod repl_set_step_up;
 mod server_status;
+mod set_ownership;
 mod sleep;
 pub mod update;
 
@@ -247,6 +254,48 @@ const COMMANDS: &[CommandSpec] = &[
         name: "dbStats",
         run: db_stats::run,
         writes: false,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrSetOwnership",
+        run: set_ownership::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrCriticalSection",
+        run: critical_section::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrMoveLog",
+        run: move_log::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrMoveClone",
+        run: move_clone::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrMoveMods",
+        run: move_mods::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrApplyMoved",
+        run: apply_moved::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrDeleteRange",
+        run: delete_range::run,
+        writes: true,
         anywhere: false,
     },
 ];

@@ -141,6 +141,7 @@ fn run_one(
     let lock = meta.write_lock.clone();
     let _guard = lock.write().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
+    ctx.check_owner(&meta)?;
     let args = FindArgs {
         filter: filter.clone(),
         limit: if multi { None } else { Some(1) },

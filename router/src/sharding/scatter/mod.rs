@@ -44,23 +44,57 @@ pub struct Answer {
     pub member: usize,
 }
 
-/// Runs `name` on a sharded collection.
-pub async fn run(ctx: Ctx<'_>, name: &str, cmd: Document) -> MongoResult<Document> {
-    match name {
-        "insert" => insert::run(&ctx, cmd).await,
-        "update" | "delete" => write::run(&ctx, name, cmd).await,
-        "find" => find::run(&ctx, cmd).await,
-        "count" => count::run(&ctx, cmd).await,
-        "distinct" => distinct::run(&ctx, cmd).await,
-        "aggregate" => aggregate::run(&ctx, cmd).await,
-        "findAndModify" | "findandmodify" => find_and_modify::run(&ctx, cmd).await,
-        "explain" => explain::run(&ctx, cmd).await,
-        "drop" => whole_collection::drop(&ctx, cmd).await,
-        "createIndexes" | "dropIndexes" | "deleteIndexes" => {
-            whole_collection::everywhere(&ctx, cmd).await
+/// Runs `name` on a sharded collection. A shard at another version than the routing
+/// used answers `StaleConfig`; the command is then routed again with fresh routing (see
+/// `versioning`), when that is safe: a read, or a retryable write (the shards' session
+/// records make statements that already ran apply once). Other writes return the error,
+/// as a part of them may have been applied.
+pub async fn run(mut ctx: Ctx<'_>, name: &str, cmd: Document) -> MongoResult<Document> {
+    let writes = matches!(
+        name,
+        "insert" | "update" | "delete" | "findAndModify" | "findandmodify"
+    );
+    let again_safe = !writes || cmd.contains_key("txnNumber");
+    let mut attempt = 0;
+    loop {
+        let result = dispatch(&ctx, name, cmd.clone()).await;
+        let stale = match &result {
+            Err(e) if e.code == ErrorCode::StaleConfig as i32 => Some(e.clone()),
+            Ok(reply) if writes => super::versioning::stale_error(reply),
+            _ => None,
+        };
+        let Some(error) = stale.filter(|_| attempt < super::versioning::STALE_RETRIES) else {
+            return result;
+        };
+        let shard = super::versioning::stale_shard(&error);
+        let fresh = ctx
+            .cluster
+            .on_stale(&ctx.table.ns, shard.as_deref(), &error, attempt)
+            .await?;
+        match fresh {
+            Some(table) if again_safe => ctx.table = table,
+            _ => return result,
         }
-        "collStats" => whole_collection::coll_stats(&ctx, cmd).await,
-        "listIndexes" | "create" => whole_collection::on_primary(&ctx, cmd).await,
+        attempt += 1;
+    }
+}
+
+async fn dispatch(ctx: &Ctx<'_>, name: &str, cmd: Document) -> MongoResult<Document> {
+    match name {
+        "insert" => insert::run(ctx, cmd).await,
+        "update" | "delete" => write::run(ctx, name, cmd).await,
+        "find" => find::run(ctx, cmd).await,
+        "count" => count::run(ctx, cmd).await,
+        "distinct" => distinct::run(ctx, cmd).await,
+        "aggregate" => aggregate::run(ctx, cmd).await,
+        "findAndModify" | "findandmodify" => find_and_modify::run(ctx, cmd).await,
+        "explain" => explain::run(ctx, cmd).await,
+        "drop" => whole_collection::drop(ctx, cmd).await,
+        "createIndexes" | "dropIndexes" | "deleteIndexes" => {
+            whole_collection::everywhere(ctx, cmd).await
+        }
+        "collStats" => whole_collection::coll_stats(ctx, cmd).await,
+        "listIndexes" | "create" => whole_collection::on_primary(ctx, cmd).await,
         _ => Err(MongoError::new(
             ErrorCode::IllegalOperation,
             format!(
@@ -87,8 +121,9 @@ impl Ctx<'_> {
     /// Like [`Ctx::each`], with a command of its own for each shard.
     pub async fn each_own(&self, calls: Vec<(String, Document)>) -> MongoResult<Vec<Answer>> {
         let mut set = tokio::task::JoinSet::new();
-        for (i, (name, cmd)) in calls.into_iter().enumerate() {
+        for (i, (name, mut cmd)) in calls.into_iter().enumerate() {
             let shard = self.cluster.shard(&name).await?;
+            versioned(&mut cmd, &self.table);
             let db = self.db.to_string();
             let fwd = self.fwd.clone();
             let client = self.session.peer_text.clone();
@@ -118,10 +153,19 @@ impl Ctx<'_> {
     /// Runs `cmd` on one shard; the reply as it came (`ok: 0` included).
     pub async fn one(&self, shard: &str, cmd: &Document) -> MongoResult<(Document, usize)> {
         let shard = self.cluster.shard(shard).await?;
+        let mut cmd = cmd.clone();
+        versioned(&mut cmd, &self.table);
         let (reply, member, _) = shard
             .handle
-            .run(self.db, cmd, &self.fwd, &self.session.peer_text)
+            .run(self.db, &cmd, &self.fwd, &self.session.peer_text)
             .await?;
+        if let Some(mut stale) = super::versioning::stale_error(&reply) {
+            stale
+                .extra
+                .get_or_insert_with(Default::default)
+                .insert("shardId", &shard.name);
+            return Err(stale);
+        }
         Ok((reply, member))
     }
 
@@ -152,7 +196,14 @@ pub fn cursor_sources(answers: Vec<Answer>) -> MongoResult<Vec<Source>> {
         .collect()
 }
 
-/// A shard's reply, or its error when it says `ok: 0`.
+/// Adds the routing's version to a command that carries one.
+fn versioned(cmd: &mut Document, table: &RoutingTable) {
+    let name = cmd.keys().next().cloned().unwrap_or_default();
+    super::versioning::attach(&name, cmd, table);
+}
+
+/// A shard's reply, or its error when it says `ok: 0` (a `StaleConfig` keeps its
+/// `errInfo` and names the shard, for the retry).
 fn ok(reply: Document, shard: &str) -> MongoResult<Document> {
     let good = match reply.get("ok") {
         Some(Bson::Double(d)) => *d == 1.0,
@@ -166,7 +217,15 @@ fn ok(reply: Document, shard: &str) -> MongoResult<Document> {
         .get_i32("code")
         .unwrap_or(ErrorCode::InternalError as i32);
     let msg = reply.get_str("errmsg").unwrap_or("command failed");
-    Err(MongoError::location(code, format!("{msg} (shard {shard})")))
+    let mut e = MongoError::location(code, format!("{msg} (shard {shard})"));
+    if code == ErrorCode::StaleConfig as i32 {
+        let mut extra = bson::doc! {"shardId": shard};
+        if let Ok(info) = reply.get_document("errInfo") {
+            extra.insert("errInfo", info.clone());
+        }
+        e = e.with_extra(extra);
+    }
+    Err(e)
 }
 
 /// A number field of a reply as i64 (shards answer Int32 or Int64).

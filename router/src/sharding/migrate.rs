@@ -1,0 +1,249 @@
+//! Moving a chunk from one shard to another, coordinated by the router that was asked
+//! (`moveChunk`, `moveRange`, the balancer). Any router can do it: the state that must
+//! survive a router is on the config servers (the lock, the commit) and on the shards
+//! (ownership, the critical section), never here.
+//!
+//! 1. Lock the collection's migrations (`config.migrations`) and bring every shard to
+//!    the current version; give the recipient the collection's indexes.
+//! 2. The donor starts recording the ids written to the collection; the range's
+//!    documents are copied to the recipient in `_id` order while writes go on.
+//! 3. Catch up: the recorded changes are sent again (the documents as they are now, or
+//!    their deletion) until few remain.
+//! 4. Critical section: the donor refuses writes to the collection (retried by routers
+//!    once the outcome is known), and a last catch-up leaves nothing behind.
+//! 5. Commit on the config servers: the chunk names the recipient at a new major
+//!    version. Every shard hears its new part; the donor's critical section ends.
+//! 6. The donor deletes its copy of the range (orphans, invisible to reads meanwhile).
+//!
+//! Until the commit the recipient's copy is orphaned data it skips on reads; a failure
+//! before it ends the critical section and deletes that copy, and the chunk stays where
+//! it was.
+
+use std::time::Duration;
+
+use bson::{doc, Bson, Document};
+use query::shard_key::KeyValue;
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use super::routing::{Chunk, RoutingTable};
+use super::{catalog, internal, Cluster, Shard};
+use crate::commands::shard_collection::{create_indexes, index_copies, list_indexes};
+
+/// Catch-up rounds before the critical section, whatever remains.
+const CATCH_UP_ROUNDS: usize = 20;
+/// Changes left in a round small enough to finish inside the critical section.
+const SMALL_ROUND: usize = 100;
+
+/// Moves the chunk `[min, max)` of `ns` to shard `to`; a range inside one chunk is split
+/// off it first. Returns once the donor's copy is deleted.
+pub async fn move_range(
+    cluster: &Cluster,
+    ns: &str,
+    min: &KeyValue,
+    max: Option<&KeyValue>,
+    to: &str,
+) -> MongoResult<()> {
+    let table = routing(cluster, ns).await?;
+    let chunk = table.chunk_for_key(min).clone();
+    let max = max.cloned().unwrap_or_else(|| chunk.max.clone());
+    let cmp = query::order::compare_arrays;
+    if cmp(&max, &chunk.max).is_gt() || cmp(min, &max).is_ge() {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            format!(
+                "the range to move must lie inside one chunk of {ns}; the chunk holding min \
+                 ends at {}",
+                table.key.to_document(&chunk.max)
+            ),
+        ));
+    }
+    let recipient = cluster.shard(to).await?;
+    if chunk.shard == recipient.name {
+        return Ok(());
+    }
+    for cut in [min, &max] {
+        let table = routing(cluster, ns).await?;
+        let holder = table.chunk_for_key(cut).clone();
+        if cmp(&holder.min, cut).is_lt() {
+            catalog::split_chunk(&cluster.config, &table, &holder, cut).await?;
+        }
+    }
+    let table = routing(cluster, ns).await?;
+    let chunk = table.chunk_for_key(min).clone();
+    let donor = cluster.shard(&chunk.shard).await?;
+    catalog::lock_migration(&cluster.config, ns, &donor.name, &recipient.name).await?;
+    let moved = Migration {
+        cluster,
+        table: &table,
+        chunk: &chunk,
+        donor: &donor,
+        recipient: &recipient,
+    }
+    .run()
+    .await;
+    let unlocked = catalog::unlock_migration(&cluster.config, ns).await;
+    moved.and(unlocked)
+}
+
+async fn routing(cluster: &Cluster, ns: &str) -> MongoResult<std::sync::Arc<RoutingTable>> {
+    cluster.refresh(ns).await?.ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::NamespaceNotFound,
+            format!("{ns} is not a sharded collection"),
+        )
+    })
+}
+
+struct Migration<'a> {
+    cluster: &'a Cluster,
+    table: &'a RoutingTable,
+    chunk: &'a Chunk,
+    donor: &'a Shard,
+    recipient: &'a Shard,
+}
+
+impl Migration<'_> {
+    fn db_coll(&self) -> (&str, &str) {
+        self.table
+            .ns
+            .split_once('.')
+            .unwrap_or((&self.table.ns, ""))
+    }
+
+    /// A command on the collection for `shard`, with the chunk's bounds.
+    async fn on(&self, shard: &Shard, name: &str, mut extra: Document) -> MongoResult<Document> {
+        let (db, coll) = self.db_coll();
+        let mut cmd =
+            doc! {name: coll, "min": self.chunk.min.clone(), "max": self.chunk.max.clone()};
+        cmd.extend(std::mem::take(&mut extra));
+        internal(&shard.handle, db, &cmd, true).await
+    }
+
+    async fn run(&self) -> MongoResult<()> {
+        self.cluster.publish(self.table).await?;
+        self.copy_indexes().await?;
+        let critical = std::sync::atomic::AtomicBool::new(false);
+        match self.copy(&critical).await {
+            Ok(()) => {}
+            Err(e) => {
+                self.abandon(critical.load(std::sync::atomic::Ordering::SeqCst))
+                    .await;
+                return Err(e);
+            }
+        }
+        if let Err(e) = catalog::commit_move(
+            &self.cluster.config,
+            self.table,
+            self.chunk,
+            &self.recipient.name,
+        )
+        .await
+        {
+            // The outcome is what the catalog says now.
+            let now = routing(self.cluster, &self.table.ns).await?;
+            if now.chunk_for_key(&self.chunk.min).shard != self.recipient.name {
+                self.abandon(true).await;
+                return Err(e);
+            }
+        }
+        let committed = routing(self.cluster, &self.table.ns).await?;
+        self.cluster.publish(&committed).await?;
+        self.on(self.donor, "_shardsvrMoveLog", doc! {"on": false})
+            .await?;
+        self.delete_range(self.donor).await
+    }
+
+    async fn copy_indexes(&self) -> MongoResult<()> {
+        let (db, coll) = self.db_coll();
+        let specs = index_copies(list_indexes(&self.donor.handle, db, coll).await?);
+        if specs.is_empty() {
+            return Ok(());
+        }
+        create_indexes(&self.recipient.handle, db, coll, specs).await
+    }
+
+    /// Steps 2 to 4: everything up to the commit.
+    async fn copy(&self, critical: &std::sync::atomic::AtomicBool) -> MongoResult<()> {
+        self.on(self.donor, "_shardsvrMoveLog", doc! {"on": true})
+            .await?;
+        let mut after = Bson::Null;
+        loop {
+            let batch = self
+                .on(self.donor, "_shardsvrMoveClone", doc! {"after": after})
+                .await?;
+            let docs = batch.get_array("docs").cloned().unwrap_or_default();
+            if !docs.is_empty() {
+                self.on(self.recipient, "_shardsvrApplyMoved", doc! {"docs": docs})
+                    .await?;
+            }
+            after = batch.get("next").cloned().unwrap_or(Bson::Null);
+            if after == Bson::Null {
+                break;
+            }
+        }
+        for _ in 0..CATCH_UP_ROUNDS {
+            if self.catch_up().await? < SMALL_ROUND {
+                break;
+            }
+        }
+        let version = self.table.shard_version().to_document();
+        critical.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.on(
+            self.donor,
+            "_shardsvrCriticalSection",
+            doc! {"on": true, "version": version},
+        )
+        .await?;
+        while self.catch_up().await? > 0 {}
+        Ok(())
+    }
+
+    /// Sends the recipient one round of the donor's recorded changes; returns how many
+    /// there were, counting those still waiting.
+    async fn catch_up(&self) -> MongoResult<usize> {
+        let mods = self.on(self.donor, "_shardsvrMoveMods", doc! {}).await?;
+        let upserts = mods.get_array("upserts").cloned().unwrap_or_default();
+        let deletes = mods.get_array("deletes").cloned().unwrap_or_default();
+        let n = upserts.len() + deletes.len();
+        if n > 0 {
+            self.on(
+                self.recipient,
+                "_shardsvrApplyMoved",
+                doc! {"docs": upserts, "deletes": deletes},
+            )
+            .await?;
+        }
+        Ok(n + super::scatter::number(&mods, "pending") as usize)
+    }
+
+    /// Gives up before the commit: the donor takes writes again and the recipient drops
+    /// its partial copy. Best effort: what fails here is left as orphans, which reads skip.
+    async fn abandon(&self, critical: bool) {
+        if critical {
+            let version = self.table.shard_version().to_document();
+            let _ = self
+                .on(
+                    self.donor,
+                    "_shardsvrCriticalSection",
+                    doc! {"on": false, "version": version},
+                )
+                .await;
+        }
+        let _ = self
+            .on(self.donor, "_shardsvrMoveLog", doc! {"on": false})
+            .await;
+        let _ = self.delete_range(self.recipient).await;
+    }
+
+    /// Deletes `shard`'s documents of the range, batch by batch (it no longer owns it).
+    async fn delete_range(&self, shard: &Shard) -> MongoResult<()> {
+        loop {
+            let reply = self.on(shard, "_shardsvrDeleteRange", doc! {}).await?;
+            if !reply.get_bool("more").unwrap_or(false) {
+                return Ok(());
+            }
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}

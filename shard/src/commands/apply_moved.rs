@@ -1,0 +1,48 @@
+//! `_shardsvrApplyMoved`: the recipient of a migration stores documents of the range
+//! (inserted, or replacing the copy it has) and deletes the ids the donor reports gone.
+//! The range is not yet this shard's, so what it holds of it stays invisible to reads.
+
+use bson::{doc, Bson, Document};
+use wire::{MongoError, MongoResult};
+
+use super::args::{collection_name, create_on_write, opt_array};
+use crate::migration::current;
+use crate::node::Ctx;
+use crate::write_path::{delete_document, insert_documents, replace_document};
+
+pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
+    let coll = collection_name(cmd)?;
+    let docs: Vec<Document> = opt_array(cmd, "docs")?
+        .map(|a| a.iter().filter_map(|d| d.as_document().cloned()).collect())
+        .unwrap_or_default();
+    let deletes: Vec<Bson> = opt_array(cmd, "deletes")?.cloned().unwrap_or_default();
+    let meta = create_on_write(ctx, coll)?;
+    let lock = meta.write_lock.clone();
+    let _guard = lock.write().unwrap();
+    let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
+    let ids: Vec<Bson> = docs
+        .iter()
+        .map(|d| {
+            d.get("_id")
+                .cloned()
+                .ok_or_else(|| MongoError::internal("moved document without _id"))
+        })
+        .collect::<MongoResult<_>>()?;
+    let mut fresh = Vec::new();
+    for ((_, old), new) in current(ctx, &meta, &ids)?.into_iter().zip(docs) {
+        match old {
+            Some(old) => replace_document(ctx.engine, &ctx.node.catalog, &meta, &old, &new)?,
+            None => fresh.push(new),
+        }
+    }
+    let failed = insert_documents(ctx.engine, &ctx.node.catalog, &meta, &fresh, true, &|_| {});
+    if let Some((_, e)) = failed.into_iter().next() {
+        return Err(e);
+    }
+    for (_, old) in current(ctx, &meta, &deletes)? {
+        if let Some(old) = old {
+            delete_document(ctx.engine, &meta, &old)?;
+        }
+    }
+    Ok(doc! {"applied": (ids.len() + deletes.len()) as i64})
+}

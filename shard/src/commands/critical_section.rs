@@ -1,0 +1,49 @@
+//! `_shardsvrCriticalSection`: the donor of a migration stops (`on: true`) or resumes
+//! (`on: false`, the migration was abandoned) writes to the collection. Entering waits
+//! for every write in progress (it takes the collection's write lock), and the state is
+//! replicated, so a new primary keeps refusing writes until the outcome is known.
+
+use bson::{doc, Document};
+use query::ownership::{Ownership, ShardVersion};
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use super::args::opt_bool;
+use crate::migration::{install, owned};
+use crate::node::Ctx;
+
+pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
+    let on = opt_bool(cmd, "on")?.unwrap_or(true);
+    let expected = ShardVersion::from_document(
+        cmd.get_document("version")
+            .map_err(|_| MongoError::failed_to_parse("'version' must be an object"))?,
+    )?;
+    let (meta, _) = owned(ctx, cmd)?;
+    let lock = meta.write_lock.clone();
+    let _guard = lock.write().unwrap();
+    let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
+    let (_, owner) = owned(ctx, cmd)?;
+    // Only the migration that began at this version may change it: a newer version means
+    // the outcome is already known.
+    if owner.version != expected {
+        return Err(MongoError::new(
+            ErrorCode::ConflictingOperationInProgress,
+            format!(
+                "{} is at version {:?}, not {:?}: the migration's state changed",
+                meta.ns(),
+                owner.version.version,
+                expected.version
+            ),
+        ));
+    }
+    if owner.critical != on {
+        install(
+            ctx,
+            &meta,
+            Ownership {
+                critical: on,
+                ..(*owner).clone()
+            },
+        )?;
+    }
+    Ok(doc! {"critical": on})
+}

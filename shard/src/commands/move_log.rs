@@ -1,0 +1,19 @@
+//! `_shardsvrMoveLog`: the donor of a migration starts (`on: true`) or stops recording
+//! the documents written while the range is copied (see `moves.rs`).
+
+use bson::Document;
+use wire::MongoResult;
+
+use super::args::opt_bool;
+use crate::migration::owned;
+use crate::node::Ctx;
+
+pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
+    let (meta, _) = owned(ctx, cmd)?;
+    if opt_bool(cmd, "on")?.unwrap_or(true) {
+        meta.moves.start();
+    } else {
+        meta.moves.stop();
+    }
+    Ok(Document::new())
+}

@@ -1,0 +1,41 @@
+//! `_shardsvrSetOwnership`: a router tells this shard its part of a sharded collection
+//! at a version: after sharding it, after a migration commits, or when this shard
+//! answered `StaleConfig` because it was behind. An older version than the one held is
+//! ignored; a newer one also ends a critical section (the migration it guarded is
+//! committed).
+
+use bson::{doc, Document};
+use query::ownership::Ownership;
+use wire::{MongoError, MongoResult};
+
+use super::args::{collection_name, create_on_write};
+use crate::migration::install;
+use crate::node::Ctx;
+
+pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
+    let coll = collection_name(cmd)?;
+    let new = Ownership::from_document(
+        cmd.get_document("ownership")
+            .map_err(|_| MongoError::failed_to_parse("'ownership' must be an object"))?,
+    )?;
+    let meta = create_on_write(ctx, coll)?;
+    let lock = meta.write_lock.clone();
+    let _guard = lock.write().unwrap();
+    let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
+    // Another epoch replaces what is held: the router read it from the catalog just now.
+    let newer = meta
+        .ownership
+        .as_ref()
+        .is_none_or(|held| new.version.newer_than(&held.version).unwrap_or(true));
+    if newer {
+        install(
+            ctx,
+            &meta,
+            Ownership {
+                critical: false,
+                ..new
+            },
+        )?;
+    }
+    Ok(doc! {"installed": newer})
+}

@@ -1,0 +1,86 @@
+//! What the migration commands share: the range they name, the collection's ownership,
+//! and installing a new ownership through the replicated catalog.
+//!
+//! A router coordinates a migration (see `router/src/sharding/migrate.rs`); the shards
+//! only do the steps it asks for: the donor records changes, hands out the range's
+//! documents and changes, enters its critical section and deletes the range once it is
+//! no longer its own; the recipient applies what it is sent. Documents a shard holds
+//! outside its ranges are orphans, which reads skip (see `scan.rs`).
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use bson::{Bson, Document};
+use query::order::compare_arrays;
+use query::ownership::Ownership;
+use query::shard_key::KeyValue;
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use crate::catalog::CollectionMeta;
+use crate::commands::args::collection_name;
+use crate::node::Ctx;
+
+/// `[min, max)` as the command gives it (`min` and `max`: arrays of key values).
+pub fn range(cmd: &Document) -> MongoResult<(KeyValue, KeyValue)> {
+    let bound = |f: &str| {
+        cmd.get_array(f).cloned().map_err(|_| {
+            MongoError::failed_to_parse(format!("'{f}' must be an array of key values"))
+        })
+    };
+    Ok((bound("min")?, bound("max")?))
+}
+
+/// Whether `doc`'s key value lies in `[min, max)`.
+pub fn in_range(owner: &Ownership, doc: &Document, min: &[Bson], max: &[Bson]) -> bool {
+    owner.key.value_of(doc).is_ok_and(|k| {
+        compare_arrays(&k, min) != Ordering::Less && compare_arrays(&k, max) == Ordering::Less
+    })
+}
+
+/// The collection the command names and this shard's ownership of it.
+pub fn owned(ctx: &Ctx, cmd: &Document) -> MongoResult<(Arc<CollectionMeta>, Arc<Ownership>)> {
+    let coll = collection_name(cmd)?;
+    let ns = format!("{}.{coll}", ctx.db);
+    let meta = ctx.node.catalog.get(&ns).ok_or_else(|| {
+        MongoError::new(ErrorCode::NamespaceNotFound, format!("{ns} does not exist"))
+    })?;
+    let owner = meta.ownership.clone().ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::IllegalOperation,
+            format!("{ns} is not sharded on this shard"),
+        )
+    })?;
+    Ok((meta, owner))
+}
+
+/// Replaces the ownership of `meta`'s collection (the caller holds its write lock).
+pub fn install(ctx: &Ctx, meta: &CollectionMeta, ownership: Ownership) -> MongoResult<()> {
+    let updated = meta.with_ownership(ownership);
+    let mut batch = storage::WriteBatch::default();
+    ctx.node.catalog.stage(&mut batch, &updated);
+    ctx.engine
+        .write(&batch)
+        .map_err(crate::error::storage_to_mongo)?;
+    ctx.node.catalog.install(updated);
+    Ok(())
+}
+
+/// The documents stored under `ids`, as they are now (`None`: deleted).
+pub fn current(
+    ctx: &Ctx,
+    meta: &CollectionMeta,
+    ids: &[Bson],
+) -> MongoResult<Vec<(Bson, Option<Document>)>> {
+    ids.iter()
+        .map(|id| {
+            let stored = ctx
+                .engine
+                .get(&meta.table, &crate::keys::id_key(id))
+                .map_err(crate::error::storage_to_mongo)?;
+            let doc = stored
+                .map(|b| crate::write_path::decode_document(&b))
+                .transpose()?;
+            Ok((id.clone(), doc))
+        })
+        .collect()
+}

@@ -1,0 +1,286 @@
+//! Chunk migrations through real drivers: documents keep their count and contents while
+//! ranges move between shards under concurrent writes, a router that missed a migration
+//! still answers correctly (shard versions and `StaleConfig`), and bad requests get
+//! MongoDB's errors.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Bson, Document};
+use futures::TryStreamExt;
+use tests::sharded::{error_code as code, per_shard_counts, TestShardedCluster};
+
+/// The shard holding the chunk of `ns` that starts at `min` (from `config.chunks`).
+async fn chunk_shard(client: &mongodb::Client, ns: &str, min: Document) -> String {
+    let chunk = client
+        .database("config")
+        .collection::<Document>("chunks")
+        .find_one(doc! {"ns": ns, "min": min})
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("no chunk of {ns} starts there"));
+    chunk.get_str("shard").unwrap().to_string()
+}
+
+fn other(shard: &str) -> &'static str {
+    if shard == "shard0" {
+        "shard1"
+    } else {
+        "shard0"
+    }
+}
+
+/// Documents as stored over all shards (orphans included), from `collStats`.
+async fn stored_per_shard(db: &mongodb::Database, coll: &str) -> i64 {
+    per_shard_counts(db, coll).await.iter().sum()
+}
+
+/// A small deterministic generator (no shared state between tasks).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+const BASE: i32 = 20_000;
+
+/// What one writer had acknowledged.
+#[derive(Default)]
+struct Acked {
+    /// Documents it inserted and did not delete.
+    live: Vec<i32>,
+    /// `$inc` acknowledged per base document.
+    increments: HashMap<i32, i32>,
+    /// Writes acknowledged.
+    ops: usize,
+}
+
+async fn writer(c: mongodb::Collection<Document>, seed: u64, stop: Arc<AtomicBool>) -> Acked {
+    let mut rng = Lcg(seed);
+    let mut acked = Acked::default();
+    let started = Instant::now();
+    for j in 0..100_000i32 {
+        if stop.load(Ordering::SeqCst) || started.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+        acked.ops += 1;
+        match j % 3 {
+            0 => {
+                let id = seed as i32 * 1_000_000 + j;
+                let k = rng.below(BASE as u64) as i32;
+                c.insert_one(doc! {"_id": id, "k": k, "n": 0})
+                    .await
+                    .expect("insert acknowledged");
+                acked.live.push(id);
+            }
+            1 => {
+                let id = rng.below(BASE as u64) as i32;
+                let r = c
+                    .update_one(doc! {"_id": id}, doc! {"$inc": {"n": 1}})
+                    .await
+                    .expect("update acknowledged");
+                assert_eq!(
+                    r.matched_count, 1,
+                    "update of base document {id} matched nothing"
+                );
+                *acked.increments.entry(id).or_default() += 1;
+            }
+            _ => {
+                if acked.live.len() > 3 {
+                    let id = acked
+                        .live
+                        .remove(rng.below(acked.live.len() as u64) as usize);
+                    let r = c
+                        .delete_one(doc! {"_id": id})
+                        .await
+                        .expect("delete acknowledged");
+                    assert_eq!(r.deleted_count, 1, "delete of {id} found nothing");
+                }
+            }
+        }
+    }
+    acked
+}
+
+/// Counts the base documents while chunks move: the count never wavers.
+async fn counter(c: mongodb::Collection<Document>, stop: Arc<AtomicBool>) -> usize {
+    let mut checks = 0;
+    let started = Instant::now();
+    while !stop.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(60) {
+        let n = c
+            .count_documents(doc! {"_id": {"$lt": BASE}})
+            .await
+            .expect("count");
+        assert_eq!(n, BASE as u64, "count of base documents during migrations");
+        checks += 1;
+    }
+    checks
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chunks_move_under_writes_and_every_document_stays_exactly_once() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    let db = client.database("mig");
+    let c = db.collection::<Document>("c");
+    let base: Vec<Document> = (0..BASE).map(|i| doc! {"_id": i, "k": i, "n": 0}).collect();
+    c.insert_many(base).await.unwrap();
+    c.create_index(mongodb::IndexModel::builder().keys(doc! {"k": 1}).build())
+        .await
+        .unwrap();
+    admin
+        .run_command(doc! {"shardCollection": "mig.c", "key": {"k": 1}})
+        .await
+        .unwrap();
+    admin
+        .run_command(doc! {"split": "mig.c", "middle": {"k": BASE / 2}})
+        .await
+        .unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (1..=3u64)
+        .map(|seed| tokio::spawn(writer(c.clone(), seed, stop.clone())))
+        .collect();
+    let count = tokio::spawn(counter(c.clone(), stop.clone()));
+
+    // Each half moves away and back while the writers and the counter run.
+    for round in 0..4 {
+        let min = if round % 2 == 0 {
+            doc! {"k": BASE / 2}
+        } else {
+            doc! {"k": Bson::MinKey}
+        };
+        // Writers get going between moves as well as during them.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let from = chunk_shard(&client, "mig.c", min.clone()).await;
+        admin
+            .run_command(doc! {"moveRange": "mig.c", "min": min.clone(), "toShard": other(&from)})
+            .await
+            .unwrap_or_else(|e| panic!("moveRange round {round}: {e}"));
+        assert_eq!(chunk_shard(&client, "mig.c", min).await, other(&from));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let checks = count.await.unwrap();
+    assert!(checks > 0, "the counter never ran");
+    eprintln!("counted the base documents {checks} times during the migrations");
+    let mut expected: HashMap<i32, i32> = (0..BASE).map(|i| (i, 0)).collect();
+    let mut ops = 0;
+    for w in writers {
+        let acked = w.await.unwrap();
+        ops += acked.ops;
+        for id in acked.live {
+            expected.insert(id, 0);
+        }
+        for (id, n) in acked.increments {
+            *expected.get_mut(&id).unwrap() += n;
+        }
+    }
+
+    eprintln!(
+        "{ops} writes acknowledged, {} documents expected",
+        expected.len()
+    );
+    assert!(ops > 30, "too few writes ran alongside the migrations");
+    let all: Vec<Document> = c.find(doc! {}).await.unwrap().try_collect().await.unwrap();
+    let mut seen: HashMap<i32, i32> = HashMap::new();
+    for d in &all {
+        let id = d.get_i32("_id").unwrap();
+        assert!(
+            seen.insert(id, d.get_i32("n").unwrap()).is_none(),
+            "document {id} returned twice"
+        );
+    }
+    assert_eq!(seen, expected, "documents after the migrations");
+    assert_eq!(
+        c.count_documents(doc! {}).await.unwrap(),
+        expected.len() as u64
+    );
+    // The donors deleted their copies: nothing is stored twice.
+    assert_eq!(stored_per_shard(&db, "c").await, expected.len() as i64);
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_that_missed_a_migration_still_answers_correctly() {
+    let mut cluster = TestShardedCluster::start(2, 1).await;
+    // Keeps a collection's routing for an hour: only shard versions can correct it.
+    let stale_router = cluster.add_router(3_600_000).await;
+    let client = cluster.client(0).await;
+    let stale = cluster.client(stale_router).await;
+    let admin = client.database("admin");
+    let c = client.database("mig").collection::<Document>("s");
+    let docs: Vec<Document> = (0..200).map(|i| doc! {"_id": i, "k": i}).collect();
+    c.insert_many(docs).await.unwrap();
+    c.create_index(mongodb::IndexModel::builder().keys(doc! {"k": 1}).build())
+        .await
+        .unwrap();
+    admin
+        .run_command(doc! {"shardCollection": "mig.s", "key": {"k": 1}})
+        .await
+        .unwrap();
+    admin
+        .run_command(doc! {"split": "mig.s", "middle": {"k": 100}})
+        .await
+        .unwrap();
+    let sc = stale.database("mig").collection::<Document>("s");
+    // The stale router learns the routing now, with both halves on one shard.
+    assert!(sc.find_one(doc! {"k": 150}).await.unwrap().is_some());
+    assert_eq!(sc.count_documents(doc! {}).await.unwrap(), 200);
+
+    let from = chunk_shard(&client, "mig.s", doc! {"k": 100}).await;
+    admin
+        .run_command(doc! {"moveRange": "mig.s", "min": {"k": 100}, "toShard": other(&from)})
+        .await
+        .unwrap();
+
+    // Targeted at the donor with the old version: StaleConfig, then the new owner.
+    let found = sc.find_one(doc! {"k": 150}).await.unwrap();
+    assert_eq!(found, Some(doc! {"_id": 150, "k": 150}));
+    assert_eq!(sc.count_documents(doc! {}).await.unwrap(), 200);
+    assert_eq!(
+        sc.count_documents(doc! {"k": {"$gte": 100}}).await.unwrap(),
+        100
+    );
+    sc.insert_one(doc! {"_id": 1000, "k": 160}).await.unwrap();
+    assert_eq!(
+        c.find_one(doc! {"k": 160, "_id": 1000}).await.unwrap(),
+        Some(doc! {"_id": 1000, "k": 160})
+    );
+    let db = client.database("mig");
+    assert_eq!(stored_per_shard(&db, "s").await, 201);
+
+    // Bad requests.
+    let e = admin
+        .run_command(doc! {"moveRange": "mig.s", "min": {"k": 100}, "toShard": "nowhere"})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(70), "{e}");
+    let e = admin
+        .run_command(
+            doc! {"moveRange": "mig.s", "min": {"k": 50}, "max": {"k": 150}, "toShard": &from},
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(72), "{e}");
+    let e = admin
+        .run_command(doc! {"moveChunk": "mig.unsharded", "find": {"k": 1}, "to": &from})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(26), "{e}");
+    let e = client
+        .database("mig")
+        .run_command(doc! {"moveChunk": "mig.s", "find": {"k": 1}, "to": &from})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(13), "{e}");
+    cluster.stop().await;
+}
