@@ -80,7 +80,7 @@ pub struct Ctx<'a> {
     /// of its place in the client's batch). Otherwise a statement's id is its position.
     pub stmt_ids: Option<Vec<i32>>,
     /// The version the router routed a command on a sharded collection with.
-    pub shard_version: Option<query::ownership::ShardVersion>,
+    pub shard_version: Option<crate::shard_version::Routed>,
 }
 
 impl Ctx<'_> {
@@ -284,9 +284,8 @@ impl Node {
             let ns = format!("{db}.{coll}");
             let meta = self.catalog.get(&ns);
             crate::shard_version::check(&ns, meta.as_deref(), &v, spec.writes)?;
-            let mut stripped = cmd.clone();
-            stripped.remove("shardVersion");
-            self.run_in_session(db, &stripped, raw_documents, deadline, version, spec.run)
+            // Handlers ignore the field: no copy of the command to remove it.
+            self.run_in_session(db, cmd, raw_documents, deadline, version, spec.run)
         };
         let result = match &self.replica {
             None => run(),
@@ -354,7 +353,7 @@ impl Node {
         cmd: &Document,
         raw_documents: Option<&[&RawDocument]>,
         deadline: Deadline,
-        shard_version: Option<query::ownership::ShardVersion>,
+        shard_version: Option<crate::shard_version::Routed>,
         handler: commands::Handler,
     ) -> MongoResult<Document> {
         let ctx = Ctx {

@@ -7,35 +7,55 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::CollectionMeta;
 
+/// How the router routed a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routed {
+    /// As a sharded collection, with this version.
+    At(ShardVersion),
+    /// As an unsharded collection, whole to its database's primary shard (`"UNSHARDED"`).
+    Unsharded,
+}
+
 /// The `shardVersion` a router attached, if any.
-pub fn received(cmd: &Document) -> MongoResult<Option<ShardVersion>> {
+pub fn received(cmd: &Document) -> MongoResult<Option<Routed>> {
     match cmd.get("shardVersion") {
         None => Ok(None),
-        Some(Bson::Document(d)) => ShardVersion::from_document(d).map(Some),
+        Some(Bson::Document(d)) => ShardVersion::from_document(d).map(|v| Some(Routed::At(v))),
+        Some(Bson::String(s)) if s == "UNSHARDED" => Ok(Some(Routed::Unsharded)),
         Some(_) => Err(MongoError::type_mismatch(
-            "shardVersion must be {e: ObjectId, v: Timestamp}",
+            "shardVersion must be {e: ObjectId, v: Timestamp} or \"UNSHARDED\"",
         )),
     }
 }
 
-/// Runs a command routed at `received` only if this shard's ownership of `ns` is at the
-/// same version. A write is also refused while a migration out of the collection commits
-/// (its critical section); the router retries it once the new owner is known.
+/// Runs a command routed as `received` only if this shard's ownership of `ns` agrees:
+/// the same version, or for a command routed as unsharded, no ownership at all (the
+/// collection was not sharded since the router last looked). A write is also refused
+/// while a migration out of the collection commits (its critical section); the router
+/// retries it once the new owner is known.
 pub fn check(
     ns: &str,
     meta: Option<&CollectionMeta>,
-    received: &ShardVersion,
+    received: &Routed,
     writes: bool,
 ) -> MongoResult<()> {
     let owned = meta.and_then(|m| m.ownership.as_deref());
     let wanted = owned.map(|o| o.version);
     let critical = writes && owned.is_some_and(|o| o.critical);
-    if wanted == Some(*received) && !critical {
+    let agrees = match received {
+        Routed::At(v) => wanted == Some(*v),
+        Routed::Unsharded => wanted.is_none(),
+    };
+    if agrees && !critical {
         return Ok(());
     }
+    let shown = match received {
+        Routed::At(v) => Bson::Document(v.to_document()),
+        Routed::Unsharded => Bson::String("UNSHARDED".into()),
+    };
     let mut info = doc! {
         "ns": ns,
-        "vReceived": received.to_document(),
+        "vReceived": shown.clone(),
         "vWanted": wanted.map(|v| Bson::Document(v.to_document())),
     };
     if critical {
@@ -44,8 +64,7 @@ pub fn check(
     Err(MongoError::new(
         ErrorCode::StaleConfig,
         format!(
-            "version mismatch for {ns}: received {:?}, this shard has {:?}{}",
-            received.version,
+            "version mismatch for {ns}: received {shown}, this shard has {:?}{}",
             wanted.map(|v| v.version),
             if critical {
                 " (a migration is committing)"

@@ -196,7 +196,10 @@ pub fn error_code(e: &mongodb::error::Error) -> Option<i32> {
 
 /// The per-shard document counts `collStats` reports.
 pub async fn per_shard_counts(db: &mongodb::Database, coll: &str) -> Vec<i64> {
-    let stats = db.run_command(bson::doc! {"collStats": coll}).await.unwrap();
+    let stats = db
+        .run_command(bson::doc! {"collStats": coll})
+        .await
+        .unwrap();
     assert_eq!(stats.get_bool("sharded"), Ok(true), "{stats}");
     stats
         .get_document("shards")

@@ -258,6 +258,34 @@ async fn a_router_that_missed_a_migration_still_answers_correctly() {
     let db = client.database("mig");
     assert_eq!(stored_per_shard(&db, "s").await, 201);
 
+    // A collection the stale router saw unsharded, sharded and split by another router:
+    // its commands carry "UNSHARDED", which the shard refuses once it knows better.
+    let u = client.database("mig").collection::<Document>("u");
+    let su = stale.database("mig").collection::<Document>("u");
+    let docs: Vec<Document> = (0..200).map(|i| doc! {"_id": i, "k": i}).collect();
+    u.insert_many(docs).await.unwrap();
+    assert_eq!(su.count_documents(doc! {}).await.unwrap(), 200);
+    u.create_index(mongodb::IndexModel::builder().keys(doc! {"k": 1}).build())
+        .await
+        .unwrap();
+    admin
+        .run_command(doc! {"shardCollection": "mig.u", "key": {"k": 1}})
+        .await
+        .unwrap();
+    let primary = chunk_shard(&client, "mig.u", doc! {"k": Bson::MinKey}).await;
+    admin
+        .run_command(doc! {"moveRange": "mig.u", "min": {"k": 100}, "toShard": other(&primary)})
+        .await
+        .unwrap();
+    su.insert_one(doc! {"_id": 1000, "k": 150}).await.unwrap();
+    assert_eq!(su.count_documents(doc! {}).await.unwrap(), 201);
+    assert_eq!(
+        u.count_documents(doc! {"k": {"$gte": 100}}).await.unwrap(),
+        101,
+        "the stale router's insert went to the range's owner"
+    );
+    assert_eq!(stored_per_shard(&db, "u").await, 201);
+
     // Bad requests.
     let e = admin
         .run_command(doc! {"moveRange": "mig.s", "min": {"k": 100}, "toShard": "nowhere"})

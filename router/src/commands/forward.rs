@@ -159,15 +159,22 @@ pub async fn run(
         cmd.insert("cursors", killed.clone());
     }
     let mut scatter = None;
-    // A sharded collection's one shard: the command carries the routing's version.
-    let mut targeted = None;
+    // The command carries a shard version: the shard it went to, when it is known (a
+    // sharded collection's one shard; `None` for an unsharded collection).
+    let mut versioned: Option<Option<String>> = None;
     if let (Some(cluster), None, true) = (&state.cluster, cursor, killed.is_empty()) {
         match crate::sharding::route_command(session, cluster, &name, db, &cmd, &fwd).await? {
             crate::sharding::Routed::To(h) => target = Some(h),
+            crate::sharding::Routed::Unsharded(h) => {
+                if crate::sharding::versioning::attach_unsharded(&name, &mut cmd) {
+                    versioned = Some(None);
+                }
+                target = Some(h);
+            }
             crate::sharding::Routed::Targeted(shard, table) => {
                 crate::sharding::versioning::attach(&name, &mut cmd, &table);
                 target = Some(shard.handle.clone());
-                targeted = Some((shard, table));
+                versioned = Some(Some(shard.name.clone()));
             }
             crate::sharding::Routed::Scatter(table) => scatter = Some(table),
             crate::sharding::Routed::Answered(reply) => return Ok(reply),
@@ -204,7 +211,7 @@ pub async fn run(
     }
     let handle = target.as_ref().unwrap_or(&state.shard);
     // Kept only where a stale version may send the command again.
-    let kept = targeted.as_ref().map(|_| command.clone());
+    let kept = versioned.as_ref().map(|_| command.clone());
     let call = handle.run_encoded(db, command, &fwd, &session.peer_text);
     // Answered before the client's own deadline (see `deadline`); dropping the call
     // stops the shard's work too.
@@ -223,7 +230,7 @@ pub async fn run(
             return Err(e);
         }
     };
-    if let (Some((shard, _)), Some(cluster), Some(command)) = (&targeted, &state.cluster, kept) {
+    if let (Some(shard), Some(cluster), Some(command)) = (&versioned, &state.cluster, kept) {
         if let Some(stale) = crate::sharding::versioning::stale_error(&reply) {
             // Routed with an outdated table (or the shard was behind): routed again from
             // fresh routing, through the general path, which retries as needed.
@@ -234,7 +241,7 @@ pub async fn run(
                 "{db}.{}",
                 crate::sharding::collection_of(&name, &cmd).unwrap_or_default()
             );
-            let Some(table) = cluster.on_stale(&ns, Some(&shard.name), &stale, 0).await? else {
+            let Some(table) = cluster.on_stale(&ns, shard.as_deref(), &stale, 0).await? else {
                 return Err(stale);
             };
             return scatter_command(session, cluster, table, db, &name, cmd, fwd, split).await;

@@ -121,6 +121,10 @@ impl Migration<'_> {
 
     async fn run(&self) -> MongoResult<()> {
         self.cluster.publish(self.table).await?;
+        // The recipient skips its copy on reads from the start, even if it owns nothing.
+        self.cluster
+            .push_ownership(&self.recipient.name, self.table)
+            .await?;
         self.copy_indexes().await?;
         let critical = std::sync::atomic::AtomicBool::new(false);
         match self.copy(&critical).await {
@@ -148,6 +152,10 @@ impl Migration<'_> {
         }
         let committed = routing(self.cluster, &self.table.ns).await?;
         self.cluster.publish(&committed).await?;
+        // The donor may own nothing now; it still has to learn that.
+        self.cluster
+            .push_ownership(&self.donor.name, &committed)
+            .await?;
         self.on(self.donor, "_shardsvrMoveLog", doc! {"on": false})
             .await?;
         self.delete_range(self.donor).await

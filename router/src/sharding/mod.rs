@@ -310,6 +310,10 @@ impl Cluster {
 pub enum Routed {
     /// Forward it whole to this shard.
     To(ShardHandle),
+    /// Forward it whole to this shard, the primary shard of the database of a collection
+    /// this router believes unsharded: it carries `shardVersion: "UNSHARDED"`, and a
+    /// shard that knows the collection as sharded answers `StaleConfig`.
+    Unsharded(ShardHandle),
     /// Forward it whole to the one shard of a sharded collection it needs, at the
     /// table's version.
     Targeted(Arc<Shard>, Arc<RoutingTable>),
@@ -350,6 +354,9 @@ pub async fn route_command(
         collection_of(name, cmd)
     };
     match cluster.route(db, coll, fwd.writes).await? {
+        Route::One(h) if coll.is_some() && db != "config" && db != "admin" => {
+            Ok(Routed::Unsharded(h))
+        }
         Route::One(h) => Ok(Routed::To(h)),
         Route::Sharded(table) => match single_target(name, cmd, &table) {
             Some(shard) => Ok(Routed::Targeted(cluster.shard(&shard).await?, table)),

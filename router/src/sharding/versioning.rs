@@ -40,6 +40,16 @@ pub fn attach(name: &str, cmd: &mut Document, table: &RoutingTable) {
     }
 }
 
+/// Marks a command on a collection believed unsharded as routed so; returns whether it
+/// is a command that carries a version.
+pub fn attach_unsharded(name: &str, cmd: &mut Document) -> bool {
+    let carries = VERSIONED.contains(&name);
+    if carries {
+        cmd.insert("shardVersion", "UNSHARDED");
+    }
+    carries
+}
+
 /// A reply's `StaleConfig` error, if it is one: as the command's error, or (for a write
 /// refused mid-batch as a migration began committing) as one of its write errors.
 pub fn stale_error(reply: &Document) -> Option<MongoError> {
@@ -73,11 +83,12 @@ impl Cluster {
         self.table(ns).await
     }
 
-    /// Sends every shard its part of `table`'s collection (after sharding it, or after
-    /// a migration), so that none answers the next command as stale.
+    /// Sends every shard owning a chunk of `table`'s collection its part (after sharding
+    /// it, a split or a migration), so that none answers the next command as stale.
+    /// Shards without chunks are sent no command on the collection and need none.
     pub async fn publish(&self, table: &RoutingTable) -> MongoResult<()> {
-        for shard in self.shards().await? {
-            self.push_ownership(&shard.name, table).await?;
+        for shard in table.all_shards() {
+            self.push_ownership(&shard, table).await?;
         }
         Ok(())
     }

@@ -41,9 +41,11 @@ pub async fn on_primary(ctx: &Ctx<'_>, cmd: Document) -> MongoResult<Document> {
     Ok(ctx.one(&primary, &cmd).await?.0)
 }
 
-/// Drops the collection on every holder, then from the catalog.
+/// Drops the collection on every shard (a shard that gave all its chunks away still has
+/// it, with its ownership), then from the catalog.
 pub async fn drop(ctx: &Ctx<'_>, cmd: Document) -> MongoResult<Document> {
-    for shard in holders(ctx).await? {
+    for shard in ctx.cluster.shards().await? {
+        let shard = shard.name.clone();
         let (reply, _) = ctx.one(&shard, &cmd).await?;
         let code = reply.get_i32("code").ok();
         if reply.get_f64("ok").unwrap_or(1.0) != 1.0
