@@ -187,6 +187,7 @@ async fn serve_inner(
     tasks.spawn(state.shard.clone().monitor(shutdown.clone()));
     state.lag.spawn(&tasks, shutdown.clone());
     crate::auth::setup::spawn_bootstrap(&tasks, &state, shutdown.clone());
+    crate::sharding::balancer::spawn(&tasks, &state, shutdown.clone());
     let acceptor = spawn_acceptor(listener, state, tasks.clone(), shutdown.clone())?;
     shutdown.cancelled().await;
     // The acceptor notices within its accept timeout.

@@ -96,8 +96,10 @@ impl TestShardedCluster {
             config_servers: config_host.split_once('/').unwrap().1.to_string(),
             _dir: dir,
         };
+        // Their balancers stay idle: tests move chunks themselves, or add a router whose
+        // balancer runs.
         for _ in 0..routers {
-            cluster.add_router(1000).await;
+            cluster.add_router(1000, 3_600_000).await;
         }
         let admin = cluster.client(0).await.database("admin");
         for host in cluster.shard_hosts.clone() {
@@ -110,8 +112,9 @@ impl TestShardedCluster {
     }
 
     /// Starts another router, which keeps a collection's routing for `catalog_cache_ms`
-    /// before reading it again; returns its index.
-    pub async fn add_router(&mut self, catalog_cache_ms: u64) -> usize {
+    /// before reading it again and runs a balancer round every `balancer_interval_ms`;
+    /// returns its index.
+    pub async fn add_router(&mut self, catalog_cache_ms: u64, balancer_interval_ms: u64) -> usize {
         let listener = router::listener::bind("127.0.0.1:0").await.unwrap();
         self.routers.push(listener.local_addr().unwrap());
         let config = router::RouterConfig {
@@ -119,6 +122,7 @@ impl TestShardedCluster {
             config_servers: self.config_servers.clone(),
             site: "A".into(),
             catalog_cache_ms,
+            balancer_interval_ms,
             ..Default::default()
         };
         let sd = self.router_shutdown.clone();
@@ -213,4 +217,55 @@ pub async fn per_shard_counts(db: &mongodb::Database, coll: &str) -> Vec<i64> {
                 .unwrap()
         })
         .collect()
+}
+
+/// The primary shard of database `db`, from `config.databases`.
+pub async fn database_primary(client: &mongodb::Client, db: &str) -> String {
+    client
+        .database("config")
+        .collection::<bson::Document>("databases")
+        .find_one(bson::doc! {"_id": db})
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("database {db} has no primary"))
+        .get_str("primary")
+        .unwrap()
+        .to_string()
+}
+
+/// Calls `removeShard` until the shard is drained and removed (bounded by `limit`).
+pub async fn drain(admin: &mongodb::Database, shard: &str, limit: Duration) {
+    let started = std::time::Instant::now();
+    loop {
+        let r = admin
+            .run_command(bson::doc! {"removeShard": shard})
+            .await
+            .unwrap();
+        if r.get_str("state") == Ok("completed") {
+            return;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "draining {shard} did not finish: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Shards collection `coll` (holding documents already) by the ranged key `{k: 1}`,
+/// creating the key's index first, through `client`'s router.
+pub async fn shard_by_k(client: &mongodb::Client, c: &mongodb::Collection<bson::Document>) {
+    c.create_index(
+        mongodb::IndexModel::builder()
+            .keys(bson::doc! {"k": 1})
+            .build(),
+    )
+    .await
+    .unwrap();
+    let ns = format!("{}.{}", c.namespace().db, c.name());
+    client
+        .database("admin")
+        .run_command(bson::doc! {"shardCollection": ns, "key": {"k": 1}})
+        .await
+        .unwrap();
 }

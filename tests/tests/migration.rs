@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
-use tests::sharded::{error_code as code, per_shard_counts, TestShardedCluster};
+use tests::sharded::{
+    database_primary, drain, error_code as code, per_shard_counts, shard_by_k, TestShardedCluster,
+};
 
 /// The shard holding the chunk of `ns` that starts at `min` (from `config.chunks`).
 async fn chunk_shard(client: &mongodb::Client, ns: &str, min: Document) -> String {
@@ -127,20 +129,14 @@ async fn counter(c: mongodb::Collection<Document>, stop: Arc<AtomicBool>) -> usi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn chunks_move_under_writes_and_every_document_stays_exactly_once() {
-    let cluster = TestShardedCluster::start(2, 1).await;
+    let mut cluster = TestShardedCluster::start(2, 1).await;
     let client = cluster.client(0).await;
     let admin = client.database("admin");
     let db = client.database("mig");
     let c = db.collection::<Document>("c");
     let base: Vec<Document> = (0..BASE).map(|i| doc! {"_id": i, "k": i, "n": 0}).collect();
     c.insert_many(base).await.unwrap();
-    c.create_index(mongodb::IndexModel::builder().keys(doc! {"k": 1}).build())
-        .await
-        .unwrap();
-    admin
-        .run_command(doc! {"shardCollection": "mig.c", "key": {"k": 1}})
-        .await
-        .unwrap();
+    shard_by_k(&client, &c).await;
     admin
         .run_command(doc! {"split": "mig.c", "middle": {"k": BASE / 2}})
         .await
@@ -168,6 +164,17 @@ async fn chunks_move_under_writes_and_every_document_stays_exactly_once() {
             .unwrap_or_else(|e| panic!("moveRange round {round}: {e}"));
         assert_eq!(chunk_shard(&client, "mig.c", min).await, other(&from));
     }
+    // Then the balancer moves chunks: the shard that is not the database's primary is
+    // drained (`removeShard`) while the writers and the counter go on.
+    for at in [BASE / 4, 3 * BASE / 4] {
+        admin
+            .run_command(doc! {"split": "mig.c", "middle": {"k": at}})
+            .await
+            .unwrap();
+    }
+    let leaving = other(&database_primary(&client, "mig").await);
+    let _balancer = cluster.add_router(1000, 100).await;
+    drain(&admin, leaving, Duration::from_secs(120)).await;
     stop.store(true, Ordering::SeqCst);
     let checks = count.await.unwrap();
     assert!(checks > 0, "the counter never ran");
@@ -213,20 +220,14 @@ async fn chunks_move_under_writes_and_every_document_stays_exactly_once() {
 async fn a_router_that_missed_a_migration_still_answers_correctly() {
     let mut cluster = TestShardedCluster::start(2, 1).await;
     // Keeps a collection's routing for an hour: only shard versions can correct it.
-    let stale_router = cluster.add_router(3_600_000).await;
+    let stale_router = cluster.add_router(3_600_000, 3_600_000).await;
     let client = cluster.client(0).await;
     let stale = cluster.client(stale_router).await;
     let admin = client.database("admin");
     let c = client.database("mig").collection::<Document>("s");
     let docs: Vec<Document> = (0..200).map(|i| doc! {"_id": i, "k": i}).collect();
     c.insert_many(docs).await.unwrap();
-    c.create_index(mongodb::IndexModel::builder().keys(doc! {"k": 1}).build())
-        .await
-        .unwrap();
-    admin
-        .run_command(doc! {"shardCollection": "mig.s", "key": {"k": 1}})
-        .await
-        .unwrap();
+    shard_by_k(&client, &c).await;
     admin
         .run_command(doc! {"split": "mig.s", "middle": {"k": 100}})
         .await
@@ -265,13 +266,7 @@ async fn a_router_that_missed_a_migration_still_answers_correctly() {
     let docs: Vec<Document> = (0..200).map(|i| doc! {"_id": i, "k": i}).collect();
     u.insert_many(docs).await.unwrap();
     assert_eq!(su.count_documents(doc! {}).await.unwrap(), 200);
-    u.create_index(mongodb::IndexModel::builder().keys(doc! {"k": 1}).build())
-        .await
-        .unwrap();
-    admin
-        .run_command(doc! {"shardCollection": "mig.u", "key": {"k": 1}})
-        .await
-        .unwrap();
+    shard_by_k(&client, &u).await;
     let primary = chunk_shard(&client, "mig.u", doc! {"k": Bson::MinKey}).await;
     admin
         .run_command(doc! {"moveRange": "mig.u", "min": {"k": 100}, "toShard": other(&primary)})

@@ -14,6 +14,8 @@ use crate::counters::Op;
 
 mod add_shard;
 mod add_shard_to_zone;
+mod balancer_mode;
+mod balancer_status;
 mod build_info;
 mod configure_fail_point;
 mod connection_status;
@@ -36,6 +38,7 @@ mod list_commands;
 mod list_shards;
 mod move_chunk;
 mod ping;
+mod remove_shard;
 mod roles_info;
 mod sasl;
 mod search_indexes;
@@ -254,6 +257,26 @@ const ASYNC: &[(&str, AsyncFn, Rule)] = &[
         "moveRange",
         async_cmd!(move_chunk::move_range),
         Rule::Cluster(acts(&[MoveChunk])),
+    ),
+    (
+        "balancerStart",
+        async_cmd!(balancer_mode::start),
+        Rule::Cluster(acts(&[EnableSharding])),
+    ),
+    (
+        "balancerStop",
+        async_cmd!(balancer_mode::stop),
+        Rule::Cluster(acts(&[EnableSharding])),
+    ),
+    (
+        "balancerStatus",
+        async_cmd!(balancer_status::run),
+        Rule::Cluster(acts(&[ListShards])),
+    ),
+    (
+        "removeShard",
+        async_cmd!(remove_shard::run),
+        Rule::Cluster(acts(&[RemoveShard])),
     ),
     (
         "flushRouterConfig",

@@ -119,7 +119,7 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
 }
 
 /// The zone ranges recorded for `ns`, with the shards of each zone.
-async fn zone_ranges(
+pub async fn zone_ranges(
     cluster: &crate::sharding::Cluster,
     ns: &str,
     key: &ShardKey,

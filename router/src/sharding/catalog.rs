@@ -411,6 +411,146 @@ pub async fn commit_move(
     Ok(())
 }
 
+/// Whether the balancer runs (`config.settings` `{_id: "balancer"}`; on by default, as
+/// in MongoDB).
+pub async fn balancer_mode(config: &ShardHandle) -> MongoResult<String> {
+    let found = setting(config, "balancer").await?;
+    Ok(found
+        .as_ref()
+        .and_then(|d| d.get_str("mode").ok())
+        .unwrap_or("full")
+        .to_string())
+}
+
+/// Sets the balancer's mode (`"full"` or `"off"`).
+pub async fn set_balancer_mode(config: &ShardHandle, mode: &str) -> MongoResult<()> {
+    change_setting(
+        config,
+        "balancer",
+        doc! {"$set": {"mode": mode, "stopped": mode == "off"}},
+    )
+    .await
+}
+
+/// Applies `update` to the `config.settings` document `id` (created if missing).
+async fn change_setting(config: &ShardHandle, id: &str, update: Document) -> MongoResult<()> {
+    let update = doc! {"q": {"_id": id}, "u": update, "upsert": true};
+    call(
+        config,
+        doc! {"update": "settings", "updates": [update]},
+        true,
+    )
+    .await
+    .map(|_| ())
+}
+
+/// The `config.settings` document `id`, if set.
+async fn setting(config: &ShardHandle, id: &str) -> MongoResult<Option<Document>> {
+    Ok(find_all(config, "config", "settings", doc! {"_id": id})
+        .await?
+        .into_iter()
+        .next())
+}
+
+/// The balancer lock: one round at a time in the whole cluster, whichever router runs
+/// it. A lock whose holder vanished expires after `lease`. Returns whether `holder` has it.
+pub async fn take_balancer_lock(
+    config: &ShardHandle,
+    holder: &str,
+    lease: std::time::Duration,
+) -> MongoResult<bool> {
+    let now = bson::DateTime::now();
+    let expires = bson::DateTime::from_millis(now.timestamp_millis() + lease.as_millis() as i64);
+    let lock = doc! {"_id": "balancer", "holder": holder, "expires": expires};
+    match call(config, doc! {"insert": "locks", "documents": [lock]}, true).await {
+        Ok(_) => return Ok(true),
+        Err(e) if e.code == ErrorCode::DuplicateKey as i32 => {}
+        Err(e) => return Err(e),
+    }
+    let steal = doc! {
+        "q": {"_id": "balancer", "expires": {"$lt": now}},
+        "u": {"$set": {"holder": holder, "expires": expires}},
+    };
+    let reply = call(config, doc! {"update": "locks", "updates": [steal]}, true).await?;
+    Ok(super::scatter::number(&reply, "nModified") == 1)
+}
+
+pub async fn release_balancer_lock(config: &ShardHandle, holder: &str) -> MongoResult<()> {
+    delete(config, "locks", doc! {"_id": "balancer", "holder": holder}).await
+}
+
+/// Whether a balancer round holds the lock now.
+pub async fn balancer_busy(config: &ShardHandle) -> MongoResult<bool> {
+    let now = bson::DateTime::now();
+    let found = find_all(
+        config,
+        "config",
+        "locks",
+        doc! {"_id": "balancer", "expires": {"$gte": now}},
+    )
+    .await?;
+    Ok(!found.is_empty())
+}
+
+/// Counts a finished balancer round.
+pub async fn count_balancer_round(config: &ShardHandle) -> MongoResult<()> {
+    change_setting(config, "balancer", doc! {"$inc": {"rounds": 1_i64}}).await
+}
+
+/// Balancer rounds finished in the cluster.
+pub async fn balancer_rounds(config: &ShardHandle) -> MongoResult<i64> {
+    Ok(setting(config, "balancer")
+        .await?
+        .map(|d| super::scatter::number(&d, "rounds"))
+        .unwrap_or(0))
+}
+
+/// The largest a chunk may grow before the balancer splits it (`config.settings`
+/// `{_id: "chunksize", value: <MB>}`, 128 MB by default as in MongoDB).
+pub async fn max_chunk_bytes(config: &ShardHandle) -> MongoResult<i64> {
+    let mb = setting(config, "chunksize")
+        .await?
+        .map(|d| super::scatter::number(&d, "value"))
+        .filter(|mb| *mb > 0)
+        .unwrap_or(128);
+    Ok(mb << 20)
+}
+
+/// Marks shard `name` as draining (`removeShard` began): the balancer empties it.
+pub async fn set_draining(config: &ShardHandle, name: &str) -> MongoResult<()> {
+    let update = doc! {"q": {"_id": name}, "u": {"$set": {"draining": true}}};
+    call(config, doc! {"update": "shards", "updates": [update]}, true)
+        .await
+        .map(|_| ())
+}
+
+/// Chunks (of every collection) on shard `name`.
+pub async fn chunks_on(config: &ShardHandle, name: &str) -> MongoResult<i64> {
+    let reply = call(
+        config,
+        doc! {"count": "chunks", "query": {"shard": name}},
+        false,
+    )
+    .await?;
+    Ok(super::scatter::number(&reply, "n"))
+}
+
+/// Databases whose primary shard is `name`.
+pub async fn databases_on(config: &ShardHandle, name: &str) -> MongoResult<Vec<String>> {
+    Ok(
+        find_all(config, "config", "databases", doc! {"primary": name})
+            .await?
+            .iter()
+            .filter_map(|d| d.get_str("_id").ok().map(str::to_string))
+            .collect(),
+    )
+}
+
+/// Forgets a drained shard.
+pub async fn remove_shard(config: &ShardHandle, name: &str) -> MongoResult<()> {
+    delete(config, "shards", doc! {"_id": name, "draining": true}).await
+}
+
 /// Adds shard `shard` to zone `zone` (or removes it).
 pub async fn set_shard_zone(
     config: &ShardHandle,

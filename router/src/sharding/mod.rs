@@ -10,6 +10,8 @@
 //! by its shard key (`routing.rs`) to the shards whose chunks it can touch, and merged
 //! here when it touches more than one (`scatter/`).
 
+pub mod balance_policy;
+pub mod balancer;
 pub mod catalog;
 pub mod databases;
 pub mod merge_cursor;

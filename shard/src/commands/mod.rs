@@ -44,6 +44,7 @@ mod repl_set_step_up;
 mod server_status;
 mod set_ownership;
 mod sleep;
+mod split_points;
 pub mod update;
 
 pub type Handler = fn(&Ctx, &Document) -> MongoResult<Document>;
@@ -295,6 +296,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "_shardsvrDeleteRange",
         run: delete_range::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrSplitPoints",
+        run: split_points::run,
         writes: true,
         anywhere: false,
     },
