@@ -107,8 +107,25 @@ impl Ctx<'_> {
     /// For a write holding `meta`'s write lock: checks again that the router's version is
     /// this shard's and that no migration is committing (both change under that lock).
     pub fn check_owner(&self, meta: &crate::catalog::CollectionMeta) -> MongoResult<()> {
+        self.check_version(meta, true)
+    }
+
+    /// For a read about to scan with `meta`: checks that its ownership is still at the
+    /// router's version. The check when the command arrived read the catalog once; the
+    /// scan filters orphans by the snapshot it holds, which may be newer, and a document
+    /// the old version gave here and the new one gives elsewhere would be counted by
+    /// neither shard.
+    pub fn check_read(&self, meta: &crate::catalog::CollectionMeta) -> MongoResult<()> {
+        self.check_version(meta, false)
+    }
+
+    fn check_version(
+        &self,
+        meta: &crate::catalog::CollectionMeta,
+        writes: bool,
+    ) -> MongoResult<()> {
         match &self.shard_version {
-            Some(v) => crate::shard_version::check(&meta.ns(), Some(meta), v, true),
+            Some(v) => crate::shard_version::check(&meta.ns(), Some(meta), v, writes),
             None => Ok(()),
         }
     }

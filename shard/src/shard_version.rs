@@ -41,7 +41,7 @@ pub fn check(
 ) -> MongoResult<()> {
     let owned = meta.and_then(|m| m.ownership.as_deref());
     let wanted = owned.map(|o| o.version);
-    let critical = writes && owned.is_some_and(|o| o.critical);
+    let critical = writes && owned.is_some_and(|o| o.critical.is_some());
     let agrees = match received {
         Routed::At(v) => wanted == Some(*v),
         Routed::Unsharded => wanted.is_none(),

@@ -307,3 +307,102 @@ async fn a_router_that_missed_a_migration_still_answers_correctly() {
     assert_eq!(code(&e), Some(13), "{e}");
     cluster.stop().await;
 }
+
+/// A migration whose coordinator died inside its critical section: the donor refuses
+/// writes (routers retry, then report `StaleConfig`) until the next migration of the
+/// collection finds the expired lock and abandons the dead one, after which writes go
+/// through and nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
+    use router::shard_client::{Forward, ShardHandle};
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    let c = client.database("mig").collection::<Document>("r");
+    let docs: Vec<Document> = (0..200).map(|i| doc! {"_id": i, "k": i}).collect();
+    c.insert_many(docs).await.unwrap();
+    shard_by_k(&client, &c).await;
+    admin
+        .run_command(doc! {"split": "mig.r", "middle": {"k": 100}})
+        .await
+        .unwrap();
+    let donor = chunk_shard(&client, "mig.r", doc! {"k": 100}).await;
+    let config = client.database("config");
+    let entry = config
+        .collection::<Document>("collections")
+        .find_one(doc! {"_id": "mig.r"})
+        .await
+        .unwrap()
+        .unwrap();
+    let chunks: Vec<Document> = config
+        .collection::<Document>("chunks")
+        .find(doc! {"ns": "mig.r"})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let version = chunks
+        .iter()
+        .map(|c| c.get_timestamp("lastmod").unwrap())
+        .max_by_key(|t| (t.time, t.increment))
+        .unwrap();
+    // What a coordinator leaves behind when it dies in step 4: the donor recording and
+    // in its critical section, and a lock nobody renews.
+    let k = donor.trim_start_matches("shard").parse::<usize>().unwrap();
+    let member = cluster.shard_hosts[k].split_once('/').unwrap().1;
+    let direct = ShardHandle::connect_lazy(member, "A").unwrap();
+    let fwd = Forward {
+        writes: true,
+        ..Default::default()
+    };
+    let range = |extra: Document| {
+        let mut cmd = doc! {"min": [100], "max": [Bson::MaxKey]};
+        cmd.extend(extra);
+        cmd
+    };
+    for cmd in [
+        doc! {"_shardsvrMoveLog": "r", "on": true},
+        doc! {
+            "_shardsvrCriticalSection": "r", "on": true,
+            "version": {"e": entry.get_object_id("lastmodEpoch").unwrap(), "v": version},
+        },
+    ] {
+        let mut full = cmd.clone();
+        full.extend(range(doc! {}));
+        let (reply, _, _) = direct.run("mig", &full, &fwd, "test").await.unwrap();
+        assert_eq!(reply.get_f64("ok"), Ok(1.0), "{cmd}: {reply}");
+    }
+    let other_shard = other(&donor);
+    config
+        .collection::<Document>("migrations")
+        .insert_one(doc! {
+            "_id": "mig.r", "owner": "dead", "donor": &donor, "recipient": other_shard,
+            "min": [100], "max": [Bson::MaxKey],
+            "expires": bson::DateTime::from_millis(0),
+        })
+        .await
+        .unwrap();
+
+    let e = c
+        .insert_one(doc! {"_id": 1000, "k": 150})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(13388), "{e}");
+    // Reads go on meanwhile.
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 200);
+
+    admin
+        .run_command(doc! {"moveRange": "mig.r", "min": {"k": 100}, "toShard": other_shard})
+        .await
+        .unwrap();
+    assert_eq!(
+        chunk_shard(&client, "mig.r", doc! {"k": 100}).await,
+        other_shard
+    );
+    c.insert_one(doc! {"_id": 1000, "k": 150}).await.unwrap();
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 201);
+    let db = client.database("mig");
+    assert_eq!(stored_per_shard(&db, "r").await, 201);
+    cluster.stop().await;
+}

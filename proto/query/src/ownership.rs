@@ -56,8 +56,10 @@ pub struct Ownership {
     pub version: ShardVersion,
     /// Owned key ranges `[min, max)`, sorted and disjoint.
     pub ranges: Vec<(KeyValue, KeyValue)>,
-    /// A migration out of this shard is committing: writes wait for the new version.
-    pub critical: bool,
+    /// The range `[min, max)` of a migration out of this shard that is committing: the
+    /// collection's writes wait for the outcome. It ends when an ownership without that
+    /// range arrives (the commit) or the migration is abandoned.
+    pub critical: Option<(KeyValue, KeyValue)>,
 }
 
 impl Ownership {
@@ -85,7 +87,10 @@ impl Ownership {
             "key": self.key.pattern().clone(),
             "version": self.version.to_document(),
             "ranges": ranges,
-            "critical": self.critical,
+            "critical": self
+                .critical
+                .as_ref()
+                .map(|(min, max)| Bson::Document(doc! {"min": min.clone(), "max": max.clone()})),
         }
     }
 
@@ -112,7 +117,15 @@ impl Ownership {
             key,
             version,
             ranges,
-            critical: d.get_bool("critical").unwrap_or(false),
+            critical: match d.get_document("critical") {
+                Ok(r) => {
+                    let bound = |f: &str| -> MongoResult<KeyValue> {
+                        Ok(r.get_array(f).map_err(|_| bad("critical range"))?.clone())
+                    };
+                    Some((bound("min")?, bound("max")?))
+                }
+                Err(_) => None,
+            },
         })
     }
 }
@@ -147,7 +160,7 @@ mod tests {
                 .into_iter()
                 .map(|(a, b)| (vec![Bson::Int32(a)], vec![Bson::Int32(b)]))
                 .collect(),
-            critical: false,
+            critical: None,
         }
     }
 
@@ -169,7 +182,9 @@ mod tests {
 
     #[test]
     fn round_trips_and_coalesces() {
-        let o = owner(vec![(0, 10)]);
+        let mut o = owner(vec![(0, 10)]);
+        assert_eq!(Ownership::from_document(&o.to_document()).unwrap(), o);
+        o.critical = Some((vec![Bson::Int32(0)], vec![Bson::Int32(5)]));
         assert_eq!(Ownership::from_document(&o.to_document()).unwrap(), o);
         let joined = coalesce(owner(vec![(0, 10), (10, 20), (30, 40)]).ranges);
         assert_eq!(joined.len(), 2);

@@ -342,15 +342,16 @@ pub async fn split_chunk(
 }
 
 /// Takes the migration lock of `ns` (one migration per collection at a time, whichever
-/// router runs it): a `config.migrations` document under the collection's name.
+/// router runs it): `lock`, a `config.migrations` document under the collection's name,
+/// held for `lease` unless renewed. `Ok(None)`: taken. `Ok(Some(stale))`: the lock of a
+/// coordinator that stopped renewing it; recover its migration, then take the lock again.
 pub async fn lock_migration(
     config: &ShardHandle,
-    ns: &str,
-    donor: &str,
-    recipient: &str,
-) -> MongoResult<()> {
-    let lock =
-        doc! {"_id": ns, "donor": donor, "recipient": recipient, "since": bson::DateTime::now()};
+    mut lock: Document,
+    lease: std::time::Duration,
+) -> MongoResult<Option<Document>> {
+    let ns = lock.get_str("_id").unwrap_or_default().to_string();
+    lock.insert("expires", expiry(lease));
     match call(
         config,
         doc! {"insert": "migrations", "documents": [lock]},
@@ -358,16 +359,50 @@ pub async fn lock_migration(
     )
     .await
     {
-        Err(e) if e.code == ErrorCode::DuplicateKey as i32 => Err(MongoError::new(
+        Ok(_) => return Ok(None),
+        Err(e) if e.code == ErrorCode::DuplicateKey as i32 => {}
+        Err(e) => return Err(e),
+    }
+    let held = find_all(config, "config", "migrations", doc! {"_id": &ns}).await?;
+    let expired = held.into_iter().next().filter(|h| {
+        h.get_datetime("expires")
+            .is_ok_and(|t| *t < bson::DateTime::now())
+    });
+    expired.map(Some).ok_or_else(|| {
+        MongoError::new(
             ErrorCode::ConflictingOperationInProgress,
             format!("a migration of {ns} is already in progress"),
-        )),
-        other => other.map(|_| ()),
-    }
+        )
+    })
 }
 
-pub async fn unlock_migration(config: &ShardHandle, ns: &str) -> MongoResult<()> {
-    delete(config, "migrations", doc! {"_id": ns}).await
+/// Extends the migration lock of `ns` by `lease` from now.
+pub async fn renew_migration(
+    config: &ShardHandle,
+    ns: &str,
+    lease: std::time::Duration,
+) -> MongoResult<()> {
+    let update = doc! {"q": {"_id": ns}, "u": {"$set": {"expires": expiry(lease)}}};
+    call(
+        config,
+        doc! {"update": "migrations", "updates": [update]},
+        true,
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Releases the migration lock `lock` (exactly that one: a lock taken over since stays).
+pub async fn unlock_migration(config: &ShardHandle, lock: &Document) -> MongoResult<()> {
+    let mut q = doc! {"_id": lock.get("_id").cloned().unwrap_or(Bson::Null)};
+    if let Ok(owner) = lock.get_str("owner") {
+        q.insert("owner", owner);
+    }
+    delete(config, "migrations", q).await
+}
+
+fn expiry(lease: std::time::Duration) -> bson::DateTime {
+    bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() + lease.as_millis() as i64)
 }
 
 /// Commits a migration: the chunk starting at `chunk.min` now belongs to `to`, at a new
@@ -460,7 +495,7 @@ pub async fn take_balancer_lock(
     lease: std::time::Duration,
 ) -> MongoResult<bool> {
     let now = bson::DateTime::now();
-    let expires = bson::DateTime::from_millis(now.timestamp_millis() + lease.as_millis() as i64);
+    let expires = expiry(lease);
     let lock = doc! {"_id": "balancer", "holder": holder, "expires": expires};
     match call(config, doc! {"insert": "locks", "documents": [lock]}, true).await {
         Ok(_) => return Ok(true),

@@ -17,7 +17,9 @@
 //!
 //! Until the commit the recipient's copy is orphaned data it skips on reads; a failure
 //! before it ends the critical section and deletes that copy, and the chunk stays where
-//! it was.
+//! it was. A coordinator that stops (its router dies) stops renewing the lock; the next
+//! migration of the collection finds it expired and finishes the work (`recover`): the
+//! commit decides whether the migration happened.
 
 use std::time::Duration;
 
@@ -29,6 +31,9 @@ use super::routing::{Chunk, RoutingTable};
 use super::{catalog, internal, Cluster, Shard};
 use crate::commands::shard_collection::{create_indexes, index_copies, list_indexes};
 
+/// How long the migration lock is held without renewal: a coordinator renews it after
+/// every batch, so a lock older than this belongs to one that stopped.
+const LEASE: Duration = Duration::from_secs(30);
 /// Catch-up rounds before the critical section, whatever remains.
 const CATCH_UP_ROUNDS: usize = 20;
 /// Changes left in a round small enough to finish inside the critical section.
@@ -71,7 +76,37 @@ pub async fn move_range(
     let table = routing(cluster, ns).await?;
     let chunk = table.chunk_for_key(min).clone();
     let donor = cluster.shard(&chunk.shard).await?;
-    catalog::lock_migration(&cluster.config, ns, &donor.name, &recipient.name).await?;
+    let lock = doc! {
+        "_id": ns, "owner": bson::oid::ObjectId::new(),
+        "donor": &donor.name, "recipient": &recipient.name,
+        "min": chunk.min.clone(), "max": chunk.max.clone(),
+    };
+    if let Some(stale) = catalog::lock_migration(&cluster.config, lock.clone(), LEASE).await? {
+        recover(cluster, &stale).await?;
+        catalog::unlock_migration(&cluster.config, &stale).await?;
+        if catalog::lock_migration(&cluster.config, lock.clone(), LEASE)
+            .await?
+            .is_some()
+        {
+            return Err(MongoError::new(
+                ErrorCode::ConflictingOperationInProgress,
+                format!("a migration of {ns} is already in progress"),
+            ));
+        }
+        // The recovery may have moved chunks: route from what the catalog says now.
+        let table = routing(cluster, ns).await?;
+        if table.chunk_for_key(min).shard != chunk.shard
+            || table.chunk_for_key(min).min != chunk.min
+        {
+            catalog::unlock_migration(&cluster.config, &lock).await?;
+            return Err(MongoError::new(
+                ErrorCode::ConflictingOperationInProgress,
+                format!(
+                    "the chunks of {ns} changed while an abandoned migration was recovered; retry"
+                ),
+            ));
+        }
+    }
     let moved = Migration {
         cluster,
         table: &table,
@@ -81,8 +116,39 @@ pub async fn move_range(
     }
     .run()
     .await;
-    let unlocked = catalog::unlock_migration(&cluster.config, ns).await;
+    let unlocked = catalog::unlock_migration(&cluster.config, &lock).await;
     moved.and(unlocked)
+}
+
+/// Finishes what a coordinator that stopped (its lock expired) left: if its commit is in
+/// the catalog, the shards learn it and the donor deletes its copy; otherwise the
+/// migration is abandoned (the donor takes writes again, the recipient's copy goes).
+async fn recover(cluster: &Cluster, stale: &Document) -> MongoResult<()> {
+    let ns = stale.get_str("_id").unwrap_or_default();
+    let field = |f: &str| stale.get_str(f).unwrap_or_default().to_string();
+    let bound = |f: &str| stale.get_array(f).cloned().unwrap_or_default();
+    let table = routing(cluster, ns).await?;
+    let donor = cluster.shard(&field("donor")).await?;
+    let recipient = cluster.shard(&field("recipient")).await?;
+    let chunk = Chunk {
+        min: bound("min"),
+        max: bound("max"),
+        shard: donor.name.clone(),
+    };
+    let m = Migration {
+        cluster,
+        table: &table,
+        chunk: &chunk,
+        donor: &donor,
+        recipient: &recipient,
+    };
+    tracing::info!(%ns, donor = %donor.name, recipient = %recipient.name, "recovering an abandoned migration");
+    if table.chunk_for_key(&chunk.min).shard == recipient.name {
+        m.finish(&table).await
+    } else {
+        m.abandon(true).await;
+        Ok(())
+    }
 }
 
 async fn routing(cluster: &Cluster, ns: &str) -> MongoResult<std::sync::Arc<RoutingTable>> {
@@ -151,14 +217,25 @@ impl Migration<'_> {
             }
         }
         let committed = routing(self.cluster, &self.table.ns).await?;
-        self.cluster.publish(&committed).await?;
+        self.finish(&committed).await
+    }
+
+    /// After the commit: every shard involved learns `committed`, and the donor stops
+    /// recording and deletes its copy.
+    async fn finish(&self, committed: &RoutingTable) -> MongoResult<()> {
+        self.cluster.publish(committed).await?;
         // The donor may own nothing now; it still has to learn that.
         self.cluster
-            .push_ownership(&self.donor.name, &committed)
+            .push_ownership(&self.donor.name, committed)
             .await?;
         self.on(self.donor, "_shardsvrMoveLog", doc! {"on": false})
             .await?;
         self.delete_range(self.donor).await
+    }
+
+    /// Keeps the migration lock while the migration makes progress.
+    async fn renew(&self) -> MongoResult<()> {
+        catalog::renew_migration(&self.cluster.config, &self.table.ns, LEASE).await
     }
 
     async fn copy_indexes(&self) -> MongoResult<()> {
@@ -185,15 +262,18 @@ impl Migration<'_> {
                     .await?;
             }
             after = batch.get("next").cloned().unwrap_or(Bson::Null);
+            self.renew().await?;
             if after == Bson::Null {
                 break;
             }
         }
         for _ in 0..CATCH_UP_ROUNDS {
+            self.renew().await?;
             if self.catch_up().await? < SMALL_ROUND {
                 break;
             }
         }
+        self.renew().await?;
         let version = self.table.shard_version().to_document();
         critical.store(true, std::sync::atomic::Ordering::SeqCst);
         self.on(

@@ -74,7 +74,7 @@ impl RoutingTable {
             key: self.key.clone(),
             version: self.shard_version(),
             ranges: coalesce(ranges),
-            critical: false,
+            critical: None,
         }
     }
 

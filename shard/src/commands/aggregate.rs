@@ -111,6 +111,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     if !skip_first {
         if let Some(c) = coll {
             if let Some(meta) = existing(ctx, c) {
+                ctx.check_read(&meta)?;
                 let filter = pipeline.leading_match().cloned().unwrap_or_default();
                 let hint = super::args::opt_hint(cmd);
                 let args = FindArgs {

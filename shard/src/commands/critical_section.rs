@@ -1,14 +1,15 @@
-//! `_shardsvrCriticalSection`: the donor of a migration stops (`on: true`) or resumes
-//! (`on: false`, the migration was abandoned) writes to the collection. Entering waits
-//! for every write in progress (it takes the collection's write lock), and the state is
-//! replicated, so a new primary keeps refusing writes until the outcome is known.
+//! `_shardsvrCriticalSection`: the donor of a migration of `[min, max)` stops (`on:
+//! true`) or resumes (`on: false`, the migration was abandoned) writes to the
+//! collection. Entering waits for every write in progress (it takes the collection's
+//! write lock), and the state is replicated, so a new primary keeps refusing writes until
+//! the outcome is known.
 
 use bson::{doc, Document};
 use query::ownership::{Ownership, ShardVersion};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::args::opt_bool;
-use crate::migration::{install, owned};
+use crate::migration::{install, owned, range};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
@@ -35,12 +36,13 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             ),
         ));
     }
-    if owner.critical != on {
+    let critical = on.then(|| range(cmd)).transpose()?;
+    if owner.critical != critical {
         install(
             ctx,
             &meta,
             Ownership {
-                critical: on,
+                critical,
                 ..(*owner).clone()
             },
         )?;

@@ -27,6 +27,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         query::matcher::Matcher::new(&filter)?;
         return Ok(doc! {"values": [], "ok": 1.0});
     };
+    ctx.check_read(&meta)?;
     let hint = super::args::opt_hint(cmd);
     let docs = collect(
         ctx.engine,

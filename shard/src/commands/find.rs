@@ -44,6 +44,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         query::matcher::Matcher::new(&args.filter)?;
         return Ok(doc! {"cursor": {"firstBatch": [], "id": 0i64, "ns": ns}, "ok": 1.0});
     };
+    ctx.check_read(&meta)?;
     let (cursor, _) = open_find(&meta, &args)?;
     let max = batch_size.unwrap_or(DEFAULT_FIRST_BATCH);
     let single = single_batch

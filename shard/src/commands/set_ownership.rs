@@ -1,8 +1,9 @@
 //! `_shardsvrSetOwnership`: a router tells this shard its part of a sharded collection
-//! at a version: after sharding it, after a migration commits, or when this shard
-//! answered `StaleConfig` because it was behind. An older version than the one held is
-//! ignored; a newer one also ends a critical section (the migration it guarded is
-//! committed).
+//! at a version: after sharding it, after a split or a migration commits, or when this
+//! shard answered `StaleConfig` because it was behind. An older version than the one
+//! held is ignored. A critical section in progress survives a new version that still
+//! gives this shard the migrating range (a split elsewhere) and ends with one that does
+//! not (the migration committed).
 
 use bson::{doc, Document};
 use query::ownership::Ownership;
@@ -22,20 +23,15 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let lock = meta.write_lock.clone();
     let _guard = lock.write().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
+    let held = meta.ownership.as_deref();
     // Another epoch replaces what is held: the router read it from the catalog just now.
-    let newer = meta
-        .ownership
-        .as_ref()
-        .is_none_or(|held| new.version.newer_than(&held.version).unwrap_or(true));
+    let newer = held.is_none_or(|h| new.version.newer_than(&h.version).unwrap_or(true));
     if newer {
-        install(
-            ctx,
-            &meta,
-            Ownership {
-                critical: false,
-                ..new
-            },
-        )?;
+        let critical = held
+            .filter(|h| h.version.epoch == new.version.epoch)
+            .and_then(|h| h.critical.clone())
+            .filter(|(min, _)| new.owns_key(min));
+        install(ctx, &meta, Ownership { critical, ..new })?;
     }
     Ok(doc! {"installed": newer})
 }

@@ -9,10 +9,16 @@
 //! * on the 1-shard cluster, the router's added latency: the same point read sent by the
 //!   driver through the router, and sent straight to the shard member over gRPC.
 //!
+//! * a migration on a 2-shard cluster (ranged key): the time to move a chunk of
+//!   `--move-docs` documents (documents per second), and the latency of targeted writes
+//!   into the moving chunk while it moves against the same writes before it (p50, p99
+//!   and the longest: the critical section shows as the longest wait).
+//!
 //! Each figure is the median of `--runs` runs (default 3).
 //!
 //!   cargo run --release -p tests --bin shard-bench [-- --runs 3 --max-shards 4 --docs 5000
-//!                                                     --clients 8 --secs 3 --queries 300]
+//!                                                     --clients 8 --secs 3 --queries 300
+//!                                                     --move-docs 50000]
 //!
 //! This is a program that prints figures, never a test that asserts timings. All shards
 //! share this machine's cores: more shards add parallel work, not CPU.
@@ -33,6 +39,7 @@ struct Args {
     clients: usize,
     secs: u64,
     queries: usize,
+    move_docs: i32,
 }
 
 fn parse_args() -> Args {
@@ -43,6 +50,7 @@ fn parse_args() -> Args {
         clients: 8,
         secs: 3,
         queries: 300,
+        move_docs: 50_000,
     };
     for (flag, v) in tests::numeric_flags() {
         match flag.as_str() {
@@ -52,6 +60,7 @@ fn parse_args() -> Args {
             "--clients" => a.clients = v as usize,
             "--secs" => a.secs = v,
             "--queries" => a.queries = v as usize,
+            "--move-docs" => a.move_docs = v as i32,
             other => panic!("unknown flag {other}"),
         }
     }
@@ -189,6 +198,88 @@ async fn one_run(shards: usize, a: &Args) -> Figures {
     }
 }
 
+/// Latencies of targeted updates into keys `[0, docs)` until `stop`, in ms, sorted.
+async fn writes_until(
+    coll: mongodb::Collection<Document>,
+    docs: i32,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<f64> {
+    let mut times = Vec::new();
+    let mut k = 0;
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        k = (k + 7919) % docs;
+        let started = Instant::now();
+        coll.update_one(doc! {"k": k}, doc! {"$inc": {"n": 1}})
+            .await
+            .expect("write during the migration");
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    times
+}
+
+struct Move {
+    docs_per_sec: f64,
+    idle: (f64, f64, f64),
+    moving: (f64, f64, f64),
+}
+
+/// (p50, p99, max) of sorted latencies.
+fn spread(t: &[f64]) -> (f64, f64, f64) {
+    let at = |p: f64| t[((t.len() as f64 - 1.0) * p).round() as usize];
+    (at(0.5), at(0.99), t[t.len() - 1])
+}
+
+async fn migration_run(a: &Args) -> Move {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let coll = client.database("bench").collection::<Document>("m");
+    let docs: Vec<Document> = (0..a.move_docs)
+        .map(|i| doc! {"_id": i, "k": i, "n": 0, "pad": "x".repeat(100)})
+        .collect();
+    for batch in docs.chunks(1000) {
+        coll.insert_many(batch.to_vec()).await.expect("load");
+    }
+    tests::sharded::shard_by_k(&client, &coll).await;
+    let admin = client.database("admin");
+    let chunk = client
+        .database("config")
+        .collection::<Document>("chunks")
+        .find_one(doc! {"ns": "bench.m"})
+        .await
+        .expect("chunk")
+        .expect("one chunk");
+    let from = chunk.get_str("shard").expect("shard").to_string();
+    let to = if from == "shard0" { "shard1" } else { "shard0" };
+    let measure =
+        |stop: Arc<AtomicBool>| tokio::spawn(writes_until(coll.clone(), a.move_docs, stop));
+    let stop = Arc::new(AtomicBool::new(false));
+    let idle = measure(stop.clone());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let idle = idle.await.expect("idle writer");
+    let stop = Arc::new(AtomicBool::new(false));
+    let moving = measure(stop.clone());
+    let started = Instant::now();
+    admin
+        .run_command(doc! {"moveChunk": "bench.m", "find": {"k": 0}, "to": to})
+        .await
+        .expect("moveChunk");
+    let took = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::SeqCst);
+    let moving = moving.await.expect("writer during the move");
+    drop(coll);
+    drop(client);
+    cluster.stop().await;
+    Move {
+        docs_per_sec: a.move_docs as f64 / took,
+        idle: spread(&idle),
+        moving: spread(&moving),
+    }
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let a = parse_args();
@@ -222,4 +313,21 @@ async fn main() {
             routed - direct
         );
     }
+    let mut moves = Vec::new();
+    for _ in 0..a.runs {
+        moves.push(migration_run(&a).await);
+    }
+    let m = |f: &dyn Fn(&Move) -> f64| median(moves.iter().map(f).collect());
+    println!(
+        "migration (2 shards, {} docs of ~130 B in one chunk): {:.0} docs/s moved; targeted writes into it \
+         before: p50 {:.2} ms p99 {:.2} ms max {:.1} ms; while it moves: p50 {:.2} ms p99 {:.2} ms max {:.1} ms",
+        a.move_docs,
+        m(&|x| x.docs_per_sec),
+        m(&|x| x.idle.0),
+        m(&|x| x.idle.1),
+        m(&|x| x.idle.2),
+        m(&|x| x.moving.0),
+        m(&|x| x.moving.1),
+        m(&|x| x.moving.2),
+    );
 }
