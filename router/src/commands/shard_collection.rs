@@ -50,7 +50,7 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
             "hashed shard keys cannot be declared unique.",
         ));
     }
-    if let Some(existing) = catalog::routing_table(&cluster.config, ns).await? {
+    if let Some(existing) = catalog::routing_table(&cluster.config, ns, None).await? {
         if existing.key.pattern() == key.pattern() {
             return Ok(doc! {"collectionsharded": ns});
         }

@@ -17,7 +17,7 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
     let ns = cmd
         .get_str("split")
         .map_err(|_| MongoError::type_mismatch("'split' must be a namespace string"))?;
-    let table = cluster.table(ns).await?.ok_or_else(|| {
+    let table = cluster.refresh(ns).await?.ok_or_else(|| {
         MongoError::new(
             ErrorCode::NamespaceNotFound,
             format!("{ns} is not a sharded collection"),

@@ -151,8 +151,15 @@ pub async fn create_database(config: &ShardHandle, db: &str, shard: &str) -> Mon
     }
 }
 
-/// The routing table of `ns`, or `None` when it is not sharded.
-pub async fn routing_table(config: &ShardHandle, ns: &str) -> MongoResult<Option<RoutingTable>> {
+/// The routing table of `ns`, or `None` when it is not sharded. With the table held so
+/// far (`cached`), only chunks changed since its version are read (every split, move and
+/// commit gives the chunks it changes a version above the collection's); a change that
+/// does not fit (another epoch, a gap) makes it read everything.
+pub async fn routing_table(
+    config: &ShardHandle,
+    ns: &str,
+    cached: Option<&RoutingTable>,
+) -> MongoResult<Option<RoutingTable>> {
     let colls = find_all(config, "config", "collections", doc! {"_id": ns}).await?;
     let Some(coll) = colls.into_iter().next() else {
         return Ok(None);
@@ -164,13 +171,12 @@ pub async fn routing_table(config: &ShardHandle, ns: &str) -> MongoResult<Option
     let epoch = coll
         .get_object_id("lastmodEpoch")
         .unwrap_or_else(|_| ObjectId::new());
-    let docs = find_all(
-        config,
-        "config",
-        "chunks",
-        doc! {"ns": ns, "lastmodEpoch": epoch},
-    )
-    .await?;
+    let since = cached.filter(|c| c.epoch == epoch);
+    let mut filter = doc! {"ns": ns, "lastmodEpoch": epoch};
+    if let Some(c) = since {
+        filter.insert("lastmod", doc! {"$gt": c.version});
+    }
+    let docs = find_all(config, "config", "chunks", filter).await?;
     let mut chunks = docs
         .iter()
         .map(|d| {
@@ -182,14 +188,28 @@ pub async fn routing_table(config: &ShardHandle, ns: &str) -> MongoResult<Option
         })
         .collect::<MongoResult<Vec<_>>>()?;
     chunks.sort_by(|a, b| query::order::compare_arrays(&a.min, &b.min));
-    let version = docs
+    let newest = docs
         .iter()
         .filter_map(|d| d.get_timestamp("lastmod").ok())
-        .max_by(|a, b| query::ownership::order(*a, *b))
-        .unwrap_or(bson::Timestamp {
-            time: 1,
-            increment: 0,
-        });
+        .max_by(|a, b| query::ownership::order(*a, *b));
+    let mut version = newest.unwrap_or(bson::Timestamp {
+        time: 1,
+        increment: 0,
+    });
+    if let Some(c) = since {
+        if newest.is_none() {
+            return Ok(Some(RoutingTable {
+                chunks: c.chunks.clone(),
+                key,
+                ..c.clone_meta()
+            }));
+        }
+        match super::routing::apply_changes(&key, &c.chunks, chunks) {
+            Some(merged) => chunks = merged,
+            None => return Box::pin(routing_table(config, ns, None)).await,
+        }
+        version = std::cmp::max_by(version, c.version, |a, b| query::ownership::order(*a, *b));
+    }
     if chunks.is_empty() {
         return Err(MongoError::internal(format!(
             "{ns} is sharded but has no chunks"
@@ -319,9 +339,13 @@ pub async fn split_chunk(
         time: 1,
         increment: 0,
     });
+    // Above every chunk of the collection, so routers refreshing from their version see it.
+    let base = std::cmp::max_by(lastmod, table.version, |a, b| {
+        query::ownership::order(*a, *b)
+    });
     let bumped = bson::Timestamp {
-        time: lastmod.time,
-        increment: lastmod.increment + 1,
+        time: base.time,
+        increment: base.increment + 1,
     };
     let mut upper = old.clone();
     upper.insert("_id", ObjectId::new());

@@ -198,7 +198,24 @@ impl Cluster {
                 return Ok(c.table.clone());
             }
         }
-        let table = match catalog::routing_table(&self.config, ns).await {
+        self.fetch(ns, cached).await
+    }
+
+    /// Reads the routing of `ns` from the catalog now, whatever the cache holds: only
+    /// what changed since the cached version, when there is one.
+    pub async fn refresh(&self, ns: &str) -> MongoResult<Option<Arc<RoutingTable>>> {
+        let cached = self.tables.read().get(ns).cloned();
+        self.fetch(ns, cached).await
+    }
+
+    async fn fetch(
+        &self,
+        ns: &str,
+        cached: Option<Arc<CachedTable>>,
+    ) -> MongoResult<Option<Arc<RoutingTable>>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let base = cached.as_ref().and_then(|c| c.table.as_deref());
+        let table = match catalog::routing_table(&self.config, ns, base).await {
             Ok(t) => t.map(Arc::new),
             Err(e) => {
                 // The next command tries again.

@@ -95,6 +95,40 @@ impl RoutingTable {
     }
 }
 
+impl RoutingTable {
+    /// A table with this one's collection fields and no chunks.
+    pub fn clone_meta(&self) -> RoutingTable {
+        RoutingTable {
+            ns: self.ns.clone(),
+            key: self.key.clone(),
+            unique: self.unique,
+            epoch: self.epoch,
+            version: self.version,
+            chunks: Vec::new(),
+        }
+    }
+}
+
+/// `cached` chunks with `changed` ones (read since the cached version) in place of those
+/// they overlap; `None` unless the result covers the key space without gaps or overlaps
+/// (a change missed in between: read everything again).
+pub fn apply_changes(key: &ShardKey, cached: &[Chunk], changed: Vec<Chunk>) -> Option<Vec<Chunk>> {
+    let cmp = query::order::compare_arrays;
+    let overlaps =
+        |a: &Chunk, b: &Chunk| cmp(&a.min, &b.max).is_lt() && cmp(&b.min, &a.max).is_lt();
+    let mut chunks: Vec<Chunk> = cached
+        .iter()
+        .filter(|c| !changed.iter().any(|n| overlaps(c, n)))
+        .cloned()
+        .collect();
+    chunks.extend(changed);
+    chunks.sort_by(|a, b| cmp(&a.min, &b.min));
+    let starts = chunks.first().is_some_and(|c| c.min == key.global_min());
+    let ends = chunks.last().is_some_and(|c| c.max == key.global_max());
+    let contiguous = chunks.windows(2).all(|w| w[0].max == w[1].min);
+    (starts && ends && contiguous).then_some(chunks)
+}
+
 /// Initial chunks for a newly sharded collection. A hashed key on an empty collection is
 /// split evenly over the hash space, `per_shard` chunks per shard; otherwise one chunk
 /// covers everything and stays on the primary shard (where the data already is).
@@ -194,6 +228,34 @@ pub fn zoned_chunks(key: &ShardKey, zones: &mut [ZoneRange], primary: &str) -> V
 mod tests {
     use super::*;
     use bson::doc;
+
+    fn chunk(min: Bson, max: Bson, shard: &str) -> Chunk {
+        Chunk {
+            min: vec![min],
+            max: vec![max],
+            shard: shard.into(),
+        }
+    }
+
+    #[test]
+    fn changed_chunks_replace_the_ones_they_cover() {
+        let key = ShardKey::parse(&doc! {"k": 1}).unwrap();
+        let cached = vec![
+            chunk(Bson::MinKey, Bson::Int32(10), "a"),
+            chunk(Bson::Int32(10), Bson::MaxKey, "a"),
+        ];
+        // The upper chunk split at 20 and its upper half moved to b.
+        let changed = vec![
+            chunk(Bson::Int32(10), Bson::Int32(20), "a"),
+            chunk(Bson::Int32(20), Bson::MaxKey, "b"),
+        ];
+        let merged = apply_changes(&key, &cached, changed).unwrap();
+        let shards: Vec<&str> = merged.iter().map(|c| c.shard.as_str()).collect();
+        assert_eq!(shards, ["a", "a", "b"]);
+        // Only the moved half read (its split missed): a gap, so read everything.
+        let gap = vec![chunk(Bson::Int32(20), Bson::MaxKey, "b")];
+        assert!(apply_changes(&key, &cached, gap).is_none());
+    }
 
     fn table(key: Document, chunks: Vec<Chunk>) -> RoutingTable {
         RoutingTable {

@@ -77,12 +77,6 @@ pub fn stale_error(reply: &Document) -> Option<MongoError> {
 }
 
 impl Cluster {
-    /// Reads the routing of `ns` from the catalog now, whatever the cache holds.
-    pub async fn refresh(&self, ns: &str) -> MongoResult<Option<Arc<RoutingTable>>> {
-        self.forget(ns);
-        self.table(ns).await
-    }
-
     /// Sends every shard owning a chunk of `table`'s collection its part (after sharding
     /// it, a split or a migration), so that none answers the next command as stale.
     /// Shards without chunks are sent no command on the collection and need none.
