@@ -145,6 +145,27 @@ impl Retry {
     }
 }
 
+/// A session record another shard kept (a migration brings it along with the range)
+/// merged into this shard's: the newer `txnNumber` wins, and for the same number the
+/// statements executed on either shard are all executed.
+pub fn merge_record(held: Option<&Document>, incoming: &Document) -> Document {
+    let t = |d: &Document| d.get_i64("t").unwrap_or(i64::MIN);
+    let Some(held) = held else {
+        return incoming.clone();
+    };
+    match t(held).cmp(&t(incoming)) {
+        std::cmp::Ordering::Greater => held.clone(),
+        std::cmp::Ordering::Less => incoming.clone(),
+        std::cmp::Ordering::Equal => {
+            let mut stmts = held.get_document("s").cloned().unwrap_or_default();
+            for (k, v) in incoming.get_document("s").cloned().unwrap_or_default() {
+                stmts.entry(k).or_insert(v);
+            }
+            doc! {"t": t(held), "s": stmts}
+        }
+    }
+}
+
 /// `lsid.id` (and `lsid.uid` when present) as the session table's key.
 fn session_key(lsid: &Document) -> MongoResult<Vec<u8>> {
     let mut key = match lsid.get("id") {
@@ -214,5 +235,24 @@ impl SessionLocks {
             map.remove(&key);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_records_keep_the_newest_number_and_every_statement_of_it() {
+        let held = doc! {"t": 5_i64, "s": {"0": 1}};
+        assert_eq!(merge_record(None, &held), held);
+        let older = doc! {"t": 4_i64, "s": {"3": 1}};
+        assert_eq!(merge_record(Some(&held), &older), held);
+        assert_eq!(merge_record(Some(&older), &held), held);
+        let same = doc! {"t": 5_i64, "s": {"1": 2}};
+        let merged = merge_record(Some(&held), &same);
+        assert_eq!(merged.get_i64("t"), Ok(5));
+        let s = merged.get_document("s").unwrap();
+        assert!(s.contains_key("0") && s.contains_key("1"), "{merged}");
     }
 }

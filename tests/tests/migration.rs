@@ -406,3 +406,59 @@ async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
     assert_eq!(stored_per_shard(&db, "r").await, 201);
     cluster.stop().await;
 }
+
+/// Moves the chunk of `ns` starting at `{k: 100}` to the other shard.
+async fn move_upper_half(client: &mongodb::Client, ns: &str) {
+    let from = chunk_shard(client, ns, doc! {"k": 100}).await;
+    client
+        .database("admin")
+        .run_command(doc! {"moveRange": ns, "min": {"k": 100}, "toShard": other(&from)})
+        .await
+        .unwrap();
+}
+
+/// A retryable write retried after its document's chunk moved runs once: the recipient
+/// has the donor's retryable-write history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_migration_applies_once() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    let c = client.database("mig").collection::<Document>("t");
+    c.insert_one(doc! {"_id": 0, "k": 0}).await.unwrap();
+    shard_by_k(&client, &c).await;
+    admin
+        .run_command(doc! {"split": "mig.t", "middle": {"k": 100}})
+        .await
+        .unwrap();
+    let mut conn = tokio::net::TcpStream::connect(cluster.routers[0])
+        .await
+        .unwrap();
+    let lsid = doc! {"id": bson::Binary {
+        subtype: bson::spec::BinarySubtype::Uuid,
+        bytes: (1..=16).collect(),
+    }};
+    let insert = doc! {
+        "insert": "t", "documents": [{"_id": 1, "k": 150, "n": 0}],
+        "lsid": lsid.clone(), "txnNumber": 1_i64, "$db": "mig",
+    };
+    let inc = doc! {
+        "update": "t", "updates": [{"q": {"_id": 1, "k": 150}, "u": {"$inc": {"n": 1}}}],
+        "lsid": lsid, "txnNumber": 2_i64, "$db": "mig",
+    };
+    let reply = tests::raw_command(&mut conn, 1, insert.clone()).await;
+    assert_eq!(reply.get_i32("n"), Ok(1), "{reply}");
+    move_upper_half(&client, "mig.t").await;
+    // The insert again, as a driver retries it: recognised, not a duplicate key.
+    let reply = tests::raw_command(&mut conn, 2, insert).await;
+    assert_eq!(reply.get_i32("n"), Ok(1), "{reply}");
+    assert!(reply.get_array("writeErrors").is_err(), "{reply}");
+    let reply = tests::raw_command(&mut conn, 3, inc.clone()).await;
+    assert_eq!(reply.get_i32("nModified"), Ok(1), "{reply}");
+    move_upper_half(&client, "mig.t").await;
+    let reply = tests::raw_command(&mut conn, 4, inc).await;
+    assert_eq!(reply.get_i32("nModified"), Ok(1), "{reply}");
+    let doc = c.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+    assert_eq!(doc.get_i32("n"), Ok(1), "the increment ran once: {doc}");
+    cluster.stop().await;
+}

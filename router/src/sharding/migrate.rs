@@ -10,7 +10,8 @@
 //! 3. Catch up: the recorded changes are sent again (the documents as they are now, or
 //!    their deletion) until few remain.
 //! 4. Critical section: the donor refuses writes to the collection (retried by routers
-//!    once the outcome is known), and a last catch-up leaves nothing behind.
+//!    once the outcome is known), and a last catch-up leaves nothing behind. The donor's
+//!    retryable-write history goes to the recipient, so retries are still recognised.
 //! 5. Commit on the config servers: the chunk names the recipient at a new major
 //!    version. Every shard hears its new part; the donor's critical section ends.
 //! 6. The donor deletes its copy of the range (orphans, invisible to reads meanwhile).
@@ -251,22 +252,8 @@ impl Migration<'_> {
     async fn copy(&self, critical: &std::sync::atomic::AtomicBool) -> MongoResult<()> {
         self.on(self.donor, "_shardsvrMoveLog", doc! {"on": true})
             .await?;
-        let mut after = Bson::Null;
-        loop {
-            let batch = self
-                .on(self.donor, "_shardsvrMoveClone", doc! {"after": after})
-                .await?;
-            let docs = batch.get_array("docs").cloned().unwrap_or_default();
-            if !docs.is_empty() {
-                self.on(self.recipient, "_shardsvrApplyMoved", doc! {"docs": docs})
-                    .await?;
-            }
-            after = batch.get("next").cloned().unwrap_or(Bson::Null);
-            self.renew().await?;
-            if after == Bson::Null {
-                break;
-            }
-        }
+        self.relay("_shardsvrMoveClone", "docs", "_shardsvrApplyMoved")
+            .await?;
         for _ in 0..CATCH_UP_ROUNDS {
             self.renew().await?;
             if self.catch_up().await? < SMALL_ROUND {
@@ -283,7 +270,35 @@ impl Migration<'_> {
         )
         .await?;
         while self.catch_up().await? > 0 {}
-        Ok(())
+        self.copy_sessions().await
+    }
+
+    /// Gives the recipient the donor's retryable-write history, so that a retry of a
+    /// write that ran on the donor is recognised once its document lives on the recipient.
+    async fn copy_sessions(&self) -> MongoResult<()> {
+        self.relay("_shardsvrMoveSessions", "records", "_shardsvrMergeSessions")
+            .await
+    }
+
+    /// Pages through `donor_cmd` on the donor (`after` → `next`) and hands each page's
+    /// `field` to `recipient_cmd` on the recipient, renewing the lock after each.
+    async fn relay(&self, donor_cmd: &str, field: &str, recipient_cmd: &str) -> MongoResult<()> {
+        let mut after = Bson::Null;
+        loop {
+            let page = self
+                .on(self.donor, donor_cmd, doc! {"after": after})
+                .await?;
+            let items = page.get_array(field).cloned().unwrap_or_default();
+            if !items.is_empty() {
+                self.on(self.recipient, recipient_cmd, doc! {field: items})
+                    .await?;
+            }
+            self.renew().await?;
+            after = page.get("next").cloned().unwrap_or(Bson::Null);
+            if after == Bson::Null {
+                return Ok(());
+            }
+        }
     }
 
     /// Sends the recipient one round of the donor's recorded changes; returns how many

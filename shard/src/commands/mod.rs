@@ -33,9 +33,11 @@ mod kill_op;
 mod list_collections;
 mod list_databases;
 mod list_indexes;
+mod merge_sessions;
 mod move_clone;
 mod move_log;
 mod move_mods;
+mod move_sessions;
 mod rename_collection;
 mod repl_set_freeze;
 mod repl_set_get_status;
@@ -302,6 +304,18 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "_shardsvrSplitPoints",
         run: split_points::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrMoveSessions",
+        run: move_sessions::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrMergeSessions",
+        run: merge_sessions::run,
         writes: true,
         anywhere: false,
     },
