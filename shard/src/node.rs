@@ -125,7 +125,7 @@ impl Ctx<'_> {
         writes: bool,
     ) -> MongoResult<()> {
         match &self.shard_version {
-            Some(v) => crate::shard_version::check(&meta.ns(), Some(meta), v, writes),
+            Some(v) => crate::shard_version::check(|| meta.ns(), Some(meta), v, writes),
             None => Ok(()),
         }
     }
@@ -300,7 +300,7 @@ impl Node {
                 .unwrap_or("");
             let ns = format!("{db}.{coll}");
             let meta = self.catalog.get(&ns);
-            crate::shard_version::check(&ns, meta.as_deref(), &v, spec.writes)?;
+            crate::shard_version::check(|| ns.clone(), meta.as_deref(), &v, spec.writes)?;
             // Handlers ignore the field: no copy of the command to remove it.
             self.run_in_session(db, cmd, raw_documents, deadline, version, spec.run)
         };

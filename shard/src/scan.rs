@@ -45,7 +45,7 @@ impl Scan {
             ranges: VecDeque::new(),
             reverse: false,
             seen: None,
-            owner: meta.ownership.clone(),
+            owner: meta.ownership.clone().filter(|o| !o.owns_everything()),
             keys_examined: 0,
             docs_examined: 0,
         };

@@ -32,9 +32,9 @@ pub fn received(cmd: &Document) -> MongoResult<Option<Routed>> {
 /// the same version, or for a command routed as unsharded, no ownership at all (the
 /// collection was not sharded since the router last looked). A write is also refused
 /// while a migration out of the collection commits (its critical section); the router
-/// retries it once the new owner is known.
+/// retries it once the new owner is known. `ns` is called only to word the error.
 pub fn check(
-    ns: &str,
+    ns: impl FnOnce() -> String,
     meta: Option<&CollectionMeta>,
     received: &Routed,
     writes: bool,
@@ -53,8 +53,9 @@ pub fn check(
         Routed::At(v) => Bson::Document(v.to_document()),
         Routed::Unsharded => Bson::String("UNSHARDED".into()),
     };
+    let ns = ns();
     let mut info = doc! {
-        "ns": ns,
+        "ns": &ns,
         "vReceived": shown.clone(),
         "vWanted": wanted.map(|v| Bson::Document(v.to_document())),
     };

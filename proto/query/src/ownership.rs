@@ -71,6 +71,13 @@ impl Ownership {
         i > 0 && compare_arrays(k, &self.ranges[i - 1].1) == Ordering::Less
     }
 
+    /// Whether every key value is this shard's (one range from MinKey to MaxKey): no
+    /// document can be an orphan, and reads need not look.
+    pub fn owns_everything(&self) -> bool {
+        matches!(self.ranges.as_slice(), [(min, max)]
+            if *min == self.key.global_min() && *max == self.key.global_max())
+    }
+
     /// Whether `doc` belongs to this shard. A document without a valid key value (an
     /// array in a key field, refused on insert) cannot be placed and is kept.
     pub fn owns(&self, doc: &Document) -> bool {
@@ -167,6 +174,10 @@ mod tests {
     #[test]
     fn owns_half_open_ranges() {
         let o = owner(vec![(0, 10), (20, 30)]);
+        assert!(!o.owns_everything());
+        let mut all = owner(vec![]);
+        all.ranges = vec![(vec![Bson::MinKey], vec![Bson::MaxKey])];
+        assert!(all.owns_everything());
         for (x, owned) in [
             (-1, false),
             (0, true),
