@@ -243,6 +243,18 @@ async fn a_router_that_missed_a_migration_still_answers_correctly() {
         .await
         .unwrap();
 
+    // A write that is not retryable, sent first: the donor refuses it whole (its only
+    // target), so the router sends it again to the new owner.
+    let once = tests::driver_client(
+        &cluster.routers[stale_router].to_string(),
+        "retryWrites=false",
+        30,
+    )
+    .await
+    .database("mig")
+    .collection::<Document>("s");
+    once.insert_one(doc! {"_id": 999, "k": 199}).await.unwrap();
+    once.delete_one(doc! {"_id": 999}).await.unwrap();
     // Targeted at the donor with the old version: StaleConfig, then the new owner.
     let found = sc.find_one(doc! {"k": 150}).await.unwrap();
     assert_eq!(found, Some(doc! {"_id": 150, "k": 150}));

@@ -286,6 +286,7 @@ async fn scatter_command(
         db,
         coll: &coll,
         fwd,
+        calls: Default::default(),
     };
     let call = crate::sharding::scatter::run(ctx, name, cmd);
     match split {

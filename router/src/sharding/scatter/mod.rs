@@ -34,6 +34,9 @@ pub struct Ctx<'a> {
     pub db: &'a str,
     pub coll: &'a str,
     pub fwd: Forward,
+    /// Shard calls sent by the current attempt: a write refused by the only shard it was
+    /// sent to ran nowhere, and may be sent again even if it is not retryable.
+    pub calls: std::sync::atomic::AtomicU32,
 }
 
 /// One shard's answer.
@@ -46,10 +49,12 @@ pub struct Answer {
 
 /// Runs `name` on a sharded collection. A shard at another version than the routing
 /// used answers `StaleConfig`; the command is then routed again with fresh routing (see
-/// `versioning`), when that is safe: a read, or a retryable write (the shards' session
-/// records make statements that already ran apply once). Other writes return the error,
-/// as a part of them may have been applied.
+/// `versioning`), when that is safe: a read, a retryable write (the shards' session
+/// records make statements that already ran apply once), or a write sent to one shard
+/// only, which refused it whole. Other writes return the error, as a part of them may
+/// have been applied.
 pub async fn run(mut ctx: Ctx<'_>, name: &str, cmd: Document) -> MongoResult<Document> {
+    use std::sync::atomic::Ordering::Relaxed;
     let writes = matches!(
         name,
         "insert" | "update" | "delete" | "findAndModify" | "findandmodify"
@@ -57,7 +62,9 @@ pub async fn run(mut ctx: Ctx<'_>, name: &str, cmd: Document) -> MongoResult<Doc
     let again_safe = !writes || cmd.contains_key("txnNumber");
     let mut attempt = 0;
     loop {
+        ctx.calls.store(0, Relaxed);
         let result = dispatch(&ctx, name, cmd.clone()).await;
+        let ran_nowhere = matches!(&result, Err(_)) && ctx.calls.load(Relaxed) == 1;
         let stale = match &result {
             Err(e) if e.code == ErrorCode::StaleConfig as i32 => Some(e.clone()),
             Ok(reply) if writes => super::versioning::stale_error(reply),
@@ -72,7 +79,7 @@ pub async fn run(mut ctx: Ctx<'_>, name: &str, cmd: Document) -> MongoResult<Doc
             .on_stale(&ctx.table.ns, shard.as_deref(), &error, attempt)
             .await?;
         match fresh {
-            Some(table) if again_safe => ctx.table = table,
+            Some(table) if again_safe || ran_nowhere => ctx.table = table,
             _ => return result,
         }
         attempt += 1;
@@ -124,6 +131,8 @@ impl Ctx<'_> {
         for (i, (name, mut cmd)) in calls.into_iter().enumerate() {
             let shard = self.cluster.shard(&name).await?;
             versioned(&mut cmd, &self.table);
+            self.calls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let db = self.db.to_string();
             let fwd = self.fwd.clone();
             let client = self.session.peer_text.clone();
@@ -155,6 +164,8 @@ impl Ctx<'_> {
         let shard = self.cluster.shard(shard).await?;
         let mut cmd = cmd.clone();
         versioned(&mut cmd, &self.table);
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (reply, member, _) = shard
             .handle
             .run(self.db, &cmd, &self.fwd, &self.session.peer_text)
