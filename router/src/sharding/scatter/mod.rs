@@ -64,7 +64,7 @@ pub async fn run(mut ctx: Ctx<'_>, name: &str, cmd: Document) -> MongoResult<Doc
     loop {
         ctx.calls.store(0, Relaxed);
         let result = dispatch(&ctx, name, cmd.clone()).await;
-        let ran_nowhere = matches!(&result, Err(_)) && ctx.calls.load(Relaxed) == 1;
+        let ran_nowhere = result.is_err() && ctx.calls.load(Relaxed) == 1;
         let stale = match &result {
             Err(e) if e.code == ErrorCode::StaleConfig as i32 => Some(e.clone()),
             Ok(reply) if writes => super::versioning::stale_error(reply),
