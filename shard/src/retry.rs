@@ -126,7 +126,7 @@ impl Retry {
         {
             stmts.insert(id.to_string(), result.clone());
         }
-        let record = doc! {"t": self.txn, "s": stmts};
+        let record = doc! {"t": self.txn, "s": stmts, "u": bson::DateTime::now()};
         match bson::to_vec(&record) {
             Ok(bytes) => {
                 batch.put(TXN_TABLE, self.key.clone(), bytes);
@@ -161,7 +161,15 @@ pub fn merge_record(held: Option<&Document>, incoming: &Document) -> Document {
             for (k, v) in incoming.get_document("s").cloned().unwrap_or_default() {
                 stmts.entry(k).or_insert(v);
             }
-            doc! {"t": t(held), "s": stmts}
+            let mut merged = doc! {"t": t(held), "s": stmts};
+            if let Some(u) = [held, incoming]
+                .iter()
+                .filter_map(|d| d.get_datetime("u").ok())
+                .max()
+            {
+                merged.insert("u", *u);
+            }
+            merged
         }
     }
 }
@@ -217,7 +225,12 @@ type SessionMap = HashMap<Vec<u8>, Arc<Mutex<()>>>;
 impl SessionLocks {
     /// Runs `f` holding the session's lock.
     pub fn with<T>(&self, lsid: &Document, f: impl FnOnce() -> T) -> MongoResult<T> {
-        let key = session_key(lsid)?;
+        Ok(self.with_key(&session_key(lsid)?, f))
+    }
+
+    /// Runs `f` holding the lock of the session stored under `key` in the session table.
+    pub fn with_key<T>(&self, key: &[u8], f: impl FnOnce() -> T) -> T {
+        let key = key.to_vec();
         let stripe = &self.stripes[key.iter().fold(0usize, |h, b| h ^ *b as usize) % 16];
         let lock = stripe
             .lock()
@@ -234,13 +247,85 @@ impl SessionLocks {
         if Arc::strong_count(&lock) == 2 {
             map.remove(&key);
         }
-        Ok(out)
+        out
+    }
+}
+
+/// How long a session's record is kept after its last write: MongoDB's
+/// `logicalSessionTimeoutMinutes` (30), after which the session itself has expired and a
+/// driver no longer retries in it.
+pub const SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// Deletes the session records last written before `cutoff` (records from before `u`
+/// was kept count as old), each under its session's lock and checked again there, so a
+/// session that just wrote keeps its record. Only a writable member prunes; the
+/// deletions replicate. Returns how many went.
+pub fn prune(
+    engine: &dyn Engine,
+    sessions: &SessionLocks,
+    cutoff: bson::DateTime,
+) -> MongoResult<usize> {
+    let old = |bytes: &[u8]| {
+        Document::from_reader(&mut &bytes[..])
+            .ok()
+            .is_some_and(|d| d.get_datetime("u").map_or(true, |u| *u < cutoff))
+    };
+    let mut scan = storage::KeyRange::all();
+    let mut pruned = 0;
+    loop {
+        let page = engine
+            .scan(TXN_TABLE, &scan, false, 1000)
+            .map_err(crate::error::storage_to_mongo)?;
+        let done = page.len() < 1000;
+        for (key, value) in &page {
+            scan.start = std::ops::Bound::Excluded(key.clone());
+            if !old(value) {
+                continue;
+            }
+            let gone = sessions.with_key(key, || -> MongoResult<bool> {
+                let now = engine
+                    .get(TXN_TABLE, key)
+                    .map_err(crate::error::storage_to_mongo)?;
+                if !now.as_deref().is_some_and(old) {
+                    return Ok(false);
+                }
+                let mut batch = WriteBatch::default();
+                batch.delete(TXN_TABLE, key.clone());
+                engine
+                    .write_owned(batch)
+                    .map_err(crate::error::storage_to_mongo)?;
+                Ok(true)
+            })?;
+            pruned += usize::from(gone);
+        }
+        if done {
+            return Ok(pruned);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_idle_past_the_cutoff_are_pruned_and_others_kept() {
+        let engine = storage::MemoryEngine::default();
+        engine.create_table(TXN_TABLE).unwrap();
+        let sessions = SessionLocks::default();
+        let now = bson::DateTime::now();
+        let hour_ago = bson::DateTime::from_millis(now.timestamp_millis() - 3_600_000);
+        let mut batch = WriteBatch::default();
+        for (key, u) in [(b"old".to_vec(), hour_ago), (b"new".to_vec(), now)] {
+            let record = doc! {"t": 1_i64, "s": {"0": 1}, "u": u};
+            batch.put(TXN_TABLE, key, bson::to_vec(&record).unwrap());
+        }
+        engine.write(&batch).unwrap();
+        let cutoff = bson::DateTime::from_millis(now.timestamp_millis() - 60_000);
+        assert_eq!(prune(&engine, &sessions, cutoff).unwrap(), 1);
+        assert!(engine.get(TXN_TABLE, b"old").unwrap().is_none());
+        assert!(engine.get(TXN_TABLE, b"new").unwrap().is_some());
+    }
 
     #[test]
     fn merged_records_keep_the_newest_number_and_every_statement_of_it() {

@@ -31,7 +31,10 @@ pub fn spawn_background(
                 _ = shutdown.cancelled() => return,
                 _ = ttl.tick() => {
                     let n = node.clone();
-                    match tokio::task::spawn_blocking(move || expire_once(&n)).await {
+                    let pass = move || -> wire::MongoResult<usize> {
+                        Ok(expire_once(&n)? + prune_sessions(&n)?)
+                    };
+                    match tokio::task::spawn_blocking(pass).await {
                         Ok(Ok(0)) => {}
                         Ok(Ok(k)) => debug!(deleted = k, "TTL monitor pass"),
                         Ok(Err(e)) => warn!(error = %e, "TTL monitor pass failed"),
@@ -47,6 +50,18 @@ pub fn spawn_background(
             }
         }
     })
+}
+
+/// Deletes the records of sessions idle longer than `retry::SESSION_TIMEOUT` (on the
+/// primary; the deletions replicate). Returns how many.
+pub fn prune_sessions(node: &Node) -> wire::MongoResult<usize> {
+    if node.replica.as_ref().is_some_and(|r| !r.status().writable) {
+        return Ok(0);
+    }
+    let cutoff = bson::DateTime::from_millis(
+        bson::DateTime::now().timestamp_millis() - crate::retry::SESSION_TIMEOUT.as_millis() as i64,
+    );
+    crate::retry::prune(node.engine.as_ref(), &node.sessions, cutoff)
 }
 
 /// Deletes every document whose TTL-indexed date is older than its expiry. Returns how many.
