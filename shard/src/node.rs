@@ -183,6 +183,8 @@ impl Node {
                 sync: false,
             },
         )?);
+        crate::repl::recover_interrupted_install(base.as_ref(), &dir.join("raft"))
+            .map_err(ShardError::Catalog)?;
         // Every member creates the session table itself, before it applies any entry.
         base.create_table(retry::TXN_TABLE)?;
         // The catalog is reloaded off the Raft thread: a command holding the catalog

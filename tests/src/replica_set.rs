@@ -133,7 +133,7 @@ impl TestReplicaSet {
         }
         shard::service::start_member(
             listener,
-            self.dir.path().join(format!("member{}", i + 1)),
+            self.member_dir(i),
             64,
             Duration::from_secs(600),
             Duration::from_secs(1),
@@ -217,7 +217,12 @@ impl TestReplicaSet {
     /// Removes member `i`'s data (a wiped disk); it must be stopped.
     pub fn wipe(&self, i: usize) {
         assert!(self.members[i].is_none(), "wipe a stopped member");
-        std::fs::remove_dir_all(self.dir.path().join(format!("member{}", i + 1))).unwrap();
+        std::fs::remove_dir_all(self.member_dir(i)).unwrap();
+    }
+
+    /// Member `i`'s data directory (WiredTiger in `wt/`, the Raft log in `raft/`).
+    pub fn member_dir(&self, i: usize) -> std::path::PathBuf {
+        self.dir.path().join(format!("member{}", i + 1))
     }
 
     /// Cuts member `i` off from every other member, in both directions.

@@ -1,6 +1,6 @@
 //! Log compaction: after each checkpoint the Raft log drops what WiredTiger holds, a
 //! restarted member recovers from its checkpoint plus the shortened log, and a member
-//! that fell behind the compacted log stops with "too stale" instead of skipping data.
+//! that fell behind the compacted log, or lost its disk, catches up from a snapshot.
 
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_log_is_compacted_and_a_stale_member_stops() {
+async fn the_log_is_compacted_and_members_behind_it_catch_up_from_a_snapshot() {
     // Keep no log beyond the checkpoint; compact every second.
     let mut set = TestReplicaSet::start_compacting(0, 1).await;
     let (primary, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
@@ -40,28 +40,11 @@ async fn the_log_is_compacted_and_a_stale_member_stops() {
     let secondary = (0..3).find(|&i| i != primary).unwrap();
     set.kill(secondary).await;
     set.restart(secondary).await;
-    wait_for("the restarted member to catch up", || {
-        let p = set
-            .primary()
-            .map(|p| set.status(p).commit)
-            .unwrap_or(u64::MAX);
-        set.status(secondary).applied >= p
-    })
-    .await;
-    let node = set.member(secondary).unwrap().node.clone();
-    let count = tokio::task::spawn_blocking(move || {
-        let opts = shard::node::RunOptions {
-            secondary_ok: true,
-            ..Default::default()
-        };
-        node.run_command_with("test", &doc! {"count": "log"}, opts)
-    })
-    .await
-    .unwrap();
-    assert_eq!(count.get_i32("n"), Ok(150), "{count}");
+    caught_up(&set, secondary).await;
+    assert_eq!(count_on(&set, secondary).await, 150);
 
-    // A member that misses more than the primary keeps cannot catch up from the log: it
-    // halts and says why, and the other two go on.
+    // A member that misses more than the primary keeps cannot catch up from the log: the
+    // primary sends it a snapshot, it copies the data and goes on from the log after it.
     let primary = set.primary().expect("primary");
     let stale = (0..3).find(|&i| i != primary && i != secondary).unwrap();
     set.kill(stale).await;
@@ -74,13 +57,70 @@ async fn the_log_is_compacted_and_a_stale_member_stops() {
     })
     .await;
     set.restart(stale).await;
-    wait_for("the stale member to halt", || {
-        set.status(stale).halted.is_some()
+    coll.insert_one(doc! {"_id": 300}).await.unwrap();
+    caught_up(&set, stale).await;
+    let s = set.status(stale);
+    assert!(s.halted.is_none(), "{:?}", s.halted);
+    assert_eq!(s.snapshots_installed, 1, "{s:?}");
+    assert!(
+        s.first_index > 150,
+        "its log starts after the snapshot: {s:?}"
+    );
+    assert_eq!(count_on(&set, stale).await, 301);
+
+    // A member whose disk was lost is sent a snapshot too (the log no longer reaches back
+    // to its start), and keeps taking writes after it.
+    set.kill(secondary).await;
+    set.wipe(secondary);
+    set.restart(secondary).await;
+    coll.insert_one(doc! {"_id": 301}).await.unwrap();
+    caught_up(&set, secondary).await;
+    assert_eq!(set.status(secondary).snapshots_installed, 1);
+    assert_eq!(count_on(&set, secondary).await, 302);
+    // A member stopped in the middle of an install (its marker left behind) empties
+    // itself when it starts and is sent everything again.
+    set.kill(stale).await;
+    std::fs::write(set.member_dir(stale).join("raft/snapshot-installing"), b"").unwrap();
+    set.restart(stale).await;
+    caught_up(&set, stale).await;
+    assert_eq!(set.status(stale).snapshots_installed, 1);
+    assert_eq!(count_on(&set, stale).await, 302);
+
+    // Every member can serve as primary: each holds every write.
+    for i in 302..320 {
+        coll.insert_one(doc! {"_id": i}).await.unwrap();
+    }
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 320);
+    for i in 0..3 {
+        caught_up(&set, i).await;
+        assert_eq!(count_on(&set, i).await, 320, "member {i}");
+    }
+    set.stop().await;
+}
+
+/// Waits until member `i` has applied everything the primary has committed.
+async fn caught_up(set: &TestReplicaSet, i: usize) {
+    wait_for("the member to catch up", || {
+        let p = set
+            .primary()
+            .map(|p| set.status(p).commit)
+            .unwrap_or(u64::MAX);
+        set.status(i).applied >= p
     })
     .await;
-    let why = set.status(stale).halted.unwrap();
-    assert!(why.contains("too stale"), "{why}");
-    coll.insert_one(doc! {"_id": 300}).await.unwrap();
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 301);
-    set.stop().await;
+}
+
+/// Documents in `test.log` as member `i` holds them.
+async fn count_on(set: &TestReplicaSet, i: usize) -> i32 {
+    let node = set.member(i).unwrap().node.clone();
+    let count = tokio::task::spawn_blocking(move || {
+        let opts = shard::node::RunOptions {
+            secondary_ok: true,
+            ..Default::default()
+        };
+        node.run_command_with("test", &doc! {"count": "log"}, opts)
+    })
+    .await
+    .unwrap();
+    count.get_i32("n").unwrap_or_else(|_| panic!("{count}"))
 }

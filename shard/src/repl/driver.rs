@@ -19,6 +19,7 @@ use tracing::{error, info, warn};
 
 use super::entry::OplogEntry;
 use super::log::DurableLog;
+use super::snapshot;
 use super::transport::Outbox;
 use super::{ProposeError, Status, APPLIED_KEY, REPL_TABLE};
 
@@ -71,8 +72,22 @@ pub enum Event {
     /// Do not become primary before this instant (`replSetFreeze`; a stepped-down
     /// primary freezes itself for `stepDownSecs`). `None` thaws.
     Freeze(Option<Instant>),
+    /// A member began fetching this member's data after a `MsgSnapshot`.
+    SnapshotServing(u64),
+    /// The fetch ended; raft-rs hears of it (`report_snapshot`).
+    SnapshotServed {
+        to: u64,
+        ok: bool,
+    },
     Stop,
 }
+
+/// A member sent a `MsgSnapshot` that has not started fetching the data by then is
+/// reported as failed, so raft-rs tries again (it waits for a report forever otherwise).
+const SNAPSHOT_FETCH_START: Duration = Duration::from_secs(10);
+/// Attempts at fetching a snapshot before a member whose tables were already dropped
+/// stops (restarted, it empties itself and asks again).
+const SNAPSHOT_ATTEMPTS: u32 = 3;
 
 pub struct Driver {
     pub raw: RawNode<raft::storage::MemStorage>,
@@ -109,6 +124,10 @@ pub struct Driver {
     pub retain_bytes: u64,
     /// While frozen this member asks for no votes and accepts no leadership transfer.
     pub frozen_until: Option<Instant>,
+    /// The member's log directory (where the snapshot-install marker lives).
+    pub dir: std::path::PathBuf,
+    /// Snapshots sent to members: when, and whether their fetch has started.
+    pub snapshots_out: HashMap<u64, (Instant, bool)>,
 }
 
 impl Driver {
@@ -134,6 +153,7 @@ impl Driver {
             let now = Instant::now();
             if now >= next_tick {
                 self.raw.tick();
+                self.snapshot_watchdog();
                 self.priority_takeover();
                 self.arbiter_handover();
                 next_tick = now + TICK;
@@ -182,19 +202,33 @@ impl Driver {
                 self.reads.insert(seq, done);
             }
             Event::Message(_) if self.frozen() && is_transfer(&ev) => {}
+            Event::Message(m) if m.get_msg_type() == MessageType::MsgSnapshot => {
+                if let Err(e) = self.receive_snapshot(*m) {
+                    error!(error = %e, "replication stopped");
+                    self.status.write().halted = Some(e.to_string());
+                    return true;
+                }
+            }
             Event::Message(mut m) => {
-                // A member whose disk was wiped still looks caught up to the primary until
-                // its first rejection; raft-rs treats a heartbeat's commit index beyond the
-                // log as fatal, so it is clamped (the commit index is learned again with
-                // the entries).
+                // A member whose log was lost (a wiped disk, an interrupted snapshot
+                // install) still looks caught up to the primary, which sends a heartbeat's
+                // commit index only up to what the member acknowledged. raft-rs treats a
+                // commit index beyond the log as fatal, so it is clamped, and the member
+                // asks for a snapshot: otherwise the primary, believing it has everything,
+                // would send it nothing until the next write.
+                let mut lost = None;
                 if m.get_msg_type() == MessageType::MsgHeartbeat {
                     let last = self.raw.raft.raft_log.last_index();
                     if m.commit > last {
+                        lost = Some((m.from, m.commit));
                         m.commit = last;
                     }
                 }
                 if let Err(e) = self.raw.step(*m) {
                     warn!(error = %e, "dropped a raft message");
+                }
+                if let Some((leader, commit)) = lost {
+                    self.request_snapshot(leader, commit);
                 }
             }
             Event::Campaign => {
@@ -207,9 +241,99 @@ impl Driver {
                     error!(error = %e, "log compaction failed");
                 }
             }
+            Event::SnapshotServing(to) => {
+                self.snapshots_out.insert(to, (Instant::now(), true));
+            }
+            Event::SnapshotServed { to, ok } => {
+                self.snapshots_out.remove(&to);
+                let status = if ok {
+                    raft::SnapshotStatus::Finish
+                } else {
+                    raft::SnapshotStatus::Failure
+                };
+                self.raw.report_snapshot(to, status);
+            }
             Event::Stop => return true,
         }
         false
+    }
+
+    /// A `MsgSnapshot` (which carries no data): fetch the data from its sender, then step
+    /// it with the index and term the data reflects. An arbiter holds no data and steps
+    /// it as it is. A fetch that fails before any table was dropped is simply given up
+    /// (the sender reports the failure and sends again); once tables are dropped, the
+    /// member retries and then stops rather than go on without its data.
+    fn receive_snapshot(&mut self, mut m: Message) -> Result<(), StorageError> {
+        if !self.arbiter {
+            let me = self.raw.raft.id;
+            let mut attempt = 0;
+            let (index, term) = loop {
+                attempt += 1;
+                match self
+                    .outbox
+                    .fetch_snapshot(m.from, me, self.engine.as_ref(), &self.dir)
+                {
+                    Ok(got) => break got,
+                    Err(e) if !snapshot::interrupted(&self.dir) => {
+                        warn!(from = m.from, error = %e, "could not fetch a snapshot");
+                        return Ok(());
+                    }
+                    Err(e) if attempt >= SNAPSHOT_ATTEMPTS => {
+                        return Err(StorageError::Other(format!(
+                            "installing a snapshot from member {} failed: {e}; restart this \
+                             member to start again from nothing",
+                            m.from
+                        )));
+                    }
+                    Err(e) => {
+                        warn!(from = m.from, attempt, error = %e, "fetching a snapshot again");
+                        std::thread::sleep(TICK * 10);
+                    }
+                }
+            };
+            // Entries up to `index` are in the data now: `apply` skips them if raft-rs
+            // hands them over anyway (when it fast-forwards instead of restoring).
+            self.applied = index;
+            (self.on_catalog_change)();
+            let meta = m.mut_snapshot().mut_metadata();
+            meta.index = index;
+            meta.term = term;
+        }
+        if let Err(e) = self.raw.step(m) {
+            warn!(error = %e, "dropped a snapshot message");
+        }
+        Ok(())
+    }
+
+    /// Asks the primary for a snapshot after this member lost entries it had acknowledged
+    /// (up to `commit`). raft-rs's own `request_snapshot` needs a last entry of the
+    /// current term, which an empty log lacks; this is the rejection it would send, with
+    /// a rejected index no progress state takes for stale.
+    fn request_snapshot(&mut self, leader: u64, commit: u64) {
+        let mut r = Message::default();
+        r.set_msg_type(MessageType::MsgAppendResponse);
+        r.from = self.raw.raft.id;
+        r.to = leader;
+        r.term = self.raw.raft.term;
+        r.reject = true;
+        r.index = u64::MAX;
+        r.reject_hint = self.raw.raft.raft_log.last_index();
+        r.request_snapshot = commit;
+        self.outbox.send(vec![r]);
+    }
+
+    /// Reports snapshots whose receiver never came for the data as failed.
+    fn snapshot_watchdog(&mut self) {
+        let stale: Vec<u64> = self
+            .snapshots_out
+            .iter()
+            .filter(|(_, (sent, serving))| !serving && sent.elapsed() > SNAPSHOT_FETCH_START)
+            .map(|(&to, _)| to)
+            .collect();
+        for to in stale {
+            self.snapshots_out.remove(&to);
+            self.raw.report_snapshot(to, raft::SnapshotStatus::Failure);
+        }
     }
 
     fn propose(&mut self, data: Vec<u8>, term: u64) -> Result<u64, ProposeError> {
@@ -235,7 +359,12 @@ impl Driver {
         context
     }
 
-    fn outgoing(&self, msgs: Vec<Message>) -> Vec<Message> {
+    fn outgoing(&mut self, msgs: Vec<Message>) -> Vec<Message> {
+        for m in &msgs {
+            if m.get_msg_type() == MessageType::MsgSnapshot {
+                self.snapshots_out.insert(m.to, (Instant::now(), false));
+            }
+        }
         if self.frozen() {
             without_vote_requests(msgs)
         } else {
@@ -270,15 +399,16 @@ impl Driver {
             self.outbox.send(msgs);
         }
         if !ready.snapshot().is_empty() {
-            // The primary no longer has the entries this member needs: they were compacted
-            // after a checkpoint. Without snapshot transfer the member must be resynced
-            // (MongoDB's "too stale to catch up"); going on would silently skip data.
-            return Err(StorageError::Other(format!(
-                "this member is too stale to catch up from the primary's log (it needs entries \
-                 before {}); resync it: stop it, empty its data directory and start it again \
-                 while the log still covers the gap, or copy a healthy member's data",
-                ready.snapshot().get_metadata().index + 1
-            )));
+            // The data already holds it (`receive_snapshot`); the log now starts after it.
+            let snap = ready.snapshot();
+            self.log.install_snapshot(snap)?;
+            snapshot::installed(&self.dir)?;
+            self.applied = self.applied.max(snap.get_metadata().index);
+            self.status.write().snapshots_installed += 1;
+            info!(
+                index = snap.get_metadata().index,
+                "the log starts after the installed snapshot"
+            );
         }
         self.apply(ready.take_committed_entries())?;
         if !ready.entries().is_empty() {
@@ -414,15 +544,20 @@ impl Driver {
     fn apply(&mut self, entries: Vec<Entry>) -> Result<(), StorageError> {
         for e in entries {
             let index = e.index;
-            // No-ops (an election's empty entry), configuration entries, and everything on
-            // an arbiter (which holds no data) only advance the applied index.
-            let skip =
-                e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal || self.arbiter;
-            let result = if skip {
+            if index <= self.applied {
+                continue; // in the data already (an installed snapshot)
+            }
+            // No-ops (an election's empty entry) and configuration entries only advance
+            // the applied index; on an arbiter (which holds no data) so does everything.
+            let skip = e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal;
+            let result = if self.arbiter {
+                Ok(())
+            } else if skip {
+                self.write_applied(index, e.term)?;
                 Ok(())
             } else {
                 match OplogEntry::decode(&e.data) {
-                    Some(op) => self.apply_one(op, index)?,
+                    Some(op) => self.apply_one(op, index, e.term)?,
                     None => {
                         error!(index, "undecodable oplog entry");
                         return Err(StorageError::Other(format!(
@@ -447,12 +582,9 @@ impl Driver {
         &mut self,
         op: OplogEntry,
         index: u64,
+        term: u64,
     ) -> Result<Result<(), ProposeError>, StorageError> {
-        let applied_only = |engine: &dyn Engine| {
-            let mut b = WriteBatch::new();
-            b.put(REPL_TABLE, APPLIED_KEY, index.to_be_bytes().to_vec());
-            engine.write(&b)
-        };
+        let applied = snapshot::encode_applied(index, term);
         let catalog_changed;
         match op {
             OplogEntry::Write(mut batch) => {
@@ -460,11 +592,11 @@ impl Driver {
                     .ops
                     .iter()
                     .any(|o| o.table() == crate::catalog::CATALOG_TABLE);
-                batch.put(REPL_TABLE, APPLIED_KEY, index.to_be_bytes().to_vec());
+                batch.put(REPL_TABLE, APPLIED_KEY, applied);
                 match self.engine.write(&batch) {
                     Ok(()) => {}
                     Err(StorageError::KeyExists { table }) => {
-                        applied_only(self.engine.as_ref())?;
+                        self.write_applied(index, term)?;
                         return Ok(Err(ProposeError::KeyExists(table)));
                     }
                     Err(e) => return Err(e),
@@ -473,18 +605,30 @@ impl Driver {
             OplogEntry::CreateTable(t) => {
                 catalog_changed = false;
                 self.engine.create_table(&t)?;
-                applied_only(self.engine.as_ref())?;
+                self.write_applied(index, term)?;
             }
             OplogEntry::DropTable(t) => {
                 catalog_changed = false;
                 self.engine.drop_table(&t)?;
-                applied_only(self.engine.as_ref())?;
+                self.write_applied(index, term)?;
             }
         }
         if catalog_changed {
             (self.on_catalog_change)();
         }
         Ok(Ok(()))
+    }
+
+    /// Records an entry that changed no data as applied (the index, with its term, is
+    /// what a snapshot of this member says it holds).
+    fn write_applied(&self, index: u64, term: u64) -> Result<(), StorageError> {
+        let mut b = WriteBatch::new();
+        b.put(
+            REPL_TABLE,
+            APPLIED_KEY,
+            snapshot::encode_applied(index, term),
+        );
+        self.engine.write_owned(b)
     }
 
     fn own_seq(&self, context: &[u8]) -> Option<u64> {

@@ -186,15 +186,72 @@ impl DurableLog {
             .map_err(invalid)?;
         let state = self.mem.initial_state().map_err(invalid)?;
         let (hs, cs) = (state.hard_state, state.conf_state);
-        // The new file: configuration, start marker, hard state, the kept entries.
+        self.rewrite(Some((to, term)), &hs, &cs, &kept)?;
+        // The same in memory: restart the storage at the marker, then put back what stays.
+        let mut w = self.mem.wl();
+        w.apply_snapshot(start_marker(to, term, &cs))
+            .map_err(invalid)?;
+        w.append(&kept).map_err(invalid)?;
+        w.set_hardstate(hs);
+        Ok(())
+    }
+
+    /// The log after a snapshot was installed in the data: it starts after the snapshot's
+    /// index, with nothing in it (raft-rs's order: the snapshot is stored before the
+    /// entries of the same `Ready`).
+    pub fn install_snapshot(&mut self, snap: &Snapshot) -> std::io::Result<()> {
+        self.flush()?;
+        let meta = snap.get_metadata();
+        // raft-rs's storage moves the commit index (and term, if behind) to the snapshot's.
+        self.mem
+            .wl()
+            .apply_snapshot(snap.clone())
+            .map_err(invalid)?;
+        let hs = self.mem.rl().hard_state().clone();
+        self.rewrite(
+            Some((meta.index, meta.term)),
+            &hs,
+            meta.get_conf_state(),
+            &[],
+        )
+    }
+
+    /// Empties the log, keeping the configuration and the term and vote (a member must
+    /// never vote twice in a term), for a member whose data was emptied: it starts again
+    /// from nothing and the primary sends the log or a snapshot. Only before raft-rs runs.
+    pub fn reset(&mut self) -> std::io::Result<()> {
+        let state = self.mem.initial_state().map_err(invalid)?;
+        let hs = HardState {
+            commit: 0,
+            ..state.hard_state
+        };
+        self.rewrite(None, &hs, &state.conf_state, &[])?;
+        self.mem = MemStorage::new();
+        let mut w = self.mem.wl();
+        w.set_conf_state(state.conf_state);
+        w.set_hardstate(hs);
+        Ok(())
+    }
+
+    /// Replaces the file, atomically (write, fsync, rename, fsync the directory), with the
+    /// configuration, an optional start marker, the hard state and `kept`.
+    fn rewrite(
+        &mut self,
+        start: Option<(u64, u64)>,
+        hs: &HardState,
+        cs: &ConfState,
+        kept: &[Entry],
+    ) -> std::io::Result<()> {
         self.pending.clear();
         self.record(CONF_STATE, &cs.write_to_bytes().map_err(invalid)?);
-        let mut marker = to.to_le_bytes().to_vec();
-        marker.extend_from_slice(&term.to_le_bytes());
-        self.record(START, &marker);
+        if let Some((index, term)) = start {
+            let mut marker = index.to_le_bytes().to_vec();
+            marker.extend_from_slice(&term.to_le_bytes());
+            self.record(START, &marker);
+        }
         self.record(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
         let mut offsets = BTreeMap::new();
-        for e in &kept {
+        for e in kept {
             offsets.insert(e.index, self.pending.len() as u64);
             self.record(ENTRY, &e.write_to_bytes().map_err(invalid)?);
         }
@@ -214,12 +271,6 @@ impl DurableLog {
         self.file = file;
         self.len = bytes.len() as u64;
         self.offsets = offsets;
-        // The same in memory: restart the storage at the marker, then put back what stays.
-        let mut w = self.mem.wl();
-        w.apply_snapshot(start_marker(to, term, &cs))
-            .map_err(invalid)?;
-        w.append(&kept).map_err(invalid)?;
-        w.set_hardstate(hs);
         Ok(())
     }
 
@@ -385,6 +436,47 @@ mod tests {
         assert_eq!(s.term(11).unwrap(), 2);
         let state = s.initial_state().unwrap();
         assert_eq!(state.hard_state.commit, 10);
+        assert_eq!(state.conf_state.voters, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn an_installed_snapshot_and_a_reset_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = DurableLog::open(dir.path(), &[1, 2, 3], true).unwrap();
+            log.append(&[entry(1, 1, b"a"), entry(2, 1, b"b")]).unwrap();
+            log.set_hard_state(HardState {
+                term: 3,
+                vote: 2,
+                commit: 1,
+                ..Default::default()
+            })
+            .unwrap();
+            let cs = ConfState::from((vec![1, 2, 3], vec![]));
+            log.install_snapshot(&start_marker(40, 2, &cs)).unwrap();
+            assert_eq!(log.first_index(), 41);
+            log.append(&[entry(41, 3, b"c")]).unwrap();
+            log.flush().unwrap();
+        }
+        let mut log = DurableLog::open(dir.path(), &[9], true).unwrap();
+        let s = log.storage();
+        assert_eq!(
+            (s.first_index().unwrap(), s.last_index().unwrap()),
+            (41, 41)
+        );
+        assert_eq!(s.term(40).unwrap(), 2);
+        let hs = s.initial_state().unwrap().hard_state;
+        assert_eq!((hs.term, hs.vote, hs.commit), (3, 2, 40));
+
+        // A reset keeps the vote and nothing else.
+        log.reset().unwrap();
+        drop(log);
+        let log = DurableLog::open(dir.path(), &[9], true).unwrap();
+        let s = log.storage();
+        assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (1, 0));
+        let state = s.initial_state().unwrap();
+        let hs = state.hard_state;
+        assert_eq!((hs.term, hs.vote, hs.commit), (3, 2, 0));
         assert_eq!(state.conf_state.voters, vec![1, 2, 3]);
     }
 

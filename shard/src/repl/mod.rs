@@ -6,6 +6,7 @@
 //! * `entry` — oplog entries: physical, document-level, idempotent changes;
 //! * `engine` — the `Engine` the command layer writes through on a member;
 //! * `transport` — Raft messages between members over tonic;
+//! * `snapshot` — a member's whole data sent to one that fell behind the compacted log;
 //! * `config` — the member list (host, site, priority, votes, arbiter).
 //!
 //! A write is applied on every member only once it is committed (held by a majority), so
@@ -18,6 +19,7 @@ pub mod engine;
 pub mod entry;
 pub mod log;
 pub mod slog_bridge;
+pub mod snapshot;
 pub mod transport;
 
 use std::cell::Cell;
@@ -94,6 +96,8 @@ pub struct Status {
     /// On the primary: each member's highest replicated index and whether it was heard
     /// from within the last election timeout.
     pub matched: Vec<(u64, u64, bool)>,
+    /// Snapshots this member has installed since it started.
+    pub snapshots_installed: u64,
     pub updated: Instant,
 }
 
@@ -110,6 +114,7 @@ impl Default for Status {
             halted: None,
             writable: false,
             matched: Vec::new(),
+            snapshots_installed: 0,
             updated: Instant::now(),
         }
     }
@@ -139,6 +144,29 @@ pub fn with_scope<R>(scope: WriteScope, f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// Before a member starts: if it stopped in the middle of replacing its data with a
+/// snapshot, neither its data nor its log is in a known state. Both are emptied (the
+/// Raft term and vote kept: a member must never vote twice in a term), and the primary
+/// sends the log or a snapshot again. Call before creating any table.
+pub fn recover_interrupted_install(
+    base: &dyn Engine,
+    log_dir: &std::path::Path,
+) -> Result<(), String> {
+    if !snapshot::interrupted(log_dir) {
+        return Ok(());
+    }
+    tracing::warn!("a snapshot install was cut short: emptying this member's data");
+    for t in base.list_tables().map_err(|e| e.to_string())? {
+        base.drop_table(&t).map_err(|e| e.to_string())?;
+    }
+    base.checkpoint().map_err(|e| e.to_string())?;
+    if log_dir.join("raft.log").exists() {
+        let mut log = log::DurableLog::open(log_dir, &[], true).map_err(|e| e.to_string())?;
+        log.reset().map_err(|e| e.to_string())?;
+    }
+    snapshot::installed(log_dir).map_err(|e| e.to_string())
+}
+
 /// A running replica-set member.
 pub struct Replica {
     pub config: ReplConfig,
@@ -161,16 +189,6 @@ impl Replica {
     ) -> Result<(Arc<Replica>, RaftService), String> {
         config.validate()?;
         let me = config.me()?.clone();
-        base.create_table(REPL_TABLE).map_err(|e| e.to_string())?;
-        let applied = match base
-            .get(REPL_TABLE, APPLIED_KEY)
-            .map_err(|e| e.to_string())?
-        {
-            Some(v) => {
-                u64::from_be_bytes(v.as_slice().try_into().map_err(|_| "bad applied index")?)
-            }
-            None => 0,
-        };
         let voters: Vec<u64> = config
             .members
             .iter()
@@ -179,6 +197,14 @@ impl Replica {
             .collect();
         let log =
             log::DurableLog::open(log_dir, &voters, config.sync).map_err(|e| e.to_string())?;
+        base.create_table(REPL_TABLE).map_err(|e| e.to_string())?;
+        let applied = match base
+            .get(REPL_TABLE, APPLIED_KEY)
+            .map_err(|e| e.to_string())?
+        {
+            Some(v) => snapshot::decode_applied(&v).ok_or("bad applied index")?.0,
+            None => 0,
+        };
         // A priority-0 member must never be primary (as in MongoDB): its election timer is
         // set beyond reach, so it never campaigns, yet it votes and keeps the log.
         // An arbiter holds no data but keeps the log too, so a write can commit on the
@@ -259,6 +285,8 @@ impl Replica {
             asked_takeover: None,
             frozen_until: None,
             retain_bytes: config.log_retain_mb * 1024 * 1024,
+            dir: log_dir.to_path_buf(),
+            snapshots_out: HashMap::new(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("raft-{}", me.id))
@@ -275,6 +303,7 @@ impl Replica {
             events: tx.clone(),
             faults: faults.clone(),
             cluster_key,
+            engine: Arc::downgrade(&base),
         };
         Ok((
             Arc::new(Replica {

@@ -8,22 +8,27 @@
 //! directions, at this layer.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use proto::raft::raft_client::RaftClient;
 use proto::raft::raft_server::Raft;
-use proto::raft::{RaftAck, RaftBatch};
+use proto::raft::{RaftAck, RaftBatch, SnapshotChunk, SnapshotRequest};
 use protobuf::Message as _;
 use raft::eraftpb::Message;
+use storage::Engine;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataMap;
 use tonic::transport::Endpoint;
 use tonic::{Request, Response, Status};
-use tracing::debug;
+use tracing::{debug, info, warn};
 
 use super::driver::{encode_message, Event};
+use super::snapshot::Installer;
 
 /// Links this member refuses to use: bit `id` set = the peer with that id is unreachable.
 #[derive(Default)]
@@ -46,7 +51,15 @@ impl Faults {
 pub struct Outbox {
     peers: HashMap<u64, UnboundedSender<Vec<Message>>>,
     faults: Arc<Faults>,
+    /// What fetching a snapshot from a peer needs (it is not a Raft message).
+    addrs: HashMap<u64, String>,
+    set_name: String,
+    cluster_key: Option<String>,
+    rt: tokio::runtime::Handle,
 }
+
+/// How long a snapshot stream may stay silent before the fetch gives up.
+const SNAPSHOT_IDLE: Duration = Duration::from_secs(30);
 
 impl Outbox {
     /// Starts one sending task per peer (`peers`: id → gRPC address) on `rt`.
@@ -64,7 +77,73 @@ impl Outbox {
             let key = cluster_key.as_ref().and_then(|k| k.parse().ok());
             rt.spawn(send_loop(set_name.to_string(), addr.clone(), key, rx));
         }
-        Outbox { peers: map, faults }
+        Outbox {
+            peers: map,
+            faults,
+            addrs: peers.iter().cloned().collect(),
+            set_name: set_name.to_string(),
+            cluster_key: cluster_key.map(str::to_string),
+            rt: rt.clone(),
+        }
+    }
+
+    /// Fetches member `from`'s data into `engine`, replacing every table (see
+    /// `snapshot`), and returns the applied index and term it reflects. Blocks the
+    /// calling thread, which must not be a runtime thread. The tables are dropped only
+    /// once `from` has answered.
+    pub fn fetch_snapshot(
+        &self,
+        from: u64,
+        me: u64,
+        engine: &dyn Engine,
+        dir: &Path,
+    ) -> Result<(u64, u64), String> {
+        if self.faults.is_cut(from) {
+            return Err(format!("member {from} is unreachable"));
+        }
+        let addr = self
+            .addrs
+            .get(&from)
+            .ok_or_else(|| format!("no member {from}"))?;
+        self.rt.block_on(async {
+            let channel = Endpoint::from_shared(format!("http://{addr}"))
+                .map_err(|e| e.to_string())?
+                .tcp_nodelay(true)
+                .connect_timeout(Duration::from_secs(1))
+                .initial_stream_window_size(Some(8 * 1024 * 1024))
+                .connect()
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut client = RaftClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
+            let mut req = Request::new(SnapshotRequest {
+                set_name: self.set_name.clone(),
+                member: me,
+            });
+            if let Some(key) = self.cluster_key.as_ref().and_then(|k| k.parse().ok()) {
+                req.metadata_mut().insert(proto::cluster_key::HEADER, key);
+            }
+            let mut stream = client
+                .fetch_snapshot(req)
+                .await
+                .map_err(|s| s.message().to_string())?
+                .into_inner();
+            let mut installer = Installer::begin(engine, dir).map_err(|e| e.to_string())?;
+            loop {
+                let next = tokio::time::timeout(SNAPSHOT_IDLE, stream.message()).await;
+                match next {
+                    Err(_) => return Err("the snapshot stream stalled".to_string()),
+                    Ok(Err(status)) => return Err(status.message().to_string()),
+                    Ok(Ok(None)) => break,
+                    Ok(Ok(Some(chunk))) => {
+                        installer.chunk(engine, chunk).map_err(|e| e.to_string())?
+                    }
+                }
+            }
+            let (rows, bytes) = (installer.rows, installer.bytes);
+            let (index, term) = installer.finish(engine).map_err(|e| e.to_string())?;
+            info!(from, index, term, rows, bytes, "installed a snapshot");
+            Ok((index, term))
+        })
     }
 
     pub fn send(&self, msgs: Vec<Message>) {
@@ -121,31 +200,46 @@ async fn send_loop(
     }
 }
 
-/// The receiving side: hands decoded messages to the member's driver.
+/// The receiving side: hands decoded messages to the member's driver, and serves
+/// snapshots.
 pub struct RaftService {
     pub set_name: String,
     pub events: Sender<Event>,
     pub faults: Arc<Faults>,
     /// When set, peers must present it (`proto::cluster_key`).
     pub cluster_key: Option<String>,
+    /// The member's data, for snapshots (weak: a stopped member must close WiredTiger).
+    pub engine: Weak<dyn Engine>,
 }
 
-#[tonic::async_trait]
-impl Raft for RaftService {
-    async fn send(&self, request: Request<RaftBatch>) -> Result<Response<RaftAck>, Status> {
+impl RaftService {
+    /// A peer must present the cluster key (when one is set) and belong to this set.
+    /// (The error is the gRPC status the handlers return as is.)
+    #[allow(clippy::result_large_err)]
+    fn admit(&self, metadata: &MetadataMap, set_name: &str) -> Result<(), Status> {
         if let Some(key) = &self.cluster_key {
-            let presented = request.metadata().get(proto::cluster_key::HEADER);
+            let presented = metadata.get(proto::cluster_key::HEADER);
             if !proto::cluster_key::verify(key, presented.map(|v| v.as_bytes())) {
                 return Err(Status::unauthenticated("missing or wrong cluster key"));
             }
         }
-        let batch = request.into_inner();
-        if batch.set_name != self.set_name {
+        if set_name != self.set_name {
             return Err(Status::failed_precondition(format!(
-                "this member belongs to replica set '{}', not '{}'",
-                self.set_name, batch.set_name
+                "this member belongs to replica set '{}', not '{set_name}'",
+                self.set_name
             )));
         }
+        Ok(())
+    }
+}
+
+#[tonic::async_trait]
+impl Raft for RaftService {
+    type FetchSnapshotStream = ReceiverStream<Result<SnapshotChunk, Status>>;
+
+    async fn send(&self, request: Request<RaftBatch>) -> Result<Response<RaftAck>, Status> {
+        let (metadata, _, batch) = request.into_parts();
+        self.admit(&metadata, &batch.set_name)?;
         let mut decoded = Vec::with_capacity(batch.messages.len());
         for bytes in &batch.messages {
             let m = Message::parse_from_bytes(bytes)
@@ -160,5 +254,35 @@ impl Raft for RaftService {
             }
         }
         Ok(Response::new(RaftAck {}))
+    }
+
+    /// Exports this member's data on a blocking thread, a chunk at a time, and tells the
+    /// driver when the transfer starts and how it ended (raft-rs waits for that report
+    /// before it replicates to the member again).
+    async fn fetch_snapshot(
+        &self,
+        request: Request<SnapshotRequest>,
+    ) -> Result<Response<Self::FetchSnapshotStream>, Status> {
+        let (metadata, _, req) = request.into_parts();
+        self.admit(&metadata, &req.set_name)?;
+        if self.faults.is_cut(req.member) {
+            return Err(Status::unavailable("link cut"));
+        }
+        let engine = self
+            .engine
+            .upgrade()
+            .ok_or_else(|| Status::unavailable("member is shutting down"))?;
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let (events, to) = (self.events.clone(), req.member);
+        let _ = events.send(Event::SnapshotServing(to));
+        tokio::task::spawn_blocking(move || {
+            let r = super::snapshot::export(engine.as_ref(), &tx);
+            if let Err(e) = &r {
+                warn!(to, error = %e, "sending a snapshot failed");
+                let _ = tx.blocking_send(Err(Status::unavailable(e.to_string())));
+            }
+            let _ = events.send(Event::SnapshotServed { to, ok: r.is_ok() });
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
     }
 }

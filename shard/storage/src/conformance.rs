@@ -8,7 +8,7 @@ use std::ops::Bound::{self, Excluded, Included, Unbounded};
 use std::sync::mpsc;
 use std::sync::Barrier;
 
-use crate::{Engine, KeyRange, StorageError, TableStats, WriteBatch};
+use crate::{Engine, KeyRange, Rows, StorageError, TableStats, WriteBatch};
 
 type Kv = (Vec<u8>, Vec<u8>);
 
@@ -28,6 +28,7 @@ pub fn run_all<E: Engine>(make: &dyn Fn() -> E) {
     large_values(&make());
     stats(&make());
     checkpoint(&make());
+    export_is_one_instant(&make());
     concurrent_writers_distinct_tables(&make());
     concurrent_writers_same_table(&make());
     drop_while_other_threads_hold_cursors(&make());
@@ -478,6 +479,54 @@ pub fn checkpoint<E: Engine>(e: &E) {
             .len(),
         2
     );
+}
+
+/// Every table, empty ones too, in name and key order and in pages, as of the moment the
+/// export began: writes made while it runs (here from inside the sink) are not in it.
+pub fn export_is_one_instant<E: Engine>(e: &E) {
+    for t in ["b", "a", "empty"] {
+        e.create_table(t).unwrap();
+    }
+    put(e, "a", b"", b"empty key");
+    put(e, "a", b"x", b"1");
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..100u32)
+        .map(|i| (i.to_be_bytes().to_vec(), vec![7u8; 50]))
+        .collect();
+    for (k, v) in &rows {
+        put(e, "b", k, v);
+    }
+    let mut seen: Vec<(String, Rows)> = Vec::new();
+    let mut pages = 0;
+    e.export(1000, &mut |table, page| {
+        if pages == 0 {
+            put(e, "b", b"\xff late", b"not exported");
+            e.write(WriteBatch::new().delete("a", b"x".to_vec()))
+                .unwrap();
+        }
+        pages += 1;
+        match seen.last_mut() {
+            Some((t, r)) if t == table => r.extend(page),
+            _ => seen.push((table.to_string(), page)),
+        }
+        Ok(())
+    })
+    .unwrap();
+    let names: Vec<&str> = seen.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(names, ["a", "b", "empty"]);
+    assert_eq!(
+        seen[0].1,
+        vec![
+            (b"".to_vec(), b"empty key".to_vec()),
+            (b"x".to_vec(), b"1".to_vec())
+        ]
+    );
+    assert_eq!(seen[1].1, rows);
+    assert!(seen[2].1.is_empty());
+    assert!(
+        pages >= 6,
+        "5,400 bytes of rows in pages of 1,000: {pages} pages"
+    );
+    assert_eq!(e.get("a", b"x").unwrap(), None, "the writes did happen");
 }
 
 const THREADS: usize = 4;

@@ -203,6 +203,12 @@ pub struct TableStats {
     pub bytes: u64,
 }
 
+/// Key/value pairs in key order.
+pub type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Receives an [`Engine::export`]: a table's name and its next page of rows in key order.
+pub type ExportSink<'a> = dyn FnMut(&str, Rows) -> Result<()> + 'a;
+
 /// An ordered key/value store of named tables.
 ///
 /// Every method may be called from any thread concurrently. Operations on a table that does
@@ -234,6 +240,11 @@ pub trait Engine: Send + Sync + 'static {
     fn stats(&self, table: &str) -> Result<TableStats>;
     /// Makes everything written so far durable in the data files (a no-op in memory).
     fn checkpoint(&self) -> Result<()>;
+    /// Reads every table as of one instant (one snapshot transaction), to copy a whole
+    /// member to another: for each table in name order, `sink` gets its rows in key order
+    /// in pages of about `page_bytes` (a table without rows gets one empty page, so that
+    /// it is created). Writers are not blocked; a table dropped meanwhile fails the export.
+    fn export(&self, page_bytes: usize, sink: &mut ExportSink<'_>) -> Result<()>;
 }
 
 /// An engine wrapped around another (replication, retryable-write records, test
@@ -300,6 +311,10 @@ impl<T: Layer> Engine for T {
 
     fn checkpoint(&self) -> Result<()> {
         self.below().checkpoint()
+    }
+
+    fn export(&self, page_bytes: usize, sink: &mut ExportSink<'_>) -> Result<()> {
+        self.below().export(page_bytes, sink)
     }
 }
 

@@ -26,7 +26,9 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::{Engine, KeyRange, Result, StorageError, TableStats, WriteBatch, WriteOp};
+use crate::{
+    Engine, ExportSink, KeyRange, Result, Rows, StorageError, TableStats, WriteBatch, WriteOp,
+};
 pub(crate) use ffi::{Code, Connection, Cursor, Session};
 
 /// How often the background thread checkpoints unless told otherwise.
@@ -474,21 +476,7 @@ impl Engine for WiredTigerEngine {
     }
 
     fn list_tables(&self) -> Result<Vec<String>> {
-        self.inner.with_session(|st| {
-            let mut meta = st
-                .session
-                .open_cursor("metadata:", None)
-                .map_err(|c| wt_error(c, "open metadata cursor"))?;
-            let mut names = Vec::new();
-            while meta.next().map_err(|c| wt_error(c, "metadata next"))? {
-                let key = meta.key_str().map_err(|c| wt_error(c, "metadata key"))?;
-                if let Some(escaped) = key.strip_prefix(URI_PREFIX) {
-                    names.push(unescape_name(escaped));
-                }
-            }
-            names.sort();
-            Ok(names)
-        })
+        self.inner.with_session(|st| table_names(&mut st.session))
     }
 
     fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -559,6 +547,91 @@ impl Engine for WiredTigerEngine {
     fn checkpoint(&self) -> Result<()> {
         self.inner.checkpoint_with_new_session()
     }
+
+    /// One snapshot transaction on a session of its own (not the thread's, which the
+    /// sink's caller may use). Each page opens its cursor afresh and closes it before
+    /// `sink` runs: the snapshot belongs to the transaction, not the cursor, and a cursor
+    /// left open would make a concurrent `drop_table` of that table wait (EBUSY).
+    fn export(&self, page_bytes: usize, sink: &mut ExportSink<'_>) -> Result<()> {
+        let mut session = self
+            .inner
+            .conn
+            .open_session(SESSION_CONFIG)
+            .map_err(|c| wt_error(c, "open_session"))?;
+        session
+            .begin()
+            .map_err(|c| wt_error(c, "begin_transaction"))?;
+        let r = export_in(&mut session, page_bytes, sink);
+        let _ = session.rollback();
+        r
+    }
+}
+
+/// Our tables, sorted, from WiredTiger's metadata.
+fn table_names(session: &mut Session) -> Result<Vec<String>> {
+    let mut meta = session
+        .open_cursor("metadata:", None)
+        .map_err(|c| wt_error(c, "open metadata cursor"))?;
+    let mut names = Vec::new();
+    while meta.next().map_err(|c| wt_error(c, "metadata next"))? {
+        let key = meta.key_str().map_err(|c| wt_error(c, "metadata key"))?;
+        if let Some(escaped) = key.strip_prefix(URI_PREFIX) {
+            names.push(unescape_name(escaped));
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+fn export_in(session: &mut Session, page_bytes: usize, sink: &mut ExportSink<'_>) -> Result<()> {
+    let mut keys = KeyBuf::default();
+    for name in table_names(session)? {
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let (page, more) = {
+                let mut c = session
+                    .open_cursor(&table_uri(&name), None)
+                    .map_err(|c| open_error(c, &name))?;
+                export_page(&mut c, &mut keys, after.as_deref(), page_bytes)
+                    .map_err(|c| wt_error(c, "export read"))?
+            };
+            let last = page.last().map(|(k, _)| k.clone());
+            sink(&name, page)?;
+            match last {
+                Some(k) if more => after = Some(k),
+                _ => break,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Up to about `page_bytes` of rows after the key `after` (from the first without it),
+/// from an unpositioned cursor, and whether rows remain after them.
+fn export_page(
+    c: &mut Cursor,
+    keys: &mut KeyBuf,
+    after: Option<&[u8]>,
+    page_bytes: usize,
+) -> ffi::WtResult<(Rows, bool)> {
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    let mut more = match after {
+        Some(k) => match c.search_near(keys.encode(k))? {
+            None => false,
+            Some(exact) if exact <= 0 => c.next()?,
+            Some(_) => true,
+        },
+        None => c.next()?,
+    };
+    while more && bytes < page_bytes {
+        let key = decode_key(c.key()?).to_vec();
+        let value = c.value()?.to_vec();
+        bytes += key.len() + value.len();
+        out.push((key, value));
+        more = c.next()?;
+    }
+    Ok((out, more))
 }
 
 /// Collects up to `limit` entries of `range` from an unpositioned cursor.
