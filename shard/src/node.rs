@@ -175,14 +175,7 @@ impl Node {
         rt: &tokio::runtime::Handle,
     ) -> Result<(Arc<Node>, RaftService), ShardError> {
         std::fs::create_dir_all(dir)?;
-        let base: Arc<dyn Engine> = Arc::new(storage::WiredTigerEngine::open_with(
-            &dir.join("wt"),
-            storage::WtOptions {
-                cache_mb,
-                log: false,
-                sync: false,
-            },
-        )?);
+        let base: Arc<dyn Engine> = Arc::new(open_member_data(dir, cache_mb)?);
         crate::repl::recover_interrupted_install(base.as_ref(), &dir.join("raft"))
             .map_err(ShardError::Catalog)?;
         // Every member creates the session table itself, before it applies any entry.
@@ -491,4 +484,42 @@ fn member_admits(
         ));
     }
     Ok(repl::WriteScope::default())
+}
+
+/// A member's WiredTiger, without its own journal (the Raft log is the write-ahead log).
+/// Data WiredTiger cannot open as damaged (its metadata or checkpoint unreadable) is moved
+/// aside, never deleted, and the member starts empty: the snapshot-install marker makes it
+/// empty its log too (keeping its vote), and the primary sends it a snapshot, as a MongoDB
+/// member is resynced by hand. Other failures (a lock held by another process, no space,
+/// no permission) stop the member, since its data may well be fine.
+fn open_member_data(dir: &Path, cache_mb: usize) -> Result<storage::WiredTigerEngine, ShardError> {
+    let wt = dir.join("wt");
+    let options = storage::WtOptions {
+        cache_mb,
+        log: false,
+        sync: false,
+    };
+    match storage::WiredTigerEngine::open_with(&wt, options) {
+        Err(storage::StorageError::WiredTiger { code, message }) if damaged(code) => {
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            let aside = dir.join(format!("wt.damaged-{secs}"));
+            tracing::error!(
+                code, %message, aside = %aside.display(),
+                "this member's data cannot be opened: moved aside, resyncing from the others"
+            );
+            std::fs::rename(&wt, &aside)?;
+            crate::repl::snapshot::mark_install(&dir.join("raft"))?;
+            Ok(storage::WiredTigerEngine::open_with(&wt, options)?)
+        }
+        r => Ok(r?),
+    }
+}
+
+/// WiredTiger's codes for data it cannot make sense of: WT_ERROR (a checksum or format
+/// failure), WT_PANIC, WT_RUN_RECOVERY.
+fn damaged(code: i32) -> bool {
+    matches!(code, -31802 | -31804 | -31806)
 }

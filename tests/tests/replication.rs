@@ -161,6 +161,36 @@ async fn a_wiped_member_catches_up_from_the_log() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_whose_data_is_damaged_resyncs_from_the_others() {
+    let mut set = TestReplicaSet::start().await;
+    let (p, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    let victim = (p + 1) % 3;
+    let client = set.client(0, "").await;
+    let coll = client.database("test").collection::<Document>("d");
+    coll.insert_many((0..50).map(|i| doc! {"_id": i}))
+        .await
+        .unwrap();
+    set.kill(victim).await;
+    // WiredTiger's metadata overwritten with garbage: the data cannot be opened.
+    let wt = set.member_dir(victim).join("wt");
+    let meta = wt.join("WiredTiger.wt");
+    let len = std::fs::metadata(&meta).unwrap().len() as usize;
+    std::fs::write(&meta, vec![0x5a; len]).unwrap();
+    coll.insert_many((50..80).map(|i| doc! {"_id": i}))
+        .await
+        .unwrap();
+    restart_and_expect(&mut set, victim, "d", 80).await;
+    // Nothing is deleted: the damaged files are kept beside the new data.
+    let kept: Vec<String> = std::fs::read_dir(set.member_dir(victim))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("wt.damaged-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    set.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nearest_reads_are_served_in_the_routers_site() {
     let set = TestReplicaSet::start().await;
     set.wait_for_primary(LIVENESS).await.expect("primary");

@@ -72,8 +72,7 @@ pub struct Installer {
 impl Installer {
     /// Marks the install as under way, then drops every table of `engine`.
     pub fn begin(engine: &dyn Engine, dir: &Path) -> Result<Installer, StorageError> {
-        std::fs::write(dir.join(MARKER), b"")?;
-        std::fs::File::open(dir)?.sync_all()?;
+        mark_install(dir)?;
         for t in engine.list_tables()? {
             engine.drop_table(&t)?;
         }
@@ -109,6 +108,14 @@ impl Installer {
         engine.checkpoint()?;
         Ok((index, term))
     }
+}
+
+/// Records (durably) that this member's data is being replaced: until [`installed`], a
+/// restart empties the data and the log (`recover_interrupted_install`).
+pub fn mark_install(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join(MARKER), b"")?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// The Raft log now starts after the installed data: the install is complete.
