@@ -1,8 +1,11 @@
-//! Cluster time for `$clusterTime` / `operationTime` gossip. Until replication lands
-//! (issue #3) there is one shard and no oplog, so the router's clock is its wall clock in
-//! seconds with a per-connection increment: monotonic for each client, which is what the
-//! drivers' causal-consistency bookkeeping needs. The signature is unsigned (keyId 0),
-//! as on a deployment without cluster-key authentication.
+//! Cluster time for `$clusterTime` / `operationTime` gossip: the router's wall clock in
+//! seconds with a per-connection increment, monotonic for each client, which is what the
+//! drivers' causal-consistency bookkeeping needs. Its value orders nothing on the members:
+//! a read that carries `afterClusterTime` makes the member that serves it apply
+//! everything the primary had committed when the read arrived (`Replica::catch_up`),
+//! which covers every write acknowledged to the client before, whatever the time says.
+//! The signature is unsigned (keyId 0), as on a deployment without cluster-key
+//! authentication.
 
 use bson::{doc, spec::BinarySubtype, Binary, Document, Timestamp};
 

@@ -323,19 +323,22 @@ impl Node {
 
     /// `readConcern: {level: "linearizable"}`: before the read, this member confirms with a
     /// majority that it is still primary and applies everything committed so far (Raft's
-    /// ReadIndex), so the read sees every write acknowledged before it began. Every other
-    /// level needs nothing here: a member applies only majority-committed entries, so
-    /// `local` and `available` reads already return majority-committed data.
+    /// ReadIndex), so the read sees every write acknowledged before it began.
+    /// `afterClusterTime` (a causally consistent session) makes the member first apply
+    /// everything committed before the read, as far as the primary knows
+    /// (`Replica::catch_up`), so a secondary read sees every write its client saw
+    /// acknowledged. Otherwise nothing is needed: a member applies only majority-committed
+    /// entries, so `local` and `available` reads already return majority-committed data.
     fn read_concern(&self, cmd: &Document, writes: bool, deadline: Deadline) -> MongoResult<()> {
-        let linearizable = cmd
-            .get_document("readConcern")
-            .ok()
-            .and_then(|rc| rc.get_str("level").ok())
-            == Some("linearizable");
-        let Some(replica) = self.replica.as_ref().filter(|_| linearizable) else {
+        let Ok(rc) = cmd.get_document("readConcern") else {
             return Ok(());
         };
-        if writes {
+        let linearizable = rc.get_str("level").ok() == Some("linearizable");
+        let causal = rc.contains_key("afterClusterTime");
+        let Some(replica) = self.replica.as_ref().filter(|_| linearizable || causal) else {
+            return Ok(());
+        };
+        if writes && linearizable {
             return Err(MongoError::new(
                 ErrorCode::InvalidOptions,
                 "linearizable read concern is only valid for reads",
@@ -345,13 +348,22 @@ impl Node {
             .0
             .map(|t| t.saturating_duration_since(Instant::now()))
             .unwrap_or(LINEARIZABLE_WAIT);
-        replica.read_barrier(limit).map_err(|e| match e {
+        let waited = if linearizable {
+            replica.read_barrier(limit)
+        } else {
+            replica.catch_up(limit)
+        };
+        waited.map_err(|e| match e {
             repl::ProposeError::Timeout if deadline.0.is_some() => {
                 MongoError::new(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit")
             }
-            repl::ProposeError::Timeout => MongoError::new(
+            repl::ProposeError::Timeout if linearizable => MongoError::new(
                 ErrorCode::ExceededTimeLimit,
                 "could not confirm the primary with a majority in time",
+            ),
+            repl::ProposeError::Timeout => MongoError::new(
+                ErrorCode::ExceededTimeLimit,
+                "could not learn the primary's commit point in time (afterClusterTime)",
             ),
             e => MongoError::new(e.code(), e.to_string()),
         })

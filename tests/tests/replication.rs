@@ -191,6 +191,53 @@ async fn a_member_whose_data_is_damaged_resyncs_from_the_others() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_causally_consistent_session_never_reads_older_than_its_writes() {
+    let set = TestReplicaSet::start().await;
+    let (p, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    assert_eq!(p, 0, "site A's member is the preferred primary");
+    // Site B's router sends secondary reads to site B's member.
+    let client = set.client(1, "readPreference=secondary").await;
+    let coll = client.database("test").collection::<Document>("causal");
+    coll.insert_one(doc! {"_id": 0}).await.unwrap();
+    wait_caught_up(&set, 1).await;
+    // Site B's member no longer hears from the primary; A and C still make a majority.
+    set.cut_link(0, 1);
+    let mut session = client.start_session().await.unwrap();
+    coll.insert_one(doc! {"_id": 1})
+        .session(&mut session)
+        .await
+        .unwrap();
+    // Outside the session the read is served by site B's member, without the write.
+    let stale = coll.find_one(doc! {"_id": 1}).await.unwrap();
+    assert_eq!(stale, None, "site B's member is behind");
+    // In the session the read carries afterClusterTime: the member cannot learn the
+    // primary's commit point, so it waits (here until maxTimeMS) rather than answer stale.
+    let waited = coll
+        .find_one(doc! {"_id": 1})
+        .max_time(Duration::from_millis(1500))
+        .session(&mut session)
+        .await;
+    let e = waited.expect_err("a stale causal read must not be answered");
+    assert_eq!(tests::sharded::error_code(&e), Some(50), "{e}");
+    // Healed, the same read catches up first and sees the write.
+    set.heal();
+    let read = coll
+        .find_one(doc! {"_id": 1})
+        .session(&mut session)
+        .await
+        .unwrap();
+    assert_eq!(read, Some(doc! {"_id": 1}));
+    // A readConcern whose afterClusterTime is not a timestamp is refused.
+    let bad = client
+        .database("test")
+        .run_command(doc! {"find": "causal", "readConcern": {"afterClusterTime": 5}})
+        .await
+        .expect_err("afterClusterTime must be a timestamp");
+    assert_eq!(tests::sharded::error_code(&bad), Some(14), "{bad}");
+    set.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nearest_reads_are_served_in_the_routers_site() {
     let set = TestReplicaSet::start().await;
     set.wait_for_primary(LIVENESS).await.expect("primary");

@@ -90,6 +90,11 @@ pub async fn run(
         ));
     }
     let linearizable = read_concern(cmd.get("readConcern"))? == Some("linearizable");
+    let after_cluster_time = cmd
+        .get_document("readConcern")
+        .ok()
+        .and_then(|rc| rc.get("afterClusterTime"))
+        .cloned();
     if linearizable && fwd.writes {
         return Err(MongoError::new(
             ErrorCode::InvalidOptions,
@@ -193,6 +198,9 @@ pub async fn run(
     }
     if linearizable {
         cmd.insert("readConcern", bson::doc! {"level": "linearizable"});
+    } else if let Some(after) = after_cluster_time {
+        // A causally consistent read: the member applies everything committed before it.
+        cmd.insert("readConcern", bson::doc! {"afterClusterTime": after});
     }
     if let (Some(lsid), Some(txn)) = session_fields {
         cmd.insert("lsid", lsid);
@@ -310,6 +318,14 @@ fn read_concern(v: Option<&Bson>) -> MongoResult<Option<&str>> {
             ))
         }
     };
+    match d.get("afterClusterTime") {
+        None | Some(Bson::Timestamp(_)) => {}
+        Some(_) => {
+            return Err(MongoError::type_mismatch(
+                "BSON field 'readConcern.afterClusterTime' is the wrong type, expected type 'timestamp'",
+            ))
+        }
+    }
     match d.get("level") {
         None => Ok(None),
         Some(Bson::String(l)) => match l.as_str() {

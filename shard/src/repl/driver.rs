@@ -61,6 +61,13 @@ pub enum Event {
     ReadIndex {
         done: SyncSender<Result<u64, ProposeError>>,
     },
+    /// Answer once this member has applied everything committed before the request (a
+    /// causally consistent read, `afterClusterTime`): a writable primary has; a primary
+    /// not yet writable waits for its term's first entry; a secondary asks the primary
+    /// for its commit index (a follower ReadIndex) and waits to apply up to it.
+    CatchUp {
+        done: SyncSender<Result<u64, ProposeError>>,
+    },
     Message(Box<Message>),
     /// Start an election now (`replSetStepUp`).
     Campaign,
@@ -88,6 +95,8 @@ const SNAPSHOT_FETCH_START: Duration = Duration::from_secs(10);
 /// Attempts at fetching a snapshot before a member whose tables were already dropped
 /// stops (restarted, it empties itself and asks again).
 const SNAPSHOT_ATTEMPTS: u32 = 3;
+/// Read requests older than this are forgotten (callers wait at most their deadline).
+const READ_FORGET: Duration = Duration::from_secs(120);
 
 pub struct Driver {
     pub raw: RawNode<raft::storage::MemStorage>,
@@ -104,8 +113,10 @@ pub struct Driver {
     pub incarnation: u64,
     pub next_seq: u64,
     pub waiters: HashMap<u64, SyncSender<Result<u64, ProposeError>>>,
-    /// ReadIndex requests waiting for the quorum's answer, by sequence number.
-    pub reads: HashMap<u64, SyncSender<Result<u64, ProposeError>>>,
+    /// ReadIndex requests waiting for the quorum's answer, by sequence number, with when
+    /// they were asked (a follower's request is dropped when it has no primary; the
+    /// caller times out, and the entry goes after `READ_FORGET`).
+    pub reads: HashMap<u64, (Instant, SyncSender<Result<u64, ProposeError>>)>,
     /// Confirmed reads waiting for the applied index to reach theirs.
     pub confirmed_reads: Vec<(u64, SyncSender<Result<u64, ProposeError>>)>,
     /// First log index of the current leadership term: until it is applied the new
@@ -154,6 +165,7 @@ impl Driver {
             if now >= next_tick {
                 self.raw.tick();
                 self.snapshot_watchdog();
+                self.forget_old_reads();
                 self.priority_takeover();
                 self.arbiter_handover();
                 next_tick = now + TICK;
@@ -196,10 +208,27 @@ impl Driver {
                     let _ = done.try_send(Err(ProposeError::NotPrimary));
                     return false;
                 }
-                let seq = self.next_seq;
-                self.next_seq += 1;
-                self.raw.read_index(self.context(seq));
-                self.reads.insert(seq, done);
+                self.read_index(done);
+            }
+            Event::CatchUp { done } => {
+                let raft = &self.raw.raft;
+                if self.arbiter {
+                    let _ = done.try_send(Err(ProposeError::NotPrimary));
+                } else if raft.state == StateRole::Leader {
+                    if self.writable() {
+                        let _ = done.try_send(Ok(self.applied));
+                    } else {
+                        // Answered by `on_ready` once the term's first entry is applied.
+                        self.confirmed_reads.push((self.term_start, done));
+                    }
+                } else if raft.leader_id == raft::INVALID_ID {
+                    // Nobody to ask: kept unanswered, the caller's deadline ends the wait.
+                    let seq = self.next_seq;
+                    self.next_seq += 1;
+                    self.reads.insert(seq, (Instant::now(), done));
+                } else {
+                    self.read_index(done);
+                }
             }
             Event::Message(_) if self.frozen() && is_transfer(&ev) => {}
             Event::Message(m) if m.get_msg_type() == MessageType::MsgSnapshot => {
@@ -322,6 +351,21 @@ impl Driver {
         self.outbox.send(vec![r]);
     }
 
+    /// Asks for the commit index as a quorum confirms it (raft-rs forwards a follower's
+    /// request to the primary); answered in `on_ready` once applied here.
+    fn read_index(&mut self, done: SyncSender<Result<u64, ProposeError>>) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.raw.read_index(self.context(seq));
+        self.reads.insert(seq, (Instant::now(), done));
+    }
+
+    /// Forgets read requests nobody answered (their callers have long timed out).
+    fn forget_old_reads(&mut self) {
+        self.reads
+            .retain(|_, (asked, _)| asked.elapsed() < READ_FORGET);
+    }
+
     /// Reports snapshots whose receiver never came for the data as failed.
     fn snapshot_watchdog(&mut self) {
         let stale: Vec<u64> = self
@@ -387,7 +431,7 @@ impl Driver {
         }
         let mut ready = self.raw.ready();
         for rs in ready.take_read_states() {
-            if let Some(w) = self
+            if let Some((_, w)) = self
                 .own_seq(&rs.request_ctx)
                 .and_then(|s| self.reads.remove(&s))
             {
@@ -641,7 +685,7 @@ impl Driver {
     }
 
     fn fail_waiters(&mut self, e: ProposeError) {
-        let reads = self.reads.drain().map(|(_, w)| w);
+        let reads = self.reads.drain().map(|(_, (_, w))| w);
         let confirmed = self.confirmed_reads.drain(..).map(|(_, w)| w);
         for w in self
             .waiters

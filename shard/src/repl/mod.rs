@@ -416,6 +416,19 @@ impl Replica {
             .map(|_| ())
     }
 
+    /// Returns once this member has applied every write committed before the call, as
+    /// far as the primary knows (see `Event::CatchUp`): a causally consistent read
+    /// (`afterClusterTime`) then sees everything its client saw acknowledged.
+    pub fn catch_up(&self, timeout: std::time::Duration) -> Result<(), ProposeError> {
+        let (done, wait) = sync_channel(1);
+        self.events
+            .send(Event::CatchUp { done })
+            .map_err(|_| ProposeError::Shutdown)?;
+        wait.recv_timeout(timeout)
+            .unwrap_or(Err(ProposeError::Timeout))
+            .map(|_| ())
+    }
+
     /// Starts an election at once (`replSetStepUp`).
     pub fn campaign(&self) {
         let _ = self.events.send(Event::Campaign);
