@@ -173,6 +173,16 @@ impl Catalog {
         self.collections.read().unwrap().get(ns).cloned()
     }
 
+    /// The namespace of the collection stored in `table` (a scan: for rare callers).
+    pub fn namespace_of_table(&self, table: &str) -> Option<String> {
+        self.collections
+            .read()
+            .unwrap()
+            .values()
+            .find(|m| m.table == table)
+            .map(|m| m.ns())
+    }
+
     pub fn list(&self, db: &str) -> Vec<Arc<CollectionMeta>> {
         let prefix = format!("{db}.");
         self.collections

@@ -185,6 +185,7 @@ impl Node {
         let node_slot: Arc<OnceLock<Weak<Node>>> = Arc::new(OnceLock::new());
         let (reload_tx, reload_rx) = std::sync::mpsc::channel::<()>();
         let slot = node_slot.clone();
+        let rollback_slot = node_slot.clone();
         std::thread::Builder::new()
             .name("catalog-reload".into())
             .spawn(move || {
@@ -204,6 +205,10 @@ impl Node {
             &dir.join("raft"),
             Box::new(move || {
                 let _ = reload_tx.send(());
+            }),
+            Box::new(move |table: &str| {
+                let node = rollback_slot.get().and_then(Weak::upgrade)?;
+                node.catalog.namespace_of_table(table)
             }),
             cluster_key,
             rt,

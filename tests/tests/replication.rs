@@ -142,6 +142,62 @@ async fn an_isolated_primary_steps_down_and_rejoins() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_erased_by_a_new_primary_are_kept_in_the_rollback_directory() {
+    let set = TestReplicaSet::start().await;
+    let (old, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    let client = set.client(0, "").await;
+    let coll = client.database("test").collection::<Document>("rb");
+    coll.insert_one(doc! {"_id": 1}).await.unwrap();
+    set.isolate(old);
+    // Sent straight to the cut-off primary: proposed, never committed, never acknowledged.
+    let node = set.member(old).unwrap().node.clone();
+    let reply = tokio::task::spawn_blocking(move || {
+        let opts = shard::node::RunOptions {
+            write_concern: shard::node::WriteConcern {
+                w: 0,
+                wtimeout: Some(Duration::from_millis(500)),
+            },
+            ..Default::default()
+        };
+        node.run_command_with(
+            "test",
+            &doc! {"insert": "rb", "documents": [{"_id": "lost", "x": 1}]},
+            opts,
+        )
+    })
+    .await
+    .unwrap();
+    assert!(
+        reply.get_document("writeConcernError").is_ok() || reply.get_f64("ok") == Ok(0.0),
+        "not acknowledged: {reply}"
+    );
+    let started = std::time::Instant::now();
+    while set.primary().is_none_or(|p| p == old) {
+        assert!(started.elapsed() < LIVENESS, "no new primary");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    coll.insert_one(doc! {"_id": 2})
+        .write_concern(majority())
+        .await
+        .unwrap();
+    set.heal();
+    wait_caught_up(&set, old).await;
+    // The erased insert is nowhere in the data, and its document is in the old primary's
+    // rollback directory.
+    assert_eq!(count_on_member(&set, old, "rb").await, 2);
+    let dir = set.member_dir(old).join("rollback").join("test.rb");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let saved = bson::Document::from_reader(&mut bytes.as_slice()).unwrap();
+    assert_eq!(saved, doc! {"_id": "lost", "x": 1});
+    set.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_wiped_member_catches_up_from_the_log() {
     let mut set = TestReplicaSet::start().await;
     let (p, _) = set.wait_for_primary(LIVENESS).await.expect("primary");

@@ -139,6 +139,8 @@ pub struct Driver {
     pub dir: std::path::PathBuf,
     /// Snapshots sent to members: when, and whether their fetch has started.
     pub snapshots_out: HashMap<u64, (Instant, bool)>,
+    /// Where the documents of proposals a new primary erased are kept.
+    pub rollback: super::rollback::RollbackDir,
 }
 
 impl Driver {
@@ -456,7 +458,13 @@ impl Driver {
         }
         self.apply(ready.take_committed_entries())?;
         if !ready.entries().is_empty() {
-            self.log.append(ready.entries())?;
+            let replaced = self.log.append(ready.entries())?;
+            if !replaced.is_empty() && !self.arbiter {
+                // Never committed, so never acknowledged; kept for the operator all the same.
+                if let Err(e) = self.rollback.save(&replaced) {
+                    warn!(error = %e, "could not save erased writes to the rollback directory");
+                }
+            }
         }
         if let Some(hs) = ready.hs() {
             self.log.set_hard_state(hs.clone())?;

@@ -274,14 +274,21 @@ impl DurableLog {
         Ok(())
     }
 
-    /// Appends entries, replacing any suffix they conflict with.
-    pub fn append(&mut self, entries: &[Entry]) -> std::io::Result<()> {
+    /// Appends entries, replacing any suffix they conflict with, and returns the entries
+    /// replaced (never committed: a new primary overwrote them).
+    pub fn append(&mut self, entries: &[Entry]) -> std::io::Result<Vec<Entry>> {
         let Some(first) = entries.first() else {
-            return Ok(());
+            return Ok(Vec::new());
         };
+        let mut replaced = Vec::new();
         if let Some(&cut) = self.offsets.get(&first.index) {
             // A new leader overwrote our uncommitted suffix. Nothing acknowledged is lost:
             // only committed entries are ever applied or acknowledged.
+            let last = Storage::last_index(&self.mem).map_err(invalid)?;
+            replaced = self
+                .mem
+                .entries(first.index, last + 1, None, GetEntriesContext::empty(false))
+                .map_err(invalid)?;
             self.flush()?;
             self.file.set_len(cut)?;
             self.file.seek(SeekFrom::Start(cut))?;
@@ -296,7 +303,8 @@ impl DurableLog {
                 .insert(e.index, self.len + self.pending.len() as u64);
             self.record(ENTRY, &e.write_to_bytes().map_err(invalid)?);
         }
-        self.mem.wl().append(entries).map_err(invalid)
+        self.mem.wl().append(entries).map_err(invalid)?;
+        Ok(replaced)
     }
 
     pub fn set_hard_state(&mut self, hs: HardState) -> std::io::Result<()> {
@@ -392,7 +400,9 @@ mod tests {
             };
             log.set_hard_state(hs).unwrap();
             // A new leader replaces entries 2.. with its own.
-            log.append(&[entry(2, 2, b"B")]).unwrap();
+            let replaced = log.append(&[entry(2, 2, b"B")]).unwrap();
+            let replaced: Vec<u64> = replaced.iter().map(|e| e.index).collect();
+            assert_eq!(replaced, [2, 3]);
             log.flush().unwrap();
         }
         let log = DurableLog::open(dir.path(), &[9], true).unwrap();

@@ -7,6 +7,7 @@
 //! * `engine` — the `Engine` the command layer writes through on a member;
 //! * `transport` — Raft messages between members over tonic;
 //! * `snapshot` — a member's whole data sent to one that fell behind the compacted log;
+//! * `rollback` — the documents of proposals a new primary erased, kept for the operator;
 //! * `config` — the member list (host, site, priority, votes, arbiter).
 //!
 //! A write is applied on every member only once it is committed (held by a majority), so
@@ -18,6 +19,7 @@ pub mod driver;
 pub mod engine;
 pub mod entry;
 pub mod log;
+pub mod rollback;
 pub mod slog_bridge;
 pub mod snapshot;
 pub mod transport;
@@ -178,12 +180,14 @@ pub struct Replica {
 
 impl Replica {
     /// Starts the member: opens its log in `log_dir`, replays what the data lacks, and
-    /// returns the member with the gRPC service its peers send to.
+    /// returns the member with the gRPC service its peers send to. Erased proposals go to
+    /// `rollback/` beside `log_dir`, by the collection `namespace_of` names.
     pub fn start(
         config: ReplConfig,
         base: Arc<dyn Engine>,
         log_dir: &std::path::Path,
         on_catalog_change: Box<dyn Fn() + Send>,
+        namespace_of: rollback::NamespaceOf,
         cluster_key: Option<String>,
         rt: &tokio::runtime::Handle,
     ) -> Result<(Arc<Replica>, RaftService), String> {
@@ -287,6 +291,10 @@ impl Replica {
             retain_bytes: config.log_retain_mb * 1024 * 1024,
             dir: log_dir.to_path_buf(),
             snapshots_out: HashMap::new(),
+            rollback: rollback::RollbackDir {
+                dir: log_dir.parent().unwrap_or(log_dir).join("rollback"),
+                namespace_of,
+            },
         };
         let thread = std::thread::Builder::new()
             .name(format!("raft-{}", me.id))
