@@ -232,7 +232,13 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
     // Site A's members have the highest priority: wait until one of them leads, so that
     // no priority takeover happens during the run.
     let settle = Instant::now() + Duration::from_secs(30);
-    while cluster.member_site(cluster.primary(&admin).await?) != "A" {
+    // (An election in progress shows no primary for a moment: that is "not yet" too.)
+    loop {
+        match cluster.primary(&admin).await {
+            Ok(p) if cluster.member_site(p) == "A" => break,
+            Ok(_) => {}
+            Err(e) => anyhow::ensure!(Instant::now() < settle, "{e}"),
+        }
         anyhow::ensure!(Instant::now() < settle, "no site A primary within 30 s");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -277,6 +277,38 @@ impl Session {
         }
     }
 
+    /// Under load, a forwarded command with a deadline may be refused at once with
+    /// `ExceededTimeLimit` (262, retryable; see `runtime_lag`): the client keeps its
+    /// connection and its time. Decided before the command is dispatched, authorized or
+    /// parsed further, because a refusal that costs nearly as much as an answer takes the
+    /// CPU the admitted commands need (a refusal is most of what an overloaded router
+    /// does).
+    fn shed(&self, name: &str, cmd: &Document) -> Option<MongoError> {
+        if !self.state.config.propagate_deadlines || !commands::is_forwarded(name) {
+            return None;
+        }
+        let max_time_ms = match cmd.get("maxTimeMS") {
+            Some(Bson::Int32(n)) if *n > 0 => *n as u64,
+            Some(Bson::Int64(n)) if *n > 0 => *n as u64,
+            Some(Bson::Double(n)) if *n >= 1.0 => *n as u64,
+            _ => return None,
+        };
+        let lag = &self.state.lag;
+        if !lag.should_shed(max_time_ms) {
+            return None;
+        }
+        self.state
+            .counters
+            .add(self.id, crate::counters::Op::ShedByRouter, 1);
+        Some(MongoError::new(
+            wire::ErrorCode::ExceededTimeLimit,
+            format!(
+                "router overloaded: it runs tasks {} ms late, too late for maxTimeMS {max_time_ms}; nothing was started, retry",
+                lag.current().as_millis()
+            ),
+        ))
+    }
+
     /// Runs a command document and returns the reply (errors become `{ok: 0}` documents).
     pub async fn run(&mut self, cmd: Document) -> Document {
         self.run_with(cmd, Vec::new()).await
@@ -318,7 +350,9 @@ impl Session {
             self.closing = true;
             return Document::new();
         }
+        let shed = self.shed(&name, &cmd);
         let result = match fail.as_ref().and_then(|f| f.error_code) {
+            _ if shed.is_some() => Err(shed.expect("checked")),
             Some(code) => Ok(bson::doc! {
                 "ok": 0.0,
                 "errmsg": "Failing command via 'failCommand' failpoint",

@@ -11,6 +11,14 @@
 //! retryable) when the lag is a sizeable fraction of its deadline (`commands/forward.rs`):
 //! the client keeps its connection and the rest of its time, and the router does the work
 //! it can finish.
+//!
+//! How many to shed: a threshold on the lag (shed every command past it) oscillates — the
+//! lag falls once everything is shed, everything is admitted, it rises again — and sheds
+//! about twice the excess. Instead a proportional-integral controller (PIE's, RFC 8033,
+//! on the runtime's lag instead of a packet queue's delay) moves a shedding probability
+//! every tick: up while the lag is above its target, faster while it grows, down once it
+//! is below. Under a steady overload the probability settles near the excess fraction,
+//! and the lag near its target.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,12 +43,28 @@ pub const DEADLINE_FRACTION: u32 = 32;
 /// Below this the lag is the timer's and the scheduler's noise, not a queue: a short
 /// deadline alone never gets a command shed.
 const MIN_SHED_LAG: Duration = Duration::from_millis(2);
+/// The lag the controller steers to, in microseconds: a thirty-second of the 100 ms
+/// deadlines the field report's clients use, above the timer's noise.
+const TARGET_LAG_US: f64 = 3_000.0;
+/// Probability added per tick per millisecond of lag above the target (the integral part:
+/// 10 ms above it raises the probability by 0.02 a tick, 0.2 in 50 ms).
+const ALPHA_PER_MS: f64 = 0.002;
+/// Probability added per tick per millisecond the lag grew since the last tick (the
+/// proportional part: it reacts to a building queue before the queue is long).
+const BETA_PER_MS: f64 = 0.01;
+/// Never shed everything: some commands keep getting through, so the lag they see keeps
+/// telling the controller the truth.
+const MAX_SHED: f64 = 0.95;
+/// Probabilities are stored in millionths.
+const SCALE: f64 = 1_000_000.0;
 
-/// The smoothed lag. One task writes it; commands only read it (no shared writes on the
-/// command path).
+/// The smoothed lag and the shedding probability. One task writes them; commands only
+/// read them (no shared writes on the command path).
 #[derive(Default)]
 pub struct RuntimeLag {
     micros: AtomicU64,
+    /// Shedding probability, in millionths.
+    shed: AtomicU64,
 }
 
 impl RuntimeLag {
@@ -48,13 +72,25 @@ impl RuntimeLag {
         Duration::from_micros(self.micros.load(Ordering::Relaxed))
     }
 
-    /// True when a command with `max_time_ms` should be refused: the lag is a standing
-    /// queue and at least [`DEADLINE_FRACTION`]th of the deadline.
+    /// The probability that an eligible command is shed now.
+    pub fn shed_probability(&self) -> f64 {
+        self.shed.load(Ordering::Relaxed) as f64 / SCALE
+    }
+
+    /// True when a command with `max_time_ms` should be refused. It is eligible when the
+    /// lag is a standing queue and at least half a [`DEADLINE_FRACTION`]th of its deadline
+    /// (the lag matters to it); an eligible command is refused with the controller's
+    /// probability. Commands without a deadline are never refused.
     pub fn should_shed(&self, max_time_ms: u64) -> bool {
         let lag = self.current();
-        max_time_ms > 0
+        let eligible = max_time_ms > 0
             && lag >= MIN_SHED_LAG
-            && lag * DEADLINE_FRACTION >= Duration::from_millis(max_time_ms)
+            && lag * DEADLINE_FRACTION * 2 >= Duration::from_millis(max_time_ms);
+        if !eligible {
+            return false;
+        }
+        let p = self.shed.load(Ordering::Relaxed);
+        p > 0 && rand::random::<u32>() as u64 % SCALE as u64 <= p
     }
 
     /// Measures until `shutdown`.
@@ -80,8 +116,13 @@ impl RuntimeLag {
     /// milliseconds) to follow a change, one late tick does not shed.
     fn record(&self, late_us: u64) {
         let old = self.micros.load(Ordering::Relaxed);
-        self.micros
-            .store((old * 3 + late_us) / 4, Ordering::Relaxed);
+        let new = (old * 3 + late_us) / 4;
+        self.micros.store(new, Ordering::Relaxed);
+        let above_ms = (new as f64 - TARGET_LAG_US) / 1000.0;
+        let grew_ms = (new as f64 - old as f64) / 1000.0;
+        let p = self.shed_probability() + ALPHA_PER_MS * above_ms + BETA_PER_MS * grew_ms;
+        let p = p.clamp(0.0, MAX_SHED);
+        self.shed.store((p * SCALE) as u64, Ordering::Relaxed);
     }
 }
 
@@ -89,29 +130,53 @@ impl RuntimeLag {
 mod tests {
     use super::*;
 
+    /// How many of 10,000 commands with `max_time_ms` are shed.
+    fn shed_of_10k(lag: &RuntimeLag, max_time_ms: u64) -> usize {
+        (0..10_000).filter(|_| lag.should_shed(max_time_ms)).count()
+    }
+
     #[test]
-    fn lag_follows_samples_and_sheds_only_past_its_threshold() {
+    fn a_standing_lag_raises_the_shedding_probability_and_its_end_lowers_it() {
         let lag = RuntimeLag::default();
-        assert!(!lag.should_shed(100));
-        for _ in 0..20 {
+        assert_eq!(shed_of_10k(&lag, 100), 0);
+        // 40 ms late for 50 ticks (a quarter of a second): a standing queue.
+        for _ in 0..50 {
             lag.record(40_000);
         }
-        // About 40 ms: more than a thirty-second of 100 ms and of 1 s, not of 2 s; no
-        // deadline is never shed.
         assert!(lag.current() > Duration::from_millis(35));
-        assert!(lag.should_shed(100));
-        assert!(lag.should_shed(1_000));
-        assert!(!lag.should_shed(2_000));
-        assert!(!lag.should_shed(0));
-        // A tiny deadline is not shed on noise.
-        for _ in 0..20 {
-            lag.record(1_000);
-        }
-        assert!(!lag.should_shed(1));
-        for _ in 0..20 {
+        assert!(lag.shed_probability() > 0.9, "{}", lag.shed_probability());
+        assert!(shed_of_10k(&lag, 100) > 8_500);
+        // Never all of them, and never a command without a deadline, nor one whose
+        // deadline dwarfs the lag.
+        assert!(shed_of_10k(&lag, 100) < 10_000);
+        assert_eq!(shed_of_10k(&lag, 0), 0);
+        assert_eq!(shed_of_10k(&lag, 10_000), 0);
+        // Back under the target: the probability decays to nothing.
+        for _ in 0..400 {
             lag.record(0);
         }
-        assert!(!lag.should_shed(100));
+        assert_eq!(lag.shed_probability(), 0.0);
+        assert_eq!(shed_of_10k(&lag, 100), 0);
+    }
+
+    #[test]
+    fn a_lag_held_at_its_target_keeps_the_probability_steady() {
+        let lag = RuntimeLag::default();
+        for _ in 0..100 {
+            lag.record(10_000);
+        }
+        let high = lag.shed_probability();
+        // The lag settles at the target (the load now matches what is admitted): the
+        // probability stops moving instead of swinging back to zero.
+        for _ in 0..40 {
+            lag.record(TARGET_LAG_US as u64);
+        }
+        let settled = lag.shed_probability();
+        for _ in 0..40 {
+            lag.record(TARGET_LAG_US as u64);
+        }
+        assert!(settled > 0.1 && settled <= high, "{high} then {settled}");
+        assert!((lag.shed_probability() - settled).abs() < 0.01);
     }
 
     #[tokio::test(flavor = "current_thread")]

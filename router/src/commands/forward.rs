@@ -74,21 +74,6 @@ pub async fn run(
     if fwd.writes {
         fwd.read_preference = ReadPreference::default();
     }
-    // Refused before anything starts, so the client keeps its connection and its time.
-    if session.state.lag.should_shed(fwd.max_time_ms) {
-        let state = &session.state;
-        state
-            .counters
-            .add(session.id, crate::counters::Op::ShedByRouter, 1);
-        return Err(MongoError::new(
-            ErrorCode::ExceededTimeLimit,
-            format!(
-                "router overloaded: it runs tasks {} ms late, too late for maxTimeMS {}; nothing was started, retry",
-                state.lag.current().as_millis(),
-                fwd.max_time_ms
-            ),
-        ));
-    }
     let linearizable = read_concern(cmd.get("readConcern"))? == Some("linearizable");
     let after_cluster_time = cmd
         .get_document("readConcern")

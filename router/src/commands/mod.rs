@@ -399,6 +399,12 @@ pub fn rule_for(name: &str) -> Option<Rule> {
     local.or_else(asynchronous).or_else(forwarded)
 }
 
+/// True for the data commands the router forwards to shards (the ones it sheds under
+/// load, see `Session::shed`).
+pub fn is_forwarded(name: &str) -> bool {
+    FORWARDED.iter().any(|e| e.0 == name)
+}
+
 pub async fn dispatch(
     session: &mut Session,
     db: &str,
