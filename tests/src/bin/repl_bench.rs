@@ -3,7 +3,11 @@
 //! `w:"majority"`, against raw WiredTiger (logged inserts) measured in the same run; the
 //! p50/p99 latency of a batch; and the failover time (median of `--kills` primary kills).
 //!
-//!   cargo run --release -p tests --bin repl-bench [-- --docs 20000 --kills 5]
+//!   cargo run --release -p tests --bin repl-bench [-- --docs 20000 --kills 5 --clients 8]
+//!
+//! `w:1` and `w:"majority"` come from one client (a batch at a time: latency-bound), and
+//! `w:"majority"` again from `--clients` concurrent ones (throughput: proposals in flight
+//! share the leader's log sync and the followers' round trip).
 //!
 //! All three members, the router and the driver share this machine's cores. A program
 //! that prints figures, never a test that asserts timings.
@@ -27,27 +31,42 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Inserts `docs` documents in batches of 100; returns docs/s and the sorted batch latencies.
+/// Inserts `docs` documents in batches of 100 from `clients` concurrent tasks (batch `n`
+/// goes to task `n % clients`); returns docs/s and the sorted batch latencies.
 async fn insert(
     coll: &mongodb::Collection<Document>,
     docs: usize,
     wc: WriteConcern,
+    clients: usize,
 ) -> (f64, Vec<Duration>) {
     let payload = "x".repeat(1024);
-    let mut lat = Vec::new();
+    let batches = docs / 100;
     let started = Instant::now();
-    for n in 0..docs / 100 {
-        let batch: Vec<Document> = (0..100)
-            .map(|k| doc! {"_id": (n * 100 + k) as i64, "p": &payload})
-            .collect();
-        let t = Instant::now();
-        coll.insert_many(batch)
-            .write_concern(wc.clone())
-            .await
-            .expect("insert");
-        lat.push(t.elapsed());
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let (coll, wc, payload) = (coll.clone(), wc.clone(), payload.clone());
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                for n in (c..batches).step_by(clients) {
+                    let batch: Vec<Document> = (0..100)
+                        .map(|k| doc! {"_id": (n * 100 + k) as i64, "p": &payload})
+                        .collect();
+                    let t = Instant::now();
+                    coll.insert_many(batch)
+                        .write_concern(wc.clone())
+                        .await
+                        .expect("insert");
+                    lat.push(t.elapsed());
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut lat = Vec::new();
+    for t in tasks {
+        lat.extend(t.await.expect("insert task"));
     }
-    let rate = (docs / 100 * 100) as f64 / started.elapsed().as_secs_f64();
+    let rate = (batches * 100) as f64 / started.elapsed().as_secs_f64();
     lat.sort();
     (rate, lat)
 }
@@ -56,6 +75,7 @@ async fn insert(
 async fn main() {
     let docs = arg("--docs", 20_000);
     let kills = arg("--kills", 5);
+    let clients = arg("--clients", 8).max(1);
     let mut set = TestReplicaSet::start().await;
     set.wait_for_primary(Duration::from_secs(30))
         .await
@@ -63,8 +83,10 @@ async fn main() {
     let client = set.client(0, "").await;
     let db = client.database("bench");
     let w1 = WriteConcern::builder().w(Acknowledgment::Nodes(1)).build();
-    let (r1, l1) = insert(&db.collection("w1"), docs, w1).await;
-    let (rm, lm) = insert(&db.collection("wmajority"), docs, WriteConcern::majority()).await;
+    let (r1, l1) = insert(&db.collection("w1"), docs, w1, 1).await;
+    let majority = WriteConcern::majority();
+    let (rm, lm) = insert(&db.collection("wmajority"), docs, majority.clone(), 1).await;
+    let (rn, ln) = insert(&db.collection("wmajority_n"), docs, majority, clients).await;
 
     let mut failovers = Vec::new();
     for _ in 0..kills {
@@ -92,9 +114,14 @@ async fn main() {
 
     println!("three-member replica set, one router, driver in process ({docs} docs of 1 KiB, batches of 100):");
     println!("  raw WiredTiger insert (logged)  : {raw:>10.0} rows/s");
-    for (label, rate, lat) in [("w:1", r1, &l1), ("w:\"majority\"", rm, &lm)] {
+    let concurrent = format!("w:\"majority\" x{clients}");
+    for (label, rate, lat) in [
+        ("w:1", r1, &l1),
+        ("w:\"majority\"", rm, &lm),
+        (concurrent.as_str(), rn, &ln),
+    ] {
         println!(
-            "  insert_many {label:<14}     : {rate:>10.0} docs/s  ratio {:.3}  batch p50 {:?} p99 {:?}",
+            "  insert_many {label:<17}  : {rate:>10.0} docs/s  ratio {:.3}  batch p50 {:?} p99 {:?}",
             rate / raw,
             percentile(lat, 0.5),
             percentile(lat, 0.99)
