@@ -50,6 +50,10 @@ async fn handshake_presents_as_mongos() {
             .unwrap()
             >= 1
     );
+    // An idle router refuses nothing (see `runtime_lag`).
+    let shedding = status.get_document("bulwark").unwrap();
+    assert_eq!(shedding.get_f64("shedProbability"), Ok(0.0), "{shedding}");
+    assert_eq!(shedding.get_i64("shedByRouter"), Ok(0), "{shedding}");
 }
 
 #[tokio::test]

@@ -55,6 +55,8 @@ pub async fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResu
             // How late the runtime runs tasks now, and the commands shed because of it
             // (see `runtime_lag`).
             "runtimeLagMicros": s.lag.current().as_micros() as i64,
+            // The probability a command with a deadline is refused now (0 unless loaded).
+            "shedProbability": s.lag.shed_probability(),
             "shedByRouter": c.total(Op::ShedByRouter),
             // Forwarded commands by where their time went (see `wait_histograms`).
             "waits": s.waits.to_document(),
