@@ -20,13 +20,19 @@ async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_log_is_compacted_and_members_behind_it_catch_up_from_a_snapshot() {
-    // Keep no log beyond the checkpoint; compact every second.
-    let mut set = TestReplicaSet::start_compacting(0, 1).await;
+/// A set that keeps no log beyond the checkpoint and compacts every second, its primary,
+/// and `test.log` through the primary's router.
+async fn compacting_set() -> (TestReplicaSet, usize, mongodb::Collection<Document>) {
+    let set = TestReplicaSet::start_compacting(0, 1).await;
     let (primary, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
     let client = set.client(primary, "").await;
     let coll = client.database("test").collection::<Document>("log");
+    (set, primary, coll)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_log_is_compacted_and_members_behind_it_catch_up_from_a_snapshot() {
+    let (mut set, primary, coll) = compacting_set().await;
     for i in 0..150 {
         coll.insert_one(doc! {"_id": i}).await.unwrap();
     }
@@ -123,4 +129,78 @@ async fn count_on(set: &TestReplicaSet, i: usize) -> i32 {
     .await
     .unwrap();
     count.get_i32("n").unwrap_or_else(|_| panic!("{count}"))
+}
+
+/// Every document member `i` holds in `test.log`, in `_id` order.
+async fn contents_of(set: &TestReplicaSet, i: usize) -> Vec<Document> {
+    let node = set.member(i).unwrap().node.clone();
+    let reply = tokio::task::spawn_blocking(move || {
+        let opts = shard::node::RunOptions {
+            secondary_ok: true,
+            ..Default::default()
+        };
+        node.run_command_with(
+            "test",
+            &doc! {"find": "log", "sort": {"_id": 1}, "batchSize": 100_000},
+            opts,
+        )
+    })
+    .await
+    .unwrap();
+    let cursor = reply
+        .get_document("cursor")
+        .unwrap_or_else(|_| panic!("{reply}"));
+    assert_eq!(cursor.get_i64("id"), Ok(0), "one batch");
+    cursor
+        .get_array("firstBatch")
+        .unwrap()
+        .iter()
+        .map(|d| d.as_document().unwrap().clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_snapshot_taken_under_writes_leaves_the_member_identical_to_the_others() {
+    let (mut set, primary, coll) = compacting_set().await;
+    let behind = (0..3).find(|&i| i != primary).unwrap();
+    set.kill(behind).await;
+    for b in 0..20 {
+        coll.insert_many((b * 20..b * 20 + 20).map(|i| doc! {"_id": i, "n": 0}))
+            .await
+            .unwrap();
+    }
+    let mark = set.status(primary).last_index;
+    wait_for("the primary to compact past the killed member", || {
+        set.status(primary).first_index > mark - 5
+    })
+    .await;
+    // Inserts, updates and deletes keep coming while the member copies the data and
+    // catches up after it.
+    let writer = {
+        let coll = coll.clone();
+        tokio::spawn(async move {
+            for round in 0..30i32 {
+                coll.insert_one(doc! {"_id": 1000 + round, "n": round})
+                    .await
+                    .unwrap();
+                coll.update_many(doc! {"_id": {"$lt": 400}}, doc! {"$inc": {"n": 1}})
+                    .await
+                    .unwrap();
+                coll.delete_one(doc! {"_id": round * 3}).await.unwrap();
+            }
+        })
+    };
+    set.restart(behind).await;
+    writer.await.unwrap();
+    coll.insert_one(doc! {"_id": "last"}).await.unwrap();
+    for i in 0..3 {
+        caught_up(&set, i).await;
+    }
+    assert!(set.status(behind).snapshots_installed >= 1);
+    let expected = contents_of(&set, primary).await;
+    assert_eq!(expected.len(), 400 - 30 + 30 + 1);
+    for i in 0..3 {
+        assert_eq!(contents_of(&set, i).await, expected, "member {i}");
+    }
+    set.stop().await;
 }

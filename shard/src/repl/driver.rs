@@ -95,6 +95,8 @@ const SNAPSHOT_FETCH_START: Duration = Duration::from_secs(10);
 /// Attempts at fetching a snapshot before a member whose tables were already dropped
 /// stops (restarted, it empties itself and asks again).
 const SNAPSHOT_ATTEMPTS: u32 = 3;
+/// After installing a snapshot, a member does not ask for another for this long.
+const REQUEST_SNAPSHOT_AFTER_INSTALL: Duration = Duration::from_secs(5);
 /// Read requests older than this are forgotten (callers wait at most their deadline).
 const READ_FORGET: Duration = Duration::from_secs(120);
 
@@ -141,6 +143,8 @@ pub struct Driver {
     pub snapshots_out: HashMap<u64, (Instant, bool)>,
     /// Where the documents of proposals a new primary erased are kept.
     pub rollback: super::rollback::RollbackDir,
+    /// When this member last installed a snapshot.
+    pub last_install: Option<Instant>,
 }
 
 impl Driver {
@@ -258,7 +262,12 @@ impl Driver {
                 if let Err(e) = self.raw.step(*m) {
                     warn!(error = %e, "dropped a raft message");
                 }
-                if let Some((leader, commit)) = lost {
+                // Heartbeats queued while a snapshot was installing still carry the old
+                // commit index: a fresh install is not asked for again.
+                let installed_lately = self
+                    .last_install
+                    .is_some_and(|t| t.elapsed() < REQUEST_SNAPSHOT_AFTER_INSTALL);
+                if let Some((leader, commit)) = lost.filter(|_| !installed_lately) {
                     self.request_snapshot(leader, commit);
                 }
             }
@@ -295,7 +304,10 @@ impl Driver {
     /// (the sender reports the failure and sends again); once tables are dropped, the
     /// member retries and then stops rather than go on without its data.
     fn receive_snapshot(&mut self, mut m: Message) -> Result<(), StorageError> {
-        if !self.arbiter {
+        // A snapshot this member's data already covers (sent twice, or asked for by a
+        // stale request) is stepped as it is: raft-rs ignores it, and nothing is copied.
+        let covered = m.get_snapshot().get_metadata().index <= self.applied;
+        if !self.arbiter && !covered {
             let me = self.raw.raft.id;
             let mut attempt = 0;
             let (index, term) = loop {
@@ -451,6 +463,7 @@ impl Driver {
             snapshot::installed(&self.dir)?;
             self.applied = self.applied.max(snap.get_metadata().index);
             self.status.write().snapshots_installed += 1;
+            self.last_install = Some(Instant::now());
             info!(
                 index = snap.get_metadata().index,
                 "the log starts after the installed snapshot"

@@ -295,6 +295,7 @@ impl Replica {
                 dir: log_dir.parent().unwrap_or(log_dir).join("rollback"),
                 namespace_of,
             },
+            last_install: None,
         };
         let thread = std::thread::Builder::new()
             .name(format!("raft-{}", me.id))
