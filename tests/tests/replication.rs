@@ -197,45 +197,45 @@ async fn writes_erased_by_a_new_primary_are_kept_in_the_rollback_directory() {
     set.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_wiped_member_catches_up_from_the_log() {
+/// 50 documents written to `coll`, a secondary stopped and its disk harmed by `harm`, 30
+/// more written, the secondary restarted: it must catch up and hold all 80. Returns the
+/// set and the secondary.
+async fn harm_and_resync(
+    coll: &str,
+    harm: impl FnOnce(&TestReplicaSet, usize),
+) -> (TestReplicaSet, usize) {
     let mut set = TestReplicaSet::start().await;
     let (p, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
     let victim = (p + 1) % 3;
     let client = set.client(0, "").await;
-    let coll = client.database("test").collection::<Document>("w");
-    coll.insert_many((0..50).map(|i| doc! {"_id": i}))
+    let c = client.database("test").collection::<Document>(coll);
+    c.insert_many((0..50).map(|i| doc! {"_id": i}))
         .await
         .unwrap();
     set.kill(victim).await;
-    set.wipe(victim);
-    coll.insert_many((50..80).map(|i| doc! {"_id": i}))
+    harm(&set, victim);
+    c.insert_many((50..80).map(|i| doc! {"_id": i}))
         .await
         .unwrap();
-    restart_and_expect(&mut set, victim, "w", 80).await;
+    restart_and_expect(&mut set, victim, coll, 80).await;
+    (set, victim)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wiped_member_catches_up_from_the_log() {
+    let (set, _) = harm_and_resync("w", |set, victim| set.wipe(victim)).await;
     set.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_whose_data_is_damaged_resyncs_from_the_others() {
-    let mut set = TestReplicaSet::start().await;
-    let (p, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
-    let victim = (p + 1) % 3;
-    let client = set.client(0, "").await;
-    let coll = client.database("test").collection::<Document>("d");
-    coll.insert_many((0..50).map(|i| doc! {"_id": i}))
-        .await
-        .unwrap();
-    set.kill(victim).await;
     // WiredTiger's metadata overwritten with garbage: the data cannot be opened.
-    let wt = set.member_dir(victim).join("wt");
-    let meta = wt.join("WiredTiger.wt");
-    let len = std::fs::metadata(&meta).unwrap().len() as usize;
-    std::fs::write(&meta, vec![0x5a; len]).unwrap();
-    coll.insert_many((50..80).map(|i| doc! {"_id": i}))
-        .await
-        .unwrap();
-    restart_and_expect(&mut set, victim, "d", 80).await;
+    let (set, victim) = harm_and_resync("d", |set, victim| {
+        let meta = set.member_dir(victim).join("wt").join("WiredTiger.wt");
+        let len = std::fs::metadata(&meta).unwrap().len() as usize;
+        std::fs::write(&meta, vec![0x5a; len]).unwrap();
+    })
+    .await;
     // Nothing is deleted: the damaged files are kept beside the new data.
     let kept: Vec<String> = std::fs::read_dir(set.member_dir(victim))
         .unwrap()

@@ -416,22 +416,25 @@ impl Replica {
     /// Returns once this member has confirmed with a majority that it is still the
     /// primary and has applied everything committed before the call (`linearizable`).
     pub fn read_barrier(&self, timeout: std::time::Duration) -> Result<(), ProposeError> {
-        let (done, wait) = sync_channel(1);
-        self.events
-            .send(Event::ReadIndex { done })
-            .map_err(|_| ProposeError::Shutdown)?;
-        wait.recv_timeout(timeout)
-            .unwrap_or(Err(ProposeError::Timeout))
-            .map(|_| ())
+        self.ask(|done| Event::ReadIndex { done }, timeout)
     }
 
     /// Returns once this member has applied every write committed before the call, as
     /// far as the primary knows (see `Event::CatchUp`): a causally consistent read
     /// (`afterClusterTime`) then sees everything its client saw acknowledged.
     pub fn catch_up(&self, timeout: std::time::Duration) -> Result<(), ProposeError> {
+        self.ask(|done| Event::CatchUp { done }, timeout)
+    }
+
+    /// Sends the driver a request that answers on `done`, and waits up to `timeout`.
+    fn ask(
+        &self,
+        request: impl FnOnce(std::sync::mpsc::SyncSender<Result<u64, ProposeError>>) -> Event,
+        timeout: std::time::Duration,
+    ) -> Result<(), ProposeError> {
         let (done, wait) = sync_channel(1);
         self.events
-            .send(Event::CatchUp { done })
+            .send(request(done))
             .map_err(|_| ProposeError::Shutdown)?;
         wait.recv_timeout(timeout)
             .unwrap_or(Err(ProposeError::Timeout))
