@@ -129,16 +129,27 @@ async fn an_isolated_primary_steps_down_and_rejoins() {
     }
     let new_primary = new_primary.expect("the isolated primary stepped down and another took over");
     // Writes through the router reach the new primary.
+    write_heal_and_count(&set, &coll, old, 2).await;
+    assert_ne!(set.primary(), None);
+    let _ = new_primary;
+    set.stop().await;
+}
+
+/// After a partition: `{_id: 2}` written at majority (through the new primary), the
+/// partition healed, and the old primary `old` caught up holding exactly `n` documents.
+async fn write_heal_and_count(
+    set: &TestReplicaSet,
+    coll: &mongodb::Collection<Document>,
+    old: usize,
+    n: i64,
+) {
     coll.insert_one(doc! {"_id": 2})
         .write_concern(majority())
         .await
         .unwrap();
     set.heal();
-    wait_caught_up(&set, old).await;
-    assert_eq!(count_on_member(&set, old, "p").await, 2);
-    assert_ne!(set.primary(), None);
-    let _ = new_primary;
-    set.stop().await;
+    wait_caught_up(set, old).await;
+    assert_eq!(count_on_member(set, old, coll.name()).await, n);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -176,15 +187,9 @@ async fn writes_erased_by_a_new_primary_are_kept_in_the_rollback_directory() {
         assert!(started.elapsed() < LIVENESS, "no new primary");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    coll.insert_one(doc! {"_id": 2})
-        .write_concern(majority())
-        .await
-        .unwrap();
-    set.heal();
-    wait_caught_up(&set, old).await;
     // The erased insert is nowhere in the data, and its document is in the old primary's
     // rollback directory.
-    assert_eq!(count_on_member(&set, old, "rb").await, 2);
+    write_heal_and_count(&set, &coll, old, 2).await;
     let dir = set.member_dir(old).join("rollback").join("test.rb");
     let files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
