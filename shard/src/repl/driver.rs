@@ -490,8 +490,8 @@ impl Driver {
         }
         let mut light = self.raw.advance(ready);
         if let Some(commit) = light.commit_index() {
+            // Written with the next synced record, not synced now (see `DurableLog`).
             self.log.set_commit(commit)?;
-            self.log.flush()?;
         }
         let msgs = self.outgoing(light.take_messages());
         self.outbox.send(msgs);

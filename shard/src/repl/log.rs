@@ -43,7 +43,13 @@ pub struct DurableLog {
     offsets: BTreeMap<u64, u64>,
     /// Records not yet written (flushed with one write and one sync).
     pending: Vec<u8>,
+    /// Whether `pending` holds a record that must be on disk before anyone hears of it
+    /// (entries, term, vote, configuration). A commit index alone need not be: the
+    /// leader tells it again, and at start the applied index (in WiredTiger) raises it.
+    must_sync: bool,
     sync: bool,
+    /// `fdatasync` calls made, for tests and figures.
+    syncs: u64,
 }
 
 impl DurableLog {
@@ -104,7 +110,9 @@ impl DurableLog {
             len: pos as u64,
             offsets,
             pending: Vec::new(),
+            must_sync: false,
             sync,
+            syncs: 0,
         };
         let cs = match cs {
             Some(cs) => cs,
@@ -145,6 +153,10 @@ impl DurableLog {
         }
         log.flush()?;
         Ok(log)
+    }
+
+    pub fn syncs(&self) -> u64 {
+        self.syncs
     }
 
     pub fn storage(&self) -> &MemStorage {
@@ -307,8 +319,17 @@ impl DurableLog {
         Ok(replaced)
     }
 
+    /// Records the hard state. Only a new term or vote needs a sync before raft-rs's
+    /// messages go out (a member must never vote twice in a term); a moved commit index
+    /// is written with the next synced record.
     pub fn set_hard_state(&mut self, hs: HardState) -> std::io::Result<()> {
-        self.record(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
+        let vote_or_term = {
+            let current = self.mem.rl();
+            let current = current.hard_state();
+            hs.term != current.term || hs.vote != current.vote
+        };
+        self.record_lazy(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
+        self.must_sync |= vote_or_term;
         self.mem.wl().set_hardstate(hs);
         Ok(())
     }
@@ -321,7 +342,19 @@ impl DurableLog {
         self.set_hard_state(hs)
     }
 
-    /// Writes pending records and syncs them (one `fdatasync` per call).
+    /// At start: entries this member already applied (its data says so) are committed,
+    /// even if the commit index recorded with them did not reach the disk. raft-rs
+    /// refuses to start with an applied index beyond the commit index.
+    pub fn commit_at_least(&mut self, applied: u64) -> std::io::Result<()> {
+        let commit = self.mem.rl().hard_state().commit;
+        let last = Storage::last_index(&self.mem).map_err(invalid)?;
+        if applied > commit && applied <= last {
+            self.set_commit(applied)?;
+        }
+        Ok(())
+    }
+
+    /// Writes pending records, and syncs them (one `fdatasync`) when one must be durable.
     pub fn flush(&mut self) -> std::io::Result<()> {
         if self.pending.is_empty() {
             return Ok(());
@@ -329,13 +362,22 @@ impl DurableLog {
         self.file.write_all(&self.pending)?;
         self.len += self.pending.len() as u64;
         self.pending.clear();
-        if self.sync {
+        if self.sync && self.must_sync {
             self.file.sync_data()?;
+            self.syncs += 1;
         }
+        self.must_sync = false;
         Ok(())
     }
 
+    /// Queues a record that must be durable before the next message goes out.
     fn record(&mut self, kind: u8, payload: &[u8]) {
+        self.must_sync = true;
+        self.record_lazy(kind, payload);
+    }
+
+    /// Queues a record that may wait for the next synced one.
+    fn record_lazy(&mut self, kind: u8, payload: &[u8]) {
         self.pending.push(kind);
         self.pending
             .extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -488,6 +530,38 @@ mod tests {
         let hs = state.hard_state;
         assert_eq!((hs.term, hs.vote, hs.commit), (3, 2, 0));
         assert_eq!(state.conf_state.voters, vec![1, 2, 3]);
+    }
+
+    /// The commit index moves after every round of replication; syncing it each time
+    /// would double the fsyncs of a write. It rides on the next synced record, and at
+    /// start the applied index raises it.
+    #[test]
+    fn a_moved_commit_index_alone_is_not_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = DurableLog::open(dir.path(), &[1, 2, 3], true).unwrap();
+            let base = log.syncs();
+            log.append(&[entry(1, 1, b"a"), entry(2, 1, b"b")]).unwrap();
+            log.flush().unwrap();
+            assert_eq!(log.syncs(), base + 1, "entries are synced");
+            log.set_commit(2).unwrap();
+            log.flush().unwrap();
+            assert_eq!(log.syncs(), base + 1, "a commit index alone is not");
+            let hs = log.storage().initial_state().unwrap().hard_state;
+            log.set_hard_state(HardState { vote: 3, ..hs }).unwrap();
+            log.flush().unwrap();
+            assert_eq!(log.syncs(), base + 2, "a vote is");
+        }
+        let mut log = DurableLog::open(dir.path(), &[1, 2, 3], true).unwrap();
+        // Written without a sync, the commit index still reached the file here; at start
+        // the applied index raises a commit index that did not, up to the log's end.
+        let commit = |log: &DurableLog| log.storage().initial_state().unwrap().hard_state.commit;
+        assert_eq!(commit(&log), 2);
+        log.set_commit(0).unwrap();
+        log.commit_at_least(1).unwrap();
+        assert_eq!(commit(&log), 1);
+        log.commit_at_least(9).unwrap();
+        assert_eq!(commit(&log), 1, "never beyond the log");
     }
 
     #[test]

@@ -199,7 +199,7 @@ impl Replica {
             .filter(|m| m.votes > 0)
             .map(|m| m.id)
             .collect();
-        let log =
+        let mut log =
             log::DurableLog::open(log_dir, &voters, config.sync).map_err(|e| e.to_string())?;
         base.create_table(REPL_TABLE).map_err(|e| e.to_string())?;
         let applied = match base
@@ -209,6 +209,7 @@ impl Replica {
             Some(v) => snapshot::decode_applied(&v).ok_or("bad applied index")?.0,
             None => 0,
         };
+        log.commit_at_least(applied).map_err(|e| e.to_string())?;
         // A priority-0 member must never be primary (as in MongoDB): its election timer is
         // set beyond reach, so it never campaigns, yet it votes and keeps the log.
         // An arbiter holds no data but keeps the log too, so a write can commit on the
