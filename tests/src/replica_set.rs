@@ -12,11 +12,31 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub const SITES: [&str; 3] = ["A", "B", "C"];
+/// One data member per site; site A's is the preferred primary.
+pub const THREE_SITES: [(&str, i64, bool); 3] = [("A", 2, false), ("B", 1, false), ("C", 1, false)];
+
+/// How a test set's members differ from the defaults.
+#[derive(Clone, Copy)]
+pub struct Tuning {
+    /// (log_retain_mb, compact_interval_secs) instead of the defaults.
+    pub compaction: Option<(u64, u64)>,
+    /// Each member's WiredTiger cache: small for tests (many sets run at once), the
+    /// shard's default for benchmarks.
+    pub cache_mb: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            compaction: None,
+            cache_mb: 64,
+        }
+    }
+}
 
 pub struct TestReplicaSet {
     pub configs: Vec<MemberConfig>,
-    /// (log_retain_mb, compact_interval_secs) instead of the defaults.
-    compaction: Option<(u64, u64)>,
+    tuning: Tuning,
     members: Vec<Option<RunningMember>>,
     pub routers: Vec<SocketAddr>,
     router_shutdown: CancellationToken,
@@ -27,27 +47,25 @@ pub struct TestReplicaSet {
 impl TestReplicaSet {
     /// One data member per site; site A's is the preferred primary.
     pub async fn start() -> TestReplicaSet {
-        Self::start_layout(&[("A", 2, false), ("B", 1, false), ("C", 1, false)]).await
+        Self::start_layout(&THREE_SITES).await
     }
 
     /// Members given as (site, priority, arbiter); a router per site A, B and C.
     pub async fn start_layout(layout: &[(&str, i64, bool)]) -> TestReplicaSet {
-        Self::start_tuned(layout, None).await
+        Self::start_tuned(layout, Tuning::default()).await
     }
 
     /// Three sites, compacting the log every `every_secs` and keeping `retain_mb` of it.
     pub async fn start_compacting(retain_mb: u64, every_secs: u64) -> TestReplicaSet {
-        Self::start_tuned(
-            &[("A", 2, false), ("B", 1, false), ("C", 1, false)],
-            Some((retain_mb, every_secs)),
-        )
-        .await
+        let tuning = Tuning {
+            compaction: Some((retain_mb, every_secs)),
+            ..Tuning::default()
+        };
+        Self::start_tuned(&THREE_SITES, tuning).await
     }
 
-    async fn start_tuned(
-        layout: &[(&str, i64, bool)],
-        compaction: Option<(u64, u64)>,
-    ) -> TestReplicaSet {
+    /// Members given as (site, priority, arbiter), tuned.
+    pub async fn start_tuned(layout: &[(&str, i64, bool)], tuning: Tuning) -> TestReplicaSet {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut listeners = Vec::new();
         for _ in layout {
@@ -69,7 +87,7 @@ impl TestReplicaSet {
             .collect();
         let mut set = TestReplicaSet {
             configs,
-            compaction,
+            tuning,
             members: Vec::new(),
             routers: Vec::new(),
             router_shutdown: CancellationToken::new(),
@@ -127,14 +145,14 @@ impl TestReplicaSet {
 
     async fn open(&self, i: usize, listener: tokio::net::TcpListener) -> RunningMember {
         let mut repl = ReplConfig::new("rs0", self.configs[i].id, self.configs.clone());
-        if let Some((retain_mb, every_secs)) = self.compaction {
+        if let Some((retain_mb, every_secs)) = self.tuning.compaction {
             repl.log_retain_mb = retain_mb;
             repl.compact_interval_secs = every_secs;
         }
         shard::service::start_member(
             listener,
             self.member_dir(i),
-            64,
+            self.tuning.cache_mb,
             Duration::from_secs(600),
             Duration::from_secs(1),
             repl,

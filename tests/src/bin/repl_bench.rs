@@ -14,9 +14,13 @@
 
 use std::time::{Duration, Instant};
 
+/// The allocator `bulwark` itself runs with (see `src/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use bson::{doc, Document};
 use mongodb::options::{Acknowledgment, WriteConcern};
-use tests::replica_set::TestReplicaSet;
+use tests::replica_set::{TestReplicaSet, Tuning, THREE_SITES};
 
 fn arg(name: &str, default: usize) -> usize {
     let argv: Vec<String> = std::env::args().collect();
@@ -76,7 +80,12 @@ async fn main() {
     let docs = arg("--docs", 20_000);
     let kills = arg("--kills", 5);
     let clients = arg("--clients", 8).max(1);
-    let mut set = TestReplicaSet::start().await;
+    // Members get the shard's default cache, as large as the raw baseline's.
+    let tuning = Tuning {
+        cache_mb: storage::rawbench::BENCH_CACHE_MB,
+        ..Tuning::default()
+    };
+    let mut set = TestReplicaSet::start_tuned(&THREE_SITES, tuning).await;
     set.wait_for_primary(Duration::from_secs(30))
         .await
         .expect("primary");
