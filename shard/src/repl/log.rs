@@ -48,7 +48,7 @@ pub struct DurableLog {
     /// leader tells it again, and at start the applied index (in WiredTiger) raises it.
     must_sync: bool,
     sync: bool,
-    /// `fdatasync` calls made, for tests and figures.
+    /// `fdatasync` calls made (the tests count them).
     syncs: u64,
 }
 
