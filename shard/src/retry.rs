@@ -56,8 +56,11 @@ impl Retry {
             .map_err(crate::error::storage_to_mongo)?;
         let mut state = State::default();
         if let Some(bytes) = stored {
-            let record = Document::from_reader(&mut &bytes[..])
-                .map_err(|e| MongoError::internal(format!("corrupt session record: {e}")))?;
+            // Read raw: the record holds the previous write's statements (a hundred for a
+            // batch), and only a retry of that same write needs them parsed.
+            let corrupt =
+                |e: bson::raw::Error| MongoError::internal(format!("corrupt session record: {e}"));
+            let record = bson::RawDocument::from_bytes(&bytes).map_err(corrupt)?;
             let newest = record.get_i64("t").unwrap_or(i64::MIN);
             if newest > txn_number {
                 return Err(MongoError::new(
@@ -70,9 +73,11 @@ impl Retry {
             }
             if newest == txn_number {
                 if let Ok(stmts) = record.get_document("s") {
-                    for (k, v) in stmts {
+                    for element in stmts {
+                        let (k, v) = element.map_err(corrupt)?;
+                        let v = Bson::try_from(v.to_raw_bson()).map_err(corrupt)?;
                         if let Ok(id) = k.parse::<i32>() {
-                            state.done.insert(id, v.clone());
+                            state.done.insert(id, v);
                         }
                     }
                 }
