@@ -46,6 +46,15 @@ struct State {
     current: i32,
 }
 
+/// A field of a raw session record: `None` when absent, an error when unreadable.
+fn present<T>(field: bson::raw::ValueAccessResult<T>) -> MongoResult<Option<T>> {
+    match field {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if matches!(e.kind, bson::raw::ValueAccessErrorKind::NotPresent) => Ok(None),
+        Err(e) => Err(MongoError::internal(format!("corrupt session record: {e}"))),
+    }
+}
+
 impl Retry {
     /// Reads the session's record. A `txn_number` below the newest one this session used
     /// is refused (MongoDB's TransactionTooOld); the same number resumes its statements.
@@ -61,7 +70,9 @@ impl Retry {
             let corrupt =
                 |e: bson::raw::Error| MongoError::internal(format!("corrupt session record: {e}"));
             let record = bson::RawDocument::from_bytes(&bytes).map_err(corrupt)?;
-            let newest = record.get_i64("t").unwrap_or(i64::MIN);
+            // No `t` yet is a fresh session; a record that cannot be read is an error, as
+            // when it was parsed whole (treating it as fresh could apply a retry twice).
+            let newest = present(record.get_i64("t"))?.unwrap_or(i64::MIN);
             if newest > txn_number {
                 return Err(MongoError::new(
                     ErrorCode::TransactionTooOld,
@@ -72,7 +83,7 @@ impl Retry {
                 ));
             }
             if newest == txn_number {
-                if let Ok(stmts) = record.get_document("s") {
+                if let Some(stmts) = present(record.get_document("s"))? {
                     for element in stmts {
                         let (k, v) = element.map_err(corrupt)?;
                         let v = Bson::try_from(v.to_raw_bson()).map_err(corrupt)?;
@@ -330,6 +341,36 @@ mod tests {
         assert_eq!(prune(&engine, &sessions, cutoff).unwrap(), 1);
         assert!(engine.get(TXN_TABLE, b"old").unwrap().is_none());
         assert!(engine.get(TXN_TABLE, b"new").unwrap().is_some());
+    }
+
+    /// `load` reads the record raw: a retry of the same number sees its statements, a new
+    /// number sees none, an older one is refused, and an unreadable record is an error
+    /// (never taken for a fresh session, which could apply a retry twice).
+    #[test]
+    fn load_sees_a_retry_refuses_an_old_number_and_a_corrupt_record() {
+        let engine = storage::MemoryEngine::default();
+        engine.create_table(TXN_TABLE).unwrap();
+        let lsid = doc! {"id": bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: vec![7; 16] }};
+        let key = session_key(&lsid).unwrap();
+        let store = |bytes: Vec<u8>| {
+            let mut batch = WriteBatch::default();
+            batch.put(TXN_TABLE, key.clone(), bytes);
+            engine.write(&batch).unwrap();
+        };
+        store(bson::to_vec(&doc! {"t": 7_i64, "s": {"0": Bson::Null, "1": 3}}).unwrap());
+        let retry = Retry::load(&engine, &lsid, 7).unwrap();
+        assert_eq!(retry.executed(0), Some(Bson::Null));
+        assert_eq!(retry.executed(1), Some(Bson::Int32(3)));
+        assert_eq!(Retry::load(&engine, &lsid, 8).unwrap().executed(0), None);
+        let old = Retry::load(&engine, &lsid, 6).err().unwrap();
+        assert_eq!(old.code, ErrorCode::TransactionTooOld as i32);
+        // A well-framed record whose `t` element runs past its end.
+        store(vec![12, 0, 0, 0, 0x12, b't', 0, 1, 2, 3, 4, 0]);
+        let corrupt = Retry::load(&engine, &lsid, 8).err().unwrap();
+        assert!(
+            corrupt.message.contains("corrupt session record"),
+            "{corrupt:?}"
+        );
     }
 
     #[test]
