@@ -144,6 +144,14 @@ impl TestReplicaSet {
     }
 
     async fn open(&self, i: usize, listener: tokio::net::TcpListener) -> RunningMember {
+        self.try_open(i, listener).await.expect("start member")
+    }
+
+    async fn try_open(
+        &self,
+        i: usize,
+        listener: tokio::net::TcpListener,
+    ) -> Result<RunningMember, shard::ShardError> {
         let mut repl = ReplConfig::new("rs0", self.configs[i].id, self.configs.clone());
         if let Some((retain_mb, every_secs)) = self.tuning.compaction {
             repl.log_retain_mb = retain_mb;
@@ -159,7 +167,6 @@ impl TestReplicaSet {
             None,
         )
         .await
-        .expect("start member")
     }
 
     /// A driver client of the router in site `site` (0 = A).
@@ -214,22 +221,41 @@ impl TestReplicaSet {
         drop(m.node);
     }
 
-    /// Starts member `i` again on its old address and data.
+    /// Starts member `i` again on its old address and data. The killed instance's storage
+    /// closes when its last reference goes (a blocking command or snapshot send it was
+    /// running may hold one a little longer); until then WiredTiger refuses the directory
+    /// with EBUSY, and the member is opened again.
     pub async fn restart(&mut self, i: usize) {
+        let started = Instant::now();
+        let m = loop {
+            let listener = self.rebind(i).await;
+            match self.try_open(i, listener).await {
+                Ok(m) => break m,
+                Err(shard::ShardError::Storage(storage::StorageError::WiredTiger {
+                    code: 16,
+                    ..
+                })) if started.elapsed() < Duration::from_secs(30) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("restart member {i}: {e}"),
+            }
+        };
+        self.members[i] = Some(m);
+    }
+
+    /// Member `i`'s address again (the old listener may take a moment to go).
+    async fn rebind(&self, i: usize) -> tokio::net::TcpListener {
         let mut tries = 0;
-        let listener = loop {
+        loop {
             match tokio::net::TcpListener::bind(&self.configs[i].host).await {
-                Ok(l) => break l,
-                Err(e) if tries < 50 => {
+                Ok(l) => return l,
+                Err(_) if tries < 50 => {
                     tries += 1;
-                    let _ = e;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Err(e) => panic!("rebinding {}: {e}", self.configs[i].host),
             }
-        };
-        let m = self.open(i, listener).await;
-        self.members[i] = Some(m);
+        }
     }
 
     /// Removes member `i`'s data (a wiped disk); it must be stopped.
