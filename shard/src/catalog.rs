@@ -4,7 +4,8 @@
 //! cached in memory as immutable `Arc<CollectionMeta>` snapshots. DDL builds a new
 //! snapshot and swaps it in, so readers never hold a lock while they scan.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use bson::{doc, Bson, Document};
@@ -12,6 +13,7 @@ use query::matcher::Matcher;
 use storage::{Engine, KeyRange, WriteBatch};
 use wire::{ErrorCode, MongoError, MongoResult};
 
+use crate::db_placement::DbPlacement;
 use crate::error::storage_to_mongo;
 use crate::moves::MoveLog;
 use query::ownership::Ownership;
@@ -128,19 +130,88 @@ pub struct Catalog {
     /// metadata with its flips, so two inserts flipping different indexes of one
     /// collection at once cannot each write back the other's index as not multikey.
     pub flips: Mutex<()>,
+    /// Databases a `movePrimary` moved to or from this shard (see `db_placement`).
+    placements: RwLock<BTreeMap<String, DbPlacement>>,
+    /// Set once any placement exists: until then checking a command's database version
+    /// is one relaxed load of a flag nobody writes, not a lock on a shared cache line.
+    any_placement: AtomicBool,
+    /// Per database: DDL routed to it as its primary shard holds it shared; entering a
+    /// move's critical section takes it exclusively, so no collection appears unseen.
+    ddl: Mutex<HashMap<String, Arc<RwLock<()>>>>,
 }
+
+/// What the catalog table holds: collections by namespace, placements by database, and
+/// the highest table number in use.
+type CatalogContents = (
+    BTreeMap<String, Arc<CollectionMeta>>,
+    BTreeMap<String, DbPlacement>,
+    u64,
+);
 
 impl Catalog {
     pub fn load(engine: &dyn Engine) -> MongoResult<Catalog> {
         engine
             .create_table(CATALOG_TABLE)
             .map_err(storage_to_mongo)?;
-        let (map, max_table) = read_catalog(engine)?;
+        let (map, placements, max_table) = read_catalog(engine)?;
         Ok(Catalog {
             collections: RwLock::new(map),
             next_table: Mutex::new(max_table + 1),
             flips: Mutex::new(()),
+            any_placement: AtomicBool::new(!placements.is_empty()),
+            placements: RwLock::new(placements),
+            ddl: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// What a `movePrimary` left here for `db`, if anything.
+    pub fn placement(&self, db: &str) -> Option<DbPlacement> {
+        if !self.any_placement.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.placements.read().unwrap().get(db).copied()
+    }
+
+    /// Records `placement` for `db` (replicated with the catalog table).
+    pub fn set_placement(
+        &self,
+        engine: &dyn Engine,
+        db: &str,
+        placement: DbPlacement,
+    ) -> MongoResult<()> {
+        let mut placements = self.placements.write().unwrap();
+        let mut batch = WriteBatch::default();
+        batch.put(
+            CATALOG_TABLE,
+            db.as_bytes().to_vec(),
+            bson::to_vec(&placement.to_document(db)).unwrap(),
+        );
+        engine.write(&batch).map_err(storage_to_mongo)?;
+        placements.insert(db.to_string(), placement);
+        self.any_placement.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Forgets `db`'s placement (the database was dropped: a new one of the same name
+    /// starts again at version 1 wherever it is placed).
+    pub fn clear_placement(&self, engine: &dyn Engine, db: &str) -> MongoResult<()> {
+        let mut placements = self.placements.write().unwrap();
+        if placements.remove(db).is_none() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        batch.delete(CATALOG_TABLE, db.as_bytes().to_vec());
+        engine.write(&batch).map_err(storage_to_mongo)
+    }
+
+    /// The lock DDL on `db` holds shared while a move's critical section may begin.
+    pub fn ddl_lock(&self, db: &str) -> Arc<RwLock<()>> {
+        self.ddl
+            .lock()
+            .unwrap()
+            .entry(db.to_string())
+            .or_default()
+            .clone()
     }
 
     /// Re-reads the catalog table: a replica-set member calls this after applying a
@@ -152,7 +223,7 @@ impl Catalog {
         // again with a new table, orphaning the documents already written: the chaos
         // runner's lost-write checker caught exactly that on concurrent first writes.
         let mut current = self.collections.write().unwrap();
-        let (mut map, max_table) = read_catalog(engine)?;
+        let (mut map, placements, max_table) = read_catalog(engine)?;
         // A collection keeps its write lock across reloads: commands holding it must
         // still exclude each other.
         for (ns, meta) in map.iter_mut() {
@@ -164,6 +235,10 @@ impl Catalog {
         }
         *current = map;
         drop(current);
+        if !placements.is_empty() {
+            self.any_placement.store(true, Ordering::Relaxed);
+        }
+        *self.placements.write().unwrap() = placements;
         let mut next = self.next_table.lock().unwrap();
         *next = (*next).max(max_table + 1);
         Ok(())
@@ -386,8 +461,9 @@ fn meta_from_document(d: &Document) -> MongoResult<CollectionMeta> {
 
 /// Validates an index specification (as given to createIndexes) into `IndexMeta`.
 /// Every collection in the catalog table, and the highest table number in use.
-fn read_catalog(engine: &dyn Engine) -> MongoResult<(BTreeMap<String, Arc<CollectionMeta>>, u64)> {
+fn read_catalog(engine: &dyn Engine) -> MongoResult<CatalogContents> {
     let mut map = BTreeMap::new();
+    let mut placements = BTreeMap::new();
     let mut max_table = 0u64;
     for (_, value) in engine
         .scan(CATALOG_TABLE, &KeyRange::all(), false, usize::MAX)
@@ -395,6 +471,10 @@ fn read_catalog(engine: &dyn Engine) -> MongoResult<(BTreeMap<String, Arc<Collec
     {
         let d = Document::from_reader(&mut value.as_slice())
             .map_err(|e| MongoError::internal(format!("corrupt catalog entry: {e}")))?;
+        if let Some((db, p)) = DbPlacement::from_document(&d)? {
+            placements.insert(db, p);
+            continue;
+        }
         let meta = meta_from_document(&d)?;
         max_table = max_table.max(table_number(&meta.table));
         for i in &meta.indexes {
@@ -402,7 +482,7 @@ fn read_catalog(engine: &dyn Engine) -> MongoResult<(BTreeMap<String, Arc<Collec
         }
         map.insert(meta.ns(), Arc::new(meta));
     }
-    Ok((map, max_table))
+    Ok((map, placements, max_table))
 }
 
 pub fn index_from_spec(spec: &Document, table: String) -> MongoResult<IndexMeta> {

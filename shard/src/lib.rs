@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod commands;
 pub mod config;
 pub mod cursor;
+pub mod db_placement;
 pub mod error;
 pub mod keys;
 pub mod migration;

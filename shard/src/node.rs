@@ -40,6 +40,23 @@ pub struct Node {
     pub ops: Arc<crate::ops::Registry>,
 }
 
+/// The versions a router routed a command with.
+#[derive(Debug, Clone, Copy, Default)]
+struct Routing {
+    shard_version: Option<crate::shard_version::Routed>,
+    db_version: Option<i64>,
+}
+
+/// Writes that check the database's placement again under their collection's write lock
+/// (`Ctx::check_owner`) instead of holding its DDL lock: they are the hot path.
+const HOT_WRITES: &[&str] = &[
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "findandmodify",
+];
+
 /// How long a linearizable read without `maxTimeMS` waits to confirm the primary.
 const LINEARIZABLE_WAIT: Duration = Duration::from_secs(15);
 
@@ -81,6 +98,9 @@ pub struct Ctx<'a> {
     pub stmt_ids: Option<Vec<i32>>,
     /// The version the router routed a command on a sharded collection with.
     pub shard_version: Option<crate::shard_version::Routed>,
+    /// The version of the database's primary shard a router routed the command with
+    /// (`databaseVersion`, see `db_placement`).
+    pub db_version: Option<i64>,
 }
 
 impl Ctx<'_> {
@@ -124,6 +144,10 @@ impl Ctx<'_> {
         meta: &crate::catalog::CollectionMeta,
         writes: bool,
     ) -> MongoResult<()> {
+        if let Some(v) = self.db_version {
+            let placement = self.node.catalog.placement(self.db);
+            crate::db_placement::check(self.db, placement, v, writes)?;
+        }
         match &self.shard_version {
             Some(v) => crate::shard_version::check(|| meta.ns(), Some(meta), v, writes),
             None => Ok(()),
@@ -288,9 +312,23 @@ impl Node {
         }
         let run = || {
             self.read_concern(cmd, spec.writes, deadline)?;
-            let version = crate::shard_version::received(cmd)?;
-            let Some(v) = version else {
-                return self.run_in_session(db, cmd, raw_documents, deadline, None, spec.run);
+            let routed = Routing {
+                shard_version: crate::shard_version::received(cmd)?,
+                db_version: crate::db_placement::received(cmd)?,
+            };
+            // Routed to the database's primary shard: run only if this is it. DDL holds
+            // the database's DDL lock, so a move's critical section sees every collection.
+            let _ddl = match routed.db_version {
+                Some(v) => {
+                    crate::db_placement::check(db, self.catalog.placement(db), v, spec.writes)?;
+                    let ddl = spec.writes && !HOT_WRITES.contains(&name.as_str());
+                    ddl.then(|| self.catalog.ddl_lock(db))
+                }
+                None => None,
+            };
+            let _ddl_guard = _ddl.as_ref().map(|l| l.read().unwrap());
+            let Some(v) = routed.shard_version else {
+                return self.run_in_session(db, cmd, raw_documents, deadline, routed, spec.run);
             };
             // Routed to a sharded collection: run only at the router's version.
             let coll = cmd
@@ -302,7 +340,7 @@ impl Node {
             let meta = self.catalog.get(&ns);
             crate::shard_version::check(|| ns.clone(), meta.as_deref(), &v, spec.writes)?;
             // Handlers ignore the field: no copy of the command to remove it.
-            self.run_in_session(db, cmd, raw_documents, deadline, version, spec.run)
+            self.run_in_session(db, cmd, raw_documents, deadline, routed, spec.run)
         };
         let result = match &self.replica {
             None => run(),
@@ -382,7 +420,7 @@ impl Node {
         cmd: &Document,
         raw_documents: Option<&[&RawDocument]>,
         deadline: Deadline,
-        shard_version: Option<crate::shard_version::Routed>,
+        routed: Routing,
         handler: commands::Handler,
     ) -> MongoResult<Document> {
         let ctx = Ctx {
@@ -393,7 +431,8 @@ impl Node {
             retry: None,
             raw_documents,
             stmt_ids: None,
-            shard_version,
+            shard_version: routed.shard_version,
+            db_version: routed.db_version,
         };
         let name = cmd.keys().next().map(String::as_str).unwrap_or_default();
         let session = match (cmd.get_document("lsid"), cmd.get("txnNumber")) {

@@ -372,3 +372,17 @@ pub fn unique_index(keys: bson::Document) -> mongodb::IndexModel {
         )
         .build()
 }
+
+/// The integer `_id`s of the documents of `c` matching `filter`, in the order found.
+pub async fn ids_of(c: &mongodb::Collection<bson::Document>, filter: bson::Document) -> Vec<i32> {
+    use futures::TryStreamExt;
+    c.find(filter)
+        .await
+        .unwrap()
+        .try_collect::<Vec<bson::Document>>()
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| d.get_i32("_id").unwrap())
+        .collect()
+}

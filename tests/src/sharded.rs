@@ -219,6 +219,15 @@ pub async fn per_shard_counts(db: &mongodb::Database, coll: &str) -> Vec<i64> {
         .collect()
 }
 
+/// In a two-shard cluster, the shard that is not `shard`.
+pub fn other_shard(shard: &str) -> &'static str {
+    if shard == "shard0" {
+        "shard1"
+    } else {
+        "shard0"
+    }
+}
+
 /// The primary shard of database `db`, from `config.databases`.
 pub async fn database_primary(client: &mongodb::Client, db: &str) -> String {
     client

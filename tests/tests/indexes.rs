@@ -249,16 +249,7 @@ async fn ttl_index_expires_documents() {
     while coll.count_documents(doc! {"_id": 1}).await.unwrap() == 1 && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let left: Vec<i32> = coll
-        .find(doc! {})
-        .await
-        .unwrap()
-        .try_collect::<Vec<Document>>()
-        .await
-        .unwrap()
-        .iter()
-        .map(|d| d.get_i32("_id").unwrap())
-        .collect();
+    let left = tests::ids_of(&coll, doc! {}).await;
     assert_eq!(left, vec![2, 3]);
 }
 

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 use tests::sharded::{
-    database_primary, drain, error_code as code, per_shard_counts, shard_by_k, TestShardedCluster,
+    database_primary, drain, error_code as code, other_shard, per_shard_counts, shard_by_k,
+    TestShardedCluster,
 };
 
 /// The shard holding the chunk of `ns` that starts at `min` (from `config.chunks`).
@@ -24,14 +25,6 @@ async fn chunk_shard(client: &mongodb::Client, ns: &str, min: Document) -> Strin
         .unwrap()
         .unwrap_or_else(|| panic!("no chunk of {ns} starts there"));
     chunk.get_str("shard").unwrap().to_string()
-}
-
-fn other(shard: &str) -> &'static str {
-    if shard == "shard0" {
-        "shard1"
-    } else {
-        "shard0"
-    }
 }
 
 /// Documents as stored over all shards (orphans included), from `collStats`.
@@ -159,10 +152,12 @@ async fn chunks_move_under_writes_and_every_document_stays_exactly_once() {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let from = chunk_shard(&client, "mig.c", min.clone()).await;
         admin
-            .run_command(doc! {"moveRange": "mig.c", "min": min.clone(), "toShard": other(&from)})
+            .run_command(
+                doc! {"moveRange": "mig.c", "min": min.clone(), "toShard": other_shard(&from)},
+            )
             .await
             .unwrap_or_else(|e| panic!("moveRange round {round}: {e}"));
-        assert_eq!(chunk_shard(&client, "mig.c", min).await, other(&from));
+        assert_eq!(chunk_shard(&client, "mig.c", min).await, other_shard(&from));
     }
     // Then the balancer moves chunks: the shard that is not the database's primary is
     // drained (`removeShard`) while the writers and the counter go on.
@@ -172,7 +167,7 @@ async fn chunks_move_under_writes_and_every_document_stays_exactly_once() {
             .await
             .unwrap();
     }
-    let leaving = other(&database_primary(&client, "mig").await);
+    let leaving = other_shard(&database_primary(&client, "mig").await);
     let _balancer = cluster.add_router(1000, 100).await;
     drain(&admin, leaving, Duration::from_secs(120)).await;
     stop.store(true, Ordering::SeqCst);
@@ -239,7 +234,7 @@ async fn a_router_that_missed_a_migration_still_answers_correctly() {
 
     let from = chunk_shard(&client, "mig.s", doc! {"k": 100}).await;
     admin
-        .run_command(doc! {"moveRange": "mig.s", "min": {"k": 100}, "toShard": other(&from)})
+        .run_command(doc! {"moveRange": "mig.s", "min": {"k": 100}, "toShard": other_shard(&from)})
         .await
         .unwrap();
 
@@ -281,7 +276,9 @@ async fn a_router_that_missed_a_migration_still_answers_correctly() {
     shard_by_k(&client, &u).await;
     let primary = chunk_shard(&client, "mig.u", doc! {"k": Bson::MinKey}).await;
     admin
-        .run_command(doc! {"moveRange": "mig.u", "min": {"k": 100}, "toShard": other(&primary)})
+        .run_command(
+            doc! {"moveRange": "mig.u", "min": {"k": 100}, "toShard": other_shard(&primary)},
+        )
         .await
         .unwrap();
     su.insert_one(doc! {"_id": 1000, "k": 150}).await.unwrap();
@@ -385,7 +382,7 @@ async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
         let (reply, _, _) = direct.run("mig", &full, &fwd, "test").await.unwrap();
         assert_eq!(reply.get_f64("ok"), Ok(1.0), "{cmd}: {reply}");
     }
-    let other_shard = other(&donor);
+    let other_shard = other_shard(&donor);
     config
         .collection::<Document>("migrations")
         .insert_one(doc! {
@@ -424,7 +421,7 @@ async fn move_upper_half(client: &mongodb::Client, ns: &str) {
     let from = chunk_shard(client, ns, doc! {"k": 100}).await;
     client
         .database("admin")
-        .run_command(doc! {"moveRange": ns, "min": {"k": 100}, "toShard": other(&from)})
+        .run_command(doc! {"moveRange": ns, "min": {"k": 100}, "toShard": other_shard(&from)})
         .await
         .unwrap();
 }

@@ -88,6 +88,7 @@ pub enum ErrorCode {
     RangeOverlapConflict = 178,
     StaleConfig = 13388,
     ConflictingOperationInProgress = 117,
+    StaleDbVersion = 249,
 }
 
 impl ErrorCode {
@@ -170,6 +171,7 @@ impl ErrorCode {
             RangeOverlapConflict => "RangeOverlapConflict",
             StaleConfig => "StaleConfig",
             ConflictingOperationInProgress => "ConflictingOperationInProgress",
+            StaleDbVersion => "StaleDbVersion",
         }
     }
 }

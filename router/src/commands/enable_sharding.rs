@@ -24,7 +24,7 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
     let primary = match cmd.get_str("primaryShard") {
         Ok(wanted) => {
             let shard = cluster.shard(wanted).await?;
-            let won = catalog::create_database(&cluster.config, name, &shard.name).await?;
+            let (won, _) = catalog::create_database(&cluster.config, name, &shard.name).await?;
             if won != shard.name {
                 return Err(MongoError::new(
                     ErrorCode::IllegalOperation,

@@ -152,12 +152,23 @@ pub async fn run(
     // The command carries a shard version: the shard it went to, when it is known (a
     // sharded collection's one shard; `None` for an unsharded collection).
     let mut versioned: Option<Option<String>> = None;
+    // The command carries the version of its database's primary shard.
+    let mut db_versioned = false;
     if let (Some(cluster), None, true) = (&state.cluster, cursor, killed.is_empty()) {
         match crate::sharding::route_command(session, cluster, &name, db, &cmd, &fwd).await? {
             crate::sharding::Routed::To(h) => target = Some(h),
-            crate::sharding::Routed::Unsharded(h) => {
+            crate::sharding::Routed::Primary(h, version) => {
+                crate::sharding::versioning::attach_db_version(&mut cmd, version);
+                db_versioned = true;
+                target = Some(h);
+            }
+            crate::sharding::Routed::Unsharded(h, version) => {
                 if crate::sharding::versioning::attach_unsharded(&name, &mut cmd) {
                     versioned = Some(None);
+                }
+                if let Some(version) = version {
+                    crate::sharding::versioning::attach_db_version(&mut cmd, version);
+                    db_versioned = true;
                 }
                 target = Some(h);
             }
@@ -204,7 +215,7 @@ pub async fn run(
     }
     let handle = target.as_ref().unwrap_or(&state.shard);
     // Kept only where a stale version may send the command again.
-    let kept = versioned.as_ref().map(|_| command.clone());
+    let kept = (versioned.is_some() || db_versioned).then(|| command.clone());
     let call = handle.run_encoded(db, command, &fwd, &session.peer_text);
     // Answered before the client's own deadline (see `deadline`); dropping the call
     // stops the shard's work too.
@@ -214,7 +225,7 @@ pub async fn run(
             .unwrap_or_else(|_| Err(crate::deadline::expired())),
         None => call.await,
     };
-    let (reply, member, waits) = match result {
+    let (mut reply, mut member, mut waits) = match result {
         Ok(r) => r,
         Err(e) => {
             if e.code == ErrorCode::CursorNotFound as i32 {
@@ -223,6 +234,23 @@ pub async fn run(
             return Err(e);
         }
     };
+    if let (true, Some(cluster), Some(command)) = (db_versioned, &state.cluster, &kept) {
+        if let Some(stale) = crate::sharding::versioning::stale_db_error(&reply) {
+            // The database's primary moved (or is moving): sent again to the one the
+            // catalog names now, within the router's share of the deadline.
+            let cmd = Document::from_reader(&mut command.as_ref())
+                .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+            let resend = cluster.resend_to_primary(db, cmd, &fwd, &session.peer_text, stale);
+            let (r, m, w, shard) = match split {
+                Some(s) => tokio::time::timeout(s.router_wait, resend)
+                    .await
+                    .unwrap_or_else(|_| Err(crate::deadline::expired()))?,
+                None => resend.await?,
+            };
+            (reply, member, waits) = (r, m, w);
+            target = Some(shard);
+        }
+    }
     if let (Some(shard), Some(cluster), Some(command)) = (&versioned, &state.cluster, kept) {
         if let Some(stale) = crate::sharding::versioning::stale_error(&reply) {
             // Routed with an outdated table (or the shard was behind): routed again from
@@ -230,6 +258,7 @@ pub async fn run(
             let mut cmd = Document::from_reader(&mut command.as_ref())
                 .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
             cmd.remove("shardVersion");
+            cmd.remove("databaseVersion");
             let ns = format!(
                 "{db}.{}",
                 crate::sharding::collection_of(&name, &cmd).unwrap_or_default()

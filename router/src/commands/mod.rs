@@ -37,6 +37,7 @@ mod kill_op;
 mod list_commands;
 mod list_shards;
 mod move_chunk;
+mod move_primary;
 mod ping;
 mod remove_shard;
 mod roles_info;
@@ -251,6 +252,11 @@ const ASYNC: &[(&str, AsyncFn, Rule)] = &[
     (
         "moveChunk",
         async_cmd!(move_chunk::move_chunk),
+        Rule::Cluster(acts(&[MoveChunk])),
+    ),
+    (
+        "movePrimary",
+        async_cmd!(move_primary::run),
         Rule::Cluster(acts(&[MoveChunk])),
     ),
     (

@@ -114,18 +114,68 @@ pub async fn ensure_version(config: &ShardHandle) -> MongoResult<()> {
     }
 }
 
-/// The primary shard recorded for `db`.
-pub async fn database_primary(config: &ShardHandle, db: &str) -> MongoResult<Option<String>> {
+/// The primary shard recorded for `db`, and the database's version (`version.lastMod`,
+/// raised by every `movePrimary`).
+pub async fn database_primary(
+    config: &ShardHandle,
+    db: &str,
+) -> MongoResult<Option<(String, i64)>> {
     let found = find_all(config, "config", "databases", doc! {"_id": db}).await?;
-    Ok(found
-        .first()
-        .and_then(|d| d.get_str("primary").ok())
-        .map(str::to_string))
+    Ok(found.first().and_then(|d| {
+        let primary = d.get_str("primary").ok()?.to_string();
+        Some((primary, database_version(d)))
+    }))
+}
+
+/// `version.lastMod` of a `config.databases` entry (1 for one written before versions).
+pub fn database_version(entry: &Document) -> i64 {
+    match entry
+        .get_document("version")
+        .ok()
+        .and_then(|v| v.get("lastMod"))
+    {
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Int64(n)) => *n,
+        _ => 1,
+    }
+}
+
+/// Makes `to` the primary shard of `db` at version `last_mod + 1`, if `from` is still its
+/// primary at `last_mod` (`movePrimary`'s commit): whether it did.
+pub async fn move_primary(
+    config: &ShardHandle,
+    db: &str,
+    from: &str,
+    to: &str,
+    last_mod: i64,
+) -> MongoResult<bool> {
+    let reply = call(
+        config,
+        doc! {
+            "update": "databases",
+            "updates": [{
+                "q": {"_id": db, "primary": from, "version.lastMod": last_mod},
+                "u": {"$set": {"primary": to, "version.lastMod": last_mod + 1}},
+            }],
+        },
+        true,
+    )
+    .await?;
+    Ok(reply.get_i32("n").unwrap_or(0) == 1)
 }
 
 /// Records `db` with primary `shard`, unless a concurrent router recorded it first: the
 /// primary that won either way.
-pub async fn create_database(config: &ShardHandle, db: &str, shard: &str) -> MongoResult<String> {
+pub async fn create_database(
+    config: &ShardHandle,
+    db: &str,
+    shard: &str,
+) -> MongoResult<(String, i64)> {
+    let first_version = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(1)
+        .max(1);
     let entry = doc! {
         "_id": db,
         "primary": shard,
@@ -133,7 +183,10 @@ pub async fn create_database(config: &ShardHandle, db: &str, shard: &str) -> Mon
         "version": {
             "uuid": bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: uuid_bytes() },
             "timestamp": bson::Timestamp { time: now_secs(), increment: 1 },
-            "lastMod": 1,
+            // Versions of a database dropped and created again must not repeat: a
+            // router that cached the dropped one is refused by the shards it routes to
+            // (they keep the dropped version, `databases::drop`).
+            "lastMod": first_version,
         },
     };
     match call(
@@ -143,7 +196,7 @@ pub async fn create_database(config: &ShardHandle, db: &str, shard: &str) -> Mon
     )
     .await
     {
-        Ok(_) => Ok(shard.to_string()),
+        Ok(_) => Ok((shard.to_string(), first_version)),
         Err(e) if e.code == ErrorCode::DuplicateKey as i32 => database_primary(config, db)
             .await?
             .ok_or_else(|| MongoError::internal(format!("database {db} vanished while created"))),

@@ -71,12 +71,22 @@ pub async fn drop(
         writes: true,
         ..fwd.clone()
     };
-    for s in cluster.shards().await? {
+    let version = catalog::database_primary(&cluster.config, db).await?;
+    let shards = cluster.shards().await?;
+    for s in &shards {
         let (reply, _, _) = s
             .handle
             .run(db, &doc! {"dropDatabase": 1}, &fwd, &session.peer_text)
             .await?;
         reply_ok(reply)?;
+    }
+    // Every shard remembers the dropped version, so a router that cached it is sent to
+    // read the primary again (a database created again starts at a newer version).
+    if let Some((_, v)) = version {
+        let gone = doc! {"_shardsvrDbPlacement": 1, "primary": false, "lastMod": v};
+        for s in &shards {
+            super::internal(&s.handle, db, &gone, true).await?;
+        }
     }
     catalog::drop_database(&cluster.config, db).await?;
     cluster.forget_database(db);

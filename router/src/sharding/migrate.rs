@@ -31,10 +31,11 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use super::routing::{Chunk, RoutingTable};
 use super::{catalog, internal, Cluster, Shard};
 use crate::commands::shard_collection::{create_indexes, index_copies, list_indexes};
+use crate::shard_client::ShardHandle;
 
 /// How long the migration lock is held without renewal: a coordinator renews it after
 /// every batch, so a lock older than this belongs to one that stopped.
-const LEASE: Duration = Duration::from_secs(30);
+pub(super) const LEASE: Duration = Duration::from_secs(30);
 /// Catch-up rounds before the critical section, whatever remains.
 const CATCH_UP_ROUNDS: usize = 20;
 /// Changes left in a round small enough to finish inside the critical section.
@@ -280,25 +281,21 @@ impl Migration<'_> {
             .await
     }
 
-    /// Pages through `donor_cmd` on the donor (`after` → `next`) and hands each page's
-    /// `field` to `recipient_cmd` on the recipient, renewing the lock after each.
+    /// Pages through `donor_cmd` on the donor and hands each page's `field` to
+    /// `recipient_cmd` on the recipient, renewing the lock after each.
     async fn relay(&self, donor_cmd: &str, field: &str, recipient_cmd: &str) -> MongoResult<()> {
-        let mut after = Bson::Null;
-        loop {
-            let page = self
-                .on(self.donor, donor_cmd, doc! {"after": after})
-                .await?;
-            let items = page.get_array(field).cloned().unwrap_or_default();
-            if !items.is_empty() {
-                self.on(self.recipient, recipient_cmd, doc! {field: items})
-                    .await?;
-            }
-            self.renew().await?;
-            after = page.get("next").cloned().unwrap_or(Bson::Null);
-            if after == Bson::Null {
-                return Ok(());
-            }
-        }
+        let (db, coll) = self.db_coll();
+        let bounds = doc! {"min": self.chunk.min.clone(), "max": self.chunk.max.clone()};
+        let mut from = doc! {donor_cmd: coll};
+        from.extend(bounds.clone());
+        let mut into = doc! {recipient_cmd: coll};
+        into.extend(bounds);
+        let pages = Pages {
+            donor: &self.donor.handle,
+            recipient: &self.recipient.handle,
+            db,
+        };
+        pages.relay(from, field, into, || self.renew()).await
     }
 
     /// Sends the recipient one round of the donor's recorded changes; returns how many
@@ -347,6 +344,48 @@ impl Migration<'_> {
             }
             tokio::task::yield_now().await;
             tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// Copies pages of something a donor shard holds to a recipient shard (a migration's
+/// documents and session records, a `movePrimary`'s collections).
+pub(super) struct Pages<'a> {
+    pub donor: &'a ShardHandle,
+    pub recipient: &'a ShardHandle,
+    pub db: &'a str,
+}
+
+impl Pages<'_> {
+    /// Pages through `from` on the donor (`after` → `next`) and hands each page's `field`
+    /// to `into` on the recipient, calling `renew` (the caller's lock) after each.
+    pub async fn relay<F, R>(
+        &self,
+        from: Document,
+        field: &str,
+        into: Document,
+        renew: F,
+    ) -> MongoResult<()>
+    where
+        F: Fn() -> R,
+        R: std::future::Future<Output = MongoResult<()>>,
+    {
+        let mut after = Bson::Null;
+        loop {
+            let mut ask = from.clone();
+            ask.insert("after", after);
+            let page = internal(self.donor, self.db, &ask, true).await?;
+            let items = page.get_array(field).cloned().unwrap_or_default();
+            if !items.is_empty() {
+                let mut give = into.clone();
+                give.insert(field, items);
+                internal(self.recipient, self.db, &give, true).await?;
+            }
+            renew().await?;
+            after = page.get("next").cloned().unwrap_or(Bson::Null);
+            if after == Bson::Null {
+                return Ok(());
+            }
         }
     }
 }

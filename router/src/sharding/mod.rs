@@ -17,6 +17,7 @@ pub mod databases;
 pub mod merge_cursor;
 pub mod merged_cursor_command;
 pub mod migrate;
+pub mod move_primary;
 pub mod routing;
 pub mod scatter;
 pub mod versioning;
@@ -47,11 +48,16 @@ pub struct Shard {
 
 /// Where a command goes.
 pub enum Route {
-    /// Whole, to one replica set.
-    One(ShardHandle),
+    /// Whole, to one replica set: the database's primary shard at this database version
+    /// (`lastMod`, attached as `databaseVersion`), or the config servers (`None`).
+    One(ShardHandle, Option<i64>),
     /// A sharded collection: targeted by its shard key, merged here.
     Sharded(Arc<RoutingTable>),
 }
+
+/// A database's primary shard and the database version it is primary at (`None` for a
+/// database that does not exist yet and is only read).
+pub type Primary = (Arc<Shard>, Option<i64>);
 
 struct CachedTable {
     table: Option<Arc<RoutingTable>>,
@@ -65,11 +71,12 @@ pub struct Cluster {
     /// The config server replica set.
     pub config: ShardHandle,
     shards: RwLock<Vec<Arc<Shard>>>,
-    /// Database → primary shard. Primaries never move (no `movePrimary` yet), so a
-    /// primary once read is kept.
+    /// Database → primary shard and database version. A primary once read is kept until
+    /// a shard answers `StaleDbVersion` (a `movePrimary` moved it): commands to it carry
+    /// the version, so a cached primary is never wrong for longer than one answer.
     /// Kept as the shard itself, so a command on an unsharded collection costs one map
     /// lookup, not a second one by name.
-    primaries: RwLock<HashMap<String, Arc<Shard>>>,
+    primaries: RwLock<HashMap<String, Primary>>,
     tables: RwLock<HashMap<String, Arc<CachedTable>>>,
     links: LinkFactory,
     site: String,
@@ -179,14 +186,15 @@ impl Cluster {
     /// the command may create the database, so it gets a primary shard if it has none.
     pub async fn route(&self, db: &str, coll: Option<&str>, creates: bool) -> MongoResult<Route> {
         if db == "config" || db == "admin" {
-            return Ok(Route::One(self.config.clone()));
+            return Ok(Route::One(self.config.clone(), None));
         }
         if let Some(coll) = coll {
             if let Some(table) = self.table(&format!("{db}.{coll}")).await? {
                 return Ok(Route::Sharded(table));
             }
         }
-        Ok(Route::One(self.primary(db, creates).await?.handle.clone()))
+        let (shard, version) = self.primary_at(db, creates).await?;
+        Ok(Route::One(shard.handle.clone(), version))
     }
 
     /// The routing table of `ns`, or `None` when it is not sharded.
@@ -242,6 +250,11 @@ impl Cluster {
     }
 
     /// Forgets a dropped database and its collections.
+    /// Forgets the cached primary of `db` (after `StaleDbVersion` or a `movePrimary`).
+    pub fn forget_primary(&self, db: &str) {
+        self.primaries.write().remove(db);
+    }
+
     pub fn forget_database(&self, db: &str) {
         self.primaries.write().remove(db);
         let prefix = format!("{db}.");
@@ -252,8 +265,13 @@ impl Cluster {
     /// from the shard that already holds it (data from before sharding), or, when the
     /// command may create it, placed on a shard chosen by its name.
     pub async fn primary(&self, db: &str, creates: bool) -> MongoResult<Arc<Shard>> {
-        if let Some(shard) = self.primaries.read().get(db) {
-            return Ok(shard.clone());
+        Ok(self.primary_at(db, creates).await?.0)
+    }
+
+    /// The primary shard of `db` and the database version it is primary at.
+    pub async fn primary_at(&self, db: &str, creates: bool) -> MongoResult<Primary> {
+        if let Some(cached) = self.primaries.read().get(db) {
+            return Ok(cached.clone());
         }
         let shards = self.shards().await?;
         if shards.is_empty() {
@@ -262,8 +280,8 @@ impl Cluster {
                 "the cluster has no shards: add one with addShard",
             ));
         }
-        let name = match catalog::database_primary(&self.config, db).await? {
-            Some(name) => name,
+        let (name, version) = match catalog::database_primary(&self.config, db).await? {
+            Some(found) => found,
             None => match holder(&shards, db).await {
                 Some(name) => catalog::create_database(&self.config, db, &name).await?,
                 None if creates => {
@@ -271,12 +289,13 @@ impl Cluster {
                     catalog::create_database(&self.config, db, pick).await?
                 }
                 // Nothing to read: any shard answers "nothing" correctly.
-                None => return Ok(shards[0].clone()),
+                None => return Ok((shards[0].clone(), None)),
             },
         };
         let shard = self.shard(&name).await?;
-        self.primaries.write().insert(db.to_string(), shard.clone());
-        Ok(shard)
+        let entry = (shard, Some(version));
+        self.primaries.write().insert(db.to_string(), entry.clone());
+        Ok(entry)
     }
 }
 
@@ -331,8 +350,12 @@ pub enum Routed {
     To(ShardHandle),
     /// Forward it whole to this shard, the primary shard of the database of a collection
     /// this router believes unsharded: it carries `shardVersion: "UNSHARDED"`, and a
-    /// shard that knows the collection as sharded answers `StaleConfig`.
-    Unsharded(ShardHandle),
+    /// shard that knows the collection as sharded answers `StaleConfig`. It also carries
+    /// the database version, when the database exists.
+    Unsharded(ShardHandle, Option<i64>),
+    /// Forward it whole to the database's primary shard, at this database version (a
+    /// command about the database rather than one collection).
+    Primary(ShardHandle, i64),
     /// Forward it whole to the one shard of a sharded collection it needs, at the
     /// table's version.
     Targeted(Arc<Shard>, Arc<RoutingTable>),
@@ -373,10 +396,11 @@ pub async fn route_command(
         collection_of(name, cmd)
     };
     match cluster.route(db, coll, fwd.writes).await? {
-        Route::One(h) if coll.is_some() && db != "config" && db != "admin" => {
-            Ok(Routed::Unsharded(h))
+        Route::One(h, version) if coll.is_some() && db != "config" && db != "admin" => {
+            Ok(Routed::Unsharded(h, version))
         }
-        Route::One(h) => Ok(Routed::To(h)),
+        Route::One(h, Some(version)) => Ok(Routed::Primary(h, version)),
+        Route::One(h, None) => Ok(Routed::To(h)),
         Route::Sharded(table) => match single_target(name, cmd, &table) {
             Some(shard) => Ok(Routed::Targeted(cluster.shard(&shard).await?, table)),
             None => Ok(Routed::Scatter(table)),

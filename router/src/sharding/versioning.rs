@@ -16,6 +16,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::routing::RoutingTable;
 use super::{internal, Cluster};
+use crate::shard_client::ShardHandle;
 
 /// Commands that carry `shardVersion` (those that read or write documents).
 pub const VERSIONED: &[&str] = &[
@@ -49,6 +50,32 @@ pub fn attach_unsharded(name: &str, cmd: &mut Document) -> bool {
     }
     carries
 }
+
+/// Adds the database version a command routed to the database's primary shard carries
+/// (`databaseVersion`; see `shard/src/db_placement.rs`).
+pub fn attach_db_version(cmd: &mut Document, last_mod: i64) {
+    cmd.insert("databaseVersion", doc! {"lastMod": last_mod});
+}
+
+/// A reply's `StaleDbVersion` error, if it is one: the shard is not (or not yet, or not
+/// at this version) the database's primary shard, or a move of it is copying.
+pub fn stale_db_error(reply: &Document) -> Option<MongoError> {
+    if reply.get_i32("code") != Ok(ErrorCode::StaleDbVersion as i32) {
+        return None;
+    }
+    let mut e = MongoError::new(
+        ErrorCode::StaleDbVersion,
+        reply.get_str("errmsg").unwrap_or("stale database version"),
+    );
+    if let Ok(info) = reply.get_document("errInfo") {
+        e = e.with_extra(doc! {"errInfo": info.clone()});
+    }
+    Some(e)
+}
+
+/// How long a write waits for a `movePrimary` copying its database before the error is
+/// returned (a client deadline ends it sooner).
+const MOVE_PRIMARY_WAIT: Duration = Duration::from_secs(30);
 
 /// A reply's `StaleConfig` error, if it is one: as the command's error, or (for a write
 /// refused mid-batch as a migration began committing) as one of its write errors.
@@ -130,6 +157,56 @@ impl Cluster {
             self.push_ownership(shard, &table).await?;
         }
         Ok(Some(table))
+    }
+}
+
+impl Cluster {
+    /// Sends `cmd` (routed to `db`'s primary shard, which answered `first`, a
+    /// `StaleDbVersion`) again to the primary the catalog names now, until one accepts
+    /// it: a few times for a moved primary, and while a move's critical section lasts, up
+    /// to `MOVE_PRIMARY_WAIT`. Returns the reply and the shard that gave it.
+    pub async fn resend_to_primary(
+        &self,
+        db: &str,
+        mut cmd: Document,
+        fwd: &crate::shard_client::Forward,
+        client: &str,
+        first: MongoError,
+    ) -> MongoResult<(Document, usize, crate::shard_client::Waits, ShardHandle)> {
+        let started = std::time::Instant::now();
+        let mut stale = first;
+        for attempt in 0u32.. {
+            let critical = stale
+                .extra
+                .as_ref()
+                .and_then(|x| x.get_document("errInfo").ok())
+                .is_some_and(|i| i.get_bool("critical") == Ok(true));
+            let give_up = if critical {
+                started.elapsed() >= MOVE_PRIMARY_WAIT
+            } else {
+                attempt >= STALE_RETRIES
+            };
+            if give_up {
+                return Err(stale);
+            }
+            if critical || attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt.min(4) + 1))).await;
+            }
+            self.forget_primary(db);
+            let (shard, version) = self.primary_at(db, fwd.writes).await?;
+            match version {
+                Some(v) => attach_db_version(&mut cmd, v),
+                None => {
+                    cmd.remove("databaseVersion");
+                }
+            }
+            let (reply, member, waits) = shard.handle.run(db, &cmd, fwd, client).await?;
+            match stale_db_error(&reply) {
+                Some(again) => stale = again,
+                None => return Ok((reply, member, waits, shard.handle.clone())),
+            }
+        }
+        unreachable!("the loop returns")
     }
 }
 

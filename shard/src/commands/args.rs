@@ -98,6 +98,21 @@ pub fn existing(ctx: &Ctx, coll: &str) -> Option<Arc<CollectionMeta>> {
     ctx.node.catalog.get(&format!("{}.{}", ctx.db, coll))
 }
 
+/// Collection metadata, or `NamespaceNotFound` worded by `message` (given the namespace:
+/// each command words it as mongod does).
+pub fn existing_or(
+    ctx: &Ctx,
+    coll: &str,
+    message: impl FnOnce(&str) -> String,
+) -> MongoResult<Arc<CollectionMeta>> {
+    existing(ctx, coll).ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::NamespaceNotFound,
+            message(&format!("{}.{coll}", ctx.db)),
+        )
+    })
+}
+
 /// Collection metadata, creating the collection on first write as MongoDB does.
 pub fn create_on_write(ctx: &Ctx, coll: &str) -> MongoResult<Arc<CollectionMeta>> {
     let (meta, _) =

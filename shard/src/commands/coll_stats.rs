@@ -1,20 +1,15 @@
 //! `collStats` (deprecated in MongoDB but still used by tools) and the data behind `$collStats`.
 
 use bson::{doc, Document};
-use wire::{ErrorCode, MongoError, MongoResult};
+use wire::MongoResult;
 
-use super::args::{collection_name, existing};
+use super::args::{collection_name, existing_or};
 use crate::catalog::CollectionMeta;
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
-    let meta = existing(ctx, coll).ok_or_else(|| {
-        MongoError::new(
-            ErrorCode::NamespaceNotFound,
-            format!("Collection [{}.{coll}] not found.", ctx.db),
-        )
-    })?;
+    let meta = existing_or(ctx, coll, |ns| format!("Collection [{ns}] not found."))?;
     storage_stats(ctx, &meta)
 }
 

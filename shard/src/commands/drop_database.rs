@@ -1,4 +1,5 @@
-//! `dropDatabase`: drop every collection of the database.
+//! `dropDatabase`: drop every collection of the database, and what a `movePrimary` left
+//! here about it (the router then records the dropped version on every shard).
 
 use bson::{doc, Document};
 use wire::MongoResult;
@@ -11,5 +12,6 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
         let _guard = lock.write().unwrap();
         ctx.node.catalog.drop_collection(ctx.engine, &meta.ns())?;
     }
+    ctx.node.catalog.clear_placement(ctx.engine, ctx.db)?;
     Ok(doc! {"dropped": ctx.db})
 }

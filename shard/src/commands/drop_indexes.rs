@@ -3,17 +3,12 @@
 use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use super::args::{collection_name, existing};
+use super::args::{collection_name, existing_or};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
-    let meta = existing(ctx, coll).ok_or_else(|| {
-        MongoError::new(
-            ErrorCode::NamespaceNotFound,
-            format!("ns not found {}.{coll}", ctx.db),
-        )
-    })?;
+    let meta = existing_or(ctx, coll, |ns| format!("ns not found {ns}"))?;
     let lock = meta.write_lock.clone();
     let _guard = lock.write().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);

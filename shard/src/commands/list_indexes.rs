@@ -3,19 +3,14 @@
 use std::collections::VecDeque;
 
 use bson::{doc, Document};
-use wire::{ErrorCode, MongoError, MongoResult};
+use wire::MongoResult;
 
-use super::args::{collection_name, existing, materialized_reply};
+use super::args::{collection_name, existing_or, materialized_reply};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
-    let meta = existing(ctx, coll).ok_or_else(|| {
-        MongoError::new(
-            ErrorCode::NamespaceNotFound,
-            format!("ns does not exist: {}.{coll}", ctx.db),
-        )
-    })?;
+    let meta = existing_or(ctx, coll, |ns| format!("ns does not exist: {ns}"))?;
     let mut out = VecDeque::new();
     out.push_back(doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"});
     for i in &meta.indexes {

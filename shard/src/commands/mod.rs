@@ -15,6 +15,7 @@ mod create;
 mod create_indexes;
 mod critical_section;
 mod current_op;
+mod db_placement;
 mod db_stats;
 mod delete;
 mod delete_range;
@@ -268,6 +269,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "_shardsvrCriticalSection",
         run: critical_section::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrDbPlacement",
+        run: db_placement::run,
         writes: true,
         anywhere: false,
     },

@@ -1,6 +1,7 @@
 //! `_shardsvrMoveClone`: one batch of a range's documents, in `_id` order from `after`
 //! (the last record key of the previous batch), for the recipient of a migration.
-//! Orphans are included: the range is read as stored.
+//! Orphans are included: the range is read as stored. Without `min` and `max`, the whole
+//! collection, sharded or not (`movePrimary` copies unsharded collections).
 
 use std::ops::Bound;
 
@@ -8,6 +9,7 @@ use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
 use storage::KeyRange;
 use wire::MongoResult;
 
+use super::args::{collection_name, existing_or};
 use crate::error::storage_to_mongo;
 use crate::migration::{in_range, owned, range};
 use crate::node::Ctx;
@@ -19,8 +21,14 @@ const BATCH_BYTES: usize = 4 << 20;
 const PAGE: usize = 512;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    let (meta, owner) = owned(ctx, cmd)?;
-    let (min, max) = range(cmd)?;
+    let (meta, range) = if cmd.contains_key("min") {
+        let (meta, owner) = owned(ctx, cmd)?;
+        (meta, Some((owner, range(cmd)?)))
+    } else {
+        let coll = collection_name(cmd)?;
+        let meta = existing_or(ctx, coll, |ns| format!("{ns} does not exist"))?;
+        (meta, None)
+    };
     let mut scan = KeyRange::all();
     if let Ok(after) = cmd.get_binary_generic("after") {
         scan.start = Bound::Excluded(after.clone());
@@ -38,7 +46,10 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         done = page.len() < PAGE;
         for (k, v) in page {
             let d = decode_document(&v)?;
-            if in_range(&owner, &d, &min, &max) {
+            if range
+                .as_ref()
+                .is_none_or(|(owner, (min, max))| in_range(owner, &d, min, max))
+            {
                 bytes += v.len();
                 docs.push(d);
             }

@@ -1,0 +1,33 @@
+//! `movePrimary: db, to: shard`: makes `to` the primary shard of `db`, moving its
+//! unsharded collections there (see `sharding::move_primary`).
+
+use bson::{doc, Document};
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use crate::conn::Session;
+use crate::sharding::{admin_only, move_primary, require};
+
+pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
+    admin_only(db, "movePrimary")?;
+    let cluster = require(session)?;
+    let name = cmd
+        .get_str("movePrimary")
+        .map_err(|_| MongoError::type_mismatch("'movePrimary' must be a database name"))?;
+    if name.is_empty() || name.contains('.') {
+        return Err(MongoError::new(
+            ErrorCode::InvalidNamespace,
+            format!("invalid database name for movePrimary: '{name}'"),
+        ));
+    }
+    if matches!(name, "admin" | "config" | "local") {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            format!("Can't move primary for {name} database"),
+        ));
+    }
+    let to = cmd
+        .get_str("to")
+        .map_err(|_| MongoError::failed_to_parse("movePrimary needs 'to', a shard name"))?;
+    move_primary::move_primary(cluster, name, to).await?;
+    Ok(doc! {})
+}

@@ -1,0 +1,318 @@
+//! Moving a database's primary shard (`movePrimary`): its unsharded collections go to
+//! another shard, coordinated by the router that was asked. As with a migration, the state
+//! that must outlive a router is on the config servers (the lock, the commit) and on the
+//! shards (their placements, the critical section), never here.
+//!
+//! 1. Lock the database (`config.migrations`, under its name) at its version `v`.
+//! 2. The recipient learns it will be primary from `v + 1`; it is sent nothing as primary
+//!    before the commit, so this changes nothing yet, and it is ready when routers come.
+//! 3. Critical section on the donor: writes routed to it as the database's primary
+//!    (carrying `databaseVersion`) are refused with `StaleDbVersion` marked `critical`,
+//!    and routers wait; it begins once the writes in progress are done. Reads go on.
+//! 4. Every unsharded collection is copied whole (options, indexes, documents in `_id`
+//!    order); every sharded one is created on the recipient with its indexes and its
+//!    ownership (none of its chunks move), so the new primary lists it and refuses
+//!    commands that treat it as unsharded. The donor's retryable-write history follows, so
+//!    a retry of a write that ran on the donor applies once on the recipient.
+//! 5. Commit: `config.databases` names the recipient at `v + 1`, if it still names the
+//!    donor at `v` (it happens once).
+//! 6. The donor learns it is no longer primary (commands routed to it get
+//!    `StaleDbVersion`, and routers read the primary again), and drops its copies.
+//!
+//! A failure before the commit ends the critical section and drops the recipient's
+//! copies; the database stays where it was. A coordinator that stops (its router dies)
+//! stops renewing the lock, and the next `movePrimary` of the database finds it expired
+//! and finishes the work (`recover`): the commit decides whether the move happened.
+
+use bson::oid::ObjectId;
+use bson::{doc, Document};
+use wire::{ErrorCode, MongoError, MongoResult};
+
+use super::migrate::{Pages, LEASE};
+use super::{catalog, internal, Cluster, Shard};
+use crate::commands::shard_collection::{create_indexes, index_copies, list_indexes};
+
+/// Moves `db`'s primary shard to `to`. Returns once the donor's copies are dropped.
+pub async fn move_primary(cluster: &Cluster, db: &str, to: &str) -> MongoResult<()> {
+    let recipient = cluster.shard(to).await?;
+    // A second pass only after recovering an abandoned move, which may have moved it.
+    for _ in 0..2 {
+        let Some((from, version)) = catalog::database_primary(&cluster.config, db).await? else {
+            return Err(MongoError::new(
+                ErrorCode::NamespaceNotFound,
+                format!("Database {db} not found"),
+            ));
+        };
+        if from == recipient.name {
+            return Ok(());
+        }
+        let donor = cluster.shard(&from).await?;
+        let lock = doc! {
+            "_id": db, "owner": ObjectId::new(), "movePrimary": true,
+            "donor": &donor.name, "recipient": &recipient.name, "lastMod": version,
+        };
+        if let Some(stale) = catalog::lock_migration(&cluster.config, lock.clone(), LEASE).await? {
+            recover(cluster, &stale).await?;
+            catalog::unlock_migration(&cluster.config, &stale).await?;
+            continue;
+        }
+        let m = Move {
+            cluster,
+            db,
+            donor: &donor,
+            recipient: &recipient,
+            version,
+        };
+        let moved = m.run().await;
+        let unlocked = catalog::unlock_migration(&cluster.config, &lock).await;
+        cluster.forget_primary(db);
+        return moved.and(unlocked);
+    }
+    Err(MongoError::new(
+        ErrorCode::ConflictingOperationInProgress,
+        format!("a movePrimary of {db} is already in progress"),
+    ))
+}
+
+/// Finishes what a coordinator that stopped left: if its commit is in the catalog, the
+/// donor learns it and drops its copies; otherwise the move is abandoned.
+async fn recover(cluster: &Cluster, stale: &Document) -> MongoResult<()> {
+    let db = stale.get_str("_id").unwrap_or_default();
+    if stale.get_bool("movePrimary") != Ok(true) {
+        return Ok(());
+    }
+    let field = |f: &str| stale.get_str(f).unwrap_or_default().to_string();
+    let m = Move {
+        cluster,
+        db,
+        donor: &*cluster.shard(&field("donor")).await?,
+        recipient: &*cluster.shard(&field("recipient")).await?,
+        version: stale.get_i64("lastMod").unwrap_or(1),
+    };
+    tracing::info!(%db, donor = %m.donor.name, recipient = %m.recipient.name, "recovering an abandoned movePrimary");
+    match catalog::database_primary(&cluster.config, db).await? {
+        Some((now, v)) if now == m.recipient.name && v == m.version + 1 => m.finish().await,
+        _ => {
+            m.abandon().await;
+            Ok(())
+        }
+    }
+}
+
+struct Move<'a> {
+    cluster: &'a Cluster,
+    db: &'a str,
+    donor: &'a Shard,
+    recipient: &'a Shard,
+    /// The database version the move starts from (the recipient's is one more).
+    version: i64,
+}
+
+/// A collection as the donor lists it, and whether the catalog has it sharded.
+struct Collection {
+    name: String,
+    options: Document,
+    sharded: bool,
+}
+
+impl Move<'_> {
+    async fn placement(
+        &self,
+        shard: &Shard,
+        primary: bool,
+        version: i64,
+        critical: bool,
+    ) -> MongoResult<()> {
+        let cmd = doc! {
+            "_shardsvrDbPlacement": 1, "primary": primary,
+            "lastMod": version, "critical": critical,
+        };
+        internal(&shard.handle, self.db, &cmd, true)
+            .await
+            .map(|_| ())
+    }
+
+    async fn renew(&self) -> MongoResult<()> {
+        catalog::renew_migration(&self.cluster.config, self.db, LEASE).await
+    }
+
+    async fn run(&self) -> MongoResult<()> {
+        // Checked before anything changes: a failure after this drops the recipient's
+        // copies, which must never be a collection it had before.
+        let on_recipient = self.collections(self.recipient).await?;
+        for c in self.collections(self.donor).await? {
+            if !c.sharded && on_recipient.iter().any(|r| r.name == c.name) {
+                return Err(MongoError::new(
+                    ErrorCode::NamespaceExists,
+                    format!(
+                        "cannot move {}.{} to shard {}: it already has a collection of that name",
+                        self.db, c.name, self.recipient.name
+                    ),
+                ));
+            }
+        }
+        let copied = self.copy().await;
+        if let Err(e) = copied {
+            self.abandon().await;
+            return Err(e);
+        }
+        let committed = catalog::move_primary(
+            &self.cluster.config,
+            self.db,
+            &self.donor.name,
+            &self.recipient.name,
+            self.version,
+        )
+        .await;
+        match committed {
+            Ok(true) => self.finish().await,
+            Ok(false) => {
+                self.abandon().await;
+                Err(MongoError::new(
+                    ErrorCode::ConflictingOperationInProgress,
+                    format!(
+                        "the primary shard of {} changed during movePrimary",
+                        self.db
+                    ),
+                ))
+            }
+            Err(e) => {
+                // The outcome is what the catalog says now.
+                match catalog::database_primary(&self.cluster.config, self.db).await? {
+                    Some((now, _)) if now == self.recipient.name => self.finish().await,
+                    _ => {
+                        self.abandon().await;
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Steps 2 to 4: everything up to the commit.
+    async fn copy(&self) -> MongoResult<()> {
+        self.placement(self.recipient, true, self.version + 1, false)
+            .await?;
+        self.placement(self.donor, true, self.version, true).await?;
+        // Listed once writes have stopped: no collection appears on the donor after this.
+        let on_recipient: Vec<String> = self
+            .collections(self.recipient)
+            .await?
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        for c in self.collections(self.donor).await? {
+            if !on_recipient.contains(&c.name) {
+                let mut create = doc! {"create": &c.name};
+                create.extend(c.options.clone());
+                internal(&self.recipient.handle, self.db, &create, true).await?;
+            }
+            let specs = index_copies(list_indexes(&self.donor.handle, self.db, &c.name).await?);
+            if !specs.is_empty() {
+                create_indexes(&self.recipient.handle, self.db, &c.name, specs).await?;
+            }
+            if c.sharded {
+                self.give_ownership(&c.name).await?;
+                continue;
+            }
+            self.pages()
+                .relay(
+                    doc! {"_shardsvrMoveClone": &c.name},
+                    "docs",
+                    doc! {"_shardsvrApplyMoved": &c.name},
+                    || self.renew(),
+                )
+                .await?;
+        }
+        self.pages()
+            .relay(
+                doc! {"_shardsvrMoveSessions": 1},
+                "records",
+                doc! {"_shardsvrMergeSessions": 1},
+                || self.renew(),
+            )
+            .await
+    }
+
+    fn pages(&self) -> Pages<'_> {
+        Pages {
+            donor: &self.donor.handle,
+            recipient: &self.recipient.handle,
+            db: self.db,
+        }
+    }
+
+    /// The recipient learns its part (possibly nothing) of the sharded collection `coll`.
+    async fn give_ownership(&self, coll: &str) -> MongoResult<()> {
+        let ns = format!("{}.{coll}", self.db);
+        if let Some(table) = self.cluster.refresh(&ns).await? {
+            self.cluster
+                .push_ownership(&self.recipient.name, &table)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The collections `shard` holds of the database, and which of them are sharded.
+    async fn collections(&self, shard: &Shard) -> MongoResult<Vec<Collection>> {
+        let reply = internal(&shard.handle, self.db, &doc! {"listCollections": 1}, false).await?;
+        let (_, listed) = super::scatter::first_batch(&reply)?;
+        let mut out = Vec::new();
+        for c in listed {
+            let name = c.get_str("name").unwrap_or_default().to_string();
+            if name.is_empty() || name.starts_with("system.") {
+                continue;
+            }
+            let ns = format!("{}.{name}", self.db);
+            out.push(Collection {
+                sharded: self.cluster.refresh(&ns).await?.is_some(),
+                options: c.get_document("options").cloned().unwrap_or_default(),
+                name,
+            });
+        }
+        Ok(out)
+    }
+
+    /// After the commit: the donor learns it is no longer primary and drops its copies of
+    /// the unsharded collections (its chunks of sharded ones stay).
+    async fn finish(&self) -> MongoResult<()> {
+        self.placement(self.recipient, true, self.version + 1, false)
+            .await?;
+        self.placement(self.donor, false, self.version + 1, false)
+            .await?;
+        self.cluster.forget_primary(self.db);
+        self.drop_copies(self.donor).await
+    }
+
+    /// Drops from `shard` the donor's unsharded collections: the donor's own after the
+    /// commit, the recipient's copies of them when abandoning.
+    async fn drop_copies(&self, shard: &Shard) -> MongoResult<()> {
+        for c in self.collections(self.donor).await? {
+            if c.sharded {
+                continue;
+            }
+            let dropped = internal(&shard.handle, self.db, &doc! {"drop": &c.name}, true).await;
+            match dropped {
+                Err(e) if e.code != ErrorCode::NamespaceNotFound as i32 => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives up before the commit: the donor takes writes again and the recipient drops
+    /// its copies. Best effort: a shard that cannot be reached keeps what it has, and the
+    /// next `movePrimary` of the database finds its lock and abandons again.
+    async fn abandon(&self) {
+        let steps = async {
+            self.placement(self.donor, true, self.version, false)
+                .await?;
+            self.drop_copies(self.recipient).await?;
+            self.placement(self.recipient, false, self.version, false)
+                .await
+        };
+        if let Err(e) = steps.await {
+            tracing::warn!(db = %self.db, error = %e, "abandoning movePrimary left work undone");
+        }
+    }
+}
