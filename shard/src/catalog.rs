@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use bson::{doc, Bson, Document};
 use query::matcher::Matcher;
@@ -70,6 +70,11 @@ pub struct CollectionMeta {
     pub ownership: Option<Arc<Ownership>>,
     /// Documents changed while a migration copies a range out (kept across snapshots).
     pub moves: Arc<MoveLog>,
+    /// Ownerships this collection had before its current one, as long as anything still
+    /// reads with them (a cursor opened before a migration committed, a command in
+    /// flight): the range deleter keeps what they may still return (kept across
+    /// snapshots).
+    pub retired: Arc<Mutex<Vec<Weak<Ownership>>>>,
 }
 
 impl CollectionMeta {
@@ -111,11 +116,24 @@ impl CollectionMeta {
             write_lock: self.write_lock.clone(),
             ownership: self.ownership.clone(),
             moves: self.moves.clone(),
+            retired: self.retired.clone(),
         }
     }
 
-    /// A copy owning `ownership` instead.
+    /// The earlier ownerships something still reads with (see `retired`).
+    pub fn older_readers(&self) -> Vec<Arc<Ownership>> {
+        let mut retired = self.retired.lock().unwrap();
+        retired.retain(|w| w.strong_count() > 0);
+        retired.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// A copy owning `ownership` instead; the one it replaces is retired.
     pub fn with_ownership(&self, ownership: Ownership) -> CollectionMeta {
+        if let Some(old) = &self.ownership {
+            let mut retired = self.retired.lock().unwrap();
+            retired.retain(|w| w.strong_count() > 0);
+            retired.push(Arc::downgrade(old));
+        }
         CollectionMeta {
             ownership: Some(Arc::new(ownership)),
             ..self.derive(self.indexes.clone())
@@ -231,6 +249,7 @@ impl Catalog {
                 let fresh = Arc::get_mut(meta).expect("fresh");
                 fresh.write_lock = old.write_lock.clone();
                 fresh.moves = old.moves.clone();
+                fresh.retired = old.retired.clone();
             }
         }
         *current = map;
@@ -316,6 +335,7 @@ impl Catalog {
             write_lock: Arc::new(RwLock::new(())),
             ownership: None,
             moves: Default::default(),
+            retired: Default::default(),
         };
         engine.create_table(&meta.table).map_err(storage_to_mongo)?;
         let mut batch = WriteBatch::default();
@@ -395,6 +415,7 @@ impl Catalog {
             // starts unsharded.
             ownership: None,
             moves: Default::default(),
+            retired: Default::default(),
         };
         let mut batch = WriteBatch::default();
         batch.delete(CATALOG_TABLE, from.as_bytes().to_vec());
@@ -456,6 +477,7 @@ fn meta_from_document(d: &Document) -> MongoResult<CollectionMeta> {
             _ => None,
         },
         moves: Default::default(),
+        retired: Default::default(),
     })
 }
 

@@ -14,6 +14,7 @@ pub mod moves;
 pub mod node;
 pub mod ops;
 pub mod plan;
+pub mod range_deleter;
 pub mod read;
 pub mod repl;
 pub mod retry;

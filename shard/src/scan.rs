@@ -32,6 +32,9 @@ pub struct Scan {
     /// This shard's part of a sharded collection when the scan began: documents outside
     /// it (orphans a migration left or is still copying in) are skipped.
     owner: Option<Arc<Ownership>>,
+    /// The ownership the scan reads at, even one owning everything (which filters
+    /// nothing): while the scan lives, the range deleter keeps what it owns.
+    _reads_at: Option<Arc<Ownership>>,
     pub keys_examined: u64,
     pub docs_examined: u64,
 }
@@ -46,6 +49,7 @@ impl Scan {
             reverse: false,
             seen: None,
             owner: meta.ownership.clone().filter(|o| !o.owns_everything()),
+            _reads_at: meta.ownership.clone(),
             keys_examined: 0,
             docs_examined: 0,
         };

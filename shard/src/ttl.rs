@@ -1,4 +1,5 @@
-//! Background work of a node: the TTL monitor (documents really expire) and the reaper of
+//! Background work of a node: the TTL monitor (documents really expire), the range
+//! deleter (ranges a migration moved away, once no reader needs them) and the reaper of
 //! idle cursors.
 
 use std::sync::Arc;
@@ -26,20 +27,20 @@ pub fn spawn_background(
                 .max(node.cursors.idle_timeout / 10)
                 .min(Duration::from_secs(60)),
         );
+        let mut ranges = tokio::time::interval(Duration::from_millis(500));
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
+                _ = ranges.tick() => {
+                    let n = node.clone();
+                    blocking_pass("range deleter", move || crate::range_deleter::run_pending(&n)).await;
+                }
                 _ = ttl.tick() => {
                     let n = node.clone();
-                    let pass = move || -> wire::MongoResult<usize> {
+                    blocking_pass("TTL monitor", move || {
                         Ok(expire_once(&n)? + prune_sessions(&n)?)
-                    };
-                    match tokio::task::spawn_blocking(pass).await {
-                        Ok(Ok(0)) => {}
-                        Ok(Ok(k)) => debug!(deleted = k, "TTL monitor pass"),
-                        Ok(Err(e)) => warn!(error = %e, "TTL monitor pass failed"),
-                        Err(e) => warn!(error = %e, "TTL monitor task failed"),
-                    }
+                    })
+                    .await;
                 }
                 _ = reap.tick() => {
                     let closed = node.cursors.reap();
@@ -50,6 +51,20 @@ pub fn spawn_background(
             }
         }
     })
+}
+
+/// Runs one pass of background work off the async threads; logs what it deleted or why it
+/// failed.
+async fn blocking_pass<F>(what: &'static str, pass: F)
+where
+    F: FnOnce() -> wire::MongoResult<usize> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(pass).await {
+        Ok(Ok(0)) => {}
+        Ok(Ok(k)) => debug!(deleted = k, "{what} pass"),
+        Ok(Err(e)) => warn!(error = %e, "{what} pass failed"),
+        Err(e) => warn!(error = %e, "{what} task failed"),
+    }
 }
 
 /// Deletes the records of sessions idle longer than `retry::SESSION_TIMEOUT` (on the

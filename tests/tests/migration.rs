@@ -471,3 +471,57 @@ async fn a_retry_after_a_migration_applies_once() {
     assert_eq!(doc.get_i32("n"), Ok(1), "the increment ran once: {doc}");
     cluster.stop().await;
 }
+
+/// A cursor opened on the donor before a migration committed reads the moved range to the
+/// end: the donor keeps its copy while the cursor lives (its range deletion is deferred),
+/// and deletes it once the cursor is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_opened_before_a_migration_still_sees_every_document() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    let c = client.database("mig").collection::<Document>("cur");
+    let docs: Vec<Document> = (0..1000).map(|i| doc! {"_id": i, "k": i}).collect();
+    c.insert_many(docs).await.unwrap();
+    shard_by_k(&client, &c).await;
+    admin
+        .run_command(doc! {"split": "mig.cur", "middle": {"k": 100}})
+        .await
+        .unwrap();
+    // Targeted at the one shard holding [100, max): the cursor lives there.
+    let mut cursor = c
+        .find(doc! {"k": {"$gte": 100}})
+        .batch_size(50)
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..50 {
+        let d = cursor.try_next().await.unwrap().unwrap();
+        seen.push(d.get_i32("_id").unwrap());
+    }
+    move_upper_half(&client, "mig.cur").await;
+    while let Some(d) = cursor.try_next().await.unwrap() {
+        seen.push(d.get_i32("_id").unwrap());
+    }
+    seen.sort_unstable();
+    assert_eq!(
+        seen,
+        (100..1000).collect::<Vec<i32>>(),
+        "the cursor missed documents"
+    );
+    drop(cursor);
+    // The router sees each document once meanwhile, and the donor's copy goes once the
+    // cursor is gone (bounded wait for the background range deleter).
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 1000);
+    let db = client.database("mig");
+    let until = Instant::now() + Duration::from_secs(30);
+    while stored_per_shard(&db, "cur").await != 1000 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        stored_per_shard(&db, "cur").await,
+        1000,
+        "the donor kept its copy"
+    );
+    cluster.stop().await;
+}

@@ -339,6 +339,11 @@ impl Migration<'_> {
     async fn delete_range(&self, shard: &Shard) -> MongoResult<()> {
         loop {
             let reply = self.on(shard, "_shardsvrDeleteRange", doc! {}).await?;
+            if reply.get_bool("deferred") == Ok(true) {
+                // A cursor opened before the commit still reads there: the shard's range
+                // deleter finishes once it is gone.
+                tracing::info!(ns = %self.table.ns, shard = %shard.name, "range deletion deferred until older cursors close");
+            }
             if !reply.get_bool("more").unwrap_or(false) {
                 return Ok(());
             }

@@ -1,48 +1,29 @@
 //! `_shardsvrDeleteRange`: deletes one batch of a range's documents that this shard does
 //! not own: the donor's copy after a migration committed, or the recipient's partial
-//! copy after one was abandoned. A document the shard owns is never deleted here.
+//! copy after one was abandoned. A document the shard owns is never deleted here, nor one
+//! a reader at an older ownership may still return: when such documents remain, the range
+//! is left to the background range deleter (`deferred: true`; see `range_deleter`).
 
 use bson::{doc, Document};
-use storage::{KeyRange, WriteBatch};
 use wire::MongoResult;
 
-use crate::error::storage_to_mongo;
-use crate::migration::{in_range, owned, range};
+use crate::migration::{owned, range};
 use crate::node::Ctx;
-use crate::write_path::{decode_document, stage_delete};
-
-/// Documents deleted per call (one replicated batch).
-const BATCH: usize = 500;
+use crate::range_deleter::{defer, delete_batch, wait_for_older_readers};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let (meta, _) = owned(ctx, cmd)?;
     let (min, max) = range(cmd)?;
+    // Commands still in flight at the old ownership end within moments: waited for, so
+    // the usual deletion finishes here rather than in the background.
+    wait_for_older_readers(&meta);
     let lock = meta.write_lock.clone();
     let _guard = lock.write().unwrap();
     let (meta, owner) = owned(ctx, cmd)?;
-    let mut scan = KeyRange::all();
-    let mut batch = WriteBatch::default();
-    let mut deleted = 0usize;
-    let mut more = true;
-    while deleted < BATCH && more {
-        crate::ops::check_interrupted()?;
-        let page = ctx
-            .engine
-            .scan(&meta.table, &scan, false, BATCH)
-            .map_err(storage_to_mongo)?;
-        more = page.len() == BATCH;
-        for (k, v) in &page {
-            let d = decode_document(v)?;
-            if in_range(&owner, &d, &min, &max) && !owner.owns(&d) {
-                stage_delete(&meta, &d, &mut batch)?;
-                deleted += 1;
-            }
-            scan.start = std::ops::Bound::Excluded(k.clone());
-        }
+    let b = delete_batch(ctx.engine, &meta, &owner, &min, &max)?;
+    let deferred = !b.more && b.kept;
+    if deferred {
+        defer(ctx.engine, &meta, &min, &max)?;
     }
-    if deleted > 0 {
-        crate::ops::check_before_write()?;
-        ctx.engine.write_owned(batch).map_err(storage_to_mongo)?;
-    }
-    Ok(doc! {"deleted": deleted as i64, "more": more})
+    Ok(doc! {"deleted": b.deleted as i64, "more": b.more, "deferred": deferred})
 }

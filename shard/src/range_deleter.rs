@@ -1,0 +1,191 @@
+//! Deleting a range this shard no longer owns (the donor's copy after a migration, the
+//! recipient's partial copy after an abandoned one) without pulling documents from under
+//! a reader that still reads at an older ownership.
+//!
+//! A cursor keeps the ownership it was opened with (`scan.rs`), so a cursor opened on the
+//! donor before a migration committed still returns the moved range, and only from here:
+//! the recipient's cursors, at the same old version, skip it. Deleting the range while such
+//! a cursor lives would make its later batches miss documents. So a document an older
+//! ownership still in use owns (`CollectionMeta::older_readers`) is kept, and the range is
+//! recorded in `_range_deletions` (replicated, so a new primary finishes it); the
+//! background pass (`run_pending`) deletes it once those readers are gone, as MongoDB's
+//! range deleter waits for queries that began before the migration.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, spec::BinarySubtype, Binary};
+use query::ownership::Ownership;
+use query::shard_key::KeyValue;
+use storage::{Engine, KeyRange, WriteBatch};
+use wire::{MongoError, MongoResult};
+
+use crate::catalog::CollectionMeta;
+use crate::error::storage_to_mongo;
+use crate::migration::in_range;
+use crate::write_path::{decode_document, stage_delete};
+use crate::Node;
+
+/// Ranges waiting for older readers, one record per range.
+pub const TABLE: &str = "_range_deletions";
+/// Documents deleted per batch (one replicated write).
+const BATCH: usize = 500;
+/// How long a deletion request waits for commands still reading at an older ownership
+/// before it leaves the range to the background pass: a command in flight ends within
+/// moments; a cursor may live for minutes.
+const READERS_WAIT: Duration = Duration::from_secs(1);
+
+/// What one batch did.
+pub struct Batch {
+    pub deleted: usize,
+    /// More of the range may remain: call again.
+    pub more: bool,
+    /// Documents were kept because an older reader may still return them.
+    pub kept: bool,
+}
+
+/// Waits, up to `READERS_WAIT`, until nothing reads `meta`'s collection at an older
+/// ownership.
+pub fn wait_for_older_readers(meta: &CollectionMeta) {
+    let until = Instant::now() + READERS_WAIT;
+    while !meta.older_readers().is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Deletes one batch of `[min, max)` that `owner` (the current ownership) does not own and
+/// no older reader owns. The caller holds the collection's write lock.
+pub fn delete_batch(
+    engine: &dyn Engine,
+    meta: &CollectionMeta,
+    owner: &Ownership,
+    min: &KeyValue,
+    max: &KeyValue,
+) -> MongoResult<Batch> {
+    let older: Vec<Arc<Ownership>> = meta.older_readers();
+    let mut scan = KeyRange::all();
+    let mut batch = WriteBatch::default();
+    let mut deleted = 0usize;
+    let mut kept = false;
+    let mut more = true;
+    while deleted < BATCH && more {
+        crate::ops::check_interrupted()?;
+        let page = engine
+            .scan(&meta.table, &scan, false, BATCH)
+            .map_err(storage_to_mongo)?;
+        more = page.len() == BATCH;
+        for (k, v) in &page {
+            let d = decode_document(v)?;
+            if in_range(owner, &d, min, max) && !owner.owns(&d) {
+                if older.iter().any(|o| o.owns(&d)) {
+                    kept = true;
+                } else {
+                    stage_delete(meta, &d, &mut batch)?;
+                    deleted += 1;
+                }
+            }
+            scan.start = std::ops::Bound::Excluded(k.clone());
+        }
+    }
+    if deleted > 0 {
+        crate::ops::check_before_write()?;
+        engine.write_owned(batch).map_err(storage_to_mongo)?;
+    }
+    Ok(Batch {
+        deleted,
+        more,
+        kept,
+    })
+}
+
+fn key(meta: &CollectionMeta, min: &KeyValue) -> MongoResult<Vec<u8>> {
+    let mut key = meta.uuid.bytes().to_vec();
+    key.extend(
+        bson::to_vec(&doc! {"min": min.clone()})
+            .map_err(|e| MongoError::internal(format!("range deletion key: {e}")))?,
+    );
+    Ok(key)
+}
+
+/// Records `[min, max)` of `meta`'s collection for the background pass.
+pub fn defer(
+    engine: &dyn Engine,
+    meta: &CollectionMeta,
+    min: &KeyValue,
+    max: &KeyValue,
+) -> MongoResult<()> {
+    let record = doc! {
+        "ns": meta.ns(),
+        // Generic, so that `get_binary_generic` reads it back.
+        "uuid": Binary { subtype: BinarySubtype::Generic, bytes: meta.uuid.bytes().to_vec() },
+        "min": min.clone(),
+        "max": max.clone(),
+    };
+    let mut batch = WriteBatch::default();
+    batch.put(TABLE, key(meta, min)?, bson::to_vec(&record).unwrap());
+    engine.write(&batch).map_err(storage_to_mongo)
+}
+
+/// On the primary: deletes every recorded range whose older readers are gone, and forgets
+/// ranges of collections that no longer exist. Returns the documents deleted.
+pub fn run_pending(node: &Node) -> MongoResult<usize> {
+    if node.replica.as_ref().is_some_and(|r| !r.status().writable) {
+        return Ok(0);
+    }
+    let engine = node.engine.as_ref();
+    let mut deleted = 0;
+    for (k, v) in engine
+        .scan(TABLE, &KeyRange::all(), false, usize::MAX)
+        .map_err(storage_to_mongo)?
+    {
+        let record = decode_document(&v)?;
+        let ns = record.get_str("ns").unwrap_or_default();
+        let uuid = record.get_binary_generic("uuid").ok();
+        let meta = node
+            .catalog
+            .get(ns)
+            .filter(|m| uuid.is_some_and(|u| u.as_slice() == m.uuid.bytes()));
+        let done = match (meta, record.get_array("min"), record.get_array("max")) {
+            (Some(meta), Ok(min), Ok(max)) => {
+                let (n, finished) = delete_range(node, &meta, min, max)?;
+                deleted += n;
+                finished
+            }
+            // The collection was dropped (or is no longer sharded): nothing to delete.
+            _ => true,
+        };
+        if done {
+            let mut batch = WriteBatch::default();
+            batch.delete(TABLE, k);
+            engine.write(&batch).map_err(storage_to_mongo)?;
+        }
+    }
+    Ok(deleted)
+}
+
+/// Deletes what it can of the range, batch by batch; whether all of it is gone.
+fn delete_range(
+    node: &Node,
+    meta: &Arc<CollectionMeta>,
+    min: &KeyValue,
+    max: &KeyValue,
+) -> MongoResult<(usize, bool)> {
+    let mut deleted = 0;
+    loop {
+        let lock = meta.write_lock.clone();
+        let _guard = lock.write().unwrap();
+        // Ownership changes under this lock: read the newest snapshot now.
+        let current = match node.catalog.get(&meta.ns()) {
+            Some(m) if m.uuid == meta.uuid => m,
+            _ => return Ok((deleted, true)),
+        };
+        let Some(owner) = current.ownership.clone() else {
+            return Ok((deleted, true));
+        };
+        let b = delete_batch(node.engine.as_ref(), &current, &owner, min, max)?;
+        deleted += b.deleted;
+        if !b.more {
+            return Ok((deleted, !b.kept));
+        }
+    }
+}
