@@ -27,6 +27,7 @@ pub const RETRYABLE: &[&str] = &[
     "delete",
     "findAndModify",
     "findandmodify",
+    "_shardsvrDeleteIfUnchanged",
 ];
 
 /// One session's retryable-write state for one command.

@@ -286,7 +286,8 @@ async fn writes_follow_the_shard_key() {
     );
     assert_eq!(users.count_documents(doc! {}).await.unwrap(), 149);
 
-    // An upsert names its shard key; changing the key is refused.
+    // An upsert names its shard key; changing the key moves the document (a retryable
+    // write: the driver's default).
     let r = users
         .update_one(doc! {"uid": 1000}, doc! {"$set": {"score": 1}})
         .upsert(true)
@@ -300,11 +301,13 @@ async fn writes_follow_the_shard_key() {
         .await
         .unwrap_err();
     assert_eq!(code(&e), Some(61), "{e}");
-    let e = users
+    let r = users
         .update_one(doc! {"uid": 4}, doc! {"$set": {"uid": 5000}})
         .await
-        .unwrap_err();
-    assert_eq!(code(&e), Some(66), "{e}");
+        .unwrap();
+    assert_eq!((r.matched_count, r.modified_count), (1, 1));
+    assert_eq!(users.count_documents(doc! {"uid": 4}).await.unwrap(), 0);
+    assert_eq!(users.count_documents(doc! {"uid": 5000}).await.unwrap(), 1);
     // findAndModify by key.
     let found = users
         .find_one_and_update(doc! {"uid": 8}, doc! {"$set": {"score": 9}})
@@ -464,11 +467,18 @@ async fn ranged_keys_unsharded_collections_and_bad_requests() {
     let other = cluster.client(1).await;
     let via_other = other.database("crm").collection::<Document>("orders");
     assert_eq!(via_other.count_documents(doc! {}).await.unwrap(), 50);
-    let e = via_other
+    via_other
         .update_one(doc! {"n": 3}, doc! {"$set": {"region": "apac"}})
         .await
-        .unwrap_err();
-    assert_eq!(code(&e), Some(66), "{e}");
+        .unwrap();
+    assert_eq!(
+        via_other
+            .count_documents(doc! {"n": 3, "region": "apac"})
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(via_other.count_documents(doc! {}).await.unwrap(), 50);
 
     // Unsharded collections live whole on their database's primary shard and work as
     // before, databases list across shards, and dropDatabase clears the catalog.
@@ -674,5 +684,104 @@ async fn a_shard_primary_killed_under_writes_loses_nothing() {
         events.count_documents(doc! {}).await.unwrap(),
         200 + acked.len() as u64
     );
+    cluster.stop().await;
+}
+
+/// Changing a document's shard key to another shard's range, as MongoDB allows it: in a
+/// retryable write the document moves (and a retry applies once); otherwise
+/// `IllegalOperation`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_key_change_moves_the_document_in_a_retryable_write() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    let db = client.database("skc");
+    let c = db.collection::<Document>("c");
+    c.insert_one(doc! {"_id": 1, "k": 5, "n": 0}).await.unwrap();
+    tests::sharded::shard_by_k(&client, &c).await;
+    admin
+        .run_command(doc! {"split": "skc.c", "middle": {"k": 100}})
+        .await
+        .unwrap();
+    let low = tests::sharded::database_primary(&client, "skc").await;
+    let high = tests::sharded::other_shard(&low);
+    admin
+        .run_command(doc! {"moveRange": "skc.c", "min": {"k": 100}, "toShard": high})
+        .await
+        .unwrap();
+    // Documents as stored over both shards: a copy left behind would count twice.
+    let stored = || async { per_shard_counts(&db, "c").await.iter().sum::<i64>() };
+
+    // To the other shard, and within the same shard.
+    let r = c
+        .update_one(
+            doc! {"_id": 1, "k": 5},
+            doc! {"$set": {"k": 150}, "$inc": {"n": 1}},
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.matched_count, r.modified_count), (1, 1));
+    assert_eq!(
+        c.find_one(doc! {"k": 150}).await.unwrap(),
+        Some(doc! {"_id": 1, "k": 150, "n": 1})
+    );
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 1);
+    assert_eq!(stored().await, 1, "the old copy stayed behind");
+    c.update_one(doc! {"k": 150}, doc! {"$set": {"k": 160}})
+        .await
+        .unwrap();
+    assert_eq!(c.count_documents(doc! {"k": 160}).await.unwrap(), 1);
+
+    // A retry of a move is recognised: it applies once.
+    let mut conn = tokio::net::TcpStream::connect(cluster.routers[0])
+        .await
+        .unwrap();
+    let update = doc! {
+        "update": "c", "updates": [{"q": {"k": 160}, "u": {"$set": {"k": 20}, "$inc": {"n": 1}}}],
+        "lsid": {"id": bson::Binary {
+            subtype: bson::spec::BinarySubtype::Uuid,
+            bytes: (1..=16).collect(),
+        }},
+        "txnNumber": 7_i64, "$db": "skc",
+    };
+    for attempt in 1..=2 {
+        let reply = tests::raw_command(&mut conn, attempt, update.clone()).await;
+        assert_eq!(reply.get_i32("n"), Ok(1), "attempt {attempt}: {reply}");
+        assert_eq!(
+            reply.get_i32("nModified"),
+            Ok(1),
+            "attempt {attempt}: {reply}"
+        );
+    }
+    assert_eq!(
+        c.find_one(doc! {}).await.unwrap(),
+        Some(doc! {"_id": 1, "k": 20, "n": 2})
+    );
+    assert_eq!(stored().await, 1);
+
+    // An upsert that matches moves the document too.
+    c.update_one(doc! {"k": 20}, doc! {"$set": {"k": 170}})
+        .upsert(true)
+        .await
+        .unwrap();
+    assert_eq!(c.count_documents(doc! {"k": 170}).await.unwrap(), 1);
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 1);
+
+    // Not retryable, or many documents: MongoDB's IllegalOperation.
+    let once = tests::driver_client(&cluster.routers[0].to_string(), "retryWrites=false", 30)
+        .await
+        .database("skc")
+        .collection::<Document>("c");
+    let e = once
+        .update_one(doc! {"k": 170}, doc! {"$set": {"k": 1}})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(20), "{e}");
+    let e = c
+        .update_many(doc! {}, doc! {"$inc": {"k": 1}})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(20), "{e}");
+    assert_eq!(c.count_documents(doc! {"k": 170}).await.unwrap(), 1);
     cluster.stop().await;
 }

@@ -89,6 +89,8 @@ pub enum ErrorCode {
     StaleConfig = 13388,
     ConflictingOperationInProgress = 117,
     StaleDbVersion = 249,
+    WouldChangeOwningShard = 283,
+    WriteConflict = 112,
 }
 
 impl ErrorCode {
@@ -172,6 +174,8 @@ impl ErrorCode {
             StaleConfig => "StaleConfig",
             ConflictingOperationInProgress => "ConflictingOperationInProgress",
             StaleDbVersion => "StaleDbVersion",
+            WouldChangeOwningShard => "WouldChangeOwningShard",
+            WriteConflict => "WriteConflict",
         }
     }
 }

@@ -18,6 +18,7 @@ mod current_op;
 mod db_placement;
 mod db_stats;
 mod delete;
+mod delete_if_unchanged;
 mod delete_range;
 mod distinct;
 mod drop;
@@ -269,6 +270,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "_shardsvrCriticalSection",
         run: critical_section::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrDeleteIfUnchanged",
+        run: delete_if_unchanged::run,
         writes: true,
         anywhere: false,
     },

@@ -72,15 +72,15 @@ const UPDATE_STATEMENT_FIELDS: &[&str] = &[
     "upsertSupplied",
 ];
 
-struct Outcome {
-    matched: i64,
-    modified: i64,
-    upserted_id: Option<Bson>,
+pub(super) struct Outcome {
+    pub matched: i64,
+    pub modified: i64,
+    pub upserted_id: Option<Bson>,
 }
 
 impl Outcome {
     /// What a retryable write recorded for a statement that changed one document.
-    fn record(&self) -> Bson {
+    pub fn record(&self) -> Bson {
         let mut d = doc! {"n": self.matched, "nModified": self.modified};
         if let Some(id) = &self.upserted_id {
             d.insert("upserted", id.clone());
@@ -239,11 +239,37 @@ pub fn apply_to_existing(
     }
     if changed {
         let new = with_id_first(&new);
+        would_change_owning_shard(ctx, meta, old, &new)?;
         ctx.record(|| record(&new));
         replace_document(ctx.engine, &ctx.node.catalog, meta, old, &new)?;
         return Ok((new, true));
     }
     Ok((new, false))
+}
+
+/// Refuses a change of a document's shard key to a value another shard owns, with the
+/// document before and after (`WouldChangeOwningShard`, 283, as mongod answers mongos):
+/// the router moves it, inserting the new one there and deleting this one here
+/// (`_shardsvrDeleteIfUnchanged`). Routers send such updates only as retryable writes.
+fn would_change_owning_shard(
+    ctx: &Ctx,
+    meta: &CollectionMeta,
+    old: &Document,
+    new: &Document,
+) -> MongoResult<()> {
+    let (Some(owner), Some(crate::shard_version::Routed::At(_))) =
+        (&meta.ownership, &ctx.shard_version)
+    else {
+        return Ok(());
+    };
+    if owner.owns(new) {
+        return Ok(());
+    }
+    Err(MongoError::new(
+        ErrorCode::WouldChangeOwningShard,
+        "This update would cause the doc to change owning shards",
+    )
+    .with_extra(doc! {"errInfo": {"preImage": old.clone(), "postImage": new.clone()}}))
 }
 
 /// Inserts the document an upsert creates when nothing matched; returns it. `record` as

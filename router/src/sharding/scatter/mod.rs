@@ -9,6 +9,7 @@ mod explain;
 mod find;
 mod find_and_modify;
 mod insert;
+mod shard_key_change;
 mod whole_collection;
 mod write;
 mod write_reply;

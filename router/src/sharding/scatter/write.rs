@@ -4,8 +4,9 @@
 //! statement goes to the shard its full shard key names; without one, the shards its
 //! filter can touch are tried in turn until one matches (a document lives on one
 //! shard). An upsert must name its full shard key, as in MongoDB (`ShardKeyNotFound`).
-//! An update may not change a document's shard key (`ImmutableField`): the document
-//! would have to move to another shard, which needs a transaction.
+//! An update that changes a document's shard key must be a retryable write and a
+//! single-document one (`IllegalOperation` otherwise, as in MongoDB); the document may
+//! then move to another shard (`shard_key_change`).
 
 use bson::{Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
@@ -41,7 +42,10 @@ pub async fn run(ctx: &Ctx<'_>, name: &str, mut cmd: Document) -> MongoResult<Do
 
 /// Errors that fail one statement rather than the whole command.
 fn is_statement_error(e: &MongoError) -> bool {
-    e.code == ErrorCode::ShardKeyNotFound as i32 || e.code == ErrorCode::ImmutableField as i32
+    e.code == ErrorCode::ShardKeyNotFound as i32
+        || e.code == ErrorCode::ImmutableField as i32
+        || e.code == ErrorCode::IllegalOperation as i32
+        || e.code == ErrorCode::WriteConflict as i32
 }
 
 /// Runs one statement; the replies of the shards it went to.
@@ -61,12 +65,24 @@ async fn statement(
         super::count_arg(&stmt, "limit")?.unwrap_or(0) == 0
     };
     let upsert = update && stmt.get_bool("upsert").unwrap_or(false);
-    if update {
-        check_key_unchanged(ctx, &filter, stmt.get("u"))?;
+    let changes_key = update && check_key_unchanged(ctx, &filter, stmt.get("u")).is_err();
+    if changes_key && (multi || !cmd.contains_key("txnNumber")) {
+        return Err(MongoError::new(
+            ErrorCode::IllegalOperation,
+            if multi {
+                "Multi-update operations may not change a document's shard key"
+            } else {
+                "Must run update to shard key field in a multi-statement transaction or with retryWrites: true."
+            },
+        ));
     }
     let mut sub = cmd.clone();
     sub.insert(field, vec![stmt.clone()]);
     retryable_ids(&mut sub, &[index]);
+    // An upsert without its full shard key is refused below.
+    if changes_key && (!upsert || ctx.table.key.equality(&filter).is_some()) {
+        return super::shard_key_change::update(ctx, &sub, &filter).await;
+    }
     let key = ctx.table.key.equality(&filter).or_else(|| {
         // A replacement upsert inserts the replacement: its key decides.
         upsert

@@ -1,0 +1,56 @@
+//! `_shardsvrDeleteIfUnchanged: coll, doc`: deletes the stored document with `doc`'s `_id`
+//! only if it is exactly `doc` (byte for byte), under the collection's write lock.
+//!
+//! A router moving a document whose shard key an update changed to another shard's range
+//! (after `WouldChangeOwningShard`) inserts the new document there and then deletes the
+//! old one here with this, as the update's statement of its retryable write: the deletion
+//! records the update's outcome, so a retry of the update is recognised here and applies
+//! once. Without a session it undoes the router's insert on the other shard when the old
+//! document changed in between (`n: 0`), and the router starts the update again.
+
+use bson::{doc, Document};
+use wire::{MongoError, MongoResult};
+
+use super::args::{collection_name, existing};
+use super::update::Outcome;
+use crate::node::Ctx;
+use crate::write_path::delete_document;
+
+pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
+    let coll = collection_name(cmd)?;
+    let expected = cmd
+        .get_document("doc")
+        .map_err(|_| MongoError::failed_to_parse("'doc' must be the document to delete"))?;
+    let id = expected
+        .get("_id")
+        .ok_or_else(|| MongoError::failed_to_parse("'doc' has no _id"))?;
+    if let Some(done) = ctx.begin_statement(0) {
+        return Ok(doc! {"n": done.as_document().and_then(|d| d.get_i64("n").ok()).unwrap_or(0)});
+    }
+    let Some(meta) = existing(ctx, coll) else {
+        return Ok(doc! {"n": 0});
+    };
+    let lock = meta.write_lock.clone();
+    let _guard = lock.write().unwrap();
+    let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
+    let stored = ctx
+        .engine
+        .get(&meta.table, &crate::keys::id_key(id))
+        .map_err(crate::error::storage_to_mongo)?;
+    let expected_bytes = bson::to_vec(expected)
+        .map_err(|e| MongoError::internal(format!("encoding the expected document: {e}")))?;
+    if stored.as_deref() != Some(expected_bytes.as_slice()) {
+        return Ok(doc! {"n": 0});
+    }
+    crate::ops::check_before_write()?;
+    ctx.record(|| {
+        Outcome {
+            matched: 1,
+            modified: 1,
+            upserted_id: None,
+        }
+        .record()
+    });
+    delete_document(ctx.engine, &meta, expected)?;
+    Ok(doc! {"n": 1})
+}
