@@ -767,6 +767,37 @@ async fn a_shard_key_change_moves_the_document_in_a_retryable_write() {
     assert_eq!(c.count_documents(doc! {"k": 170}).await.unwrap(), 1);
     assert_eq!(c.count_documents(doc! {}).await.unwrap(), 1);
 
+    // findAndModify moves it as well, answering with the document before or after, and
+    // a retry answers the same.
+    let after = c
+        .find_one_and_update(doc! {"k": 170}, doc! {"$set": {"k": 30}})
+        .return_document(mongodb::options::ReturnDocument::After)
+        .await
+        .unwrap();
+    assert_eq!(after, Some(doc! {"_id": 1, "k": 30, "n": 2}));
+    let fam = doc! {
+        "findAndModify": "c", "query": {"k": 30}, "update": {"$set": {"k": 180}},
+        "fields": {"k": 1},
+        "lsid": {"id": bson::Binary {
+            subtype: bson::spec::BinarySubtype::Uuid,
+            bytes: (1..=16).collect(),
+        }},
+        "txnNumber": 8_i64, "$db": "skc",
+    };
+    for attempt in 3..=4 {
+        let reply = tests::raw_command(&mut conn, attempt, fam.clone()).await;
+        assert_eq!(
+            reply.get_document("value"),
+            Ok(&doc! {"_id": 1, "k": 30}),
+            "{reply}"
+        );
+    }
+    assert_eq!(c.count_documents(doc! {"k": 180}).await.unwrap(), 1);
+    assert_eq!(stored().await, 1);
+    c.update_one(doc! {"k": 180}, doc! {"$set": {"k": 170}})
+        .await
+        .unwrap();
+
     // Not retryable, or many documents: MongoDB's IllegalOperation.
     let once = tests::driver_client(&cluster.routers[0].to_string(), "retryWrites=false", 30)
         .await
@@ -774,6 +805,11 @@ async fn a_shard_key_change_moves_the_document_in_a_retryable_write() {
         .collection::<Document>("c");
     let e = once
         .update_one(doc! {"k": 170}, doc! {"$set": {"k": 1}})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(20), "{e}");
+    let e = once
+        .find_one_and_update(doc! {"k": 170}, doc! {"$set": {"k": 1}})
         .await
         .unwrap_err();
     assert_eq!(code(&e), Some(20), "{e}");

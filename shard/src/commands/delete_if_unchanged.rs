@@ -5,7 +5,8 @@
 //! (after `WouldChangeOwningShard`) inserts the new document there and then deletes the
 //! old one here with this, as the update's statement of its retryable write: the deletion
 //! records the update's outcome, so a retry of the update is recognised here and applies
-//! once. Without a session it undoes the router's insert on the other shard when the old
+//! once (`record`, when given, is recorded instead: a `findAndModify`'s reply). Without a
+//! session it undoes the router's insert on the other shard when the old
 //! document changed in between (`n: 0`), and the router starts the update again.
 
 use bson::{doc, Document};
@@ -24,8 +25,9 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let id = expected
         .get("_id")
         .ok_or_else(|| MongoError::failed_to_parse("'doc' has no _id"))?;
-    if let Some(done) = ctx.begin_statement(0) {
-        return Ok(doc! {"n": done.as_document().and_then(|d| d.get_i64("n").ok()).unwrap_or(0)});
+    // Recorded already: this statement moved the document before.
+    if ctx.begin_statement(0).is_some() {
+        return Ok(doc! {"n": 1});
     }
     let Some(meta) = existing(ctx, coll) else {
         return Ok(doc! {"n": 0});
@@ -43,14 +45,18 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         return Ok(doc! {"n": 0});
     }
     crate::ops::check_before_write()?;
-    ctx.record(|| {
-        Outcome {
+    // What a retry of the command that moved the document must answer: `record` (a
+    // `findAndModify` reply), else the update's outcome.
+    let record = match cmd.get_document("record") {
+        Ok(r) => bson::Bson::Document(r.clone()),
+        Err(_) => Outcome {
             matched: 1,
             modified: 1,
             upserted_id: None,
         }
-        .record()
-    });
+        .record(),
+    };
+    ctx.record(|| record);
     delete_document(ctx.engine, &meta, expected)?;
     Ok(doc! {"n": 1})
 }

@@ -1,5 +1,6 @@
-//! An update that changes a document's shard key, in a retryable write (MongoDB allows it
-//! there and in transactions; anything else gets `IllegalOperation`).
+//! An update (or `findAndModify`) that changes a document's shard key, in a retryable
+//! write (MongoDB allows it there and in transactions; anything else gets
+//! `IllegalOperation`).
 //!
 //! The statement goes to the shard holding the document. If the new key stays in that
 //! shard's ranges, the shard applies it like any update. Otherwise it applies nothing and
@@ -23,7 +24,7 @@ use super::{number, Ctx};
 use crate::shard_client::reply_ok;
 
 /// Times the update starts again after a concurrent change of the document it moves.
-const ATTEMPTS: usize = 3;
+pub(super) const ATTEMPTS: usize = 3;
 
 /// Runs `sub`, one single-document update statement (with its session and statement id)
 /// whose filter is `filter` and which changes the shard key; the replies to merge.
@@ -55,24 +56,35 @@ pub async fn update(
         let Some((from, (pre, post))) = refused else {
             return Ok(replies);
         };
-        if move_document(ctx, sub, &from, pre, post).await? {
+        if move_document(ctx, sub, &from, pre, post, None).await? {
             return Ok(vec![doc! {"n": 1, "nModified": 1, "ok": 1.0}]);
         }
     }
-    Err(MongoError::new(
-        ErrorCode::WriteConflict,
-        "the document kept changing while its shard key update moved it to another shard",
-    ))
+    Err(kept_changing())
 }
 
-/// The pre- and post-image of a `WouldChangeOwningShard` write error.
-fn images(reply: &Document) -> Option<(Document, Document)> {
-    let e = reply
-        .get_array("writeErrors")
-        .ok()?
-        .iter()
-        .filter_map(Bson::as_document)
-        .find(|w| w.get_i32("code") == Ok(ErrorCode::WouldChangeOwningShard as i32))?;
+/// The error after `ATTEMPTS` moves found the document changed each time.
+pub(super) fn kept_changing() -> MongoError {
+    MongoError::new(
+        ErrorCode::WriteConflict,
+        "the document kept changing while its shard key update moved it to another shard",
+    )
+}
+
+/// The pre- and post-image of a `WouldChangeOwningShard` answer: the command's error
+/// (`findAndModify`) or one of its write errors (`update`).
+pub(super) fn images(reply: &Document) -> Option<(Document, Document)> {
+    let refused = |d: &Document| d.get_i32("code") == Ok(ErrorCode::WouldChangeOwningShard as i32);
+    let e = if refused(reply) {
+        reply
+    } else {
+        reply
+            .get_array("writeErrors")
+            .ok()?
+            .iter()
+            .filter_map(Bson::as_document)
+            .find(|w| refused(w))?
+    };
     let info = e.get_document("errInfo").ok()?;
     Some((
         info.get_document("preImage").ok()?.clone(),
@@ -80,14 +92,50 @@ fn images(reply: &Document) -> Option<(Document, Document)> {
     ))
 }
 
-/// Inserts `post` where its key belongs and deletes `pre` from `from`; whether it moved
-/// (false: `pre` changed meanwhile, and the insert was undone).
+/// After `findAndModify` (`cmd`) was refused by shard `from` with these images: moves the
+/// document, recording the reply a retry must get; the reply, or `None` if the document
+/// changed meanwhile (the command starts again).
+pub(super) async fn find_and_modify(
+    ctx: &Ctx<'_>,
+    cmd: &Document,
+    from: &str,
+    (pre, post): (Document, Document),
+) -> MongoResult<Option<Document>> {
+    let shown = if cmd.get_bool("new").unwrap_or(false) {
+        &post
+    } else {
+        &pre
+    };
+    let value = match cmd.get_document("fields") {
+        Ok(f) if !f.is_empty() => query::projection::Projection::new(f)?.apply(shown)?,
+        _ => shown.clone(),
+    };
+    let reply = doc! {
+        "lastErrorObject": {"n": 1, "updatedExisting": true},
+        "value": value,
+        "ok": 1.0,
+    };
+    let mut session = Document::new();
+    for f in ["lsid", "txnNumber"] {
+        if let Some(v) = cmd.get(f) {
+            session.insert(f, v.clone());
+        }
+    }
+    session.insert("stmtIds", vec![cmd.get_i32("stmtId").unwrap_or(0)]);
+    let moved = move_document(ctx, &session, from, pre, post, Some(&reply)).await?;
+    Ok(moved.then_some(reply))
+}
+
+/// Inserts `post` where its key belongs and deletes `pre` from `from`, recording in the
+/// session of `sub` (its `lsid`, `txnNumber` and `stmtIds`) the update's outcome, or
+/// `record`; whether it moved (false: `pre` changed meanwhile, and the insert was undone).
 async fn move_document(
     ctx: &Ctx<'_>,
     sub: &Document,
     from: &str,
     pre: Document,
     post: Document,
+    record: Option<&Document>,
 ) -> MongoResult<bool> {
     let to = ctx
         .table
@@ -106,6 +154,9 @@ async fn move_document(
         Err(e) => return Err(e),
     }
     let mut delete = doc! {"_shardsvrDeleteIfUnchanged": ctx.coll, "doc": pre};
+    if let Some(r) = record {
+        delete.insert("record", r.clone());
+    }
     for f in ["lsid", "txnNumber", "stmtIds"] {
         if let Some(v) = sub.get(f) {
             delete.insert(f, v.clone());
