@@ -54,6 +54,12 @@ lint:
 cluster-up: release
 	bash deploy/cluster.sh up
 
-# Removes the cluster's containers, networks and data volumes.
+# The sharded layout (deploy/docker-compose.sharded.yml): config servers and two shards,
+# a member of each per site, and a router per site on the same ports.
+.PHONY: cluster-up-sharded
+cluster-up-sharded: release
+	LAYOUT=sharded bash deploy/cluster.sh up
+
+# Removes the cluster's containers, networks and data volumes (LAYOUT=sharded for that one).
 cluster-down:
 	bash deploy/cluster.sh down

@@ -10,6 +10,10 @@
 #   deploy/cluster.sh key     make deploy/secrets/cluster-key if it does not exist
 #   deploy/cluster.sh compose ARGS...   docker-compose with this project's file and name
 #
+# LAYOUT=replica-set (default: docker-compose.yml, one shard replica set, two members in
+# site A, two in B, an arbiter in C) or LAYOUT=sharded (docker-compose.sharded.yml: config
+# servers and two shards, a member of each per site). One layout runs at a time.
+#
 # Environment: BASE_IMAGE (bulwark-base:bookworm, built by build-base-image.sh when it is a
 # bulwark-base image; debian:bookworm-slim with a registry), BULWARK_IMAGE (bulwark:local),
 # BULWARK_BIN (default $CARGO_TARGET_DIR/release/bulwark, CARGO_TARGET_DIR defaulting to
@@ -25,10 +29,16 @@ export BULWARK_IMAGE=${BULWARK_IMAGE:-bulwark:local}
 BULWARK_BIN=${BULWARK_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/bulwark}
 WAIT_SECS=${WAIT_SECS:-120}
 PROJECT=bulwark
-CONTAINERS=(bulwark-shard0-a1 bulwark-shard0-a2 bulwark-shard0-b1 bulwark-shard0-b2
-  bulwark-shard0-c-arbiter bulwark-router-a bulwark-router-b bulwark-router-c)
+case "${LAYOUT:-replica-set}" in
+  replica-set) COMPOSE_FILE=$DEPLOY/docker-compose.yml ;;
+  sharded) COMPOSE_FILE=$DEPLOY/docker-compose.sharded.yml ;;
+  *) echo "LAYOUT must be replica-set or sharded, not '$LAYOUT'"; exit 2 ;;
+esac
 
-compose() { docker-compose -p "$PROJECT" -f "$DEPLOY/docker-compose.yml" "$@"; }
+compose() { docker-compose -p "$PROJECT" -f "$COMPOSE_FILE" "$@"; }
+
+# Every container of the layout: its services, each named bulwark-<service>.
+containers() { compose config --services | sed 's/^/bulwark-/'; }
 
 base() {
   case "$BASE_IMAGE" in
@@ -81,10 +91,11 @@ logs() { docker logs --since "$(docker inspect -f '{{.State.StartedAt}}' "$1")" 
 # Healthy = every container's healthcheck passes and a router has the bootstrap admin user,
 # which needs an elected primary and a majority-committed write.
 wait_healthy() {
-  local deadline=$((SECONDS + WAIT_SECS)) pending admin
+  local deadline=$((SECONDS + WAIT_SECS)) pending admin shards all
+  mapfile -t all < <(containers)
   while :; do
     pending=()
-    for c in "${CONTAINERS[@]}"; do
+    for c in "${all[@]}"; do
       [ "$(docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$c" 2>/dev/null)" = healthy ] ||
         pending+=("$c")
     done
@@ -92,12 +103,20 @@ wait_healthy() {
     for r in bulwark-router-a bulwark-router-b bulwark-router-c; do
       logs "$r" | grep -q "bootstrap admin user ready" && admin=yes && break
     done
-    if [ ${#pending[@]} = 0 ] && [ $admin = yes ]; then
+    # The sharded layout also needs its shards in the catalog (routers add them at start).
+    shards=yes
+    if [ "${LAYOUT:-replica-set}" = sharded ]; then
+      shards=no
+      for r in bulwark-router-a bulwark-router-b bulwark-router-c; do
+        logs "$r" | grep -q "shards added at start are in the catalog" && shards=yes && break
+      done
+    fi
+    if [ ${#pending[@]} = 0 ] && [ $admin = yes ] && [ $shards = yes ]; then
       echo "cluster healthy ($((SECONDS - start)) s after cluster.sh started)"
       return 0
     fi
     if [ $SECONDS -ge $deadline ]; then
-      echo "cluster not healthy after ${WAIT_SECS} s; unhealthy: ${pending[*]:-none}; admin user ready: $admin"
+      echo "cluster not healthy after ${WAIT_SECS} s; unhealthy: ${pending[*]:-none}; admin user ready: $admin; shards added: $shards"
       compose ps
       for c in "${pending[@]}" bulwark-router-a; do
         echo "--- last log lines of $c"
@@ -110,7 +129,14 @@ wait_healthy() {
 }
 
 down() {
-  compose down -v --remove-orphans && return
+  if compose down -v --remove-orphans; then
+    # The other layout's volumes (one project, two files): `down -v` removes only this
+    # file's.
+    local vols
+    vols=$(docker volume ls -q --filter "label=com.docker.compose.project=$PROJECT")
+    [ -z "$vols" ] || docker volume rm $vols >/dev/null
+    return
+  fi
   # Docker 20.10 sometimes keeps a stale endpoint on a network: "has active endpoints" with
   # no container attached, until the daemon restarts. Compose stops at that error before it
   # removes the volumes, so remove them here; the next `up` reuses the network.
@@ -140,5 +166,5 @@ case "${1:-}" in
   key) key ;;
   down) down ;;
   compose) shift; compose "$@" ;;
-  *) sed -n '2,18p' "$0"; exit 2 ;;
+  *) sed -n '2,22p' "$0"; exit 2 ;;
 esac

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Smoke test of the three-site docker-compose cluster: `make cluster-up` (base image when
-# missing, release binary, image, compose up, wait until healthy), then deploy/smoke.py
+# missing, release binary, image, compose up, wait until healthy; with BULWARK_BIN set,
+# the image is built from that binary instead), then deploy/smoke.py
 # (auth, w:majority writes and reads through each site's router, `docker stop` of the
 # primary with a writer running: writes resume, nothing acknowledged is lost, the member
 # rejoins), then `make cluster-down`. Exits non-zero on the first failure, within bounded
 # time (cluster.sh's WAIT_SECS, smoke.py's FAILOVER_BOUND_S and client timeouts).
 #
 #   deploy/smoke.sh            KEEP=1 leaves the cluster running afterwards
+#   LAYOUT=sharded deploy/smoke.sh   the sharded layout, checked by deploy/smoke_sharded.py
 #   PYTHON=/path/to/python     a Python with pymongo (default: the project's compat venv,
 #                              created with pymongo 4.20.1 from PyPI when missing)
 set -euo pipefail
@@ -22,13 +24,13 @@ finish() {
       echo "--- last log lines of $c"; docker logs --tail 10 "$c" 2>&1 || true
     done
     echo "--- elections"
-    for c in bulwark-shard0-a1 bulwark-shard0-a2 bulwark-shard0-b1 bulwark-shard0-b2 bulwark-shard0-c-arbiter; do
+    for c in $(bash deploy/cluster.sh compose config --services 2>/dev/null | sed 's/^/bulwark-/'); do
       docker logs "$c" 2>&1 | grep -E "became primary|stepped down" | sed "s/^/$c: /" || true
     done
   fi
   if [ "${KEEP:-0}" != 1 ]; then
-    echo "== make cluster-down"
-    make --no-print-directory cluster-down 2>&1 | grep -E "warning|left|rror" || true
+    echo "== cluster down"
+    bash deploy/cluster.sh down 2>&1 | grep -E "warning|left|rror" || true
   fi
   echo "smoke test $([ $rc = 0 ] && echo passed || echo FAILED) in $((SECONDS - t0)) s"
 }
@@ -47,10 +49,18 @@ fi
 
 # A fresh cluster: leftovers of an earlier run (its data volumes above all) would make
 # this a restart test.
-make --no-print-directory cluster-down >/dev/null 2>&1 || true
-echo "== make cluster-up"
-make --no-print-directory cluster-up
+bash deploy/cluster.sh down >/dev/null 2>&1 || true
+if [ -n "${BULWARK_BIN:-}" ]; then
+  # The image from the binary given (CI's debug build): nothing more to build.
+  echo "== deploy/cluster.sh up (LAYOUT=${LAYOUT:-replica-set}, $BULWARK_BIN)"
+  bash deploy/cluster.sh up
+else
+  echo "== make cluster-up (LAYOUT=${LAYOUT:-replica-set})"
+  make --no-print-directory cluster-up
+fi
 up=$SECONDS
-echo "== deploy/smoke.py"
-"$PYTHON" deploy/smoke.py
+script=deploy/smoke.py
+[ "${LAYOUT:-replica-set}" = sharded ] && script=deploy/smoke_sharded.py
+echo "== $script"
+"$PYTHON" "$script"
 echo "cluster-up took $((up - t0)) s, the checks $((SECONDS - up)) s"

@@ -59,4 +59,19 @@ if [ -n "$COMPOSE_SCENARIOS" ]; then
   fi
   bash deploy/cluster.sh down >/dev/null 2>&1 || true
 fi
+
+# The sharded compose layout (config servers and two shards, a member of each per site):
+# up from the same binary, deploy/smoke_sharded.py (a shard member stopped under writes,
+# movePrimary), down.
+if [ "${COMPOSE_SHARDED-1}" = 1 ]; then
+  echo "== sharded compose cluster (LAYOUT=sharded deploy/smoke.sh, log $OUT/compose-sharded.log)"
+  if LAYOUT=sharded BULWARK_BIN=$(realpath "$BIN") timeout 900 bash deploy/smoke.sh \
+      >"$OUT/compose-sharded.log" 2>&1; then
+    grep -E "^\[|smoke test" "$OUT/compose-sharded.log" | tail -12
+  else
+    echo "== sharded compose smoke test FAILED"
+    tail -40 "$OUT/compose-sharded.log"
+    status=1
+  fi
+fi
 exit $status

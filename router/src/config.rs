@@ -13,6 +13,10 @@ pub struct RouterConfig {
     /// The config server replica set's members (host:port,...). When set, the router
     /// serves a sharded cluster: shards, databases and chunks come from the catalog there.
     pub config_servers: String,
+    /// With `config_servers`: shards this router adds to the catalog at start, as
+    /// `addShard` would (`name/host:port,host:port;name/...`); one the catalog has already
+    /// is accepted. Lets a deployment file describe the whole cluster.
+    pub add_shards: String,
     /// `net.maxIncomingConnections`: connections beyond this are closed at once.
     pub max_connections: usize,
     /// New connections handshaking (hello, SCRAM) at once; the rest queue, newest first
@@ -80,6 +84,7 @@ impl Default for RouterConfig {
             listen: "127.0.0.1:27017".into(),
             shard: "127.0.0.1:27100".into(),
             config_servers: String::new(),
+            add_shards: String::new(),
             max_connections: 20_000,
             max_concurrent_handshakes: 0,
             handshake_queue_limit: 4096,
@@ -125,12 +130,31 @@ impl RouterConfig {
         if self.shard.is_empty() && self.config_servers.is_empty() {
             return Err("shard address must be set".into());
         }
+        if !self.add_shards.is_empty() && self.config_servers.is_empty() {
+            return Err("add_shards needs config_servers (a sharded cluster)".into());
+        }
+        self.shards_to_add()?;
         crate::auth::nonce::NonceSource::parse(&self.nonce_source)?;
         crate::tls::TlsMode::parse(&self.tls_mode)?;
         if self.admin_user.is_empty() != self.admin_password.is_empty() {
             return Err("admin_user and admin_password must be set together".into());
         }
         Ok(())
+    }
+
+    /// `add_shards` as (name, `name/hosts`) pairs, the form `config.shards` stores.
+    pub fn shards_to_add(&self) -> Result<Vec<(String, String)>, String> {
+        self.add_shards
+            .split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| match s.split_once('/') {
+                Some((name, hosts)) if !name.is_empty() && !hosts.trim().is_empty() => {
+                    Ok((name.to_string(), format!("{name}/{}", hosts.trim())))
+                }
+                _ => Err(format!("add_shards: '{s}' is not name/host:port,host:port")),
+            })
+            .collect()
     }
 
     /// `max_concurrent_handshakes`, with 0 meaning four per core.
@@ -155,5 +179,37 @@ impl RouterConfig {
             cluster_key: hide(&self.cluster_key),
             ..self.clone()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_to_add_are_name_slash_hosts_separated_by_semicolons() {
+        let mut c = RouterConfig {
+            config_servers: "cfg:1".into(),
+            add_shards: "shard0/a:1,b:1; shard1/c:1 ;".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            c.shards_to_add().unwrap(),
+            vec![
+                ("shard0".to_string(), "shard0/a:1,b:1".to_string()),
+                ("shard1".to_string(), "shard1/c:1".to_string()),
+            ]
+        );
+        assert!(c.validate().is_ok());
+        c.add_shards = "shard0".into();
+        assert!(c.validate().is_err());
+        c.add_shards = "/a:1".into();
+        assert!(c.validate().is_err());
+        c.add_shards = "shard0/a:1".into();
+        c.config_servers = String::new();
+        assert!(
+            c.validate().is_err(),
+            "add_shards without a sharded cluster"
+        );
     }
 }

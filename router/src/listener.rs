@@ -188,6 +188,16 @@ async fn serve_inner(
     state.lag.spawn(&tasks, shutdown.clone());
     crate::auth::setup::spawn_bootstrap(&tasks, &state, shutdown.clone());
     crate::sharding::balancer::spawn(&tasks, &state, shutdown.clone());
+    if let (Some(_), Ok(shards)) = (&state.cluster, state.config.shards_to_add()) {
+        if !shards.is_empty() {
+            let state = state.clone();
+            tasks.spawn(async move {
+                if let Some(cluster) = state.cluster.as_ref() {
+                    cluster.add_shards_at_start(shards).await;
+                }
+            });
+        }
+    }
     let acceptor = spawn_acceptor(listener, state, tasks.clone(), shutdown.clone())?;
     shutdown.cancelled().await;
     // The acceptor notices within its accept timeout.

@@ -23,6 +23,15 @@ pub enum Rule {
     /// Actions on the collection named by the command's first field (or the database,
     /// when that field is not a name, as in `aggregate: 1`).
     Collection(ActionSet),
+    /// Actions on the namespace the command's first field names in full, whatever the
+    /// command's database (`shardCollection: "db.coll"`, `enableSharding: "db"`): the
+    /// sharding admin commands, which MongoDB checks against that namespace, where
+    /// `clusterManager` (and `root`) hold `enableSharding`, `moveChunk` and `splitChunk`.
+    Named(ActionSet),
+    /// Actions on the `config` database: sharding admin commands that name no namespace
+    /// (zones, the balancer), which MongoDB checks against the `config` collections they
+    /// change.
+    ConfigDb(ActionSet),
     /// Needs that depend on the arguments.
     Custom(for<'a> fn(&'a str, &'a Document) -> MongoResult<Vec<Need<'a>>>),
     /// The handler checks for itself (user management; the localhost exception).
@@ -157,8 +166,28 @@ fn needs<'a>(rule: Rule, db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need
             target: first_target(db, cmd),
             actions,
         }],
+        Rule::Named(actions) => vec![Need {
+            target: named_target(cmd),
+            actions,
+        }],
+        Rule::ConfigDb(actions) => vec![Need {
+            target: Target::Db("config"),
+            actions,
+        }],
         Rule::Custom(f) => f(db, cmd)?,
     })
+}
+
+/// The namespace the first field names in full: `db.coll`, or `db`. A first field that
+/// is not a string names nothing, and the command needs the actions on the cluster.
+fn named_target(cmd: &Document) -> Target<'_> {
+    match cmd.iter().next() {
+        Some((_, Bson::String(ns))) => match ns.split_once('.') {
+            Some((d, c)) => Target::Collection(d, c),
+            None => Target::Db(ns),
+        },
+        _ => Target::Cluster,
+    }
 }
 
 /// The collection named by the first field, or the database when it names none.
@@ -351,5 +380,63 @@ pub fn filter_databases(session: &Session, reply: &mut Document) {
                 .and_then(|d| d.get_str("name").ok())
                 .is_some_and(|name| user.privileges.any_on_db(name))
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::roles::{builtin_privileges, Privileges};
+    use bson::doc;
+
+    fn allowed(role: &str, rule: Rule, db: &str, cmd: &Document) -> bool {
+        let p = Privileges(builtin_privileges(role, "admin").unwrap());
+        needs(rule, db, cmd)
+            .unwrap()
+            .into_iter()
+            .all(|n| p.allows(n.target, n.actions))
+    }
+
+    #[test]
+    fn sharding_admin_commands_are_checked_on_the_namespace_they_name() {
+        let shard = doc! {"shardCollection": "app.c", "key": {"k": 1}};
+        let named = || Rule::Named(acts(&[EnableSharding]));
+        // root and clusterManager hold enableSharding on every database, not on the
+        // cluster resource: checked on the cluster, root was refused shardCollection.
+        assert!(allowed("root", named(), "admin", &shard));
+        assert!(allowed("clusterManager", named(), "admin", &shard));
+        assert!(!allowed(
+            "root",
+            Rule::Cluster(acts(&[EnableSharding])),
+            "admin",
+            &shard
+        ));
+        assert!(!allowed("clusterMonitor", named(), "admin", &shard));
+        let move_primary = doc! {"movePrimary": "app", "to": "shard1"};
+        assert!(allowed(
+            "root",
+            Rule::Named(acts(&[MoveChunk])),
+            "admin",
+            &move_primary
+        ));
+        let zones = doc! {"addShardToZone": "shard0", "zone": "A"};
+        assert!(allowed(
+            "root",
+            Rule::ConfigDb(acts(&[EnableSharding])),
+            "admin",
+            &zones
+        ));
+        assert!(allowed(
+            "clusterManager",
+            Rule::ConfigDb(acts(&[EnableSharding])),
+            "admin",
+            &zones
+        ));
+        assert!(!allowed(
+            "readAnyDatabase",
+            Rule::ConfigDb(acts(&[EnableSharding])),
+            "admin",
+            &zones
+        ));
     }
 }

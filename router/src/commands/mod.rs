@@ -192,22 +192,22 @@ const ASYNC: &[(&str, AsyncFn, Rule)] = &[
     (
         "shardCollection",
         async_cmd!(shard_collection::run),
-        Rule::Cluster(acts(&[EnableSharding])),
+        Rule::Named(acts(&[EnableSharding])),
     ),
     (
         "shardcollection",
         async_cmd!(shard_collection::run),
-        Rule::Cluster(acts(&[EnableSharding])),
+        Rule::Named(acts(&[EnableSharding])),
     ),
     (
         "enableSharding",
         async_cmd!(enable_sharding::run),
-        Rule::Cluster(acts(&[EnableSharding])),
+        Rule::Named(acts(&[EnableSharding])),
     ),
     (
         "enablesharding",
         async_cmd!(enable_sharding::run),
-        Rule::Cluster(acts(&[EnableSharding])),
+        Rule::Named(acts(&[EnableSharding])),
     ),
     (
         "addShard",
@@ -232,47 +232,47 @@ const ASYNC: &[(&str, AsyncFn, Rule)] = &[
     (
         "addShardToZone",
         async_cmd!(add_shard_to_zone::add),
-        Rule::Cluster(acts(&[EnableSharding])),
+        Rule::ConfigDb(acts(&[EnableSharding])),
     ),
     (
         "removeShardFromZone",
         async_cmd!(add_shard_to_zone::remove),
-        Rule::Cluster(acts(&[EnableSharding])),
+        Rule::ConfigDb(acts(&[EnableSharding])),
     ),
     (
         "updateZoneKeyRange",
         async_cmd!(update_zone_key_range::run),
-        Rule::Cluster(acts(&[EnableSharding])),
+        Rule::Named(acts(&[EnableSharding])),
     ),
     (
         "split",
         async_cmd!(split::run),
-        Rule::Cluster(acts(&[SplitChunk])),
+        Rule::Named(acts(&[SplitChunk])),
     ),
     (
         "moveChunk",
         async_cmd!(move_chunk::move_chunk),
-        Rule::Cluster(acts(&[MoveChunk])),
+        Rule::Named(acts(&[MoveChunk])),
     ),
     (
         "movePrimary",
         async_cmd!(move_primary::run),
-        Rule::Cluster(acts(&[MoveChunk])),
+        Rule::Named(acts(&[MoveChunk])),
     ),
     (
         "moveRange",
         async_cmd!(move_chunk::move_range),
-        Rule::Cluster(acts(&[MoveChunk])),
+        Rule::Named(acts(&[MoveChunk])),
     ),
     (
         "balancerStart",
         async_cmd!(balancer_mode::start),
-        Rule::Cluster(acts(&[EnableSharding])),
+        Rule::ConfigDb(acts(&[EnableSharding])),
     ),
     (
         "balancerStop",
         async_cmd!(balancer_mode::stop),
-        Rule::Cluster(acts(&[EnableSharding])),
+        Rule::ConfigDb(acts(&[EnableSharding])),
     ),
     (
         "balancerStatus",

@@ -337,6 +337,34 @@ pub async fn internal(
 }
 
 impl Cluster {
+    /// Adds `shards` (name, `name/hosts`) to the catalog, as `addShard` would, retrying
+    /// until the config servers accept each (they may still be electing a primary) or
+    /// `shutdown`; then reads the shard list again.
+    pub async fn add_shards_at_start(&self, shards: Vec<(String, String)>) {
+        for (name, host) in shards {
+            for attempt in 0u32.. {
+                match catalog::add_shard(&self.config, &name, &host).await {
+                    Ok(()) => break,
+                    // A duplicate key: another router's insert won the race, which the
+                    // next attempt reads as the shard being there.
+                    Err(e) if attempt % 20 == 0 && e.code != ErrorCode::DuplicateKey as i32 => {
+                        tracing::warn!(shard = %name, error = %e, "adding a shard at start; retrying")
+                    }
+                    Err(_) => {}
+                }
+                tokio::select! {
+                    _ = self.shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+                }
+            }
+            tracing::info!(shard = %name, %host, "shard in the catalog");
+        }
+        if let Err(e) = self.reload_shards().await {
+            tracing::warn!(error = %e, "reading the shard list after adding shards");
+        }
+        tracing::info!("shards added at start are in the catalog");
+    }
+
     /// Forgets every cached table and primary (`flushRouterConfig`).
     pub fn flush(&self) {
         self.tables.write().clear();
