@@ -8,13 +8,12 @@ Prints one line per step and exits non-zero on the first failure.
 """
 
 import subprocess
-import threading
 import time
 
 import pymongo
 from pymongo.errors import PyMongoError
 
-from smoke_lib import FAILOVER_BOUND_S, MAJORITY, PORTS, USER, client, fail, step, wait_for
+from smoke_lib import FAILOVER_BOUND_S, MAJORITY, PORTS, USER, Writer, client, fail, step, wait_for
 
 
 def coll(c):
@@ -68,25 +67,8 @@ if not old:
 step(f"primary is {old} (term {status.get('term')})")
 
 # 2. A writer through site A's router while the primary's container is stopped.
-acked, errors, stop_at = [], [], []
-done = threading.Event()
-
-
-def writer():
-    c = coll(client("A", retryWrites=True))
-    i = 0
-    while not done.is_set():
-        try:
-            c.insert_one({"_id": f"w{i}", "t": time.monotonic()})
-            acked.append((f"w{i}", time.monotonic()))
-        except PyMongoError as e:
-            errors.append((time.monotonic(), type(e).__name__, str(e)[:200]))
-            time.sleep(0.05)
-        i += 1
-
-
-t = threading.Thread(target=writer, daemon=True)
-t.start()
+w = Writer(coll(client("A", retryWrites=True)), lambda i: {"_id": f"w{i}", "t": time.monotonic()})
+acked, errors, stop_at = w.acked, w.errors, []
 wait_for("the writer's first acknowledged write", lambda: len(acked) >= 20, 10)
 before = len(acked)
 stop_at.append(time.monotonic())
@@ -101,8 +83,7 @@ resumed = wait_for(
 )
 last_before = max((ts for _, ts in acked if ts <= stopped_at), default=stop_at[0])
 wait_for("100 more acknowledged writes", lambda: sum(ts > stopped_at for _, ts in acked) >= 100, 30)
-done.set()
-t.join(timeout=20)
+w.stop()
 new, status = primary(clients["B"])
 if not new or new == old:
     fail(f"no new primary after stopping {old}: {status}")

@@ -4,6 +4,7 @@ is printed, failed and waited for."""
 
 import os
 import sys
+import threading
 import time
 
 import pymongo
@@ -49,3 +50,30 @@ def wait_for(what, predicate, bound_s):
             last = e
         time.sleep(0.2)
     fail(f"{what} not within {bound_s:.0f} s (last error: {last})")
+
+
+class Writer:
+    """Inserts `doc(i)` for i = 0, 1, ... into `coll` from a thread until `stop()`; `acked`
+    holds (`_id`, time) of each acknowledged insert, `errors` (time, kind, message)."""
+
+    def __init__(self, coll, doc):
+        self.acked, self.errors = [], []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(coll, doc), daemon=True)
+        self._thread.start()
+
+    def _run(self, coll, doc):
+        i = 0
+        while not self._done.is_set():
+            d = doc(i)
+            try:
+                coll.insert_one(d)
+                self.acked.append((d["_id"], time.monotonic()))
+            except PyMongoError as e:
+                self.errors.append((time.monotonic(), type(e).__name__, str(e)[:200]))
+                time.sleep(0.05)
+            i += 1
+
+    def stop(self):
+        self._done.set()
+        self._thread.join(timeout=20)
