@@ -133,6 +133,14 @@ impl TestShardedCluster {
     }
 
     /// A driver client of router `i`.
+    /// A handle straight to shard `name`'s members (`shard0`, `shard1`, ...), past every
+    /// router: what a coordinator sends, for tests that leave its work half done.
+    pub fn direct(&self, name: &str) -> router::shard_client::ShardHandle {
+        let k = name.trim_start_matches("shard").parse::<usize>().unwrap();
+        let members = self.shard_hosts[k].split_once('/').unwrap().1;
+        router::shard_client::ShardHandle::connect_lazy(members, "A").unwrap()
+    }
+
     pub async fn client(&self, i: usize) -> mongodb::Client {
         crate::driver_client(&self.routers[i].to_string(), "retryWrites=true", 30).await
     }

@@ -323,7 +323,7 @@ async fn a_router_that_missed_a_migration_still_answers_correctly() {
 /// through and nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
-    use router::shard_client::{Forward, ShardHandle};
+    use router::shard_client::Forward;
     let cluster = TestShardedCluster::start(2, 1).await;
     let client = cluster.client(0).await;
     let admin = client.database("admin");
@@ -358,9 +358,7 @@ async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
         .unwrap();
     // What a coordinator leaves behind when it dies in step 4: the donor recording and
     // in its critical section, and a lock nobody renews.
-    let k = donor.trim_start_matches("shard").parse::<usize>().unwrap();
-    let member = cluster.shard_hosts[k].split_once('/').unwrap().1;
-    let direct = ShardHandle::connect_lazy(member, "A").unwrap();
+    let direct = cluster.direct(&donor);
     let fwd = Forward {
         writes: true,
         ..Default::default()

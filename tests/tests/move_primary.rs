@@ -259,7 +259,7 @@ async fn a_former_primary_shard_can_be_removed_and_bad_requests_get_mongodb_erro
 /// `movePrimary` of it finds the expired lock, abandons the dead move, and moves it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_move_abandoned_by_its_coordinator_is_recovered() {
-    use router::shard_client::{Forward, ShardHandle};
+    use router::shard_client::Forward;
     let cluster = TestShardedCluster::start(2, 1).await;
     let client = cluster.client(0).await;
     let admin = client.database("admin");
@@ -273,11 +273,6 @@ async fn a_move_abandoned_by_its_coordinator_is_recovered() {
     let version = database_version(&client, "ab").await;
     // What a coordinator leaves behind when it dies in step 4: the donor in its critical
     // section, the recipient ready to be primary, and a lock nobody renews.
-    let direct = |shard: &str| {
-        let k = shard.trim_start_matches("shard").parse::<usize>().unwrap();
-        let member = cluster.shard_hosts[k].split_once('/').unwrap().1;
-        ShardHandle::connect_lazy(member, "A").unwrap()
-    };
     let fwd = Forward {
         writes: true,
         ..Default::default()
@@ -288,7 +283,11 @@ async fn a_move_abandoned_by_its_coordinator_is_recovered() {
     ] {
         let cmd =
             doc! {"_shardsvrDbPlacement": 1, "primary": true, "lastMod": lm, "critical": critical};
-        let (reply, _, _) = direct(shard).run("ab", &cmd, &fwd, "test").await.unwrap();
+        let (reply, _, _) = cluster
+            .direct(shard)
+            .run("ab", &cmd, &fwd, "test")
+            .await
+            .unwrap();
         assert_eq!(reply.get_f64("ok"), Ok(1.0), "{reply}");
     }
     client
