@@ -51,6 +51,10 @@ const BURST_SECS: usize = 15;
 const COOL_SECS: usize = 15;
 const LOW: f64 = 0.5;
 const BURST: f64 = 1.3;
+/// A request with less than this left of its deadline once it holds a connection is not
+/// sent ([`Client::KeepsConnections`]): CSOT drivers compare the remaining time with the
+/// connection's minimum round trip, and a lookup's round trip here is about a millisecond.
+const MIN_BUDGET: Duration = Duration::from_millis(1);
 /// p99 is back to normal when it stays within this factor of the warm phase's median p99.
 const NORMAL_P99_FACTOR: f64 = 2.0;
 const SUSTAINED_SECS: usize = 3;
@@ -61,25 +65,61 @@ struct Setup {
     pool: u32,
     /// Deadline propagation (router) and admission control (shards) on.
     protections: bool,
+    client: Client,
 }
 
-const SETUPS: [Setup; 3] = [
+/// How a simulated service instance waits for a connection and what it does with one
+/// whose request timed out (see [`Instance`]).
+#[derive(Clone, Copy, PartialEq)]
+enum Client {
+    /// The Rust driver as it is: requests wait in its pool's queue, and a request that
+    /// times out drops its connection mid-exchange, which the driver closes and replaces
+    /// with a new one (a handshake each).
+    Driver,
+    /// A client-side timeout as drivers with CSOT (the Go driver among them) handle it:
+    /// requests wait in a FIFO gate of `pool` slots in front of the driver, a request
+    /// that times out leaves its connection to finish the exchange, and the connection
+    /// returns to the pool when the answer arrives, so a timeout costs no reconnect.
+    KeepsConnections,
+}
+
+const SETUPS: [Setup; 5] = [
     Setup {
         label: "pools of 100",
         pool: 100,
         protections: true,
+        client: Client::Driver,
     },
     Setup {
         label: "tiny pools (4)",
         pool: 4,
         protections: true,
+        client: Client::Driver,
     },
     Setup {
         label: "pools of 100, deadlines and admission off",
         pool: 100,
         protections: false,
+        client: Client::Driver,
+    },
+    // Only when asked for (`--overload-runs 3,4`): the same experiment from clients that
+    // keep their connections across timeouts (see `Instance`).
+    Setup {
+        label: "pools of 100, connections kept across timeouts",
+        pool: 100,
+        protections: true,
+        client: Client::KeepsConnections,
+    },
+    Setup {
+        label: "tiny pools (4), connections kept across timeouts",
+        pool: 4,
+        protections: true,
+        client: Client::KeepsConnections,
     },
 ];
+
+/// The setups run when none are named: the three of the field report's experiment.
+const DEFAULT_SETUPS: usize = 3;
 
 #[derive(Clone, Copy)]
 enum Outcome {
@@ -90,12 +130,17 @@ enum Outcome {
     Other,
 }
 
-/// What the collector hears: a request's outcome, or a pool checkout. `at`: when it
-/// happened (the request was sent), since the clients were made.
+/// What the collector hears: a request's outcome, its wait for a connection slot, or a
+/// driver pool checkout. `at`: when it happened (the request was sent), since the clients
+/// were made.
 enum Sample {
     Request {
         at: Duration,
         outcome: Outcome,
+        nanos: u64,
+    },
+    Slot {
+        at: Duration,
         nanos: u64,
     },
     Checkout {
@@ -118,6 +163,9 @@ pub struct Second {
     pub router_cpu_ms: f64,
     /// All five members together (the primary serves every lookup).
     pub members_cpu_ms: f64,
+    /// This load generator's own CPU (its one core is 1,000 ms a second): near that, the
+    /// generator and not the cluster decides what is sent and when answers are read.
+    pub generator_cpu_ms: f64,
     /// Client connections the router accepted (a driver replaces each connection whose
     /// request timed out after it was sent).
     pub connections_opened: i64,
@@ -126,6 +174,10 @@ pub struct Second {
     /// How late the router's runtime ran tasks at the end of the second (its hidden queue).
     pub router_lag_ms: f64,
     pub latency_ms: Quantiles,
+    /// Wait for one of the instance's `pool` connection slots (requests that got one).
+    pub slot_wait_ms: Quantiles,
+    /// The driver's checkout once a slot is held: a connection from its pool, or a new
+    /// one opened and authenticated after a timeout closed the last.
     pub pool_wait_ms: Quantiles,
     /// Upper bounds of the server histogram buckets holding p50 and p99.
     pub shard_queue: BucketQuantiles,
@@ -168,7 +220,7 @@ pub async fn run(
     pin_self()?;
     let mut runs = Vec::new();
     for (n, setup) in SETUPS.iter().enumerate() {
-        if !only.is_empty() && !only.contains(&n) {
+        if (only.is_empty() && n >= DEFAULT_SETUPS) || (!only.is_empty() && !only.contains(&n)) {
             continue;
         }
         let run_dir = dir.join(format!("run{n}"));
@@ -251,12 +303,25 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
     let (tx, mut rx) = unbounded_channel::<Sample>();
     let mut instances = Vec::new();
     for _ in 0..INSTANCES {
-        instances.push(instance(&uri, setup.pool, started, tx.clone()).await?);
+        instances.push(Instance::new(&uri, setup, started, tx.clone()).await?);
     }
+    let cluster_cpu = || {
+        router_pid.map(process_cpu_ms).unwrap_or(0.0)
+            + member_pids.iter().map(|&p| process_cpu_ms(p)).sum::<f64>()
+    };
+    let cpu_before = (process_cpu_ms(std::process::id()), cluster_cpu());
     let capacity = capacity(&instances).await;
     anyhow::ensure!(
         capacity > 0.0,
         "no lookup succeeded while measuring capacity"
+    );
+    // Which side bounds C: a generator near its one core's 1,000 ms a second measures
+    // itself, not the cluster.
+    let per_sec = |after: f64, before: f64| (after - before) / CAPACITY_SECS as f64;
+    println!(
+        "  capacity {capacity:.0} lookups/s; CPU ms a second: generator {:.0}, cluster {:.0}",
+        per_sec(process_cpu_ms(std::process::id()), cpu_before.0),
+        per_sec(cluster_cpu(), cpu_before.1)
     );
 
     // The open loop and the once-a-second sampler run together, on the clock of `t0`.
@@ -316,6 +381,7 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
     };
     let mut latencies = vec![Vec::new(); total];
     let mut checkouts = vec![Vec::new(); total];
+    let mut slots = vec![Vec::new(); total];
     while let Ok(s) = rx.try_recv() {
         match s {
             Sample::Request { at, outcome, nanos } => {
@@ -338,14 +404,21 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
                     checkouts[t].push(nanos);
                 }
             }
+            Sample::Slot { at, nanos } => {
+                if let Some(t) = second(at) {
+                    slots[t].push(nanos);
+                }
+            }
         }
     }
     for (t, x) in secs.iter_mut().enumerate() {
         x.latency_ms = quantiles(&mut latencies[t]);
         x.pool_wait_ms = quantiles(&mut checkouts[t]);
+        x.slot_wait_ms = quantiles(&mut slots[t]);
         if let Some(s) = server.get(t) {
             x.router_cpu_ms = s.router_cpu_ms;
             x.members_cpu_ms = s.members_cpu_ms;
+            x.generator_cpu_ms = s.generator_cpu_ms;
             x.connections_opened = s.connections_opened;
             x.cancelled_by_disconnect = s.cancelled_by_disconnect;
             x.router_lag_ms = s.router_lag_ms;
@@ -353,11 +426,12 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
             x.shard_exec = s.shard_exec.clone();
         }
         println!(
-            "  t={t:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} | cpu ms router {:>4.0} members {:>4.0} | conns opened {:>4} cancelled {:>4} | router lag {:>5.1} ms",
+            "  t={t:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} slot {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} | cpu ms router {:>4.0} members {:>4.0} generator {:>4.0} | conns opened {:>4} cancelled {:>4} | router lag {:>5.1} ms",
             x.phase, x.offered_per_sec, x.sent, x.succeeded, x.timed_out, x.shed, x.expired,
-            x.other_errors, x.latency_ms.p50, x.latency_ms.p99, x.pool_wait_ms.p50,
+            x.other_errors, x.latency_ms.p50, x.latency_ms.p99, x.slot_wait_ms.p50,
+            x.slot_wait_ms.p99, x.pool_wait_ms.p50,
             x.pool_wait_ms.p99, x.shard_queue.p50, x.shard_queue.p99, x.shard_exec.p50,
-            x.shard_exec.p99, x.router_cpu_ms, x.members_cpu_ms, x.connections_opened,
+            x.shard_exec.p99, x.router_cpu_ms, x.members_cpu_ms, x.generator_cpu_ms, x.connections_opened,
             x.cancelled_by_disconnect,
             x.router_lag_ms
         );
@@ -391,15 +465,67 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
     })
 }
 
-/// One simulated service instance: a client with its own pool, whose checkouts are timed.
-async fn instance(
+/// One simulated service instance: a client with its own pool of `pool` connections,
+/// whose waits are timed.
+///
+/// Two behaviours of the Rust driver (mongodb 3.9) under timeouts decide what the
+/// experiment measures, so [`Client::KeepsConnections`] models a client without them:
+///
+/// * Its pool's wait queue keeps the checkout requests of callers that gave up, and the
+///   pool worker hands out at most one queued request per event it handles
+///   (`cmap/worker.rs`). Once timed-out requests fill the queue, every arrival pushes one
+///   and pops one, each new request waits behind the dead ones for longer than its
+///   deadline, and the pool stays wedged at any load: with tiny pools, six of eight
+///   instances served nothing even at 50% of capacity after the burst, with the router
+///   idle. The model's gate is a tokio semaphore, which drops a waiter that gave up, and
+///   the driver behind it only ever queues what its connections can serve.
+/// * It closes a connection whose operation was dropped mid-exchange, and the next request
+///   opens and authenticates a new one: at 130% of capacity, 5,000–6,000 reconnects a
+///   second from a generator with one core. Drivers with client-side operation timeouts
+///   keep the connection and read the late answer before reusing it; the model lets the
+///   exchange finish in a task of its own, holding its slot, after the caller has counted
+///   a timeout.
+///
+/// The model also sends what a request has left of its deadline after the wait as
+/// `maxTimeMS`, as a CSOT driver does; the Rust driver sends the full 100 ms however long
+/// the request waited for a connection.
+#[derive(Clone)]
+struct Instance {
+    coll: mongodb::Collection<Document>,
+    gate: Option<std::sync::Arc<tokio::sync::Semaphore>>,
+    keeps_connections: bool,
+}
+
+impl Instance {
+    async fn new(
+        uri: &str,
+        setup: &Setup,
+        started: Instant,
+        tx: UnboundedSender<Sample>,
+    ) -> anyhow::Result<Instance> {
+        Ok(Instance {
+            coll: driver(uri, setup, started, tx).await?,
+            keeps_connections: setup.client == Client::KeepsConnections,
+            gate: (setup.client == Client::KeepsConnections)
+                .then(|| std::sync::Arc::new(tokio::sync::Semaphore::new(setup.pool as usize))),
+        })
+    }
+}
+
+/// A driver client with a pool of `setup.pool`, whose checkouts are timed.
+async fn driver(
     uri: &str,
-    pool: u32,
+    setup: &Setup,
     started: Instant,
     tx: UnboundedSender<Sample>,
 ) -> anyhow::Result<mongodb::Collection<Document>> {
     let mut opts = mongodb::options::ClientOptions::parse(uri).await?;
-    opts.max_pool_size = Some(pool);
+    opts.max_pool_size = Some(setup.pool);
+    if setup.client == Client::KeepsConnections {
+        // Behind the gate every slot holder may open its connection at once, and none
+        // queues in the driver behind the (default) two being opened.
+        opts.max_connecting = Some(setup.pool);
+    }
     opts.server_selection_timeout = Some(Duration::from_secs(2));
     opts.connect_timeout = Some(Duration::from_secs(2));
     opts.cmap_event_handler = Some(EventHandler::callback(move |e: CmapEvent| {
@@ -415,12 +541,12 @@ async fn instance(
 }
 
 /// Closed loop, no deadlines: lookups per second when every client waits for its answer.
-async fn capacity(instances: &[mongodb::Collection<Document>]) -> f64 {
+async fn capacity(instances: &[Instance]) -> f64 {
     let until = Instant::now() + Duration::from_secs(CAPACITY_SECS);
     let mut tasks = Vec::new();
-    for (n, coll) in instances.iter().enumerate() {
+    for (n, inst) in instances.iter().enumerate() {
         for k in 0..CAPACITY_CONCURRENCY {
-            let coll = coll.clone();
+            let coll = inst.coll.clone();
             tasks.push(tokio::spawn(async move {
                 let mut done = 0u64;
                 let mut key = (n * CAPACITY_CONCURRENCY + k) as i64;
@@ -443,26 +569,59 @@ async fn capacity(instances: &[mongodb::Collection<Document>]) -> f64 {
 
 /// One arrival: a lookup with `maxTimeMS` and a client timeout of `DEADLINE`, counted in
 /// the second it was sent.
-async fn request(
-    coll: mongodb::Collection<Document>,
-    key: i64,
-    started: Instant,
-    tx: UnboundedSender<Sample>,
-) {
+async fn request(inst: Instance, key: i64, started: Instant, tx: UnboundedSender<Sample>) {
     let sent = Instant::now();
-    let find = coll.find_one(doc! {"_id": key}).max_time(DEADLINE);
-    let outcome =
-        match tokio::time::timeout(DEADLINE, std::future::IntoFuture::into_future(find)).await {
-            Ok(Ok(_)) => Outcome::Ok,
-            Ok(Err(e)) => match *e.kind {
-                ErrorKind::Command(ref c) if c.code == 262 => Outcome::Shed,
-                ErrorKind::Command(ref c) if c.code == 50 => Outcome::Expired,
-                _ => Outcome::Other,
-            },
-            Err(_) => Outcome::TimedOut,
+    let at = sent.duration_since(started);
+    let work = async {
+        let slot = match &inst.gate {
+            Some(gate) => Some(
+                gate.clone()
+                    .acquire_owned()
+                    .await
+                    .expect("the gate is never closed"),
+            ),
+            None => None,
         };
+        let waited = sent.elapsed();
+        let _ = tx.send(Sample::Slot {
+            at,
+            nanos: waited.as_nanos() as u64,
+        });
+        let budget = DEADLINE.saturating_sub(waited);
+        if inst.keeps_connections && budget < MIN_BUDGET {
+            // Not sent, as a CSOT driver does not send what cannot come back in time:
+            // the slot goes to the next request and the caller sees its timeout.
+            drop(slot);
+            return std::future::pending().await;
+        }
+        let budget = budget.max(Duration::from_millis(1));
+        let coll = inst.coll.clone();
+        let find = async move {
+            let answer = coll.find_one(doc! {"_id": key}).max_time(budget).await;
+            drop(slot);
+            answer
+        };
+        if inst.keeps_connections {
+            // Finishes, and frees its slot, even after the caller stopped waiting.
+            let exchange = tokio::spawn(find);
+            exchange
+                .await
+                .unwrap_or_else(|e| Err(mongodb::error::Error::custom(format!("lookup task: {e}"))))
+        } else {
+            find.await
+        }
+    };
+    let outcome = match tokio::time::timeout(DEADLINE, work).await {
+        Ok(Ok(_)) => Outcome::Ok,
+        Ok(Err(e)) => match *e.kind {
+            ErrorKind::Command(ref c) if c.code == 262 => Outcome::Shed,
+            ErrorKind::Command(ref c) if c.code == 50 => Outcome::Expired,
+            _ => Outcome::Other,
+        },
+        Err(_) => Outcome::TimedOut,
+    };
     let _ = tx.send(Sample::Request {
-        at: sent.duration_since(started),
+        at,
         outcome,
         nanos: sent.elapsed().as_nanos() as u64,
     });
@@ -480,6 +639,7 @@ fn quantiles(nanos: &mut [u64]) -> Quantiles {
 struct ServerSecond {
     router_cpu_ms: f64,
     members_cpu_ms: f64,
+    generator_cpu_ms: f64,
     connections_opened: i64,
     cancelled_by_disconnect: i64,
     router_lag_ms: f64,
@@ -496,15 +656,12 @@ async fn sample_server(
     t0: Instant,
     total: usize,
 ) -> anyhow::Result<Vec<ServerSecond>> {
-    let cpu = |pid: u32| {
-        proc_stat::cpu_ms(Path::new(&format!("/proc/{pid}/stat")))
-            .map(|(u, s)| u + s)
-            .unwrap_or(0.0)
-    };
+    let cpu = process_cpu_ms;
     let cpus = || {
         (
             router_pid.map(cpu).unwrap_or(0.0),
             member_pids.iter().map(|&p| cpu(p)).sum::<f64>(),
+            cpu(std::process::id()),
         )
     };
     let status = || async {
@@ -513,13 +670,13 @@ async fn sample_server(
             .run_command(doc! {"serverStatus": 1})
             .await
     };
-    let (r, m) = cpus();
-    let mut prev = (r, m, status().await?);
+    let (r, m, g) = cpus();
+    let mut prev = (r, m, status().await?, g);
     let mut out = Vec::new();
     for t in 1..=total {
         tokio::time::sleep_until((t0 + Duration::from_secs(t as u64)).into()).await;
-        let (r, m) = cpus();
-        let now = (r, m, status().await.unwrap_or_else(|_| prev.2.clone()));
+        let (r, m, g) = cpus();
+        let now = (r, m, status().await.unwrap_or_else(|_| prev.2.clone()), g);
         let waits = |s: &Document| {
             s.get_document("bulwark")
                 .and_then(|b| b.get_document("waits"))
@@ -531,6 +688,7 @@ async fn sample_server(
         out.push(ServerSecond {
             router_cpu_ms: now.0 - prev.0,
             members_cpu_ms: now.1 - prev.1,
+            generator_cpu_ms: now.3 - prev.3,
             shard_queue: bucket_quantiles(&w_now, &w_prev, "shardQueue"),
             shard_exec: bucket_quantiles(&w_now, &w_prev, "shardExec"),
             connections_opened: grew(&["connections", "totalCreated"]),
@@ -540,6 +698,13 @@ async fn sample_server(
         prev = now;
     }
     Ok(out)
+}
+
+/// User and system CPU of process `pid` so far.
+fn process_cpu_ms(pid: u32) -> f64 {
+    proc_stat::cpu_ms(Path::new(&format!("/proc/{pid}/stat")))
+        .map(|(u, s)| u + s)
+        .unwrap_or(0.0)
 }
 
 /// The integer at `path` in a serverStatus reply (0 when absent).
