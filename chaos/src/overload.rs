@@ -7,7 +7,7 @@
 //!    50% of C, then 130% of C for 15 s, then 50% again, spread over eight client objects
 //!    (one per simulated service instance, each with its own connection pool). Each has
 //!    `maxTimeMS` 100 and a 100 ms client timeout that covers the pool wait too.
-//! 3. Every second: sent, succeeded in time, timed out at the client, shed (262) and
+//! 3. Every second: sent, succeeded in time, timed out at the client, shed (462) and
 //!    expired (50) at the server, router and primary CPU, and p50/p99 of each wait: the
 //!    client's pool checkout, the shard's ticket queue, the shard's execution (server
 //!    histograms, by power-of-ten bucket) and the whole request.
@@ -182,6 +182,9 @@ pub struct Second {
     /// Upper bounds of the server histogram buckets holding p50 and p99.
     pub shard_queue: BucketQuantiles,
     pub shard_exec: BucketQuantiles,
+    /// The whole command at the router, from reading it to writing its answer: against
+    /// the client's `request` time, what the generator and the network add.
+    pub router_total: BucketQuantiles,
 }
 
 #[derive(Default, Serialize, Clone, Copy)]
@@ -203,6 +206,10 @@ pub struct RunReport {
     pub instances: usize,
     pub deadline_propagation_and_admission: bool,
     pub capacity_ops: f64,
+    /// Capacity measured again after the run, the same way. The machines are shared: when
+    /// the two differ by more than a fifth, the machine's speed moved during the run and
+    /// its goodput fraction says little.
+    pub capacity_after_ops: f64,
     pub goodput_fraction: f64,
     pub recovery_s: Option<f64>,
     pub normal_p99_ms: f64,
@@ -241,9 +248,10 @@ pub async fn run(
         cluster.finish();
         let r = r?;
         println!(
-            "{}: capacity {:.0} ops/s, goodput during the burst {:.0}% of capacity, p99 back to normal ({:.1} ms) {}",
+            "{}: capacity {:.0} ops/s ({:.0} after the run), goodput during the burst {:.0}% of capacity, p99 back to normal ({:.1} ms) {}",
             r.label,
             r.capacity_ops,
+            r.capacity_after_ops,
             100.0 * r.goodput_fraction,
             r.normal_p99_ms,
             r.recovery_s
@@ -310,7 +318,7 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
             + member_pids.iter().map(|&p| process_cpu_ms(p)).sum::<f64>()
     };
     let cpu_before = (process_cpu_ms(std::process::id()), cluster_cpu());
-    let capacity = capacity(&instances).await;
+    let capacity = closed_loop_capacity(&instances).await;
     anyhow::ensure!(
         capacity > 0.0,
         "no lookup succeeded while measuring capacity"
@@ -355,6 +363,7 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
     // Requests still in flight end within their timeout.
     tokio::time::sleep(DEADLINE * 2).await;
     let server = sampler.await??;
+    let capacity_after = closed_loop_capacity(&instances).await;
 
     let mut secs: Vec<Second> = (0..total)
         .map(|t| Second {
@@ -424,14 +433,15 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
             x.router_lag_ms = s.router_lag_ms;
             x.shard_queue = s.shard_queue.clone();
             x.shard_exec = s.shard_exec.clone();
+            x.router_total = s.router_total.clone();
         }
         println!(
-            "  t={t:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} slot {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} | cpu ms router {:>4.0} members {:>4.0} generator {:>4.0} | conns opened {:>4} cancelled {:>4} | router lag {:>5.1} ms",
+            "  t={t:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} slot {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} router {}/{} | cpu ms router {:>4.0} members {:>4.0} generator {:>4.0} | conns opened {:>4} cancelled {:>4} | router lag {:>5.1} ms",
             x.phase, x.offered_per_sec, x.sent, x.succeeded, x.timed_out, x.shed, x.expired,
             x.other_errors, x.latency_ms.p50, x.latency_ms.p99, x.slot_wait_ms.p50,
             x.slot_wait_ms.p99, x.pool_wait_ms.p50,
             x.pool_wait_ms.p99, x.shard_queue.p50, x.shard_queue.p99, x.shard_exec.p50,
-            x.shard_exec.p99, x.router_cpu_ms, x.members_cpu_ms, x.generator_cpu_ms, x.connections_opened,
+            x.shard_exec.p99, x.router_total.p50, x.router_total.p99, x.router_cpu_ms, x.members_cpu_ms, x.generator_cpu_ms, x.connections_opened,
             x.cancelled_by_disconnect,
             x.router_lag_ms
         );
@@ -458,6 +468,7 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
         instances: INSTANCES,
         deadline_propagation_and_admission: setup.protections,
         capacity_ops: capacity,
+        capacity_after_ops: capacity_after,
         goodput_fraction: goodput / capacity,
         recovery_s,
         normal_p99_ms,
@@ -541,7 +552,7 @@ async fn driver(
 }
 
 /// Closed loop, no deadlines: lookups per second when every client waits for its answer.
-async fn capacity(instances: &[Instance]) -> f64 {
+async fn closed_loop_capacity(instances: &[Instance]) -> f64 {
     let until = Instant::now() + Duration::from_secs(CAPACITY_SECS);
     let mut tasks = Vec::new();
     for (n, inst) in instances.iter().enumerate() {
@@ -614,7 +625,7 @@ async fn request(inst: Instance, key: i64, started: Instant, tx: UnboundedSender
     let outcome = match tokio::time::timeout(DEADLINE, work).await {
         Ok(Ok(_)) => Outcome::Ok,
         Ok(Err(e)) => match *e.kind {
-            ErrorKind::Command(ref c) if c.code == 262 => Outcome::Shed,
+            ErrorKind::Command(ref c) if c.code == 462 => Outcome::Shed,
             ErrorKind::Command(ref c) if c.code == 50 => Outcome::Expired,
             _ => Outcome::Other,
         },
@@ -645,6 +656,7 @@ struct ServerSecond {
     router_lag_ms: f64,
     shard_queue: BucketQuantiles,
     shard_exec: BucketQuantiles,
+    router_total: BucketQuantiles,
 }
 
 /// Once a second: the router's wait histograms (differences), and the router's and the
@@ -691,6 +703,7 @@ async fn sample_server(
             generator_cpu_ms: now.3 - prev.3,
             shard_queue: bucket_quantiles(&w_now, &w_prev, "shardQueue"),
             shard_exec: bucket_quantiles(&w_now, &w_prev, "shardExec"),
+            router_total: bucket_quantiles(&w_now, &w_prev, "total"),
             connections_opened: grew(&["connections", "totalCreated"]),
             cancelled_by_disconnect: grew(&["bulwark", "cancelledByClientDisconnect"]),
             router_lag_ms: counter(&now.2, &["bulwark", "runtimeLagMicros"]) as f64 / 1e3,

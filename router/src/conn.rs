@@ -277,8 +277,9 @@ impl Session {
         }
     }
 
-    /// Under load, a forwarded command with a deadline may be refused at once with
-    /// `ExceededTimeLimit` (262, retryable; see `runtime_lag`): the client keeps its
+    /// Under load, a forwarded command with a deadline may be refused at once as
+    /// overloaded (462 with `SystemOverloadedError` and `RetryableError`; see
+    /// `runtime_lag` and `MongoError::overloaded`): the client keeps its
     /// connection and its time. Decided before the command is dispatched, authorized or
     /// parsed further, because a refusal that costs nearly as much as an answer takes the
     /// CPU the admitted commands need (a refusal is most of what an overloaded router
@@ -300,13 +301,10 @@ impl Session {
         self.state
             .counters
             .add(self.id, crate::counters::Op::ShedByRouter, 1);
-        Some(MongoError::new(
-            wire::ErrorCode::ExceededTimeLimit,
-            format!(
-                "router overloaded: it runs tasks {} ms late, too late for maxTimeMS {max_time_ms}; nothing was started, retry",
-                lag.current().as_millis()
-            ),
-        ))
+        Some(MongoError::overloaded(format!(
+            "router overloaded: it runs tasks {} ms late, too late for maxTimeMS {max_time_ms}; nothing was started, retry",
+            lag.current().as_millis()
+        )))
     }
 
     /// Runs a command document and returns the reply (errors become `{ok: 0}` documents).

@@ -19,7 +19,7 @@ pub enum Op {
     AuthFailed,
     /// Commands dropped because their client closed the connection while they ran.
     CancelledByDisconnect,
-    /// Commands answered ExceededTimeLimit at once because the runtime's lag would have
+    /// Commands answered overloaded (462) at once because the runtime's lag would have
     /// eaten their deadline.
     ShedByRouter,
 }

@@ -7,8 +7,8 @@
 //! outlast their clients' deadlines. A driver closes the connection of an operation that
 //! timed out after it was sent, and opens another, so the router also pays a handshake
 //! for every timeout: the overload turns into a connection storm and goodput collapses.
-//! With the lag known, a command is answered at once with `ExceededTimeLimit` (262,
-//! retryable) when the lag is a sizeable fraction of its deadline (`commands/forward.rs`):
+//! With the lag known, a command is answered at once as overloaded (462
+//! `IngressRequestRateLimitExceeded`, retryable after a backoff) when the lag is a sizeable fraction of its deadline (`commands/forward.rs`):
 //! the client keeps its connection and the rest of its time, and the router does the work
 //! it can finish.
 //!

@@ -6,7 +6,7 @@
 //! Work that cannot finish in time is not started:
 //! * a command whose deadline has passed is refused before it queues;
 //! * a command whose remaining time is shorter than the wait the queue ahead of it
-//!   predicts is refused at once with a retryable error (ExceededTimeLimit), instead of
+//!   predicts is refused at once as overloaded (462, retryable after a backoff), instead of
 //!   queueing, expiring, and having burnt a place in line;
 //! * a command whose deadline passes while it queues leaves the queue
 //!   (MaxTimeMSExpired) and never runs.
@@ -206,16 +206,13 @@ impl Pool {
             // It must finish, not just start: the wait ahead plus its own service time.
             let expected = self.expected_wait() + self.mean_service();
             if expected > left {
-                return Err(MongoError::new(
-                    ErrorCode::ExceededTimeLimit,
-                    format!(
-                        "the {} queue predicts the operation would finish in {} ms but it has \
-                         {} ms left; not started, safe to retry",
-                        self.name,
-                        expected.as_millis(),
-                        left.as_millis()
-                    ),
-                ));
+                return Err(MongoError::overloaded(format!(
+                    "the {} queue predicts the operation would finish in {} ms but it has \
+                     {} ms left; not started, safe to retry",
+                    self.name,
+                    expected.as_millis(),
+                    left.as_millis()
+                )));
             }
         }
         self.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -411,7 +408,20 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(pool.queued(), 1);
         let e = pool.admit(within(50)).await.err().unwrap();
-        assert_eq!(e.code, ErrorCode::ExceededTimeLimit as i32, "{}", e.message);
+        assert_eq!(
+            e.code,
+            ErrorCode::IngressRequestRateLimitExceeded as i32,
+            "{}",
+            e.message
+        );
+        let labels = e.to_document().get_array("errorLabels").cloned();
+        assert_eq!(
+            labels.ok(),
+            Some(vec![
+                "SystemOverloadedError".into(),
+                "RetryableError".into()
+            ])
+        );
         assert_eq!(
             pool.queued(),
             1,

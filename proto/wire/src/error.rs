@@ -76,6 +76,7 @@ pub enum ErrorCode {
     NotPrimaryNoSecondaryOk = 13435,
     NotPrimaryOrSecondary = 13436,
     ExceededTimeLimit = 262,
+    IngressRequestRateLimitExceeded = 462,
     UnknownReplWriteConcern = 79,
     UserNotFound = 11,
     RoleNotFound = 31,
@@ -159,6 +160,7 @@ impl ErrorCode {
             NotPrimaryNoSecondaryOk => "NotPrimaryNoSecondaryOk",
             NotPrimaryOrSecondary => "NotPrimaryOrSecondary",
             ExceededTimeLimit => "ExceededTimeLimit",
+            IngressRequestRateLimitExceeded => "IngressRequestRateLimitExceeded",
             UnknownReplWriteConcern => "UnknownReplWriteConcern",
             UserNotFound => "UserNotFound",
             RoleNotFound => "RoleNotFound",
@@ -210,6 +212,18 @@ impl MongoError {
             message: message.into(),
             extra: None,
         }
+    }
+
+    /// Work refused because the server is overloaded, before anything was started: what
+    /// MongoDB 8.2's ingress request rate limiter answers (code 462 with the labels of
+    /// the client-backpressure specification). Drivers that know the labels retry after
+    /// an exponential backoff; older ones do not retry at once, as they would a
+    /// retryable-read code (262 among them), which doubles what every refusal costs an
+    /// overloaded server.
+    pub fn overloaded(message: impl Into<String>) -> Self {
+        MongoError::new(ErrorCode::IngressRequestRateLimitExceeded, message).with_extra(doc! {
+            "errorLabels": ["SystemOverloadedError", "RetryableError"],
+        })
     }
 
     pub fn with_extra(mut self, extra: Document) -> Self {

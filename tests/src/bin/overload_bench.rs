@@ -109,7 +109,7 @@ async fn overload(coll: &mongodb::Collection<Document>, rate: f64, secs: u64) ->
         tasks.push(tokio::spawn(async move {
             match tokio::time::timeout(DEADLINE, op(&coll, Some(DEADLINE))).await {
                 Ok(Ok(())) => out.in_time.fetch_add(1, Ordering::Relaxed),
-                Ok(Err(262)) => out.shed.fetch_add(1, Ordering::Relaxed),
+                Ok(Err(462)) => out.shed.fetch_add(1, Ordering::Relaxed),
                 Ok(Err(50)) => out.expired.fetch_add(1, Ordering::Relaxed),
                 Ok(Err(_)) => out.other.fetch_add(1, Ordering::Relaxed),
                 Err(_) => out.client_timeout.fetch_add(1, Ordering::Relaxed),
