@@ -229,7 +229,7 @@ impl Node {
             repl,
             base.clone(),
             &dir.join("raft"),
-            Box::new(move || {
+            Arc::new(move || {
                 let _ = reload_tx.send(());
             }),
             Box::new(move |table: &str| {

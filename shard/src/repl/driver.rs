@@ -12,16 +12,16 @@ use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 use protobuf::Message as _;
-use raft::eraftpb::{Entry, EntryType, Message, MessageType};
+use raft::eraftpb::{Entry, Message, MessageType};
 use raft::{RawNode, StateRole};
-use storage::{Engine, StorageError, WriteBatch};
+use storage::{Engine, StorageError};
 use tracing::{error, info, warn};
 
-use super::entry::OplogEntry;
+use super::applier::{Applier, Waiter};
 use super::log::DurableLog;
 use super::snapshot;
 use super::transport::Outbox;
-use super::{ProposeError, Status, APPLIED_KEY, REPL_TABLE};
+use super::{ProposeError, Status};
 
 /// One Raft tick. Elections time out after 10–20 ticks (raft-rs's defaults), so a failed
 /// primary is replaced within about 2 s.
@@ -86,6 +86,10 @@ pub enum Event {
         to: u64,
         ok: bool,
     },
+    /// The applier has applied everything up to this index.
+    Applied(u64),
+    /// The applier could not write an entry: the member stops.
+    ApplyFailed(String),
     Stop,
 }
 
@@ -104,13 +108,17 @@ pub struct Driver {
     pub raw: RawNode<raft::storage::MemStorage>,
     pub log: DurableLog,
     pub engine: Arc<dyn Engine>,
+    /// Applies committed entries off this thread (`None` on an arbiter, which holds no
+    /// data).
+    pub applier: Option<Applier>,
     pub rx: Receiver<Event>,
     pub outbox: Outbox,
     pub status: Arc<RwLock<Status>>,
     /// Arbiters vote and keep the log but hold no data.
     pub arbiter: bool,
-    /// Called after an applied entry changed the catalog table.
-    pub on_catalog_change: Box<dyn Fn() + Send>,
+    /// Called after a snapshot replaced the catalog table (the applier calls it after
+    /// entries that change it).
+    pub on_catalog_change: Arc<dyn Fn() + Send + Sync>,
     /// Distinguishes this run's proposals from an earlier incarnation's in the log.
     pub incarnation: u64,
     pub next_seq: u64,
@@ -124,7 +132,10 @@ pub struct Driver {
     /// First log index of the current leadership term: until it is applied the new
     /// primary's data may lag what earlier primaries committed, so it takes no writes.
     pub term_start: u64,
+    /// The last index the data holds (applied, or installed from a snapshot).
     pub applied: u64,
+    /// The last committed index handed to the applier (at least `applied`).
+    pub dispatched: u64,
     pub was_leader: bool,
     /// Election priority of every data member (arbiters and priority 0 are absent),
     /// for handing leadership to a caught-up member that outranks this one.
@@ -190,6 +201,10 @@ impl Driver {
     }
 
     fn stop(&mut self) {
+        // What is committed and queued is applied (and its proposers answered) first.
+        if let Some(a) = self.applier.as_mut() {
+            a.stop();
+        }
         self.fail_waiters(ProposeError::Shutdown);
         self.status.write().role = StateRole::Follower;
         self.status.write().writable = false;
@@ -221,12 +236,15 @@ impl Driver {
                 if self.arbiter {
                     let _ = done.try_send(Err(ProposeError::NotPrimary));
                 } else if raft.state == StateRole::Leader {
-                    if self.writable() {
-                        let _ = done.try_send(Ok(self.applied));
+                    // Answered once everything committed so far is applied (and, on a
+                    // new primary, its term's first entry).
+                    let index = if self.writable() {
+                        raft.raft_log.committed
                     } else {
-                        // Answered by `on_ready` once the term's first entry is applied.
-                        self.confirmed_reads.push((self.term_start, done));
-                    }
+                        self.term_start
+                    };
+                    self.confirmed_reads.push((index, done));
+                    self.answer_reads();
                 } else if raft.leader_id == raft::INVALID_ID {
                     // Nobody to ask: kept unanswered, the caller's deadline ends the wait.
                     let seq = self.next_seq;
@@ -293,6 +311,12 @@ impl Driver {
                 };
                 self.raw.report_snapshot(to, status);
             }
+            Event::Applied(index) => self.on_applied(index),
+            Event::ApplyFailed(why) => {
+                error!(error = %why, "replication stopped");
+                self.status.write().halted = Some(why);
+                return true;
+            }
             Event::Stop => return true,
         }
         false
@@ -306,8 +330,10 @@ impl Driver {
     fn receive_snapshot(&mut self, mut m: Message) -> Result<(), StorageError> {
         // A snapshot this member's data already covers (sent twice, or asked for by a
         // stale request) is stepped as it is: raft-rs ignores it, and nothing is copied.
-        let covered = m.get_snapshot().get_metadata().index <= self.applied;
+        let covered = m.get_snapshot().get_metadata().index <= self.dispatched;
         if !self.arbiter && !covered {
+            // The data is about to be replaced: nothing may still be writing to it.
+            self.drain()?;
             let me = self.raw.raft.id;
             let mut attempt = 0;
             let (index, term) = loop {
@@ -334,9 +360,9 @@ impl Driver {
                     }
                 }
             };
-            // Entries up to `index` are in the data now: `apply` skips them if raft-rs
+            // Entries up to `index` are in the data now: `dispatch` skips them if raft-rs
             // hands them over anyway (when it fast-forwards instead of restoring).
-            self.applied = index;
+            self.installed(index);
             (self.on_catalog_change)();
             let meta = m.mut_snapshot().mut_metadata();
             meta.index = index;
@@ -461,7 +487,7 @@ impl Driver {
             let snap = ready.snapshot();
             self.log.install_snapshot(snap)?;
             snapshot::installed(&self.dir)?;
-            self.applied = self.applied.max(snap.get_metadata().index);
+            self.installed(snap.get_metadata().index);
             self.status.write().snapshots_installed += 1;
             self.last_install = Some(Instant::now());
             info!(
@@ -469,7 +495,7 @@ impl Driver {
                 "the log starts after the installed snapshot"
             );
         }
-        self.apply(ready.take_committed_entries())?;
+        self.dispatch(ready.take_committed_entries());
         if !ready.entries().is_empty() {
             let replaced = self.log.append(ready.entries())?;
             if !replaced.is_empty() && !self.arbiter {
@@ -488,15 +514,71 @@ impl Driver {
             let msgs = self.outgoing(ready.take_persisted_messages());
             self.outbox.send(msgs);
         }
-        let mut light = self.raw.advance(ready);
+        // Applying is reported later (`Event::Applied` → `advance_apply_to`).
+        let mut light = self.raw.advance_append(ready);
         if let Some(commit) = light.commit_index() {
             // Written with the next synced record, not synced now (see `DurableLog`).
             self.log.set_commit(commit)?;
         }
         let msgs = self.outgoing(light.take_messages());
         self.outbox.send(msgs);
-        self.apply(light.take_committed_entries())?;
-        self.raw.advance_apply();
+        self.dispatch(light.take_committed_entries());
+        // An installed snapshot counts as persisted only now.
+        self.report_applied();
+        // Reads confirmed above whose index the data already holds.
+        self.answer_reads();
+        Ok(())
+    }
+
+    /// Hands committed entries to the applier with the proposers waiting for them. An
+    /// arbiter holds no data: for it, committed is applied.
+    fn dispatch(&mut self, entries: Vec<Entry>) {
+        let entries: Vec<Entry> = entries
+            .into_iter()
+            // In the data already (an installed snapshot).
+            .filter(|e| e.index > self.dispatched)
+            .collect();
+        let Some(last) = entries.last().map(|e| e.index) else {
+            return;
+        };
+        self.dispatched = last;
+        if self.applier.is_none() {
+            self.on_applied(last);
+            return;
+        }
+        let waiters: Vec<(u64, Waiter)> = entries
+            .iter()
+            .filter_map(|e| {
+                let w = self
+                    .own_seq(&e.context)
+                    .and_then(|s| self.waiters.remove(&s))?;
+                Some((e.index, w))
+            })
+            .collect();
+        if let Some(applier) = self.applier.as_ref() {
+            applier.apply(entries, waiters);
+        }
+    }
+
+    /// The data holds everything up to `index`: raft-rs hears of it, and reads waiting for
+    /// it may run.
+    fn on_applied(&mut self, index: u64) {
+        self.applied = self.applied.max(index);
+        self.report_applied();
+        self.answer_reads();
+    }
+
+    /// Tells raft-rs how far the data is, as far as it may hear it: never beyond what its
+    /// log holds as committed and persisted (a snapshot being installed is neither yet).
+    fn report_applied(&mut self) {
+        let log = &self.raw.raft.raft_log;
+        let to = self.applied.min(log.committed).min(log.persisted);
+        if to > log.applied {
+            self.raw.advance_apply_to(to);
+        }
+    }
+
+    fn answer_reads(&mut self) {
         let applied = self.applied;
         self.confirmed_reads.retain(|(index, w)| {
             if *index <= applied {
@@ -504,7 +586,26 @@ impl Driver {
             }
             *index > applied
         });
+    }
+
+    /// Waits until the applier has applied everything handed to it.
+    fn drain(&mut self) -> Result<(), StorageError> {
+        if let Some(a) = self.applier.as_ref() {
+            let applied = a.wait_for(self.dispatched).map_err(StorageError::Other)?;
+            self.on_applied(applied);
+        }
         Ok(())
+    }
+
+    /// The data now holds everything up to `index`, from a snapshot.
+    fn installed(&mut self, index: u64) {
+        self.dispatched = self.dispatched.max(index);
+        if let Some(a) = self.applier.as_ref() {
+            a.installed(index);
+        }
+        self.applied = self.applied.max(index);
+        self.report_applied();
+        self.answer_reads();
     }
 
     /// The preferred primary comes back: a caught-up follower whose priority is higher
@@ -604,96 +705,6 @@ impl Driver {
             self.fail_waiters(ProposeError::StateChanged);
         }
         self.was_leader = is_leader;
-    }
-
-    fn apply(&mut self, entries: Vec<Entry>) -> Result<(), StorageError> {
-        for e in entries {
-            let index = e.index;
-            if index <= self.applied {
-                continue; // in the data already (an installed snapshot)
-            }
-            // No-ops (an election's empty entry) and configuration entries only advance
-            // the applied index; on an arbiter (which holds no data) so does everything.
-            let skip = e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal;
-            let result = if self.arbiter {
-                Ok(())
-            } else if skip {
-                self.write_applied(index, e.term)?;
-                Ok(())
-            } else {
-                match OplogEntry::decode(&e.data) {
-                    Some(op) => self.apply_one(op, index, e.term)?,
-                    None => {
-                        error!(index, "undecodable oplog entry");
-                        return Err(StorageError::Other(format!(
-                            "undecodable oplog entry {index}"
-                        )));
-                    }
-                }
-            };
-            self.applied = index;
-            if let Some(seq) = self.own_seq(&e.context) {
-                if let Some(w) = self.waiters.remove(&seq) {
-                    let _ = w.try_send(result.map(|()| index));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Applies one entry with the applied index in the same transaction. A duplicate key
-    /// is a result (the same on every member), not a failure of the member.
-    fn apply_one(
-        &mut self,
-        op: OplogEntry,
-        index: u64,
-        term: u64,
-    ) -> Result<Result<(), ProposeError>, StorageError> {
-        let applied = snapshot::encode_applied(index, term);
-        let catalog_changed;
-        match op {
-            OplogEntry::Write(mut batch) => {
-                catalog_changed = batch
-                    .ops
-                    .iter()
-                    .any(|o| o.table() == crate::catalog::CATALOG_TABLE);
-                batch.put(REPL_TABLE, APPLIED_KEY, applied);
-                match self.engine.write(&batch) {
-                    Ok(()) => {}
-                    Err(StorageError::KeyExists { table }) => {
-                        self.write_applied(index, term)?;
-                        return Ok(Err(ProposeError::KeyExists(table)));
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            OplogEntry::CreateTable(t) => {
-                catalog_changed = false;
-                self.engine.create_table(&t)?;
-                self.write_applied(index, term)?;
-            }
-            OplogEntry::DropTable(t) => {
-                catalog_changed = false;
-                self.engine.drop_table(&t)?;
-                self.write_applied(index, term)?;
-            }
-        }
-        if catalog_changed {
-            (self.on_catalog_change)();
-        }
-        Ok(Ok(()))
-    }
-
-    /// Records an entry that changed no data as applied (the index, with its term, is
-    /// what a snapshot of this member says it holds).
-    fn write_applied(&self, index: u64, term: u64) -> Result<(), StorageError> {
-        let mut b = WriteBatch::new();
-        b.put(
-            REPL_TABLE,
-            APPLIED_KEY,
-            snapshot::encode_applied(index, term),
-        );
-        self.engine.write_owned(b)
     }
 
     fn own_seq(&self, context: &[u8]) -> Option<u64> {

@@ -14,6 +14,7 @@
 //! nothing a member applied is ever rolled back, and an acknowledged write — `w:1` or
 //! `w:"majority"` — survives the loss of any minority of members.
 
+mod applier;
 pub mod config;
 pub mod driver;
 pub mod engine;
@@ -186,7 +187,7 @@ impl Replica {
         config: ReplConfig,
         base: Arc<dyn Engine>,
         log_dir: &std::path::Path,
-        on_catalog_change: Box<dyn Fn() + Send>,
+        on_catalog_change: Arc<dyn Fn() + Send + Sync>,
         namespace_of: rollback::NamespaceOf,
         cluster_key: Option<String>,
         rt: &tokio::runtime::Handle,
@@ -263,10 +264,25 @@ impl Replica {
         );
         let (tx, rx) = channel();
         let status = Arc::new(RwLock::new(Status::default()));
+        let applier = if me.arbiter {
+            None
+        } else {
+            Some(
+                applier::Applier::start(
+                    format!("apply-{}", me.id),
+                    base.clone(),
+                    on_catalog_change.clone(),
+                    tx.clone(),
+                    applied,
+                )
+                .map_err(|e| e.to_string())?,
+            )
+        };
         let driver = Driver {
             raw,
             log,
             engine: base.clone(),
+            applier,
             rx,
             outbox,
             status: status.clone(),
@@ -279,6 +295,7 @@ impl Replica {
             confirmed_reads: Vec::new(),
             term_start: u64::MAX,
             applied,
+            dispatched: applied,
             was_leader: false,
             priorities: config
                 .members

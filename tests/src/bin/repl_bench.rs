@@ -96,6 +96,18 @@ async fn main() {
     let majority = WriteConcern::majority();
     let (rm, lm) = insert(&db.collection("wmajority"), docs, majority.clone(), 1).await;
     let (rn, ln) = insert(&db.collection("wmajority_n"), docs, majority, clients).await;
+    // Where the batches' time went, by the router's histograms (shard queue, execution,
+    // replication, whole command), over all three phases.
+    let status = client
+        .database("admin")
+        .run_command(doc! {"serverStatus": 1})
+        .await
+        .expect("serverStatus");
+    let waits = status
+        .get_document("bulwark")
+        .and_then(|b| b.get_document("waits"))
+        .cloned()
+        .unwrap_or_default();
 
     let mut failovers = Vec::new();
     for _ in 0..kills {
@@ -135,6 +147,9 @@ async fn main() {
             percentile(lat, 0.5),
             percentile(lat, 0.99)
         );
+    }
+    for (name, histogram) in &waits {
+        println!("  router waits {name:<13}: {histogram}");
     }
     if !failovers.is_empty() {
         println!(
