@@ -512,6 +512,9 @@ fn member_admits(
 ) -> Result<repl::WriteScope, MongoError> {
     let status = replica.status();
     let primary = status.role == raft::StateRole::Leader;
+    if status.installing_snapshot {
+        return Err(installing_snapshot());
+    }
     if writes {
         if !status.writable {
             return Err(MongoError::new(
@@ -542,6 +545,15 @@ fn member_admits(
         ));
     }
     Ok(repl::WriteScope::default())
+}
+
+/// What a member whose data is being replaced by a snapshot's answers: drivers and
+/// routers treat 13436 as "not primary or secondary" and go elsewhere.
+fn installing_snapshot() -> MongoError {
+    MongoError::new(
+        ErrorCode::NotPrimaryOrSecondary,
+        "node is not in primary or recovering state: installing a snapshot (STARTUP2)",
+    )
 }
 
 /// A member's WiredTiger, without its own journal (the Raft log is the write-ahead log).

@@ -288,6 +288,15 @@ impl TestReplicaSet {
         }
     }
 
+    /// Makes every member hold the snapshots it serves (until called with `false`).
+    pub fn hold_snapshots(&self, hold: bool) {
+        for m in self.members.iter().flatten() {
+            if let Some(r) = &m.node.replica {
+                r.faults.hold_snapshots(hold);
+            }
+        }
+    }
+
     pub fn heal(&self) {
         for m in self.members.iter().flatten() {
             if let Some(r) = &m.node.replica {

@@ -30,6 +30,24 @@ async fn compacting_set() -> (TestReplicaSet, usize, mongodb::Collection<Documen
     (set, primary, coll)
 }
 
+/// A compacting set with one secondary killed; returns it last.
+async fn compacting_set_one_down() -> (TestReplicaSet, usize, mongodb::Collection<Document>, usize)
+{
+    let (mut set, primary, coll) = compacting_set().await;
+    let behind = (0..3).find(|&i| i != primary).unwrap();
+    set.kill(behind).await;
+    (set, primary, coll, behind)
+}
+
+/// Waits until the primary's log no longer reaches back to what it had written by now.
+async fn compacted_past_the_killed_member(set: &TestReplicaSet, primary: usize) {
+    let mark = set.status(primary).last_index;
+    wait_for("the primary to compact past the killed member", || {
+        set.status(primary).first_index > mark - 5
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_log_is_compacted_and_members_behind_it_catch_up_from_a_snapshot() {
     let (mut set, primary, coll) = compacting_set().await;
@@ -118,35 +136,19 @@ async fn caught_up(set: &TestReplicaSet, i: usize) {
 
 /// Documents in `test.log` as member `i` holds them.
 async fn count_on(set: &TestReplicaSet, i: usize) -> i32 {
-    let node = set.member(i).unwrap().node.clone();
-    let count = tokio::task::spawn_blocking(move || {
-        let opts = shard::node::RunOptions {
-            secondary_ok: true,
-            ..Default::default()
-        };
-        node.run_command_with("test", &doc! {"count": "log"}, opts)
-    })
-    .await
-    .unwrap();
+    let count = run_on(set, i, "test", doc! {"count": "log"}).await;
     count.get_i32("n").unwrap_or_else(|_| panic!("{count}"))
 }
 
 /// Every document member `i` holds in `test.log`, in `_id` order.
 async fn contents_of(set: &TestReplicaSet, i: usize) -> Vec<Document> {
-    let node = set.member(i).unwrap().node.clone();
-    let reply = tokio::task::spawn_blocking(move || {
-        let opts = shard::node::RunOptions {
-            secondary_ok: true,
-            ..Default::default()
-        };
-        node.run_command_with(
-            "test",
-            &doc! {"find": "log", "sort": {"_id": 1}, "batchSize": 100_000},
-            opts,
-        )
-    })
-    .await
-    .unwrap();
+    let reply = run_on(
+        set,
+        i,
+        "test",
+        doc! {"find": "log", "sort": {"_id": 1}, "batchSize": 100_000},
+    )
+    .await;
     let cursor = reply
         .get_document("cursor")
         .unwrap_or_else(|_| panic!("{reply}"));
@@ -161,19 +163,13 @@ async fn contents_of(set: &TestReplicaSet, i: usize) -> Vec<Document> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_snapshot_taken_under_writes_leaves_the_member_identical_to_the_others() {
-    let (mut set, primary, coll) = compacting_set().await;
-    let behind = (0..3).find(|&i| i != primary).unwrap();
-    set.kill(behind).await;
+    let (mut set, primary, coll, behind) = compacting_set_one_down().await;
     for b in 0..20 {
         coll.insert_many((b * 20..b * 20 + 20).map(|i| doc! {"_id": i, "n": 0}))
             .await
             .unwrap();
     }
-    let mark = set.status(primary).last_index;
-    wait_for("the primary to compact past the killed member", || {
-        set.status(primary).first_index > mark - 5
-    })
-    .await;
+    compacted_past_the_killed_member(&set, primary).await;
     // Inserts, updates and deletes keep coming while the member copies the data and
     // catches up after it.
     let writer = {
@@ -202,5 +198,51 @@ async fn a_snapshot_taken_under_writes_leaves_the_member_identical_to_the_others
     for i in 0..3 {
         assert_eq!(contents_of(&set, i).await, expected, "member {i}");
     }
+    set.stop().await;
+}
+
+/// Runs `cmd` on member `i` directly, as a secondary read may.
+async fn run_on(set: &TestReplicaSet, i: usize, db: &'static str, cmd: Document) -> Document {
+    let node = set.member(i).unwrap().node.clone();
+    tokio::task::spawn_blocking(move || {
+        let opts = shard::node::RunOptions {
+            secondary_ok: true,
+            ..Default::default()
+        };
+        node.run_command_with(db, &cmd, opts)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_installing_a_snapshot_reports_startup2_and_serves_no_reads() {
+    let (mut set, primary, coll, behind) = compacting_set_one_down().await;
+    for i in 0..50 {
+        coll.insert_one(doc! {"_id": i}).await.unwrap();
+    }
+    compacted_past_the_killed_member(&set, primary).await;
+    // The member's copy stalls at the source, so it is seen in the middle of its install.
+    set.hold_snapshots(true);
+    set.restart(behind).await;
+    wait_for("the member to start installing", || {
+        set.status(behind).installing_snapshot
+    })
+    .await;
+    let status = run_on(&set, behind, "admin", doc! {"replSetGetStatus": 1}).await;
+    assert_eq!(status.get_i32("myState"), Ok(5), "{status}");
+    let hello = run_on(&set, behind, "admin", doc! {"hello": 1}).await;
+    assert_eq!(hello.get_bool("secondary"), Ok(false), "{hello}");
+    assert_eq!(hello.get_bool("isWritablePrimary"), Ok(false), "{hello}");
+    // Its tables are partial: a read gets NotPrimaryOrSecondary, so drivers go elsewhere.
+    let read = run_on(&set, behind, "test", doc! {"find": "log"}).await;
+    assert_eq!(read.get_i32("code"), Ok(13436), "{read}");
+
+    set.hold_snapshots(false);
+    caught_up(&set, behind).await;
+    assert!(!set.status(behind).installing_snapshot);
+    assert_eq!(count_on(&set, behind).await, 50);
+    let status = run_on(&set, behind, "admin", doc! {"replSetGetStatus": 1}).await;
+    assert_eq!(status.get_i32("myState"), Ok(2), "{status}");
     set.stop().await;
 }

@@ -44,7 +44,7 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     reply.insert("isWritablePrimary", status.writable);
     reply.insert(
         "secondary",
-        !me.arbiter && status.role != raft::StateRole::Leader,
+        !me.arbiter && status.role != raft::StateRole::Leader && !status.installing_snapshot,
     );
     reply.insert("arbiterOnly", me.arbiter);
     reply.insert("setName", config.set_name.clone());

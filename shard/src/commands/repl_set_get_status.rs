@@ -8,6 +8,8 @@ use crate::node::Ctx;
 
 const PRIMARY: i32 = 1;
 const SECONDARY: i32 = 2;
+/// MongoDB's state for a member copying its data from another (initial sync).
+const STARTUP2: i32 = 5;
 const ARBITER: i32 = 7;
 /// MongoDB's state for a member this one cannot reach.
 const DOWN: i32 = 8;
@@ -22,6 +24,8 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
         let is_self = m.id == config.me;
         let state = if m.arbiter {
             ARBITER
+        } else if is_self && status.installing_snapshot {
+            STARTUP2
         } else if m.id == status.leader {
             PRIMARY
         } else {
@@ -43,6 +47,7 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
             "stateStr": match state {
                 PRIMARY => "PRIMARY",
                 ARBITER => "ARBITER",
+                STARTUP2 => "STARTUP2",
                 DOWN => "(not reachable/healthy)",
                 _ => "SECONDARY",
             },
@@ -61,6 +66,8 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     }
     let my_state = if config.me().map_err(MongoError::internal)?.arbiter {
         ARBITER
+    } else if status.installing_snapshot {
+        STARTUP2
     } else if status.role == raft::StateRole::Leader {
         PRIMARY
     } else {

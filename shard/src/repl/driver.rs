@@ -37,6 +37,23 @@ fn is_transfer(ev: &Event) -> bool {
     matches!(ev, Event::Message(m) if m.get_msg_type() == MessageType::MsgTimeoutNow)
 }
 
+/// Marks the member as installing a snapshot while it lives (whichever way the install
+/// ends).
+struct InstallingFlag(Arc<RwLock<Status>>);
+
+impl InstallingFlag {
+    fn raise(status: &Arc<RwLock<Status>>) -> InstallingFlag {
+        status.write().installing_snapshot = true;
+        InstallingFlag(status.clone())
+    }
+}
+
+impl Drop for InstallingFlag {
+    fn drop(&mut self) {
+        self.0.write().installing_snapshot = false;
+    }
+}
+
 /// A frozen member stands for no election: its vote requests are not sent.
 fn without_vote_requests(msgs: Vec<Message>) -> Vec<Message> {
     msgs.into_iter()
@@ -334,6 +351,7 @@ impl Driver {
         if !self.arbiter && !covered {
             // The data is about to be replaced: nothing may still be writing to it.
             self.drain()?;
+            let _installing = InstallingFlag::raise(&self.status);
             let me = self.raw.raft.id;
             let mut attempt = 0;
             let (index, term) = loop {

@@ -101,6 +101,9 @@ pub struct Status {
     pub matched: Vec<(u64, u64, bool)>,
     /// Snapshots this member has installed since it started.
     pub snapshots_installed: u64,
+    /// The member is replacing its data with a snapshot's (MongoDB's STARTUP2): its
+    /// tables are partial, so it serves no reads and reports no secondary.
+    pub installing_snapshot: bool,
     pub updated: Instant,
 }
 
@@ -118,6 +121,7 @@ impl Default for Status {
             writable: false,
             matched: Vec::new(),
             snapshots_installed: 0,
+            installing_snapshot: false,
             updated: Instant::now(),
         }
     }

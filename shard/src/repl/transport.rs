@@ -34,6 +34,9 @@ use super::snapshot::Installer;
 #[derive(Default)]
 pub struct Faults {
     cut: AtomicU64,
+    /// Snapshots this member serves wait while this is set (so a test can look at a
+    /// member in the middle of an install).
+    hold_snapshots: std::sync::atomic::AtomicBool,
 }
 
 impl Faults {
@@ -45,6 +48,16 @@ impl Faults {
     }
     fn is_cut(&self, peer: u64) -> bool {
         self.cut.load(Ordering::Relaxed) & (1 << peer) != 0
+    }
+    pub fn hold_snapshots(&self, hold: bool) {
+        self.hold_snapshots.store(hold, Ordering::Relaxed);
+    }
+    /// Waits while snapshots are held, at most `SNAPSHOT_IDLE`.
+    async fn snapshot_released(&self) {
+        let started = std::time::Instant::now();
+        while self.hold_snapshots.load(Ordering::Relaxed) && started.elapsed() < SNAPSHOT_IDLE {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
@@ -268,6 +281,7 @@ impl Raft for RaftService {
         if self.faults.is_cut(req.member) {
             return Err(Status::unavailable("link cut"));
         }
+        self.faults.snapshot_released().await;
         let engine = self
             .engine
             .upgrade()
