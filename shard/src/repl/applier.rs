@@ -106,11 +106,11 @@ impl Applier {
     pub fn wait_for(&self, index: u64) -> Result<u64, String> {
         let mut state = self.progress.state.lock();
         loop {
-            if let Some(why) = &state.failed {
-                return Err(why.clone());
-            }
             if state.applied >= index {
                 return Ok(state.applied);
+            }
+            if let Some(why) = &state.failed {
+                return Err(why.clone());
             }
             self.progress.changed.wait(&mut state);
         }
@@ -138,7 +138,23 @@ impl Drop for Applier {
     }
 }
 
+/// Whoever waits on the applier hears when its thread ends, however it ends (a panic in
+/// WiredTiger's bindings included): otherwise a snapshot install would wait forever.
+struct Ended<'a>(&'a Progress);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.state.lock();
+        if state.failed.is_none() {
+            state.failed = Some("the applier stopped".into());
+        }
+        drop(state);
+        self.0.changed.notify_all();
+    }
+}
+
 fn run(ctx: Context, jobs: Receiver<Job>, progress: &Progress) {
+    let _ended = Ended(progress);
     while let Ok(job) = jobs.recv() {
         let mut last = None;
         let mut waiters = job.waiters.into_iter().peekable();
@@ -309,6 +325,17 @@ mod tests {
         assert_eq!(snapshot::decode_applied(&held), Some((14, 3)));
         assert_eq!(engine.get("t", b"a").unwrap().as_deref(), Some(&b"v"[..]));
         applier.stop();
+    }
+
+    #[test]
+    fn waiting_on_a_stopped_applier_ends() {
+        let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
+        let (events, _reports) = channel();
+        let mut applier =
+            Applier::start("apply-test".into(), engine, Arc::new(|| {}), events, 3).unwrap();
+        applier.stop();
+        assert_eq!(applier.wait_for(3), Ok(3));
+        assert_eq!(applier.wait_for(4), Err("the applier stopped".to_string()));
     }
 
     #[test]

@@ -560,10 +560,6 @@ impl Driver {
             return;
         };
         self.dispatched = last;
-        if self.applier.is_none() {
-            self.on_applied(last);
-            return;
-        }
         let waiters: Vec<(u64, Waiter)> = entries
             .iter()
             .filter_map(|e| {
@@ -573,8 +569,9 @@ impl Driver {
                 Some((e.index, w))
             })
             .collect();
-        if let Some(applier) = self.applier.as_ref() {
-            applier.apply(entries, waiters);
+        match self.applier.as_ref() {
+            Some(applier) => applier.apply(entries, waiters),
+            None => self.on_applied(last),
         }
     }
 
