@@ -1,7 +1,8 @@
 """Smoke test of the sharded docker-compose cluster (deploy/docker-compose.sharded.yml;
 `LAYOUT=sharded deploy/smoke.sh` runs it once the cluster is up).
 
-Through every site's router, with auth: both shards are in the catalog; a hashed sharded
+Through every site's router, with auth: both shards are in the catalog, each in its
+site's zone; a hashed sharded
 collection spreads over both and reads back whole through every router; an unsharded
 collection lives on its database's primary shard. Then a writer inserts through site B's
 router while shard0's preferred primary (`bulwark-shard0-a`) is stopped: writes resume,
@@ -29,6 +30,16 @@ shards = wait_for(
     60,
 )
 step("shards: " + ", ".join(f"{s['_id']} ({s['host']})" for s in shards))
+
+# 1b. Each shard is in the zone of its preferred primary's site (`shard_zones`).
+zones = wait_for(
+    "each shard in its site's zone",
+    lambda: (lambda z: z if z == {"shard0": ["A"], "shard1": ["B"]} else None)(
+        {s["_id"]: s.get("tags", []) for s in a.admin.command("listShards")["shards"]}
+    ),
+    30,
+)
+step(f"zones: {zones}")
 
 # 2. A hashed sharded collection spreads over both shards and reads back whole.
 db = a.get_database("smoke", write_concern=MAJORITY)

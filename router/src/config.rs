@@ -17,6 +17,12 @@ pub struct RouterConfig {
     /// `addShard` would (`name/host:port,host:port;name/...`); one the catalog has already
     /// is accepted. Lets a deployment file describe the whole cluster.
     pub add_shards: String,
+    /// With `add_shards`: the zone each of those shards is put in at start, as
+    /// `addShardToZone` would (`shard0=A;shard1=B`). Naming each zone after the site of the
+    /// shard's preferred primary ties it to that site, as `bulwark local` does, so a
+    /// zone range keyed by site keeps that site's documents on a shard whose primary is
+    /// there.
+    pub shard_zones: String,
     /// `net.maxIncomingConnections`: connections beyond this are closed at once.
     pub max_connections: usize,
     /// New connections handshaking (hello, SCRAM) at once; the rest queue, newest first
@@ -85,6 +91,7 @@ impl Default for RouterConfig {
             shard: "127.0.0.1:27100".into(),
             config_servers: String::new(),
             add_shards: String::new(),
+            shard_zones: String::new(),
             max_connections: 20_000,
             max_concurrent_handshakes: 0,
             handshake_queue_limit: 4096,
@@ -133,7 +140,12 @@ impl RouterConfig {
         if !self.add_shards.is_empty() && self.config_servers.is_empty() {
             return Err("add_shards needs config_servers (a sharded cluster)".into());
         }
-        self.shards_to_add()?;
+        let shards = self.shards_to_add()?;
+        for (shard, _) in self.zones_to_set()? {
+            if !shards.iter().any(|(name, _)| *name == shard) {
+                return Err(format!("shard_zones: {shard} is not one of add_shards"));
+            }
+        }
         crate::auth::nonce::NonceSource::parse(&self.nonce_source)?;
         crate::tls::TlsMode::parse(&self.tls_mode)?;
         if self.admin_user.is_empty() != self.admin_password.is_empty() {
@@ -144,17 +156,25 @@ impl RouterConfig {
 
     /// `add_shards` as (name, `name/hosts`) pairs, the form `config.shards` stores.
     pub fn shards_to_add(&self) -> Result<Vec<(String, String)>, String> {
-        self.add_shards
-            .split(';')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| match s.split_once('/') {
-                Some((name, hosts)) if !name.is_empty() && !hosts.trim().is_empty() => {
-                    Ok((name.to_string(), format!("{name}/{}", hosts.trim())))
-                }
-                _ => Err(format!("add_shards: '{s}' is not name/host:port,host:port")),
-            })
-            .collect()
+        pairs(
+            &self.add_shards,
+            '/',
+            "add_shards",
+            "name/host:port,host:port",
+        )
+        .map(|v| {
+            v.into_iter()
+                .map(|(name, hosts)| {
+                    let host = format!("{name}/{hosts}");
+                    (name, host)
+                })
+                .collect()
+        })
+    }
+
+    /// `shard_zones` as (shard, zone) pairs.
+    pub fn zones_to_set(&self) -> Result<Vec<(String, String)>, String> {
+        pairs(&self.shard_zones, '=', "shard_zones", "shard=zone")
     }
 
     /// `max_concurrent_handshakes`, with 0 meaning four per core.
@@ -182,6 +202,25 @@ impl RouterConfig {
     }
 }
 
+/// A `;`-separated list of `left<sep>right` items, both sides non-empty and trimmed.
+fn pairs(
+    list: &str,
+    sep: char,
+    setting: &str,
+    form: &str,
+) -> Result<Vec<(String, String)>, String> {
+    list.split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| match s.split_once(sep) {
+            Some((l, r)) if !l.trim().is_empty() && !r.trim().is_empty() => {
+                Ok((l.trim().to_string(), r.trim().to_string()))
+            }
+            _ => Err(format!("{setting}: '{s}' is not {form}")),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +244,21 @@ mod tests {
         assert!(c.validate().is_err());
         c.add_shards = "/a:1".into();
         assert!(c.validate().is_err());
+        c.add_shards = "shard0/a:1; shard1/c:1".into();
+        c.shard_zones = "shard0=A; shard1 = B".into();
+        assert_eq!(
+            c.zones_to_set().unwrap(),
+            vec![
+                ("shard0".to_string(), "A".to_string()),
+                ("shard1".to_string(), "B".to_string()),
+            ]
+        );
+        assert!(c.validate().is_ok());
+        c.shard_zones = "shard2=C".into();
+        assert!(c.validate().is_err(), "a zone for a shard not added");
+        c.shard_zones = "shard0".into();
+        assert!(c.validate().is_err());
+        c.shard_zones = String::new();
         c.add_shards = "shard0/a:1".into();
         c.config_servers = String::new();
         assert!(

@@ -188,12 +188,17 @@ async fn serve_inner(
     state.lag.spawn(&tasks, shutdown.clone());
     crate::auth::setup::spawn_bootstrap(&tasks, &state, shutdown.clone());
     crate::sharding::balancer::spawn(&tasks, &state, shutdown.clone());
-    if let (Some(_), Ok(shards)) = (&state.cluster, state.config.shards_to_add()) {
+    crate::sharding::move_recovery::spawn(&tasks, &state, shutdown.clone());
+    if let (Some(_), Ok(shards), Ok(zones)) = (
+        &state.cluster,
+        state.config.shards_to_add(),
+        state.config.zones_to_set(),
+    ) {
         if !shards.is_empty() {
             let state = state.clone();
             tasks.spawn(async move {
                 if let Some(cluster) = state.cluster.as_ref() {
-                    cluster.add_shards_at_start(shards).await;
+                    cluster.add_shards_at_start(shards, zones).await;
                 }
             });
         }

@@ -437,7 +437,10 @@ impl ShardHandle {
             command: command.clone(),
             max_time_ms: fwd.max_time_ms,
             client: client.to_string(),
-            secondary_ok: fwd.read_preference.mode != Mode::Primary,
+            // A call pinned to a member follows a cursor opened there (`getMore`,
+            // `killCursors`), whatever the member has become since; a sharded cursor on a
+            // secondary was refused its second batch before.
+            secondary_ok: fwd.read_preference.mode != Mode::Primary || fwd.pin.is_some(),
             w: fwd.w,
             wtimeout_ms: fwd.wtimeout_ms,
             op_id: fwd.op_id,

@@ -250,6 +250,15 @@ impl Catalog {
                 fresh.write_lock = old.write_lock.clone();
                 fresh.moves = old.moves.clone();
                 fresh.retired = old.retired.clone();
+                // A member applying its primary's ownership change retires the one it
+                // replaces, as the primary did: its cursors may still read with it.
+                if let Some(replaced) = &old.ownership {
+                    if fresh.ownership.as_ref().map(|o| o.as_ref()) != Some(replaced.as_ref()) {
+                        let mut retired = fresh.retired.lock().unwrap();
+                        retired.retain(|w| w.strong_count() > 0);
+                        retired.push(Arc::downgrade(replaced));
+                    }
+                }
             }
         }
         *current = map;

@@ -7,6 +7,7 @@ pub mod commands;
 pub mod config;
 pub mod cursor;
 pub mod db_placement;
+pub mod doc_moves;
 pub mod error;
 pub mod keys;
 pub mod migration;

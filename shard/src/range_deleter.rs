@@ -10,6 +10,14 @@
 //! recorded in `_range_deletions` (replicated, so a new primary finishes it); the
 //! background pass (`run_pending`) deletes it once those readers are gone, as MongoDB's
 //! range deleter waits for queries that began before the migration.
+//!
+//! The same holds on the donor's secondaries, which serve cursors of their own
+//! (`readPreference: secondary`, site-local reads) and apply the deletion once it is
+//! replicated. So before deleting, the primary asks each of them whether anything there
+//! still reads the range (`_shardsvrRangeReaders`), and leaves the range to the
+//! background pass while one does. A member it cannot reach may be serving a cursor to a
+//! router in its own site; the range waits for it up to `UNREACHABLE_WAIT`, MongoDB's
+//! `orphanCleanupDelaySecs` default (the time mongod gives secondaries' queries).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,6 +42,75 @@ const BATCH: usize = 500;
 /// before it leaves the range to the background pass: a command in flight ends within
 /// moments; a cursor may live for minutes.
 const READERS_WAIT: Duration = Duration::from_secs(1);
+/// How long a range waits for a secondary this primary cannot reach.
+pub const UNREACHABLE_WAIT: Duration = Duration::from_secs(900);
+/// How long a secondary has to answer whether it still reads a range.
+const ASK_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// What the donor's secondaries say of a range about to be deleted.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SecondaryReaders {
+    /// None of them reads it (or there are none).
+    None,
+    /// One still reads it (a cursor, or a member that has not applied the commit yet).
+    Reading,
+    /// One could not be asked.
+    Unknown,
+}
+
+/// Asks the other data-bearing members of this shard's replica set whether anything there
+/// still reads `[min, max)` of `meta`'s collection. Blocks up to `ASK_TIMEOUT`.
+pub fn secondary_readers(
+    node: &Node,
+    meta: &CollectionMeta,
+    min: &KeyValue,
+    max: &KeyValue,
+) -> SecondaryReaders {
+    let Some(replica) = node.replica.as_ref() else {
+        return SecondaryReaders::None;
+    };
+    let ask = doc! {
+        "_shardsvrRangeReaders": &meta.name,
+        "uuid": uuid_binary(meta),
+        "min": min.clone(),
+        "max": max.clone(),
+    };
+    let mut verdict = SecondaryReaders::None;
+    for (member, answer) in replica.peers.ask_all(&meta.db, &ask, ASK_TIMEOUT) {
+        let answer = answer.map(|d| {
+            (
+                d.get_f64("ok").is_ok_and(|ok| ok == 1.0),
+                number(&d, "readers"),
+            )
+        });
+        match answer {
+            Ok((true, Some(n))) => {
+                if n > 0 {
+                    tracing::debug!(member, ns = %meta.ns(), n, "a secondary still reads a range to delete");
+                    return SecondaryReaders::Reading;
+                }
+            }
+            Ok(_) | Err(_) => verdict = SecondaryReaders::Unknown,
+        }
+    }
+    verdict
+}
+
+fn number(d: &bson::Document, field: &str) -> Option<i64> {
+    match d.get(field)? {
+        bson::Bson::Int32(n) => Some(i64::from(*n)),
+        bson::Bson::Int64(n) => Some(*n),
+        _ => None,
+    }
+}
+
+/// The collection's UUID as generic binary (what `get_binary_generic` reads back).
+fn uuid_binary(meta: &CollectionMeta) -> Binary {
+    Binary {
+        subtype: BinarySubtype::Generic,
+        bytes: meta.uuid.bytes().to_vec(),
+    }
+}
 
 /// What one batch did.
 pub struct Batch {
@@ -116,10 +193,11 @@ pub fn defer(
 ) -> MongoResult<()> {
     let record = doc! {
         "ns": meta.ns(),
-        // Generic, so that `get_binary_generic` reads it back.
-        "uuid": Binary { subtype: BinarySubtype::Generic, bytes: meta.uuid.bytes().to_vec() },
+        "uuid": uuid_binary(meta),
         "min": min.clone(),
         "max": max.clone(),
+        // When it was deferred: how long an unreachable secondary is waited for.
+        "since": bson::DateTime::now(),
     };
     let mut batch = WriteBatch::default();
     batch.put(TABLE, key(meta, min)?, bson::to_vec(&record).unwrap());
@@ -147,9 +225,21 @@ pub fn run_pending(node: &Node) -> MongoResult<usize> {
             .filter(|m| uuid.is_some_and(|u| u.as_slice() == m.uuid.bytes()));
         let done = match (meta, record.get_array("min"), record.get_array("max")) {
             (Some(meta), Ok(min), Ok(max)) => {
-                let (n, finished) = delete_range(node, &meta, min, max)?;
-                deleted += n;
-                finished
+                let waited = record.get_datetime("since").map_or(UNREACHABLE_WAIT, |t| {
+                    Duration::from_millis(
+                        (bson::DateTime::now().timestamp_millis() - t.timestamp_millis()).max(0)
+                            as u64,
+                    )
+                });
+                match secondary_readers(node, &meta, min, max) {
+                    SecondaryReaders::Reading => false,
+                    SecondaryReaders::Unknown if waited < UNREACHABLE_WAIT => false,
+                    _ => {
+                        let (n, finished) = delete_range(node, &meta, min, max)?;
+                        deleted += n;
+                        finished
+                    }
+                }
             }
             // The collection was dropped (or is no longer sharded): nothing to delete.
             _ => true,

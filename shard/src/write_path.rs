@@ -308,7 +308,17 @@ pub fn delete_document(
     meta: &CollectionMeta,
     old: &Document,
 ) -> MongoResult<()> {
-    let mut batch = WriteBatch::default();
+    delete_document_with(engine, meta, old, WriteBatch::default())
+}
+
+/// Like [`delete_document`], with `batch`'s changes in the same write (one replicated
+/// entry, one WiredTiger transaction).
+pub fn delete_document_with(
+    engine: &dyn Engine,
+    meta: &CollectionMeta,
+    old: &Document,
+    mut batch: WriteBatch,
+) -> MongoResult<()> {
     stage_delete(meta, old, &mut batch)?;
     engine.write_owned(batch).map_err(storage_to_mongo)?;
     if let Some(id) = old.get("_id") {

@@ -523,3 +523,105 @@ async fn a_cursor_opened_before_a_migration_still_sees_every_document() {
     );
     cluster.stop().await;
 }
+
+/// The same on the donor's secondaries: a cursor opened on one (`readPreference:
+/// secondary`) before the migration committed reads the moved range to the end, because
+/// the donor's primary asks its secondaries before deleting and leaves the range while one
+/// still reads it; once the cursor is done, the donor's copy goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_on_a_donor_secondary_still_sees_every_document() {
+    use mongodb::options::{ReadPreference, SelectionCriteria};
+
+    let cluster = TestShardedCluster::start_with(2, 1, 3).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    let db = client.database("mig");
+    let c = db.collection::<Document>("sec");
+    shard_by_k(&client, &c).await;
+    admin
+        .run_command(doc! {"split": "mig.sec", "middle": {"k": 100}})
+        .await
+        .unwrap();
+    let docs: Vec<Document> = (0..1000).map(|i| doc! {"_id": i, "k": i}).collect();
+    let inserted = db
+        .run_command(doc! {"insert": "sec", "documents": docs})
+        .await
+        .unwrap();
+    assert_eq!(inserted.get_i32("n").unwrap(), 1000);
+    let after = inserted.get_timestamp("operationTime").unwrap();
+    let from = chunk_shard(&client, "mig.sec", doc! {"k": 100}).await;
+    let k: usize = from.trim_start_matches("shard").parse().unwrap();
+    let primary = cluster
+        .wait_for_shard_primary(k, Duration::from_secs(10))
+        .await
+        .expect("the donor has a primary");
+    let hosts: Vec<String> = cluster.shard_hosts[k]
+        .split_once('/')
+        .unwrap()
+        .1
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    // Causally after the insert, so the secondary has applied all of it.
+    let first = db
+        .run_command(doc! {
+            "find": "sec", "filter": {"k": {"$gte": 100}}, "batchSize": 50,
+            "readConcern": {"afterClusterTime": after},
+        })
+        .selection_criteria(SelectionCriteria::ReadPreference(
+            ReadPreference::Secondary {
+                options: Default::default(),
+            },
+        ))
+        .await
+        .unwrap();
+    let served = first.get_str("servedBy").unwrap().to_string();
+    assert!(
+        hosts.contains(&served),
+        "{served} is not a member of {from}"
+    );
+    assert_ne!(
+        served, hosts[primary],
+        "the cursor must live on a secondary"
+    );
+    let ids = |batch: &Document, field: &str| -> Vec<i32> {
+        batch
+            .get_document("cursor")
+            .unwrap()
+            .get_array(field)
+            .unwrap()
+            .iter()
+            .map(|d| d.as_document().unwrap().get_i32("_id").unwrap())
+            .collect()
+    };
+    let mut seen = ids(&first, "firstBatch");
+    let mut id = first.get_document("cursor").unwrap().get_i64("id").unwrap();
+    move_upper_half(&client, "mig.sec").await;
+    // Give a deletion that ignored the secondary's cursor time to replicate to it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    while id != 0 {
+        let more = db
+            .run_command(doc! {"getMore": id, "collection": "sec", "batchSize": 100})
+            .await
+            .unwrap();
+        seen.extend(ids(&more, "nextBatch"));
+        id = more.get_document("cursor").unwrap().get_i64("id").unwrap();
+    }
+    seen.sort_unstable();
+    assert_eq!(
+        seen,
+        (100..1000).collect::<Vec<i32>>(),
+        "the secondary's cursor missed documents"
+    );
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 1000);
+    let until = Instant::now() + Duration::from_secs(30);
+    while stored_per_shard(&db, "sec").await != 1000 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        stored_per_shard(&db, "sec").await,
+        1000,
+        "the donor kept its copy"
+    );
+    cluster.stop().await;
+}

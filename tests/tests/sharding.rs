@@ -821,3 +821,109 @@ async fn a_shard_key_change_moves_the_document_in_a_retryable_write() {
     assert_eq!(c.count_documents(doc! {"k": 170}).await.unwrap(), 1);
     cluster.stop().await;
 }
+
+/// A shard key move whose router died between the insert on the new shard and the delete
+/// on the old one is finished by a router (the intent it recorded on the old shard says
+/// what to do), and a retry of its update then applies nothing; one whose document
+/// changed after the intent is undone instead. Without the recovery both copies stayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_key_move_abandoned_by_its_router_is_finished() {
+    use router::shard_client::Forward;
+
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    let db = client.database("skr");
+    let c = db.collection::<Document>("c");
+    c.insert_many([
+        doc! {"_id": 1, "k": 5, "n": 0},
+        doc! {"_id": 2, "k": 6, "n": 0},
+    ])
+    .await
+    .unwrap();
+    tests::sharded::shard_by_k(&client, &c).await;
+    admin
+        .run_command(doc! {"split": "skr.c", "middle": {"k": 100}})
+        .await
+        .unwrap();
+    let low = tests::sharded::database_primary(&client, "skr").await;
+    let high = tests::sharded::other_shard(&low);
+    admin
+        .run_command(doc! {"moveRange": "skr.c", "min": {"k": 100}, "toShard": high})
+        .await
+        .unwrap();
+    let stored = || async { per_shard_counts(&db, "c").await.iter().sum::<i64>() };
+    let fwd = Forward {
+        writes: true,
+        ..Default::default()
+    };
+    let run = |shard: &str, cmd: Document| {
+        let handle = cluster.direct(shard);
+        let fwd = fwd.clone();
+        async move {
+            let (reply, _, _) = handle.run("skr", &cmd, &fwd, "test").await.unwrap();
+            assert_eq!(reply.get_f64("ok"), Ok(1.0), "{cmd}: {reply}");
+            reply
+        }
+    };
+    let lsid = doc! {"id": bson::Binary {
+        subtype: bson::spec::BinarySubtype::Uuid,
+        bytes: (101..=116).collect(),
+    }};
+    // What a router leaves when it dies after its insert, for two moves: the intent on the
+    // old shard and the new document on the new one.
+    for (id, k, txn) in [(1, 5, 3_i64), (2, 6, 4_i64)] {
+        let pre = doc! {"_id": id, "k": k, "n": 0};
+        let post = doc! {"_id": id, "k": 150 + id, "n": 1};
+        let began = run(
+            &low,
+            doc! {
+                "_shardsvrBeginMove": "c", "pre": pre, "post": post.clone(),
+                "session": {"lsid": lsid.clone(), "txnNumber": txn, "stmtIds": [0]},
+            },
+        )
+        .await;
+        assert_eq!(began.get_bool("began"), Ok(true), "{began}");
+        run(high, doc! {"insert": "c", "documents": [post]}).await;
+    }
+    // The second document changes on the old shard after its intent was recorded.
+    c.update_one(doc! {"_id": 2, "k": 6}, doc! {"$set": {"n": 5}})
+        .await
+        .unwrap();
+    assert_eq!(stored().await, 4, "both copies of both documents");
+
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while stored().await != 2 && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(stored().await, 2, "an abandoned move was not finished");
+    let mut all: Vec<Document> = c.find(doc! {}).await.unwrap().try_collect().await.unwrap();
+    all.sort_by_key(|d| d.get_i32("_id").unwrap());
+    assert_eq!(
+        all,
+        vec![
+            doc! {"_id": 1, "k": 151, "n": 1},
+            doc! {"_id": 2, "k": 6, "n": 5},
+        ],
+        "the first move finished, the second undone"
+    );
+    let pending = run(&low, doc! {"_shardsvrPendingMoves": 1, "olderThanMs": 0}).await;
+    assert_eq!(pending.get_array("moves").map(Vec::len), Ok(0), "{pending}");
+
+    // The client's retry of the first update is answered from its session: applied once.
+    let mut conn = tokio::net::TcpStream::connect(cluster.routers[0])
+        .await
+        .unwrap();
+    let retry = doc! {
+        "update": "c", "updates": [{"q": {"_id": 1, "k": 5}, "u": {"$set": {"k": 151}, "$inc": {"n": 1}}}],
+        "lsid": lsid, "txnNumber": 3_i64, "$db": "skr",
+    };
+    let reply = tests::raw_command(&mut conn, 1, retry).await;
+    assert_eq!(reply.get_i32("n"), Ok(1), "{reply}");
+    assert_eq!(
+        c.find_one(doc! {"_id": 1}).await.unwrap(),
+        Some(doc! {"_id": 1, "k": 151, "n": 1})
+    );
+    assert_eq!(stored().await, 2);
+    cluster.stop().await;
+}

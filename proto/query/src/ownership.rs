@@ -71,6 +71,13 @@ impl Ownership {
         i > 0 && compare_arrays(k, &self.ranges[i - 1].1) == Ordering::Less
     }
 
+    /// Whether some key value in `[min, max)` is in one of the owned ranges.
+    pub fn owns_part_of(&self, min: &[Bson], max: &[Bson]) -> bool {
+        self.ranges.iter().any(|(a, b)| {
+            compare_arrays(a, max) == Ordering::Less && compare_arrays(min, b) == Ordering::Less
+        })
+    }
+
     /// Whether every key value is this shard's (one range from MinKey to MaxKey): no
     /// document can be an orphan, and reads need not look.
     pub fn owns_everything(&self) -> bool {
@@ -189,6 +196,18 @@ mod tests {
             assert_eq!(o.owns(&doc! {"x": x}), owned, "x = {x}");
         }
         assert!(!owner(vec![]).owns(&doc! {"x": 1}));
+    }
+
+    #[test]
+    fn owns_part_of_a_range_when_they_overlap() {
+        let o = owner(vec![(0, 10), (20, 30)]);
+        let part = |a: i32, b: i32| o.owns_part_of(&[Bson::Int32(a)], &[Bson::Int32(b)]);
+        assert!(part(5, 15));
+        assert!(part(-5, 1));
+        assert!(part(29, 40));
+        assert!(!part(10, 20), "touching bounds are half-open");
+        assert!(!part(30, 40));
+        assert!(!part(-5, 0));
     }
 
     #[test]

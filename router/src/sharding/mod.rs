@@ -14,10 +14,12 @@ pub mod balance_policy;
 pub mod balancer;
 pub mod catalog;
 pub mod databases;
+pub mod doc_move;
 pub mod merge_cursor;
 pub mod merged_cursor_command;
 pub mod migrate;
 pub mod move_primary;
+pub mod move_recovery;
 pub mod routing;
 pub mod scatter;
 pub mod versioning;
@@ -337,32 +339,60 @@ pub async fn internal(
 }
 
 impl Cluster {
-    /// Adds `shards` (name, `name/hosts`) to the catalog, as `addShard` would, retrying
-    /// until the config servers accept each (they may still be electing a primary) or
-    /// `shutdown`; then reads the shard list again.
-    pub async fn add_shards_at_start(&self, shards: Vec<(String, String)>) {
+    /// Adds `shards` (name, `name/hosts`) to the catalog, as `addShard` would, and puts
+    /// them in `zones` (shard, zone), as `addShardToZone` would, retrying until the
+    /// config servers accept each (they may still be electing a primary) or `shutdown`;
+    /// then reads the shard list again.
+    pub async fn add_shards_at_start(
+        &self,
+        shards: Vec<(String, String)>,
+        zones: Vec<(String, String)>,
+    ) {
         for (name, host) in shards {
-            for attempt in 0u32.. {
-                match catalog::add_shard(&self.config, &name, &host).await {
-                    Ok(()) => break,
-                    // A duplicate key: another router's insert won the race, which the
-                    // next attempt reads as the shard being there.
-                    Err(e) if attempt % 20 == 0 && e.code != ErrorCode::DuplicateKey as i32 => {
-                        tracing::warn!(shard = %name, error = %e, "adding a shard at start; retrying")
-                    }
-                    Err(_) => {}
-                }
-                tokio::select! {
-                    _ = self.shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(250)) => {}
-                }
+            let added = self
+                .until_accepted(&name, || catalog::add_shard(&self.config, &name, &host))
+                .await;
+            if !added {
+                return;
             }
             tracing::info!(shard = %name, %host, "shard in the catalog");
+        }
+        for (shard, zone) in zones {
+            let set = || catalog::set_shard_zone(&self.config, &shard, &zone, true);
+            if !self.until_accepted(&shard, set).await {
+                return;
+            }
+            tracing::info!(%shard, %zone, "shard in its zone");
         }
         if let Err(e) = self.reload_shards().await {
             tracing::warn!(error = %e, "reading the shard list after adding shards");
         }
         tracing::info!("shards added at start are in the catalog");
+    }
+
+    /// Retries `step` (a catalog change for `shard`) every 250 ms until it succeeds;
+    /// false if the router shut down first.
+    async fn until_accepted<F, Fut>(&self, shard: &str, step: F) -> bool
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = MongoResult<()>>,
+    {
+        for attempt in 0u32.. {
+            match step().await {
+                Ok(()) => return true,
+                // A duplicate key: another router's insert won the race, which the next
+                // attempt reads as the shard being there.
+                Err(e) if attempt % 20 == 0 && e.code != ErrorCode::DuplicateKey as i32 => {
+                    tracing::warn!(%shard, error = %e, "changing the catalog at start; retrying")
+                }
+                Err(_) => {}
+            }
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return false,
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+        }
+        false
     }
 
     /// Forgets every cached table and primary (`flushRouterConfig`).

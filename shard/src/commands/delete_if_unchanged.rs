@@ -7,7 +7,8 @@
 //! records the update's outcome, so a retry of the update is recognised here and applies
 //! once (`record`, when given, is recorded instead: a `findAndModify`'s reply). Without a
 //! session it undoes the router's insert on the other shard when the old
-//! document changed in between (`n: 0`), and the router starts the update again.
+//! document changed in between (`n: 0`), and the router starts the update again. The
+//! move's intent (`doc_moves`) is removed in the same write as the document.
 
 use bson::{doc, Document};
 use wire::{MongoError, MongoResult};
@@ -15,7 +16,8 @@ use wire::{MongoError, MongoResult};
 use super::args::{collection_name, existing};
 use super::update::Outcome;
 use crate::node::Ctx;
-use crate::write_path::delete_document;
+use crate::write_path::delete_document_with;
+use storage::WriteBatch;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
@@ -35,13 +37,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let lock = meta.write_lock.clone();
     let _guard = lock.write().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
-    let stored = ctx
-        .engine
-        .get(&meta.table, &crate::keys::id_key(id))
-        .map_err(crate::error::storage_to_mongo)?;
-    let expected_bytes = bson::to_vec(expected)
-        .map_err(|e| MongoError::internal(format!("encoding the expected document: {e}")))?;
-    if stored.as_deref() != Some(expected_bytes.as_slice()) {
+    if !crate::doc_moves::stored_exactly(ctx.engine, &meta, expected)? {
         return Ok(doc! {"n": 0});
     }
     crate::ops::check_before_write()?;
@@ -57,6 +53,18 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         .record(),
     };
     ctx.record(|| record);
-    delete_document(ctx.engine, &meta, expected)?;
+    // The move's intent, if the router recorded one, goes in the same write: a move is
+    // either still to finish (intent here) or done (document and intent gone).
+    let intent_key = crate::doc_moves::key(&meta, id);
+    let mut also = WriteBatch::default();
+    if ctx
+        .engine
+        .get(crate::doc_moves::TABLE, &intent_key)
+        .map_err(crate::error::storage_to_mongo)?
+        .is_some()
+    {
+        also.delete(crate::doc_moves::TABLE, intent_key);
+    }
+    delete_document_with(ctx.engine, &meta, expected, also)?;
     Ok(doc! {"n": 1})
 }

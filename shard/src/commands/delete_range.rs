@@ -2,18 +2,27 @@
 //! not own: the donor's copy after a migration committed, or the recipient's partial
 //! copy after one was abandoned. A document the shard owns is never deleted here, nor one
 //! a reader at an older ownership may still return: when such documents remain, the range
-//! is left to the background range deleter (`deferred: true`; see `range_deleter`).
+//! is left to the background range deleter (`deferred: true`; see `range_deleter`), and
+//! so is all of it while one of the shard's secondaries still reads it.
 
 use bson::{doc, Document};
 use wire::MongoResult;
 
 use crate::migration::{owned, range};
 use crate::node::Ctx;
-use crate::range_deleter::{defer, delete_batch, wait_for_older_readers};
+use crate::range_deleter::{
+    defer, delete_batch, secondary_readers, wait_for_older_readers, SecondaryReaders,
+};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let (meta, _) = owned(ctx, cmd)?;
     let (min, max) = range(cmd)?;
+    // A secondary still reading the range (or one that cannot be asked) leaves all of it
+    // to the background pass, which asks again.
+    if secondary_readers(ctx.node, &meta, &min, &max) != SecondaryReaders::None {
+        defer(ctx.engine, &meta, &min, &max)?;
+        return Ok(doc! {"deleted": 0_i64, "more": false, "deferred": true});
+    }
     // Commands still in flight at the old ownership end within moments: waited for, so
     // the usual deletion finishes here rather than in the background.
     wait_for_older_readers(&meta);

@@ -9,6 +9,7 @@ mod aggregate;
 mod aggregate_output;
 mod apply_moved;
 pub mod args;
+mod begin_move;
 mod coll_stats;
 mod count;
 mod create;
@@ -24,6 +25,7 @@ mod distinct;
 mod drop;
 mod drop_database;
 mod drop_indexes;
+mod end_move;
 mod explain;
 mod find;
 mod find_and_modify;
@@ -40,6 +42,8 @@ mod move_clone;
 mod move_log;
 mod move_mods;
 mod move_sessions;
+mod pending_moves;
+mod range_readers;
 mod rename_collection;
 mod repl_set_freeze;
 mod repl_set_get_status;
@@ -314,6 +318,30 @@ const COMMANDS: &[CommandSpec] = &[
         run: delete_range::run,
         writes: true,
         anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrBeginMove",
+        run: begin_move::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrEndMove",
+        run: end_move::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrPendingMoves",
+        run: pending_moves::run,
+        writes: false,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrRangeReaders",
+        run: range_readers::run,
+        writes: false,
+        anywhere: true,
     },
     CommandSpec {
         name: "_shardsvrSplitPoints",

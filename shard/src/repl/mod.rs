@@ -8,6 +8,7 @@
 //! * `transport` — Raft messages between members over tonic;
 //! * `snapshot` — a member's whole data sent to one that fell behind the compacted log;
 //! * `rollback` — the documents of proposals a new primary erased, kept for the operator;
+//! * `peers` — asking the other data-bearing members (a primary about their readers);
 //! * `config` — the member list (host, site, priority, votes, arbiter).
 //!
 //! A write is applied on every member only once it is committed (held by a majority), so
@@ -20,6 +21,7 @@ pub mod driver;
 pub mod engine;
 pub mod entry;
 pub mod log;
+pub mod peers;
 pub mod rollback;
 pub mod slog_bridge;
 pub mod snapshot;
@@ -180,6 +182,8 @@ pub struct Replica {
     events: Sender<Event>,
     status: Arc<RwLock<Status>>,
     pub faults: Arc<Faults>,
+    /// The other members that hold data.
+    pub peers: peers::Peers,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -266,6 +270,16 @@ impl Replica {
             cluster_key.as_deref(),
             rt,
         );
+        let data_peers = peers::Peers::new(
+            peers
+                .iter()
+                .filter(|(id, _)| config.members.iter().any(|m| m.id == *id && !m.arbiter))
+                .cloned()
+                .collect(),
+            faults.clone(),
+            cluster_key.clone(),
+            rt,
+        );
         let (tx, rx) = channel();
         let status = Arc::new(RwLock::new(Status::default()));
         let applier = if me.arbiter {
@@ -342,6 +356,7 @@ impl Replica {
                 events: tx,
                 status,
                 faults,
+                peers: data_peers,
                 thread: Mutex::new(Some(thread)),
             }),
             service,

@@ -46,7 +46,7 @@ impl Faults {
     pub fn heal_all(&self) {
         self.cut.store(0, Ordering::Relaxed);
     }
-    fn is_cut(&self, peer: u64) -> bool {
+    pub fn is_cut(&self, peer: u64) -> bool {
         self.cut.load(Ordering::Relaxed) & (1 << peer) != 0
     }
     pub fn hold_snapshots(&self, hold: bool) {

@@ -5,23 +5,19 @@
 //! The statement goes to the shard holding the document. If the new key stays in that
 //! shard's ranges, the shard applies it like any update. Otherwise it applies nothing and
 //! answers `WouldChangeOwningShard` (283) with the document before and after, and the
-//! router moves the document: it inserts the new one on the shard owning the new key
-//! (without the session), then deletes the old one with `_shardsvrDeleteIfUnchanged`,
-//! which deletes it only if it is still exactly the pre-image and records the update's
-//! outcome under the statement's id in the session. A retry of the update after that is
-//! recognised by the old shard and applies once.
-//!
-//! What a transaction would add (Bulwark has no cross-shard transactions yet): between
-//! the insert and the delete both documents are visible; if the router dies there, both
-//! stay until the driver retries, which finds the old document unchanged, the new one
-//! already inserted (the same document: accepted), and finishes the delete. If the old
-//! document changed in between, the insert is undone and the update starts again.
+//! router moves the document (`sharding/doc_move.rs`): an intent recorded on the old
+//! shard, the new document inserted on the shard owning its key, the old one deleted
+//! with `_shardsvrDeleteIfUnchanged` as the update's statement of its retryable write
+//! (so a retry is recognised and applies once). A move whose router died between the
+//! insert and the delete is finished by any router (`sharding/move_recovery.rs`); if the
+//! old document changed in between, the insert is undone and the update starts again.
 
 use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::{number, Ctx};
-use crate::shard_client::reply_ok;
+use crate::sharding::doc_move::{DocMove, ShardCalls};
+use crate::sharding::routing::RoutingTable;
 
 /// Times the update starts again after a concurrent change of the document it moves.
 pub(super) const ATTEMPTS: usize = 3;
@@ -126,9 +122,9 @@ pub(super) async fn find_and_modify(
     Ok(moved.then_some(reply))
 }
 
-/// Inserts `post` where its key belongs and deletes `pre` from `from`, recording in the
-/// session of `sub` (its `lsid`, `txnNumber` and `stmtIds`) the update's outcome, or
-/// `record`; whether it moved (false: `pre` changed meanwhile, and the insert was undone).
+/// Moves the document from shard `from` (see `doc_move`), recording in the session of
+/// `sub` (its `lsid`, `txnNumber` and `stmtIds`) the update's outcome, or `record`;
+/// whether it moved (false: `pre` changed meanwhile, and the update starts again).
 async fn move_document(
     ctx: &Ctx<'_>,
     sub: &Document,
@@ -137,50 +133,30 @@ async fn move_document(
     post: Document,
     record: Option<&Document>,
 ) -> MongoResult<bool> {
-    let to = ctx
-        .table
-        .shard_for_key(&ctx.table.key.value_of(&post)?)
-        .to_string();
-    let insert = doc! {"insert": ctx.coll, "documents": [post.clone()]};
-    let inserted = ctx
-        .each(std::slice::from_ref(&to), &insert)
-        .await?
-        .remove(0);
-    match reply_ok(inserted.reply) {
-        Ok(_) => {}
-        // A retry after a router died between the insert and the delete meets its own
-        // insert: the same document, so the move goes on.
-        Err(e) if e.code == ErrorCode::DuplicateKey as i32 && holds(ctx, &to, &post).await? => {}
-        Err(e) => return Err(e),
-    }
-    let mut delete = doc! {"_shardsvrDeleteIfUnchanged": ctx.coll, "doc": pre};
-    if let Some(r) = record {
-        delete.insert("record", r.clone());
-    }
+    let mut session = Document::new();
     for f in ["lsid", "txnNumber", "stmtIds"] {
         if let Some(v) = sub.get(f) {
-            delete.insert(f, v.clone());
+            session.insert(f, v.clone());
         }
     }
-    let deleted = reply_ok(
-        ctx.each(&[from.to_string()], &delete)
-            .await?
-            .remove(0)
-            .reply,
-    )?;
-    if number(&deleted, "n") == 1 {
-        return Ok(true);
+    DocMove {
+        coll: ctx.coll.to_string(),
+        from: from.to_string(),
+        pre,
+        post,
+        session,
+        record: record.cloned(),
     }
-    let undo = doc! {"_shardsvrDeleteIfUnchanged": ctx.coll, "doc": post};
-    reply_ok(ctx.each(&[to], &undo).await?.remove(0).reply)?;
-    Ok(false)
+    .run(ctx)
+    .await
 }
 
-/// Whether shard `shard` stores exactly `doc` under its `_id`.
-async fn holds(ctx: &Ctx<'_>, shard: &str, doc: &Document) -> MongoResult<bool> {
-    let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-    let find = doc! {"find": ctx.coll, "filter": {"_id": id}, "limit": 1, "singleBatch": true};
-    let a = ctx.each(&[shard.to_string()], &find).await?.remove(0);
-    let (_, found) = super::first_batch(&a.reply)?;
-    Ok(found.first() == Some(doc))
+impl ShardCalls for Ctx<'_> {
+    fn table(&self) -> &RoutingTable {
+        &self.table
+    }
+
+    async fn call(&self, shard: &str, cmd: Document) -> MongoResult<Document> {
+        Ok(self.each(&[shard.to_string()], &cmd).await?.remove(0).reply)
+    }
 }

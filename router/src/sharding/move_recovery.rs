@@ -1,0 +1,104 @@
+//! Finishing shard key moves their routers abandoned (`doc_move.rs`). Every router asks
+//! each shard, every `EVERY`, for move intents older than `STALE`; a live move takes
+//! milliseconds, so an older one lost its router (or its router lost the shards). Each is
+//! run again from its insert: every step may run twice, so two routers finishing the same
+//! move, or a slow original router, end in the same state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bson::{doc, Bson, Document};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info};
+use wire::MongoResult;
+
+use super::doc_move::{DocMove, ShardCalls};
+use super::routing::RoutingTable;
+use super::{internal, Cluster};
+use crate::listener::RouterState;
+use crate::shard_client::Forward;
+
+/// An intent this old has lost its router.
+const STALE: Duration = Duration::from_secs(5);
+/// The pause between sweeps.
+const EVERY: Duration = Duration::from_secs(2);
+
+pub fn spawn(tasks: &TaskTracker, state: &Arc<RouterState>, shutdown: CancellationToken) {
+    if state.cluster.is_none() {
+        return;
+    }
+    let state = state.clone();
+    tasks.spawn(async move {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(EVERY) => {}
+            }
+            let Some(cluster) = state.cluster.as_ref() else {
+                return;
+            };
+            match sweep(cluster).await {
+                Ok(0) => {}
+                Ok(n) => info!(
+                    moves = n,
+                    "finished shard key moves abandoned by their router"
+                ),
+                Err(e) => debug!(error = %e, "finishing abandoned shard key moves"),
+            }
+        }
+    });
+}
+
+/// One pass over every shard; the moves finished or undone.
+pub async fn sweep(cluster: &Cluster) -> MongoResult<usize> {
+    let ask = doc! {"_shardsvrPendingMoves": 1, "olderThanMs": STALE.as_millis() as i64};
+    let mut done = 0;
+    for shard in cluster.shards().await? {
+        let reply = internal(&shard.handle, "admin", &ask, false).await?;
+        for intent in reply.get_array("moves").into_iter().flatten() {
+            let Some(intent) = intent.as_document() else {
+                continue;
+            };
+            let db = intent.get_str("db").unwrap_or_default();
+            let m = DocMove::from_intent(&shard.name, intent)?;
+            let Some(table) = cluster.refresh(&format!("{db}.{}", m.coll)).await? else {
+                // No longer sharded (dropped): the donor's intent goes with the move.
+                continue;
+            };
+            let calls = Recovery { cluster, db, table };
+            let moved = m.finish(&calls).await?;
+            info!(shard = %shard.name, db, coll = %m.coll, id = %m.pre.get("_id").unwrap_or(&Bson::Null), moved, "finished an abandoned shard key move");
+            done += 1;
+        }
+    }
+    Ok(done)
+}
+
+/// Shard calls of a recovering router: versioned by the freshly read routing.
+struct Recovery<'a> {
+    cluster: &'a Cluster,
+    db: &'a str,
+    table: Arc<RoutingTable>,
+}
+
+impl ShardCalls for Recovery<'_> {
+    fn table(&self) -> &RoutingTable {
+        &self.table
+    }
+
+    async fn call(&self, shard: &str, mut cmd: Document) -> MongoResult<Document> {
+        let name = cmd.keys().next().cloned().unwrap_or_default();
+        super::versioning::attach(&name, &mut cmd, &self.table);
+        let fwd = Forward {
+            writes: name != "find",
+            ..Default::default()
+        };
+        let shard = self.cluster.shard(shard).await?;
+        let (reply, _, _) = shard
+            .handle
+            .run(self.db, &cmd, &fwd, "router-move-recovery")
+            .await?;
+        Ok(reply)
+    }
+}
