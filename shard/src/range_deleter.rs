@@ -80,7 +80,7 @@ pub fn secondary_readers(
         let answer = answer.map(|d| {
             (
                 d.get_f64("ok").is_ok_and(|ok| ok == 1.0),
-                number(&d, "readers"),
+                crate::commands::args::opt_i64(&d, "readers").ok().flatten(),
             )
         });
         match answer {
@@ -94,14 +94,6 @@ pub fn secondary_readers(
         }
     }
     verdict
-}
-
-fn number(d: &bson::Document, field: &str) -> Option<i64> {
-    match d.get(field)? {
-        bson::Bson::Int32(n) => Some(i64::from(*n)),
-        bson::Bson::Int64(n) => Some(*n),
-        _ => None,
-    }
 }
 
 /// The collection's UUID as generic binary (what `get_binary_generic` reads back).

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bson::{doc, Bson, Document};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 use wire::MongoResult;
 
 use super::doc_move::{DocMove, ShardCalls};
@@ -50,29 +50,48 @@ pub fn spawn(tasks: &TaskTracker, state: &Arc<RouterState>, shutdown: Cancellati
     });
 }
 
-/// One pass over every shard; the moves finished or undone.
+/// One pass over every shard; the moves finished or undone. A shard that cannot be asked,
+/// or a move that fails, is logged and left for the next pass: it must not hold up the
+/// moves behind it.
 pub async fn sweep(cluster: &Cluster) -> MongoResult<usize> {
     let ask = doc! {"_shardsvrPendingMoves": 1, "olderThanMs": STALE.as_millis() as i64};
     let mut done = 0;
     for shard in cluster.shards().await? {
-        let reply = internal(&shard.handle, "admin", &ask, false).await?;
+        let reply = match internal(&shard.handle, "admin", &ask, false).await {
+            Ok(r) => r,
+            Err(e) => {
+                debug!(shard = %shard.name, error = %e, "listing abandoned shard key moves");
+                continue;
+            }
+        };
         for intent in reply.get_array("moves").into_iter().flatten() {
             let Some(intent) = intent.as_document() else {
                 continue;
             };
-            let db = intent.get_str("db").unwrap_or_default();
-            let m = DocMove::from_intent(&shard.name, intent)?;
-            let Some(table) = cluster.refresh(&format!("{db}.{}", m.coll)).await? else {
-                // No longer sharded (dropped): the donor's intent goes with the move.
-                continue;
-            };
-            let calls = Recovery { cluster, db, table };
-            let moved = m.finish(&calls).await?;
-            info!(shard = %shard.name, db, coll = %m.coll, id = %m.pre.get("_id").unwrap_or(&Bson::Null), moved, "finished an abandoned shard key move");
-            done += 1;
+            match finish(cluster, &shard.name, intent).await {
+                Ok(true) => done += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    warn!(shard = %shard.name, error = %e, %intent, "finishing an abandoned shard key move")
+                }
+            }
         }
     }
     Ok(done)
+}
+
+/// Finishes (or undoes) the move `intent` recorded on shard `from`; false if its
+/// collection is no longer sharded.
+async fn finish(cluster: &Cluster, from: &str, intent: &Document) -> MongoResult<bool> {
+    let db = intent.get_str("db").unwrap_or_default();
+    let m = DocMove::from_intent(from, intent)?;
+    let Some(table) = cluster.refresh(&format!("{db}.{}", m.coll)).await? else {
+        return Ok(false);
+    };
+    let moved = m.finish(&Recovery { cluster, db, table }).await?;
+    let id = m.pre.get("_id").unwrap_or(&Bson::Null);
+    info!(shard = %from, db, coll = %m.coll, %id, moved, "finished an abandoned shard key move");
+    Ok(true)
 }
 
 /// Shard calls of a recovering router: versioned by the freshly read routing.
