@@ -15,6 +15,9 @@ use tracing::{debug, info, warn};
 use crate::auth::AuthState;
 use crate::counters::OpCounters;
 use crate::shard_client::ShardHandle;
+use crate::sharding::migration_recovery::MigrationRecovery;
+use crate::sharding::move_recovery::MoveRecovery;
+use crate::sharding::sweeper;
 use crate::tls::Tls;
 use crate::{RouterConfig, RouterError};
 
@@ -188,7 +191,8 @@ async fn serve_inner(
     state.lag.spawn(&tasks, shutdown.clone());
     crate::auth::setup::spawn_bootstrap(&tasks, &state, shutdown.clone());
     crate::sharding::balancer::spawn(&tasks, &state, shutdown.clone());
-    crate::sharding::move_recovery::spawn(&tasks, &state, shutdown.clone());
+    sweeper::spawn::<MoveRecovery>(&tasks, &state, shutdown.clone());
+    sweeper::spawn::<MigrationRecovery>(&tasks, &state, shutdown.clone());
     if let (Some(_), Ok(shards), Ok(zones)) = (
         &state.cluster,
         state.config.shards_to_add(),

@@ -12,13 +12,40 @@ use std::sync::Arc;
 
 use bson::{Bson, Document};
 use query::order::compare_arrays;
-use query::ownership::Ownership;
+use query::ownership::{Ownership, ShardVersion};
 use query::shard_key::KeyValue;
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::CollectionMeta;
 use crate::commands::args::collection_name;
 use crate::node::Ctx;
+
+/// A migration step names the collection version its coordinator began at: refused with
+/// `ConflictingOperationInProgress` once this shard holds another. A router that recovers
+/// an abandoned migration moves the version on first, so a coordinator that stalled past
+/// its lease cannot change anything here afterwards. Steps without a version (`null`:
+/// tests, tools, a coordinator that still holds its lock) are not checked.
+pub fn expect_version(meta: &CollectionMeta, owner: &Ownership, cmd: &Document) -> MongoResult<()> {
+    let Some(v) = cmd.get("version").filter(|v| **v != Bson::Null) else {
+        return Ok(());
+    };
+    let expected = ShardVersion::from_document(
+        v.as_document()
+            .ok_or_else(|| MongoError::failed_to_parse("'version' must be an object"))?,
+    )?;
+    if owner.version == expected {
+        return Ok(());
+    }
+    Err(MongoError::new(
+        ErrorCode::ConflictingOperationInProgress,
+        format!(
+            "{} is at version {:?}, not {:?}: the migration's state changed",
+            meta.ns(),
+            owner.version.version,
+            expected.version
+        ),
+    ))
+}
 
 /// `[min, max)` as the command gives it (`min` and `max`: arrays of key values).
 pub fn range(cmd: &Document) -> MongoResult<(KeyValue, KeyValue)> {

@@ -183,17 +183,53 @@ pub fn defer(
     min: &KeyValue,
     max: &KeyValue,
 ) -> MongoResult<()> {
+    let key = key(meta, min)?;
+    // When it was first deferred: how long an unreachable secondary is waited for, which
+    // deferring the same range again must not restart.
+    let since = engine
+        .get(TABLE, &key)
+        .map_err(storage_to_mongo)?
+        .and_then(|v| decode_document(&v).ok())
+        .and_then(|r| r.get_datetime("since").ok().copied())
+        .unwrap_or_else(bson::DateTime::now);
     let record = doc! {
         "ns": meta.ns(),
         "uuid": uuid_binary(meta),
         "min": min.clone(),
         "max": max.clone(),
-        // When it was deferred: how long an unreachable secondary is waited for.
-        "since": bson::DateTime::now(),
+        "since": since,
     };
     let mut batch = WriteBatch::default();
-    batch.put(TABLE, key(meta, min)?, bson::to_vec(&record).unwrap());
+    batch.put(TABLE, key, bson::to_vec(&record).unwrap());
     engine.write(&batch).map_err(storage_to_mongo)
+}
+
+/// Whether a deletion still waiting here overlaps `[min, max)` of `meta`'s collection. A
+/// migration must not bring documents into such a range: the waiting deletion would take
+/// them once its readers are gone, before the migration commits them (MongoDB's recipient
+/// waits for overlapping range deletions for the same reason).
+pub fn pending_overlaps(
+    engine: &dyn Engine,
+    meta: &CollectionMeta,
+    min: &KeyValue,
+    max: &KeyValue,
+) -> MongoResult<bool> {
+    let records = engine
+        .scan(TABLE, &KeyRange::all(), false, usize::MAX)
+        .map_err(storage_to_mongo)?;
+    for (_, v) in records {
+        let record = decode_document(&v)?;
+        let same = record
+            .get_binary_generic("uuid")
+            .is_ok_and(|u| u.as_slice() == meta.uuid.bytes());
+        if let (true, Ok(lo), Ok(hi)) = (same, record.get_array("min"), record.get_array("max")) {
+            let cmp = query::order::compare_arrays;
+            if cmp(lo, max).is_lt() && cmp(min, hi).is_lt() {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// On the primary: deletes every recorded range whose older readers are gone, and forgets

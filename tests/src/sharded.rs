@@ -286,3 +286,20 @@ pub async fn shard_by_k(client: &mongodb::Client, c: &mongodb::Collection<bson::
         .await
         .unwrap();
 }
+
+/// Runs `cmd` on `db` every 200 ms until it succeeds or `within` has passed; the last
+/// outcome. For work that waits on a background pass (a recovery, a range deletion).
+pub async fn until_accepted(
+    db: &mongodb::Database,
+    cmd: bson::Document,
+    within: Duration,
+) -> mongodb::error::Result<bson::Document> {
+    let until = std::time::Instant::now() + within;
+    loop {
+        let outcome = db.run_command(cmd.clone()).await;
+        if outcome.is_ok() || std::time::Instant::now() >= until {
+            return outcome;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

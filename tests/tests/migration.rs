@@ -12,7 +12,7 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 use tests::sharded::{
     database_primary, drain, error_code as code, other_shard, per_shard_counts, shard_by_k,
-    TestShardedCluster,
+    until_accepted, TestShardedCluster,
 };
 
 /// The shard holding the chunk of `ns` that starts at `min` (from `config.chunks`).
@@ -318,9 +318,10 @@ async fn a_router_that_missed_a_migration_still_answers_correctly() {
 }
 
 /// A migration whose coordinator died inside its critical section: the donor refuses
-/// writes (routers retry, then report `StaleConfig`) until the next migration of the
-/// collection finds the expired lock and abandons the dead one, after which writes go
-/// through and nothing is lost.
+/// writes (routers retry, then give up at the deadline) until the coordinator's lease
+/// runs out; then a router's recovery pass takes the lock over and abandons the dead
+/// migration with no other migration asked for. Writes go through again, nothing is lost,
+/// and the dead coordinator's version is refused by the donor from then on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
     use router::shard_client::Forward;
@@ -386,19 +387,37 @@ async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
         .insert_one(doc! {
             "_id": "mig.r", "owner": "dead", "donor": &donor, "recipient": other_shard,
             "min": [100], "max": [Bson::MaxKey],
-            "expires": bson::DateTime::from_millis(0),
+            // It died just now: its lease still runs for a few seconds.
+            "expires": bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() + 3000),
         })
         .await
         .unwrap();
 
-    let e = c
-        .insert_one(doc! {"_id": 1000, "k": 150})
-        .await
-        .unwrap_err();
-    assert_eq!(code(&e), Some(13388), "{e}");
+    let db = client.database("mig");
+    let insert = doc! {"insert": "r", "documents": [{"_id": 1000, "k": 150}], "maxTimeMS": 300};
+    let e = db.run_command(insert.clone()).await.unwrap_err();
+    assert!(matches!(code(&e), Some(50 | 13388)), "{e}");
     // Reads go on meanwhile.
     assert_eq!(c.count_documents(doc! {}).await.unwrap(), 200);
 
+    // No migration is asked for: the routers' recovery pass ends the critical section.
+    let inserted = until_accepted(&db, insert, Duration::from_secs(60)).await;
+    assert_eq!(inserted.unwrap().get_i32("n"), Ok(1));
+    assert_eq!(chunk_shard(&client, "mig.r", doc! {"k": 100}).await, donor);
+    let locks = config.collection::<Document>("migrations");
+    assert_eq!(locks.count_documents(doc! {}).await.unwrap(), 0);
+    // The recovery moved the collection's version on: the dead coordinator's steps, at
+    // its version, are refused.
+    let late = doc! {
+        "_shardsvrCriticalSection": "r", "on": true, "min": [100], "max": [Bson::MaxKey],
+        "version": {"e": entry.get_object_id("lastmodEpoch").unwrap(), "v": version},
+    };
+    let (reply, _, _) = direct.run("mig", &late, &fwd, "test").await.unwrap();
+    assert_eq!(reply.get_i32("code"), Ok(117), "{reply}");
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 201);
+    assert_eq!(stored_per_shard(&db, "r").await, 201);
+
+    // And the collection migrates as usual afterwards.
     admin
         .run_command(doc! {"moveRange": "mig.r", "min": {"k": 100}, "toShard": other_shard})
         .await
@@ -407,9 +426,7 @@ async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
         chunk_shard(&client, "mig.r", doc! {"k": 100}).await,
         other_shard
     );
-    c.insert_one(doc! {"_id": 1000, "k": 150}).await.unwrap();
     assert_eq!(c.count_documents(doc! {}).await.unwrap(), 201);
-    let db = client.database("mig");
     assert_eq!(stored_per_shard(&db, "r").await, 201);
     cluster.stop().await;
 }
@@ -599,6 +616,11 @@ async fn a_cursor_on_a_donor_secondary_still_sees_every_document() {
     move_upper_half(&client, "mig.sec").await;
     // Give a deletion that ignored the secondary's cursor time to replicate to it.
     tokio::time::sleep(Duration::from_millis(500)).await;
+    // The range cannot come back while its deletion waits for that cursor: the waiting
+    // deletion would take the documents that arrive.
+    let back = doc! {"moveRange": "mig.sec", "min": {"k": 100}, "toShard": &from};
+    let e = admin.run_command(back.clone()).await.unwrap_err();
+    assert_eq!(code(&e), Some(117), "{e}");
     while id != 0 {
         let more = db
             .run_command(doc! {"getMore": id, "collection": "sec", "batchSize": 100})
@@ -623,5 +645,20 @@ async fn a_cursor_on_a_donor_secondary_still_sees_every_document() {
         1000,
         "the donor kept its copy"
     );
+    // Once the deletion is done (its record goes just after the documents), the range
+    // moves back whole.
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        match admin.run_command(back.clone()).await {
+            Ok(_) => break,
+            Err(e) if code(&e) == Some(117) && Instant::now() < until => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Err(e) => panic!("moving the range back: {e}"),
+        }
+    }
+    assert_eq!(chunk_shard(&client, "mig.sec", doc! {"k": 100}).await, from);
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 1000);
+    assert_eq!(stored_per_shard(&db, "sec").await, 1000);
     cluster.stop().await;
 }

@@ -9,10 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 use tests::sharded::{
-    database_primary, drain, error_code as code, other_shard, shard_by_k, TestShardedCluster,
+    database_primary, drain, error_code as code, other_shard, shard_by_k, until_accepted,
+    TestShardedCluster,
 };
 
 /// The database's version (`version.lastMod`) in `config.databases`.
@@ -255,8 +256,9 @@ async fn a_former_primary_shard_can_be_removed_and_bad_requests_get_mongodb_erro
 }
 
 /// A `movePrimary` whose coordinator died inside its critical section: the donor holds
-/// writes to the database (each waits, bounded by its deadline) until the next
-/// `movePrimary` of it finds the expired lock, abandons the dead move, and moves it.
+/// writes to the database (each waits, bounded by its deadline) until the coordinator's
+/// lease runs out and a router's recovery pass abandons the dead move (fencing its commit
+/// off); no other `movePrimary` is needed, and one afterwards moves the database.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_move_abandoned_by_its_coordinator_is_recovered() {
     use router::shard_client::Forward;
@@ -296,7 +298,8 @@ async fn a_move_abandoned_by_its_coordinator_is_recovered() {
         .insert_one(doc! {
             "_id": "ab", "owner": "dead", "movePrimary": true, "donor": &donor,
             "recipient": recipient, "lastMod": version,
-            "expires": bson::DateTime::from_millis(0),
+            // It died just now: its lease still runs for a few seconds.
+            "expires": bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() + 3000),
         })
         .await
         .unwrap();
@@ -309,12 +312,29 @@ async fn a_move_abandoned_by_its_coordinator_is_recovered() {
     assert_eq!(code(&e), Some(50), "{e}");
     assert_eq!(c.count_documents(doc! {}).await.unwrap(), 100);
 
+    // No movePrimary is asked for: the routers' recovery pass ends the critical section.
+    let insert = doc! {"insert": "u", "documents": [{"_id": 1000}], "maxTimeMS": 300};
+    let inserted = until_accepted(&db, insert, Duration::from_secs(60)).await;
+    assert_eq!(inserted.unwrap().get_i32("n"), Ok(1));
+    assert_eq!(database_primary(&client, "ab").await, donor);
+    let entry = client
+        .database("config")
+        .collection::<Document>("databases")
+        .find_one(doc! {"_id": "ab"})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        entry.get_array("fencedMoves").unwrap(),
+        &vec![Bson::from("dead")]
+    );
+
     admin
         .run_command(doc! {"movePrimary": "ab", "to": recipient})
         .await
         .unwrap();
     assert_eq!(database_primary(&client, "ab").await, recipient);
-    c.insert_one(doc! {"_id": 1000}).await.unwrap();
-    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 101);
+    c.insert_one(doc! {"_id": 1001}).await.unwrap();
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 102);
     cluster.stop().await;
 }

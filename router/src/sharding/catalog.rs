@@ -148,13 +148,18 @@ pub async fn move_primary(
     from: &str,
     to: &str,
     last_mod: i64,
+    owner: &Bson,
 ) -> MongoResult<bool> {
     let reply = call(
         config,
         doc! {
             "update": "databases",
             "updates": [{
-                "q": {"_id": db, "primary": from, "version.lastMod": last_mod},
+                "q": {
+                    "_id": db, "primary": from, "version.lastMod": last_mod,
+                    // Not a move a recovery abandoned (`fence_move_primary`).
+                    "fencedMoves": {"$ne": owner},
+                },
                 "u": {"$set": {"primary": to, "version.lastMod": last_mod + 1}},
             }],
         },
@@ -162,6 +167,19 @@ pub async fn move_primary(
     )
     .await?;
     Ok(reply.get_i32("n").unwrap_or(0) == 1)
+}
+
+/// Makes the commit of the `movePrimary` whose lock was `owner` impossible: a recovery
+/// abandons it, and its coordinator may only have stalled.
+pub async fn fence_move_primary(config: &ShardHandle, db: &str, owner: &Bson) -> MongoResult<()> {
+    let update = doc! {"q": {"_id": db}, "u": {"$addToSet": {"fencedMoves": owner}}};
+    call(
+        config,
+        doc! {"update": "databases", "updates": [update]},
+        true,
+    )
+    .await
+    .map(|_| ())
 }
 
 /// Records `db` with primary `shard`, unless a concurrent router recorded it first: the
@@ -453,29 +471,100 @@ pub async fn lock_migration(
     })
 }
 
-/// Extends the migration lock of `ns` by `lease` from now.
-pub async fn renew_migration(
+/// Takes over `stale`, an expired migration lock, for a recovery: the lock gets a new
+/// owner and lease only if it is still exactly `stale`, so of several routers that found
+/// it expired one recovers it. `Ok(Some(lock))`: ours now; `Ok(None)`: another router
+/// took it (or it was released).
+pub async fn take_over_migration(
     config: &ShardHandle,
-    ns: &str,
+    stale: &Document,
     lease: std::time::Duration,
-) -> MongoResult<()> {
-    let update = doc! {"q": {"_id": ns}, "u": {"$set": {"expires": expiry(lease)}}};
-    call(
+) -> MongoResult<Option<Document>> {
+    let mut mine = stale.clone();
+    // Kept in this copy only: what the recovery fences off.
+    mine.insert(
+        "takenFrom",
+        stale.get("owner").cloned().unwrap_or(Bson::Null),
+    );
+    mine.insert("owner", ObjectId::new());
+    mine.insert("expires", expiry(lease));
+    let q = doc! {
+        "_id": stale.get("_id").cloned().unwrap_or(Bson::Null),
+        "owner": stale.get("owner").cloned().unwrap_or(Bson::Null),
+        "expires": stale.get("expires").cloned().unwrap_or(Bson::Null),
+    };
+    let set = doc! {"owner": mine.get("owner").cloned(), "expires": mine.get("expires").cloned()};
+    let update = doc! {"q": q, "u": {"$set": set}};
+    let reply = call(
         config,
         doc! {"update": "migrations", "updates": [update]},
         true,
     )
-    .await
-    .map(|_| ())
+    .await?;
+    Ok((super::scatter::number(&reply, "nModified") == 1).then_some(mine))
+}
+
+/// The migration locks whose lease ran out: their coordinators stopped.
+pub async fn expired_migrations(config: &ShardHandle) -> MongoResult<Vec<Document>> {
+    let filter = doc! {"expires": {"$lt": bson::DateTime::now()}};
+    find_all(config, "config", "migrations", filter).await
+}
+
+/// Extends `lock` by `lease` from now. Fails with `LockBusy` once another router took it
+/// over (this coordinator stalled past its lease and was recovered): it must stop.
+pub async fn renew_migration(
+    config: &ShardHandle,
+    lock: &Document,
+    lease: std::time::Duration,
+) -> MongoResult<()> {
+    let update = doc! {"q": lock_query(lock), "u": {"$set": {"expires": expiry(lease)}}};
+    let reply = call(
+        config,
+        doc! {"update": "migrations", "updates": [update]},
+        true,
+    )
+    .await?;
+    if super::scatter::number(&reply, "n") == 0 {
+        return Err(MongoError::new(
+            ErrorCode::LockBusy,
+            format!(
+                "the migration lock of {} expired and was taken over",
+                lock.get_str("_id").unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Renews `lock` and says whether this router still holds it: false once another router
+/// took it over. A failure to reach the config servers counts as held: nobody can take
+/// the lock over before its lease runs out.
+pub async fn still_holds(
+    config: &ShardHandle,
+    lock: &Document,
+    lease: std::time::Duration,
+) -> bool {
+    match renew_migration(config, lock, lease).await {
+        Err(e) if e.code == ErrorCode::LockBusy as i32 => false,
+        Err(e) => {
+            tracing::warn!(error = %e, "renewing a migration lock");
+            true
+        }
+        Ok(()) => true,
+    }
 }
 
 /// Releases the migration lock `lock` (exactly that one: a lock taken over since stays).
 pub async fn unlock_migration(config: &ShardHandle, lock: &Document) -> MongoResult<()> {
-    let mut q = doc! {"_id": lock.get("_id").cloned().unwrap_or(Bson::Null)};
-    if let Ok(owner) = lock.get_str("owner") {
-        q.insert("owner", owner);
+    delete(config, "migrations", lock_query(lock)).await
+}
+
+/// Matches exactly `lock`: its name and its owner.
+fn lock_query(lock: &Document) -> Document {
+    doc! {
+        "_id": lock.get("_id").cloned().unwrap_or(Bson::Null),
+        "owner": lock.get("owner").cloned().unwrap_or(Bson::Null),
     }
-    delete(config, "migrations", q).await
 }
 
 fn expiry(lease: std::time::Duration) -> bson::DateTime {
@@ -504,6 +593,9 @@ pub async fn commit_move(
         "q": {
             "ns": &table.ns, "lastmodEpoch": table.epoch,
             "min": key.to_document(&chunk.min), "shard": &chunk.shard,
+            // Unchanged since the migration began: not split, and not fenced off by a
+            // router that recovered this migration from its stalled coordinator.
+            "lastmod": {"$lte": table.version},
         },
         "u": {
             "$set": {"shard": to, "lastmod": lastmod, "onCurrentShardSince": now},
@@ -521,6 +613,29 @@ pub async fn commit_move(
         ));
     }
     Ok(())
+}
+
+/// Makes the commit of an abandoned migration of `chunk` impossible: the chunk, still the
+/// donor's, gets a minor version above `table`'s, which a coordinator that began at or
+/// before `table` cannot commit over. Returns whether the chunk was still the donor's.
+pub async fn fence_migration(
+    config: &ShardHandle,
+    table: &RoutingTable,
+    chunk: &Chunk,
+) -> MongoResult<bool> {
+    let fenced = bson::Timestamp {
+        time: table.version.time,
+        increment: table.version.increment + 1,
+    };
+    let update = doc! {
+        "q": {
+            "ns": &table.ns, "lastmodEpoch": table.epoch,
+            "min": table.key.to_document(&chunk.min), "shard": &chunk.shard,
+        },
+        "u": {"$max": {"lastmod": fenced}},
+    };
+    let reply = call(config, doc! {"update": "chunks", "updates": [update]}, true).await?;
+    Ok(super::scatter::number(&reply, "n") == 1)
 }
 
 /// Whether the balancer runs (`config.settings` `{_id: "balancer"}`; on by default, as

@@ -18,13 +18,19 @@
 //!
 //! Until the commit the recipient's copy is orphaned data it skips on reads; a failure
 //! before it ends the critical section and deletes that copy, and the chunk stays where
-//! it was. A coordinator that stops (its router dies) stops renewing the lock; the next
-//! migration of the collection finds it expired and finishes the work (`recover`): the
-//! commit decides whether the migration happened.
+//! it was. A coordinator that stops (its router dies) stops renewing the lock; any router
+//! that finds it expired (`migration_recovery.rs`, or the next migration of the
+//! collection) takes it over and finishes the work (`recover`): the commit decides
+//! whether the migration happened. A coordinator that only stalled cannot interfere
+//! afterwards: its lock renewals fail, the recovery fences its commit off in the catalog,
+//! and every step it sends names the collection version it began at, which the shards
+//! refuse once the recovery moved them on (`shard/src/migration.rs`, `expect_version`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bson::{doc, Bson, Document};
+use query::ownership::ShardVersion;
 use query::shard_key::KeyValue;
 use wire::{ErrorCode, MongoError, MongoResult};
 
@@ -84,8 +90,7 @@ pub async fn move_range(
         "min": chunk.min.clone(), "max": chunk.max.clone(),
     };
     if let Some(stale) = catalog::lock_migration(&cluster.config, lock.clone(), LEASE).await? {
-        recover(cluster, &stale).await?;
-        catalog::unlock_migration(&cluster.config, &stale).await?;
+        recover_expired(cluster, &stale).await?;
         if catalog::lock_migration(&cluster.config, lock.clone(), LEASE)
             .await?
             .is_some()
@@ -109,27 +114,53 @@ pub async fn move_range(
             ));
         }
     }
-    let moved = Migration {
+    let m = Migration {
         cluster,
         table: &table,
         chunk: &chunk,
         donor: &donor,
         recipient: &recipient,
+        lock: &lock,
+        unfinished: AtomicBool::new(false),
+    };
+    let moved = m.run().await;
+    if m.unfinished.load(Ordering::SeqCst) {
+        return moved;
     }
-    .run()
-    .await;
     let unlocked = catalog::unlock_migration(&cluster.config, &lock).await;
     moved.and(unlocked)
 }
 
-/// Finishes what a coordinator that stopped (its lock expired) left: if its commit is in
-/// the catalog, the shards learn it and the donor deletes its copy; otherwise the
-/// migration is abandoned (the donor takes writes again, the recipient's copy goes).
-async fn recover(cluster: &Cluster, stale: &Document) -> MongoResult<()> {
-    let ns = stale.get_str("_id").unwrap_or_default();
-    let field = |f: &str| stale.get_str(f).unwrap_or_default().to_string();
-    let bound = |f: &str| stale.get_array(f).cloned().unwrap_or_default();
-    let table = routing(cluster, ns).await?;
+/// Takes over `stale`, the expired lock of a coordinator that stopped, recovers its
+/// migration or `movePrimary`, and releases the lock. Fails with `LockBusy` when another
+/// router took it over first.
+pub(super) async fn recover_expired(cluster: &Cluster, stale: &Document) -> MongoResult<()> {
+    let Some(lock) = catalog::take_over_migration(&cluster.config, stale, LEASE).await? else {
+        return Err(MongoError::new(
+            ErrorCode::LockBusy,
+            format!(
+                "another router is recovering the abandoned migration of {}",
+                stale.get_str("_id").unwrap_or_default()
+            ),
+        ));
+    };
+    if lock.get_bool("movePrimary") == Ok(true) {
+        super::move_primary::recover(cluster, &lock).await?;
+    } else {
+        recover(cluster, &lock).await?;
+    }
+    catalog::unlock_migration(&cluster.config, &lock).await
+}
+
+/// Finishes what a coordinator that stopped left (`lock`, now this router's): if its
+/// commit is in the catalog, the shards learn it and the donor deletes its copy.
+/// Otherwise its commit is fenced off first (it may only have stalled), both shards learn
+/// the fenced version (which refuses its steps), and the migration is abandoned: the
+/// donor takes writes again and the recipient's copy goes.
+async fn recover(cluster: &Cluster, lock: &Document) -> MongoResult<()> {
+    let ns = lock.get_str("_id").unwrap_or_default();
+    let field = |f: &str| lock.get_str(f).unwrap_or_default().to_string();
+    let bound = |f: &str| lock.get_array(f).cloned().unwrap_or_default();
     let donor = cluster.shard(&field("donor")).await?;
     let recipient = cluster.shard(&field("recipient")).await?;
     let chunk = Chunk {
@@ -137,20 +168,35 @@ async fn recover(cluster: &Cluster, stale: &Document) -> MongoResult<()> {
         max: bound("max"),
         shard: donor.name.clone(),
     };
+    let committed = |t: &RoutingTable| t.chunk_for_key(&chunk.min).shard == recipient.name;
+    let mut table = routing(cluster, ns).await?;
+    if !committed(&table) {
+        catalog::fence_migration(&cluster.config, &table, &chunk).await?;
+        // Fenced, or committed just before the fence: the catalog says which.
+        table = routing(cluster, ns).await?;
+    }
     let m = Migration {
         cluster,
         table: &table,
         chunk: &chunk,
         donor: &donor,
         recipient: &recipient,
+        lock,
+        unfinished: AtomicBool::new(false),
     };
     tracing::info!(%ns, donor = %donor.name, recipient = %recipient.name, "recovering an abandoned migration");
-    if table.chunk_for_key(&chunk.min).shard == recipient.name {
-        m.finish(&table).await
-    } else {
-        m.abandon(true).await;
-        Ok(())
+    if committed(&table) {
+        return m.finish(&table).await;
     }
+    cluster.push_ownership(&donor.name, &table).await?;
+    cluster.push_ownership(&recipient.name, &table).await?;
+    if !m.abandon(true).await {
+        return Err(MongoError::new(
+            ErrorCode::HostUnreachable,
+            format!("abandoning the migration of {ns} left work undone; the next pass retries"),
+        ));
+    }
+    Ok(())
 }
 
 async fn routing(cluster: &Cluster, ns: &str) -> MongoResult<std::sync::Arc<RoutingTable>> {
@@ -168,6 +214,10 @@ struct Migration<'a> {
     chunk: &'a Chunk,
     donor: &'a Shard,
     recipient: &'a Shard,
+    /// The `config.migrations` lock this coordinator holds.
+    lock: &'a Document,
+    /// An abandon left work undone: the lock must stay for the recovery pass.
+    unfinished: AtomicBool,
 }
 
 impl Migration<'_> {
@@ -178,11 +228,14 @@ impl Migration<'_> {
             .unwrap_or((&self.table.ns, ""))
     }
 
-    /// A command on the collection for `shard`, with the chunk's bounds.
+    /// A command on the collection for `shard`, with the chunk's bounds and the version
+    /// the migration began at (unless `extra` names another).
     async fn on(&self, shard: &Shard, name: &str, mut extra: Document) -> MongoResult<Document> {
         let (db, coll) = self.db_coll();
-        let mut cmd =
-            doc! {name: coll, "min": self.chunk.min.clone(), "max": self.chunk.max.clone()};
+        let mut cmd = doc! {
+            name: coll, "min": self.chunk.min.clone(), "max": self.chunk.max.clone(),
+            "version": self.table.shard_version().to_document(),
+        };
         cmd.extend(std::mem::take(&mut extra));
         internal(&shard.handle, db, &cmd, true).await
     }
@@ -194,15 +247,13 @@ impl Migration<'_> {
             .push_ownership(&self.recipient.name, self.table)
             .await?;
         self.copy_indexes().await?;
-        let critical = std::sync::atomic::AtomicBool::new(false);
-        match self.copy(&critical).await {
-            Ok(()) => {}
-            Err(e) => {
-                self.abandon(critical.load(std::sync::atomic::Ordering::SeqCst))
-                    .await;
-                return Err(e);
-            }
+        let critical = AtomicBool::new(false);
+        if let Err(e) = self.copy(&critical).await {
+            let critical = critical.load(Ordering::SeqCst);
+            return Err(self.abandoned(critical, e).await);
         }
+        // A coordinator whose lock was taken over stops here: the recovery decides.
+        self.renew().await?;
         if let Err(e) = catalog::commit_move(
             &self.cluster.config,
             self.table,
@@ -214,8 +265,7 @@ impl Migration<'_> {
             // The outcome is what the catalog says now.
             let now = routing(self.cluster, &self.table.ns).await?;
             if now.chunk_for_key(&self.chunk.min).shard != self.recipient.name {
-                self.abandon(true).await;
-                return Err(e);
+                return Err(self.abandoned(true, e).await);
             }
         }
         let committed = routing(self.cluster, &self.table.ns).await?;
@@ -225,19 +275,33 @@ impl Migration<'_> {
     /// After the commit: every shard involved learns `committed`, and the donor stops
     /// recording and deletes its copy.
     async fn finish(&self, committed: &RoutingTable) -> MongoResult<()> {
+        if !self.still_ours().await {
+            tracing::info!(ns = %self.table.ns, "the migration committed; the router that took it over finishes it");
+            return Ok(());
+        }
         self.cluster.publish(committed).await?;
         // The donor may own nothing now; it still has to learn that.
         self.cluster
             .push_ownership(&self.donor.name, committed)
             .await?;
-        self.on(self.donor, "_shardsvrMoveLog", doc! {"on": false})
-            .await?;
+        let version = committed.shard_version().to_document();
+        self.on(
+            self.donor,
+            "_shardsvrMoveLog",
+            doc! {"on": false, "version": version},
+        )
+        .await?;
         self.delete_range(self.donor).await
+    }
+
+    /// Whether this coordinator still holds its lock (renewing it).
+    async fn still_ours(&self) -> bool {
+        catalog::still_holds(&self.cluster.config, self.lock, LEASE).await
     }
 
     /// Keeps the migration lock while the migration makes progress.
     async fn renew(&self) -> MongoResult<()> {
-        catalog::renew_migration(&self.cluster.config, &self.table.ns, LEASE).await
+        catalog::renew_migration(&self.cluster.config, self.lock, LEASE).await
     }
 
     async fn copy_indexes(&self) -> MongoResult<()> {
@@ -250,7 +314,7 @@ impl Migration<'_> {
     }
 
     /// Steps 2 to 4: everything up to the commit.
-    async fn copy(&self, critical: &std::sync::atomic::AtomicBool) -> MongoResult<()> {
+    async fn copy(&self, critical: &AtomicBool) -> MongoResult<()> {
         self.on(self.donor, "_shardsvrMoveLog", doc! {"on": true})
             .await?;
         self.relay("_shardsvrMoveClone", "docs", "_shardsvrApplyMoved")
@@ -263,7 +327,7 @@ impl Migration<'_> {
         }
         self.renew().await?;
         let version = self.table.shard_version().to_document();
-        critical.store(true, std::sync::atomic::Ordering::SeqCst);
+        critical.store(true, Ordering::SeqCst);
         self.on(
             self.donor,
             "_shardsvrCriticalSection",
@@ -286,10 +350,13 @@ impl Migration<'_> {
     async fn relay(&self, donor_cmd: &str, field: &str, recipient_cmd: &str) -> MongoResult<()> {
         let (db, coll) = self.db_coll();
         let bounds = doc! {"min": self.chunk.min.clone(), "max": self.chunk.max.clone()};
+        let version = doc! {"version": self.table.shard_version().to_document()};
         let mut from = doc! {donor_cmd: coll};
         from.extend(bounds.clone());
+        from.extend(version.clone());
         let mut into = doc! {recipient_cmd: coll};
         into.extend(bounds);
+        into.extend(version);
         let pages = Pages {
             donor: &self.donor.handle,
             recipient: &self.recipient.handle,
@@ -316,23 +383,75 @@ impl Migration<'_> {
         Ok(n + super::scatter::number(&mods, "pending") as usize)
     }
 
-    /// Gives up before the commit: the donor takes writes again and the recipient drops
-    /// its partial copy. Best effort: what fails here is left as orphans, which reads skip.
-    async fn abandon(&self, critical: bool) {
-        if critical {
-            let version = self.table.shard_version().to_document();
-            let _ = self
-                .on(
-                    self.donor,
-                    "_shardsvrCriticalSection",
-                    doc! {"on": false, "version": version},
-                )
-                .await;
+    /// Abandons after `e`, the error to report; an abandon left unfinished marks the
+    /// migration `unfinished`, so that its lock is left to expire.
+    async fn abandoned(&self, critical: bool, e: MongoError) -> MongoError {
+        if !self.abandon(critical).await {
+            self.unfinished.store(true, Ordering::SeqCst);
         }
+        e
+    }
+
+    /// Gives up before the commit: the donor takes writes again and the recipient drops
+    /// its partial copy. Returns whether both happened. If not, the lock must stay, to
+    /// expire: the recovery pass then abandons again, and no other migration of the
+    /// collection starts meanwhile (its commit would bring the leftover copy back to
+    /// life). A coordinator whose lock was taken over does nothing: the recovery did
+    /// this, and a migration after it may be using the same range.
+    async fn abandon(&self, critical: bool) -> bool {
+        if !self.still_ours().await {
+            tracing::warn!(ns = %self.table.ns, "not abandoning a migration another router took over");
+            return true;
+        }
+        let resumed = !critical || self.end_critical_section().await;
+        // Unversioned: the donor may have moved on, and this router holds the lock. Only
+        // memory is at stake (the donor's recording), so this one is best effort.
         let _ = self
-            .on(self.donor, "_shardsvrMoveLog", doc! {"on": false})
+            .on(
+                self.donor,
+                "_shardsvrMoveLog",
+                doc! {"on": false, "version": Bson::Null},
+            )
             .await;
-        let _ = self.delete_range(self.recipient).await;
+        let deleted = self.delete_range(self.recipient).await;
+        if let Err(e) = &deleted {
+            tracing::warn!(ns = %self.table.ns, error = %e, "abandoning a migration: the recipient's copy stays until the recovery pass");
+        }
+        resumed && deleted.is_ok()
+    }
+
+    /// Ends the donor's critical section at the version the migration began at or, if the
+    /// donor has moved on since (a split elsewhere in the collection), at the catalog's.
+    async fn end_critical_section(&self) -> bool {
+        let off = |version: ShardVersion| doc! {"on": false, "version": version.to_document()};
+        let at_start = self.table.shard_version();
+        let first = self
+            .on(self.donor, "_shardsvrCriticalSection", off(at_start))
+            .await;
+        if first.is_ok() {
+            return true;
+        }
+        let Ok(now) = routing(self.cluster, &self.table.ns).await else {
+            return false;
+        };
+        if now.chunk_for_key(&self.chunk.min).shard != self.donor.name {
+            return false;
+        }
+        if let Err(e) = self.cluster.push_ownership(&self.donor.name, &now).await {
+            tracing::warn!(ns = %self.table.ns, error = %e, "ending a critical section");
+            return false;
+        }
+        let again = self
+            .on(
+                self.donor,
+                "_shardsvrCriticalSection",
+                off(now.shard_version()),
+            )
+            .await;
+        if let Err(e) = &again {
+            tracing::warn!(ns = %self.table.ns, error = %e, "ending a critical section: writes stay held until the recovery pass");
+        }
+        again.is_ok()
     }
 
     /// Deletes `shard`'s documents of the range, batch by batch (it no longer owns it).

@@ -18,10 +18,12 @@ pub mod doc_move;
 pub mod merge_cursor;
 pub mod merged_cursor_command;
 pub mod migrate;
+pub mod migration_recovery;
 pub mod move_primary;
 pub mod move_recovery;
 pub mod routing;
 pub mod scatter;
+pub mod sweeper;
 pub mod versioning;
 
 use std::collections::HashMap;

@@ -21,11 +21,16 @@
 //!
 //! A failure before the commit ends the critical section and drops the recipient's
 //! copies; the database stays where it was. A coordinator that stops (its router dies)
-//! stops renewing the lock, and the next `movePrimary` of the database finds it expired
-//! and finishes the work (`recover`): the commit decides whether the move happened.
+//! stops renewing the lock; any router that finds it expired (`migration_recovery.rs`,
+//! or the next `movePrimary` of the database) takes it over and finishes the work
+//! (`recover`): the commit decides whether the move happened. Before abandoning, the
+//! recovery fences the stalled coordinator's commit off (`config.databases`
+//! `fencedMoves`), and that coordinator's renewals fail, so it stops.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bson::oid::ObjectId;
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::migrate::{Pages, LEASE};
@@ -52,8 +57,7 @@ pub async fn move_primary(cluster: &Cluster, db: &str, to: &str) -> MongoResult<
             "donor": &donor.name, "recipient": &recipient.name, "lastMod": version,
         };
         if let Some(stale) = catalog::lock_migration(&cluster.config, lock.clone(), LEASE).await? {
-            recover(cluster, &stale).await?;
-            catalog::unlock_migration(&cluster.config, &stale).await?;
+            super::migrate::recover_expired(cluster, &stale).await?;
             continue;
         }
         let m = Move {
@@ -62,8 +66,13 @@ pub async fn move_primary(cluster: &Cluster, db: &str, to: &str) -> MongoResult<
             donor: &donor,
             recipient: &recipient,
             version,
+            lock: &lock,
+            unfinished: AtomicBool::new(false),
         };
         let moved = m.run().await;
+        if m.unfinished.load(Ordering::SeqCst) {
+            return moved;
+        }
         let unlocked = catalog::unlock_migration(&cluster.config, &lock).await;
         cluster.forget_primary(db);
         return moved.and(unlocked);
@@ -74,29 +83,42 @@ pub async fn move_primary(cluster: &Cluster, db: &str, to: &str) -> MongoResult<
     ))
 }
 
-/// Finishes what a coordinator that stopped left: if its commit is in the catalog, the
-/// donor learns it and drops its copies; otherwise the move is abandoned.
-async fn recover(cluster: &Cluster, stale: &Document) -> MongoResult<()> {
-    let db = stale.get_str("_id").unwrap_or_default();
-    if stale.get_bool("movePrimary") != Ok(true) {
-        return Ok(());
-    }
-    let field = |f: &str| stale.get_str(f).unwrap_or_default().to_string();
+/// Finishes what a coordinator that stopped left (`lock`, now this router's): if its
+/// commit is in the catalog, the donor learns it and drops its copies; otherwise its
+/// commit is fenced off and the move is abandoned.
+pub(super) async fn recover(cluster: &Cluster, lock: &Document) -> MongoResult<()> {
+    let db = lock.get_str("_id").unwrap_or_default();
+    let field = |f: &str| lock.get_str(f).unwrap_or_default().to_string();
     let m = Move {
         cluster,
         db,
         donor: &*cluster.shard(&field("donor")).await?,
         recipient: &*cluster.shard(&field("recipient")).await?,
-        version: stale.get_i64("lastMod").unwrap_or(1),
+        version: lock.get_i64("lastMod").unwrap_or(1),
+        lock,
+        unfinished: AtomicBool::new(false),
     };
     tracing::info!(%db, donor = %m.donor.name, recipient = %m.recipient.name, "recovering an abandoned movePrimary");
-    match catalog::database_primary(&cluster.config, db).await? {
-        Some((now, v)) if now == m.recipient.name && v == m.version + 1 => m.finish().await,
-        _ => {
-            m.abandon().await;
-            Ok(())
-        }
+    let committed = |primary: Option<(String, i64)>| {
+        primary.is_some_and(|(now, v)| now == m.recipient.name && v == m.version + 1)
+    };
+    if committed(catalog::database_primary(&cluster.config, db).await?) {
+        return m.finish().await;
     }
+    let stalled = lock.get("takenFrom").cloned().unwrap_or(Bson::Null);
+    catalog::fence_move_primary(&cluster.config, db, &stalled).await?;
+    // Fenced, or committed just before the fence: the catalog says which.
+    if committed(catalog::database_primary(&cluster.config, db).await?) {
+        return m.finish().await;
+    }
+    m.abandon().await;
+    if m.unfinished.load(Ordering::SeqCst) {
+        return Err(MongoError::new(
+            ErrorCode::HostUnreachable,
+            format!("abandoning the movePrimary of {db} left work undone; the next pass retries"),
+        ));
+    }
+    Ok(())
 }
 
 struct Move<'a> {
@@ -106,6 +128,10 @@ struct Move<'a> {
     recipient: &'a Shard,
     /// The database version the move starts from (the recipient's is one more).
     version: i64,
+    /// The `config.migrations` lock this coordinator holds.
+    lock: &'a Document,
+    /// An abandon left work undone: the lock must stay for the recovery pass.
+    unfinished: AtomicBool,
 }
 
 /// A collection as the donor lists it, and whether the catalog has it sharded.
@@ -132,8 +158,13 @@ impl Move<'_> {
             .map(|_| ())
     }
 
+    /// Whether this coordinator still holds its lock (renewing it).
+    async fn still_ours(&self) -> bool {
+        catalog::still_holds(&self.cluster.config, self.lock, LEASE).await
+    }
+
     async fn renew(&self) -> MongoResult<()> {
-        catalog::renew_migration(&self.cluster.config, self.db, LEASE).await
+        catalog::renew_migration(&self.cluster.config, self.lock, LEASE).await
     }
 
     async fn run(&self) -> MongoResult<()> {
@@ -156,12 +187,15 @@ impl Move<'_> {
             self.abandon().await;
             return Err(e);
         }
+        // A coordinator whose lock was taken over stops here: the recovery decides.
+        self.renew().await?;
         let committed = catalog::move_primary(
             &self.cluster.config,
             self.db,
             &self.donor.name,
             &self.recipient.name,
             self.version,
+            self.lock.get("owner").unwrap_or(&Bson::Null),
         )
         .await;
         match committed {
@@ -276,6 +310,10 @@ impl Move<'_> {
     /// After the commit: the donor learns it is no longer primary and drops its copies of
     /// the unsharded collections (its chunks of sharded ones stay).
     async fn finish(&self) -> MongoResult<()> {
+        if !self.still_ours().await {
+            tracing::info!(db = %self.db, "the movePrimary committed; the router that took it over finishes it");
+            return Ok(());
+        }
         self.placement(self.recipient, true, self.version + 1, false)
             .await?;
         self.placement(self.donor, false, self.version + 1, false)
@@ -301,9 +339,14 @@ impl Move<'_> {
     }
 
     /// Gives up before the commit: the donor takes writes again and the recipient drops
-    /// its copies. Best effort: a shard that cannot be reached keeps what it has, and the
-    /// next `movePrimary` of the database finds its lock and abandons again.
+    /// its copies. If a step fails, the move is marked `unfinished`: its lock is left to
+    /// expire and the recovery pass abandons again. A coordinator whose lock was taken
+    /// over does nothing: the recovery does this.
     async fn abandon(&self) {
+        if !self.still_ours().await {
+            tracing::warn!(db = %self.db, "not abandoning a movePrimary another router took over");
+            return;
+        }
         let steps = async {
             self.placement(self.donor, true, self.version, false)
                 .await?;
@@ -312,7 +355,8 @@ impl Move<'_> {
                 .await
         };
         if let Err(e) = steps.await {
-            tracing::warn!(db = %self.db, error = %e, "abandoning movePrimary left work undone");
+            tracing::warn!(db = %self.db, error = %e, "abandoning movePrimary left work undone; the recovery pass retries");
+            self.unfinished.store(true, Ordering::SeqCst);
         }
     }
 }

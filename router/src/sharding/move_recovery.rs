@@ -8,15 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bson::{doc, Bson, Document};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 use wire::MongoResult;
 
 use super::doc_move::{DocMove, ShardCalls};
 use super::routing::RoutingTable;
+use super::sweeper::Sweep;
 use super::{internal, Cluster};
-use crate::listener::RouterState;
 use crate::shard_client::Forward;
 
 /// An intent this old has lost its router.
@@ -24,30 +22,15 @@ const STALE: Duration = Duration::from_secs(5);
 /// The pause between sweeps.
 const EVERY: Duration = Duration::from_secs(2);
 
-pub fn spawn(tasks: &TaskTracker, state: &Arc<RouterState>, shutdown: CancellationToken) {
-    if state.cluster.is_none() {
-        return;
+pub struct MoveRecovery;
+
+impl Sweep for MoveRecovery {
+    const EVERY: Duration = EVERY;
+    const DONE: &'static str = "finished shard key moves abandoned by their router";
+
+    fn sweep(cluster: &Cluster) -> impl std::future::Future<Output = MongoResult<usize>> + Send {
+        sweep(cluster)
     }
-    let state = state.clone();
-    tasks.spawn(async move {
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(EVERY) => {}
-            }
-            let Some(cluster) = state.cluster.as_ref() else {
-                return;
-            };
-            match sweep(cluster).await {
-                Ok(0) => {}
-                Ok(n) => info!(
-                    moves = n,
-                    "finished shard key moves abandoned by their router"
-                ),
-                Err(e) => debug!(error = %e, "finishing abandoned shard key moves"),
-            }
-        }
-    });
 }
 
 /// One pass over every shard; the moves finished or undone. A shard that cannot be asked,

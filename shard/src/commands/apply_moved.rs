@@ -3,11 +3,13 @@
 //! The range is not yet this shard's, so what it holds of it stays invisible to reads.
 
 use bson::{doc, Bson, Document};
-use wire::{MongoError, MongoResult};
+use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::args::{collection_name, create_on_write, opt_array};
-use crate::migration::current;
+use crate::catalog::CollectionMeta;
+use crate::migration::{current, expect_version, range};
 use crate::node::Ctx;
+use crate::range_deleter::pending_overlaps;
 use crate::write_path::{delete_document, insert_documents, replace_document};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
@@ -20,6 +22,9 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let lock = meta.write_lock.clone();
     let _guard = lock.write().unwrap();
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
+    if cmd.contains_key("min") {
+        arriving_range_is_clear(ctx, &meta, cmd)?;
+    }
     let ids: Vec<Bson> = docs
         .iter()
         .map(|d| {
@@ -45,4 +50,24 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         }
     }
     Ok(doc! {"applied": (ids.len() + deletes.len()) as i64})
+}
+
+/// A migration's documents may arrive only at the coordinator's version (see
+/// `expect_version`) and only into a range no waiting deletion covers.
+fn arriving_range_is_clear(ctx: &Ctx, meta: &CollectionMeta, cmd: &Document) -> MongoResult<()> {
+    let (min, max) = range(cmd)?;
+    if let Some(owner) = &meta.ownership {
+        expect_version(meta, owner, cmd)?;
+    }
+    if pending_overlaps(ctx.engine, meta, &min, &max)? {
+        return Err(MongoError::new(
+            ErrorCode::ConflictingOperationInProgress,
+            format!(
+                "{}: a deletion of an overlapping range still waits for older readers on this \
+                 shard; the migration can run once it is done",
+                meta.ns()
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -5,19 +5,18 @@
 //! the outcome is known.
 
 use bson::{doc, Document};
-use query::ownership::{Ownership, ShardVersion};
-use wire::{ErrorCode, MongoError, MongoResult};
+use query::ownership::Ownership;
+use wire::{MongoError, MongoResult};
 
 use super::args::opt_bool;
-use crate::migration::{install, owned, range};
+use crate::migration::{expect_version, install, owned, range};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let on = opt_bool(cmd, "on")?.unwrap_or(true);
-    let expected = ShardVersion::from_document(
-        cmd.get_document("version")
-            .map_err(|_| MongoError::failed_to_parse("'version' must be an object"))?,
-    )?;
+    if !cmd.contains_key("version") {
+        return Err(MongoError::failed_to_parse("'version' must be an object"));
+    }
     let (meta, _) = owned(ctx, cmd)?;
     let lock = meta.write_lock.clone();
     let _guard = lock.write().unwrap();
@@ -25,17 +24,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let (_, owner) = owned(ctx, cmd)?;
     // Only the migration that began at this version may change it: a newer version means
     // the outcome is already known.
-    if owner.version != expected {
-        return Err(MongoError::new(
-            ErrorCode::ConflictingOperationInProgress,
-            format!(
-                "{} is at version {:?}, not {:?}: the migration's state changed",
-                meta.ns(),
-                owner.version.version,
-                expected.version
-            ),
-        ));
-    }
+    expect_version(&meta, &owner, cmd)?;
     let critical = on.then(|| range(cmd)).transpose()?;
     if owner.critical != critical {
         install(

@@ -11,7 +11,7 @@ use wire::MongoResult;
 
 use super::args::{collection_name, existing_or};
 use crate::error::storage_to_mongo;
-use crate::migration::{in_range, owned, range};
+use crate::migration::{expect_version, in_range, owned, range};
 use crate::node::Ctx;
 use crate::write_path::decode_document;
 
@@ -23,6 +23,7 @@ const PAGE: usize = 512;
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let (meta, range) = if cmd.contains_key("min") {
         let (meta, owner) = owned(ctx, cmd)?;
+        expect_version(&meta, &owner, cmd)?;
         (meta, Some((owner, range(cmd)?)))
     } else {
         let coll = collection_name(cmd)?;

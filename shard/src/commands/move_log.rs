@@ -5,11 +5,12 @@ use bson::Document;
 use wire::MongoResult;
 
 use super::args::opt_bool;
-use crate::migration::owned;
+use crate::migration::{expect_version, owned};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    let (meta, _) = owned(ctx, cmd)?;
+    let (meta, owner) = owned(ctx, cmd)?;
+    expect_version(&meta, &owner, cmd)?;
     if opt_bool(cmd, "on")?.unwrap_or(true) {
         meta.moves.start();
     } else {

@@ -6,7 +6,7 @@
 use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::migration::{current, in_range, owned, range};
+use crate::migration::{current, expect_version, in_range, owned, range};
 use crate::node::Ctx;
 
 /// Changes returned per call; the rest wait for the next.
@@ -14,6 +14,7 @@ const MAX_CHANGES: usize = 1000;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let (meta, owner) = owned(ctx, cmd)?;
+    expect_version(&meta, &owner, cmd)?;
     let (min, max) = range(cmd)?;
     let ids = meta.moves.drain(MAX_CHANGES).ok_or_else(|| {
         MongoError::new(
