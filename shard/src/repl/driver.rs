@@ -122,7 +122,7 @@ const REQUEST_SNAPSHOT_AFTER_INSTALL: Duration = Duration::from_secs(5);
 const READ_FORGET: Duration = Duration::from_secs(120);
 
 pub struct Driver {
-    pub raw: RawNode<raft::storage::MemStorage>,
+    pub raw: RawNode<super::log_store::LogStore>,
     pub log: DurableLog,
     pub engine: Arc<dyn Engine>,
     /// Applies committed entries off this thread (`None` on an arbiter, which holds no

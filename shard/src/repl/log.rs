@@ -5,8 +5,9 @@
 //! index is committed in the same WiredTiger transaction as the data it describes).
 //!
 //! Records are appended to one file, `raft.log`, and synced once per `Ready` (group
-//! commit: every proposal that arrived meanwhile shares the sync). raft-rs reads entries
-//! from an in-memory `MemStorage` that mirrors the file.
+//! commit: every proposal that arrived meanwhile shares the sync). raft-rs reads the log
+//! through `LogStore` (`log_store.rs`), which keeps only the newest entries in memory
+//! and reads older ones back from the file.
 //!
 //! Record: kind (1 byte), payload length (u32 LE), CRC-32 of the payload (u32 LE), payload.
 //! A torn or corrupt tail (a crash mid-append) is cut off at open.
@@ -16,31 +17,30 @@
 //! dropped entry's index and term, and the new file replaces the old one atomically
 //! (write, fsync, rename, fsync the directory).
 
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
-use raft::storage::MemStorage;
 use raft::{GetEntriesContext, Storage};
+
+use super::log_store::{LogStore, HEADER};
 
 const ENTRY: u8 = 1;
 const HARD_STATE: u8 = 2;
 const CONF_STATE: u8 = 3;
 /// The log starts after this (index, term): everything up to it was compacted away.
 const START: u8 = 4;
-const HEADER: usize = 9;
 
 pub struct DurableLog {
-    mem: MemStorage,
+    store: LogStore,
     path: PathBuf,
-    file: File,
+    /// Appended to here; `store` reads older entries from it.
+    file: Arc<File>,
     /// Bytes of `file` that hold whole records.
     len: u64,
-    /// File offset of each entry's record, for cutting a conflicting suffix.
-    offsets: BTreeMap<u64, u64>,
     /// Records not yet written (flushed with one write and one sync).
     pending: Vec<u8>,
     /// Whether `pending` holds a record that must be on disk before anyone hears of it
@@ -67,7 +67,7 @@ impl DurableLog {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         let mut entries: Vec<Entry> = Vec::new();
-        let mut offsets = BTreeMap::new();
+        let mut offsets: Vec<u64> = Vec::new();
         let (mut hs, mut cs, mut start) = (None, None, None);
         let mut pos = 0usize;
         while let Some((kind, payload)) = next_record(&bytes[pos..]) {
@@ -76,10 +76,10 @@ impl DurableLog {
                     let e = Entry::parse_from_bytes(payload).map_err(invalid)?;
                     // A later record for an index replaces that index and everything after.
                     while entries.last().is_some_and(|l| l.index >= e.index) {
-                        let l = entries.pop().expect("checked");
-                        offsets.remove(&l.index);
+                        entries.pop();
+                        offsets.pop();
                     }
-                    offsets.insert(e.index, pos as u64);
+                    offsets.push(pos as u64);
                     entries.push(e);
                 }
                 HARD_STATE => hs = Some(HardState::parse_from_bytes(payload).map_err(invalid)?),
@@ -102,13 +102,14 @@ impl DurableLog {
             file.set_len(pos as u64)?;
         }
         file.seek(SeekFrom::Start(pos as u64))?;
-        let mem = MemStorage::new();
+        let file = Arc::new(file);
+        let store = LogStore::new();
+        store.wl().set_file(file.clone());
         let mut log = DurableLog {
-            mem,
+            store,
             path,
             file,
             len: pos as u64,
-            offsets,
             pending: Vec::new(),
             must_sync: false,
             sync,
@@ -137,21 +138,22 @@ impl DurableLog {
             }
         };
         {
-            let mut w = log.mem.wl();
+            let mut w = log.store.wl();
             if let Some((index, term)) = start {
-                w.apply_snapshot(start_marker(index, term, &cs))
-                    .map_err(invalid)?;
-                entries.retain(|e| e.index > index);
+                w.restart_at(index, term, cs.clone());
+                let kept = entries.iter().position(|e| e.index > index);
+                let kept = kept.unwrap_or(entries.len());
+                entries.drain(..kept);
+                offsets.drain(..kept);
             }
             w.set_conf_state(cs);
-            if !entries.is_empty() {
-                w.append(&entries).map_err(invalid)?;
-            }
+            w.append(&entries, &offsets)?;
             if let Some(hs) = hs {
                 w.set_hardstate(hs);
             }
         }
         log.flush()?;
+        log.store.wl().trim(log.len);
         Ok(log)
     }
 
@@ -159,21 +161,22 @@ impl DurableLog {
         self.syncs
     }
 
-    pub fn storage(&self) -> &MemStorage {
-        &self.mem
+    pub fn storage(&self) -> &LogStore {
+        &self.store
     }
 
     /// First index still in the log.
     pub fn first_index(&self) -> u64 {
-        Storage::first_index(&self.mem).unwrap_or(1)
+        self.store.rl().first_index()
     }
 
     /// The first index of the shortest tail of entries that holds at least `bytes` of
     /// records (the whole log if it is smaller).
     pub fn tail_start(&self, bytes: u64) -> u64 {
         let end = self.len + self.pending.len() as u64;
-        let mut start = self.first_index();
-        for (&index, &offset) in self.offsets.iter().rev() {
+        let core = self.store.rl();
+        let mut start = core.first_index();
+        for (index, offset) in core.offsets_newest_first() {
             start = index;
             if end - offset >= bytes {
                 break;
@@ -186,25 +189,25 @@ impl DurableLog {
     /// checkpointed past it), on disk and in memory.
     pub fn compact(&mut self, to: u64) -> std::io::Result<()> {
         let first = self.first_index();
-        let last = Storage::last_index(&self.mem).map_err(invalid)?;
+        let last = self.store.rl().last_index();
         if to < first || to > last {
             return Ok(());
         }
         self.flush()?;
-        let term = self.mem.term(to).map_err(invalid)?;
+        let term = self.store.term(to).map_err(invalid)?;
         let kept = self
-            .mem
+            .store
             .entries(to + 1, last + 1, None, GetEntriesContext::empty(false))
             .map_err(invalid)?;
-        let state = self.mem.initial_state().map_err(invalid)?;
+        let state = self.store.initial_state().map_err(invalid)?;
         let (hs, cs) = (state.hard_state, state.conf_state);
-        self.rewrite(Some((to, term)), &hs, &cs, &kept)?;
+        let offsets = self.rewrite(Some((to, term)), &hs, &cs, &kept)?;
         // The same in memory: restart the storage at the marker, then put back what stays.
-        let mut w = self.mem.wl();
-        w.apply_snapshot(start_marker(to, term, &cs))
-            .map_err(invalid)?;
-        w.append(&kept).map_err(invalid)?;
+        let mut w = self.store.wl();
+        w.restart_at(to, term, cs);
+        w.append(&kept, &offsets)?;
         w.set_hardstate(hs);
+        w.trim(self.len);
         Ok(())
     }
 
@@ -214,46 +217,55 @@ impl DurableLog {
     pub fn install_snapshot(&mut self, snap: &Snapshot) -> std::io::Result<()> {
         self.flush()?;
         let meta = snap.get_metadata();
-        // raft-rs's storage moves the commit index (and term, if behind) to the snapshot's.
-        self.mem
-            .wl()
-            .apply_snapshot(snap.clone())
-            .map_err(invalid)?;
-        let hs = self.mem.rl().hard_state().clone();
+        let hs = {
+            let mut w = self.store.wl();
+            if w.first_index() > meta.index {
+                return Err(invalid(format!(
+                    "snapshot at {} is older than the log, which starts at {}",
+                    meta.index,
+                    w.first_index()
+                )));
+            }
+            // As raft-rs's storage: the commit index (and term, if behind) move to the
+            // snapshot's.
+            w.restart_at(meta.index, meta.term, meta.get_conf_state().clone());
+            w.hard_state().clone()
+        };
         self.rewrite(
             Some((meta.index, meta.term)),
             &hs,
             meta.get_conf_state(),
             &[],
         )
+        .map(|_| ())
     }
 
     /// Empties the log, keeping the configuration and the term and vote (a member must
     /// never vote twice in a term), for a member whose data was emptied: it starts again
     /// from nothing and the primary sends the log or a snapshot. Only before raft-rs runs.
     pub fn reset(&mut self) -> std::io::Result<()> {
-        let state = self.mem.initial_state().map_err(invalid)?;
+        let state = self.store.initial_state().map_err(invalid)?;
         let hs = HardState {
             commit: 0,
             ..state.hard_state
         };
         self.rewrite(None, &hs, &state.conf_state, &[])?;
-        self.mem = MemStorage::new();
-        let mut w = self.mem.wl();
-        w.set_conf_state(state.conf_state);
+        let mut w = self.store.wl();
+        w.restart_at(0, 0, state.conf_state);
         w.set_hardstate(hs);
         Ok(())
     }
 
     /// Replaces the file, atomically (write, fsync, rename, fsync the directory), with the
-    /// configuration, an optional start marker, the hard state and `kept`.
+    /// configuration, an optional start marker, the hard state and `kept`; the offsets of
+    /// `kept`'s records in the new file.
     fn rewrite(
         &mut self,
         start: Option<(u64, u64)>,
         hs: &HardState,
         cs: &ConfState,
         kept: &[Entry],
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<Vec<u64>> {
         self.pending.clear();
         self.record(CONF_STATE, &cs.write_to_bytes().map_err(invalid)?);
         if let Some((index, term)) = start {
@@ -262,9 +274,9 @@ impl DurableLog {
             self.record(START, &marker);
         }
         self.record(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
-        let mut offsets = BTreeMap::new();
+        let mut offsets = Vec::with_capacity(kept.len());
         for e in kept {
-            offsets.insert(e.index, self.pending.len() as u64);
+            offsets.push(self.pending.len() as u64);
             self.record(ENTRY, &e.write_to_bytes().map_err(invalid)?);
         }
         let bytes = std::mem::take(&mut self.pending);
@@ -280,10 +292,10 @@ impl DurableLog {
         }
         let mut file = OpenOptions::new().read(true).write(true).open(&self.path)?;
         file.seek(SeekFrom::End(0))?;
-        self.file = file;
+        self.file = Arc::new(file);
+        self.store.wl().set_file(self.file.clone());
         self.len = bytes.len() as u64;
-        self.offsets = offsets;
-        Ok(())
+        Ok(offsets)
     }
 
     /// Appends entries, replacing any suffix they conflict with, and returns the entries
@@ -293,29 +305,29 @@ impl DurableLog {
             return Ok(Vec::new());
         };
         let mut replaced = Vec::new();
-        if let Some(&cut) = self.offsets.get(&first.index) {
+        let cut = self.store.rl().offset(first.index);
+        if let Some(cut) = cut {
             // A new leader overwrote our uncommitted suffix. Nothing acknowledged is lost:
             // only committed entries are ever applied or acknowledged.
-            let last = Storage::last_index(&self.mem).map_err(invalid)?;
+            let last = self.store.rl().last_index();
             replaced = self
-                .mem
+                .store
                 .entries(first.index, last + 1, None, GetEntriesContext::empty(false))
                 .map_err(invalid)?;
             self.flush()?;
             self.file.set_len(cut)?;
-            self.file.seek(SeekFrom::Start(cut))?;
+            (&*self.file).seek(SeekFrom::Start(cut))?;
             self.len = cut;
-            self.offsets.split_off(&first.index);
             // The cut may have removed later hard-state records; write the current one again.
-            let hs = self.mem.rl().hard_state().clone();
+            let hs = self.store.rl().hard_state().clone();
             self.record(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
         }
+        let mut offsets = Vec::with_capacity(entries.len());
         for e in entries {
-            self.offsets
-                .insert(e.index, self.len + self.pending.len() as u64);
+            offsets.push(self.len + self.pending.len() as u64);
             self.record(ENTRY, &e.write_to_bytes().map_err(invalid)?);
         }
-        self.mem.wl().append(entries).map_err(invalid)?;
+        self.store.wl().append(entries, &offsets)?;
         Ok(replaced)
     }
 
@@ -324,20 +336,20 @@ impl DurableLog {
     /// is written with the next synced record.
     pub fn set_hard_state(&mut self, hs: HardState) -> std::io::Result<()> {
         let vote_or_term = {
-            let current = self.mem.rl();
+            let current = self.store.rl();
             let current = current.hard_state();
             hs.term != current.term || hs.vote != current.vote
         };
         self.record_lazy(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
         self.must_sync |= vote_or_term;
-        self.mem.wl().set_hardstate(hs);
+        self.store.wl().set_hardstate(hs);
         Ok(())
     }
 
     /// Records the commit index raft-rs reported after `advance` (no sync needed: a lost
     /// commit index is learned again from the leader).
     pub fn set_commit(&mut self, commit: u64) -> std::io::Result<()> {
-        let mut hs = self.mem.rl().hard_state().clone();
+        let mut hs = self.store.rl().hard_state().clone();
         hs.commit = commit;
         self.set_hard_state(hs)
     }
@@ -346,8 +358,10 @@ impl DurableLog {
     /// even if the commit index recorded with them did not reach the disk. raft-rs
     /// refuses to start with an applied index beyond the commit index.
     pub fn commit_at_least(&mut self, applied: u64) -> std::io::Result<()> {
-        let commit = self.mem.rl().hard_state().commit;
-        let last = Storage::last_index(&self.mem).map_err(invalid)?;
+        let (commit, last) = {
+            let core = self.store.rl();
+            (core.hard_state().commit, core.last_index())
+        };
         if applied > commit && applied <= last {
             self.set_commit(applied)?;
         }
@@ -359,7 +373,7 @@ impl DurableLog {
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.file.write_all(&self.pending)?;
+        (&*self.file).write_all(&self.pending)?;
         self.len += self.pending.len() as u64;
         self.pending.clear();
         if self.sync && self.must_sync {
@@ -367,6 +381,7 @@ impl DurableLog {
             self.syncs += 1;
         }
         self.must_sync = false;
+        self.store.wl().trim(self.len);
         Ok(())
     }
 
@@ -385,16 +400,6 @@ impl DurableLog {
             .extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
         self.pending.extend_from_slice(payload);
     }
-}
-
-/// A data-less snapshot that only says where the log starts.
-fn start_marker(index: u64, term: u64, cs: &ConfState) -> Snapshot {
-    let mut snap = Snapshot::default();
-    let meta = snap.mut_metadata();
-    meta.index = index;
-    meta.term = term;
-    meta.set_conf_state(cs.clone());
-    snap
 }
 
 /// The next whole, intact record, or `None` at the end or at a torn/corrupt record.
@@ -416,7 +421,18 @@ fn invalid(e: impl std::fmt::Display) -> std::io::Error {
 mod tests {
     use raft::Storage;
 
+    use super::super::log_store::CACHE_BYTES;
     use super::*;
+
+    /// A data-less snapshot that only says where the log starts.
+    fn start_marker(index: u64, term: u64, cs: &ConfState) -> Snapshot {
+        let mut snap = Snapshot::default();
+        let meta = snap.mut_metadata();
+        meta.index = index;
+        meta.term = term;
+        meta.set_conf_state(cs.clone());
+        snap
+    }
 
     fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
         Entry {
@@ -562,6 +578,52 @@ mod tests {
         assert_eq!(commit(&log), 1);
         log.commit_at_least(9).unwrap();
         assert_eq!(commit(&log), 1, "never beyond the log");
+    }
+
+    /// Only the newest entries stay in memory; older ones are read back from the file,
+    /// also after a new leader cut the log and after a reopen.
+    #[test]
+    fn old_entries_leave_memory_and_are_read_back_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mb = |i: u64| vec![(i % 251) as u8; 1 << 20];
+        let check = |log: &DurableLog, upto: u64, term_from: u64| {
+            let s = log.storage();
+            let all = s
+                .entries(1, upto + 1, None, GetEntriesContext::empty(false))
+                .unwrap();
+            assert_eq!(all.len() as u64, upto);
+            for e in &all {
+                assert_eq!(e.data.as_ref(), mb(e.index).as_slice(), "entry {}", e.index);
+                let term = if e.index >= term_from { 2 } else { 1 };
+                assert_eq!(e.term, term, "entry {}", e.index);
+            }
+            let cached = s.rl().cached_bytes();
+            assert!(cached <= CACHE_BYTES + (2 << 20), "{cached} bytes cached");
+        };
+        {
+            let mut log = DurableLog::open(dir.path(), &[1, 2, 3], true).unwrap();
+            let entries: Vec<Entry> = (1..=80).map(|i| entry(i, 1, &mb(i))).collect();
+            log.append(&entries).unwrap();
+            log.flush().unwrap();
+            check(&log, 80, u64::MAX);
+            // A size limit stops the read early, with at least one entry.
+            let few = log
+                .storage()
+                .entries(1, 81, 3 << 20, GetEntriesContext::empty(false))
+                .unwrap();
+            assert_eq!(few.len(), 2);
+            // A new leader replaces 60.. (entries no longer cached): the old ones come back.
+            let replacing: Vec<Entry> = (60..=70).map(|i| entry(i, 2, &mb(i))).collect();
+            let replaced = log.append(&replacing).unwrap();
+            assert_eq!(replaced.len(), 21);
+            assert_eq!(replaced[0].data.as_ref(), mb(60).as_slice());
+            log.flush().unwrap();
+            check(&log, 70, 60);
+        }
+        let log = DurableLog::open(dir.path(), &[9], true).unwrap();
+        check(&log, 70, 60);
+        assert_eq!(log.storage().term(59).unwrap(), 1);
+        assert_eq!(log.storage().term(60).unwrap(), 2);
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod driver;
 pub mod engine;
 pub mod entry;
 pub mod log;
+pub mod log_store;
 pub mod peers;
 pub mod rollback;
 pub mod slog_bridge;
