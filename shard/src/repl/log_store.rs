@@ -188,7 +188,7 @@ impl Core {
             .file
             .as_ref()
             .ok_or(Error::Store(StorageError::Unavailable))?;
-        read_entry(file, offset).map_err(Error::Io)
+        read_entry(file, offset, index).map_err(Error::Io)
     }
 }
 
@@ -275,8 +275,9 @@ fn size(e: &Entry) -> usize {
     e.data.len() + e.context.len() + 32
 }
 
-/// The entry whose record starts at `offset`, checked against its CRC.
-fn read_entry(file: &File, offset: u64) -> std::io::Result<Entry> {
+/// Entry `index`, whose record starts at `offset`, checked against its CRC and its index
+/// (an intact record of another entry at a stale offset must not pass for it).
+fn read_entry(file: &File, offset: u64, index: u64) -> std::io::Result<Entry> {
     let mut header = [0u8; HEADER];
     file.read_exact_at(&mut header, offset)?;
     let len = u32::from_le_bytes(header[1..5].try_into().expect("4 bytes")) as usize;
@@ -288,7 +289,14 @@ fn read_entry(file: &File, offset: u64) -> std::io::Result<Entry> {
             "raft log record at {offset}: bad checksum"
         )));
     }
-    Entry::parse_from_bytes(&payload).map_err(invalid)
+    let e = Entry::parse_from_bytes(&payload).map_err(invalid)?;
+    if e.index != index {
+        return Err(invalid(format!(
+            "raft log record at {offset} holds entry {}, not {index}",
+            e.index
+        )));
+    }
+    Ok(e)
 }
 
 fn invalid(e: impl std::fmt::Display) -> std::io::Error {
