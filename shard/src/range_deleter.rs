@@ -107,8 +107,11 @@ fn uuid_binary(meta: &CollectionMeta) -> Binary {
 /// What one batch did.
 pub struct Batch {
     pub deleted: usize,
-    /// More of the range may remain: call again.
+    /// More of the range may remain: call again, from `next`.
     pub more: bool,
+    /// The last record key this batch looked at: the next batch starts after it, so a
+    /// range's deletion reads the collection once rather than once per batch.
+    pub next: Option<Vec<u8>>,
     /// Documents were kept because an older reader may still return them.
     pub kept: bool,
 }
@@ -123,16 +126,23 @@ pub fn wait_for_older_readers(meta: &CollectionMeta) {
 }
 
 /// Deletes one batch of `[min, max)` that `owner` (the current ownership) does not own and
-/// no older reader owns. The caller holds the collection's write lock.
+/// no older reader owns, looking at records after `after` (from the start if `None`).
+/// The caller holds the collection's write lock. Nothing lands in the range meanwhile
+/// (writes to a range a shard does not own are refused, and so are migrations into one
+/// whose deletion waits), so what a batch passed over stays done.
 pub fn delete_batch(
     engine: &dyn Engine,
     meta: &CollectionMeta,
     owner: &Ownership,
     min: &KeyValue,
     max: &KeyValue,
+    after: Option<&[u8]>,
 ) -> MongoResult<Batch> {
     let older: Vec<Arc<Ownership>> = meta.older_readers();
     let mut scan = KeyRange::all();
+    if let Some(after) = after {
+        scan.start = std::ops::Bound::Excluded(after.to_vec());
+    }
     let mut batch = WriteBatch::default();
     let mut deleted = 0usize;
     let mut kept = false;
@@ -160,9 +170,14 @@ pub fn delete_batch(
         crate::ops::check_before_write()?;
         engine.write_owned(batch).map_err(storage_to_mongo)?;
     }
+    let next = match &scan.start {
+        std::ops::Bound::Excluded(k) if more => Some(k.clone()),
+        _ => None,
+    };
     Ok(Batch {
         deleted,
         more,
+        next,
         kept,
     })
 }
@@ -289,6 +304,8 @@ fn delete_range(
     max: &KeyValue,
 ) -> MongoResult<(usize, bool)> {
     let mut deleted = 0;
+    let mut after: Option<Vec<u8>> = None;
+    let mut kept = false;
     loop {
         let lock = meta.write_lock.clone();
         let _guard = lock.write().unwrap();
@@ -300,10 +317,19 @@ fn delete_range(
         let Some(owner) = current.ownership.clone() else {
             return Ok((deleted, true));
         };
-        let b = delete_batch(node.engine.as_ref(), &current, &owner, min, max)?;
+        let b = delete_batch(
+            node.engine.as_ref(),
+            &current,
+            &owner,
+            min,
+            max,
+            after.as_deref(),
+        )?;
         deleted += b.deleted;
+        kept |= b.kept;
         if !b.more {
-            return Ok((deleted, !b.kept));
+            return Ok((deleted, !kept));
         }
+        after = b.next;
     }
 }

@@ -456,8 +456,11 @@ impl Migration<'_> {
 
     /// Deletes `shard`'s documents of the range, batch by batch (it no longer owns it).
     async fn delete_range(&self, shard: &Shard) -> MongoResult<()> {
+        let mut after = Bson::Null;
         loop {
-            let reply = self.on(shard, "_shardsvrDeleteRange", doc! {}).await?;
+            let reply = self
+                .on(shard, "_shardsvrDeleteRange", doc! {"after": after})
+                .await?;
             if reply.get_bool("deferred") == Ok(true) {
                 // A cursor opened before the commit still reads there: the shard's range
                 // deleter finishes once it is gone.
@@ -466,6 +469,7 @@ impl Migration<'_> {
             if !reply.get_bool("more").unwrap_or(false) {
                 return Ok(());
             }
+            after = reply.get("next").cloned().unwrap_or(Bson::Null);
             tokio::task::yield_now().await;
             tokio::time::sleep(Duration::from_millis(1)).await;
         }

@@ -3,7 +3,8 @@
 //! copy after one was abandoned. A document the shard owns is never deleted here, nor one
 //! a reader at an older ownership may still return: when such documents remain, the range
 //! is left to the background range deleter (`deferred: true`; see `range_deleter`), and
-//! so is all of it while one of the shard's secondaries still reads it.
+//! so is all of it while one of the shard's secondaries still reads it. Each batch goes on
+//! from the record key the previous one returned (`next`, sent back as `after`).
 
 use bson::{doc, Document};
 use wire::MongoResult;
@@ -29,10 +30,22 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let lock = meta.write_lock.clone();
     let _guard = lock.write().unwrap();
     let (meta, owner) = owned(ctx, cmd)?;
-    let b = delete_batch(ctx.engine, &meta, &owner, &min, &max)?;
-    let deferred = !b.more && b.kept;
-    if deferred {
+    let after = cmd.get_binary_generic("after").ok().map(Vec::as_slice);
+    let b = delete_batch(ctx.engine, &meta, &owner, &min, &max, after)?;
+    // Kept documents are left to the background pass, which goes over the whole range
+    // again once their readers are gone.
+    if b.kept {
         defer(ctx.engine, &meta, &min, &max)?;
     }
-    Ok(doc! {"deleted": b.deleted as i64, "more": b.more, "deferred": deferred})
+    let mut reply = doc! {"deleted": b.deleted as i64, "more": b.more, "deferred": b.kept};
+    if let Some(next) = b.next {
+        reply.insert(
+            "next",
+            bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: next,
+            },
+        );
+    }
+    Ok(reply)
 }
