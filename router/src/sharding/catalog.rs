@@ -488,11 +488,11 @@ pub async fn take_over_migration(
     );
     mine.insert("owner", ObjectId::new());
     mine.insert("expires", expiry(lease));
-    let q = doc! {
-        "_id": stale.get("_id").cloned().unwrap_or(Bson::Null),
-        "owner": stale.get("owner").cloned().unwrap_or(Bson::Null),
-        "expires": stale.get("expires").cloned().unwrap_or(Bson::Null),
-    };
+    let mut q = lock_query(stale);
+    q.insert(
+        "expires",
+        stale.get("expires").cloned().unwrap_or(Bson::Null),
+    );
     let set = doc! {"owner": mine.get("owner").cloned(), "expires": mine.get("expires").cloned()};
     let update = doc! {"q": q, "u": {"$set": set}};
     let reply = call(
