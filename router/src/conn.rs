@@ -33,6 +33,8 @@ pub struct Session {
     pub closing: bool,
     /// Where the last forwarded command waited on the shard (for the slow-op log).
     pub last_waits: Option<crate::shard_client::Waits>,
+    /// Forwarded commands so far, modulo 256 (picks the ones that measure transit).
+    transit_sample: u8,
     /// This connection's slot in `currentOp`.
     pub ops: Arc<crate::current_ops::ConnOps>,
     /// Fires if the next command is killed (`killOp`); taken when the command starts.
@@ -69,6 +71,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             app_name: None,
             closing: false,
             last_waits: None,
+            transit_sample: 0,
             ops: registration.slot.clone(),
             next_cancel: None,
             request_started: Instant::now(),
@@ -295,15 +298,24 @@ impl Session {
             _ => return None,
         };
         let lag = &self.state.lag;
-        if !lag.should_shed(max_time_ms) {
+        let why = if lag.cannot_finish(max_time_ms) {
+            format!(
+                "commands spend {} ms in this router now, longer than maxTimeMS {max_time_ms}",
+                lag.transit().as_millis()
+            )
+        } else if lag.should_shed(max_time_ms) {
+            format!(
+                "it runs tasks {} ms late, too late for maxTimeMS {max_time_ms}",
+                lag.current().as_millis()
+            )
+        } else {
             return None;
-        }
+        };
         self.state
             .counters
             .add(self.id, crate::counters::Op::ShedByRouter, 1);
         Some(MongoError::overloaded(format!(
-            "router overloaded: it runs tasks {} ms late, too late for maxTimeMS {max_time_ms}; nothing was started, retry",
-            lag.current().as_millis()
+            "router overloaded: {why}; nothing was started, retry"
         )))
     }
 
@@ -390,6 +402,13 @@ impl Session {
         let ms = elapsed.as_millis() as u64;
         let shard_waits = self.last_waits.take();
         if let Some(w) = shard_waits {
+            // One forwarded command in eight measures the transit the shedder steers on.
+            self.transit_sample = self.transit_sample.wrapping_add(1);
+            if self.transit_sample % TRANSIT_SAMPLE_EVERY == 0 {
+                self.state
+                    .lag
+                    .record_transit(elapsed.saturating_sub(w.queued + w.exec));
+            }
             use crate::wait_histograms::Wait;
             let h = &self.state.waits;
             h.record(self.id, Wait::ShardQueue, w.queued);
@@ -427,6 +446,9 @@ impl Session {
 /// cost more CPU than the shard's own insert. (`update` is not here: authorizing an
 /// upsert reads its statements.)
 const RAW_SEQUENCE_COMMANDS: &[&str] = &["insert", "delete"];
+
+/// A connection records the transit (`runtime_lag`) of one forwarded command in this many.
+const TRANSIT_SAMPLE_EVERY: u8 = 8;
 
 /// The command body, and the sequences left raw when the command only passes them on;
 /// otherwise the sequences folded into the body, as every other command expects.

@@ -19,6 +19,21 @@
 //! every tick: up while the lag is above its target, faster while it grows, down once it
 //! is below. Under a steady overload the probability settles near the excess fraction,
 //! and the lag near its target.
+//!
+//! **Transit.** The timer's lag sees only the runtime's own queue. With the router and the
+//! members sharing cores, the queue is mostly elsewhere: in the OS scheduler between the
+//! processes, and in the gRPC connection to the member. A forwarded command's *transit*
+//! (its time in the router minus the member's reported queue and execution) measures all
+//! of it. A command whose whole `maxTimeMS` is shorter than the recent transit cannot
+//! finish in time, so it is refused at once, whatever the probability: clients whose
+//! deadlines were mostly used up in their own connection queue (a CSOT driver sends what
+//! is left) then cost the cluster a refusal, not an answer nobody reads. Measured with
+//! `bulwark chaos overload` (2026-12-03): with clients that queue FIFO for 4 connections,
+//! the timer's lag stayed under 1.2 ms while commands spent 1–10 ms in transit, and
+//! nothing was shed. The transit does not drive the probability: on this 2-core host it
+//! is 2–10 ms at half of capacity too (the scheduler's latency with nine processes on one
+//! core), so a controller steering it to a few milliseconds shed 20–90% of the commands
+//! of an underloaded cluster.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,6 +72,10 @@ const BETA_PER_MS: f64 = 0.01;
 const MAX_SHED: f64 = 0.95;
 /// Probabilities are stored in millionths.
 const SCALE: f64 = 1_000_000.0;
+/// A transit with no new sample for this many ticks is halved each tick: once every
+/// command is refused as unable to finish, no command measures the transit any more, and
+/// an old high value must not refuse short deadlines for ever.
+const TRANSIT_STALE_TICKS: u32 = 20;
 
 /// The smoothed lag and the shedding probability. One task writes them; commands only
 /// read them (no shared writes on the command path).
@@ -65,11 +84,37 @@ pub struct RuntimeLag {
     micros: AtomicU64,
     /// Shedding probability, in millionths.
     shed: AtomicU64,
+    /// Forwarded commands' transit, microseconds (EWMA, 1/8 weight per sample).
+    transit: AtomicU64,
+    /// Transit samples so far (the tick notices when they stop).
+    transit_samples: AtomicU64,
 }
 
 impl RuntimeLag {
     pub fn current(&self) -> Duration {
         Duration::from_micros(self.micros.load(Ordering::Relaxed))
+    }
+
+    /// Recent forwarded commands' transit (see the module docs).
+    pub fn transit(&self) -> Duration {
+        Duration::from_micros(self.transit.load(Ordering::Relaxed))
+    }
+
+    /// One forwarded command's transit. Callers sample (a connection records one command
+    /// in eight), so the average is not a word every command writes.
+    pub fn record_transit(&self, transit: Duration) {
+        let sample = transit.as_micros().min(u64::MAX as u128) as u64;
+        let old = self.transit.load(Ordering::Relaxed);
+        self.transit
+            .store(old - old / 8 + sample / 8, Ordering::Relaxed);
+        self.transit_samples.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// True when a command's whole deadline is shorter than the recent transit: it would
+    /// expire before the member answered.
+    pub fn cannot_finish(&self, max_time_ms: u64) -> bool {
+        let transit = self.transit();
+        transit >= MIN_SHED_LAG && Duration::from_millis(max_time_ms) < transit
     }
 
     /// The probability that an eligible command is shed now.
@@ -97,6 +142,7 @@ impl RuntimeLag {
     pub fn spawn(self: &Arc<Self>, tasks: &TaskTracker, shutdown: CancellationToken) {
         let lag = self.clone();
         tasks.spawn(async move {
+            let (mut samples, mut idle_ticks) = (0, 0);
             loop {
                 let asked = Instant::now();
                 tokio::select! {
@@ -107,6 +153,13 @@ impl RuntimeLag {
                     .elapsed()
                     .saturating_sub(TICK + TIMER_SLACK)
                     .as_micros() as u64;
+                let seen = lag.transit_samples.load(Ordering::Relaxed);
+                idle_ticks = if seen == samples { idle_ticks + 1 } else { 0 };
+                samples = seen;
+                if idle_ticks >= TRANSIT_STALE_TICKS {
+                    lag.transit
+                        .store(lag.transit.load(Ordering::Relaxed) / 2, Ordering::Relaxed);
+                }
                 lag.record(late);
             }
         });
@@ -157,6 +210,50 @@ mod tests {
         }
         assert_eq!(lag.shed_probability(), 0.0);
         assert_eq!(shed_of_10k(&lag, 100), 0);
+    }
+
+    #[test]
+    fn a_deadline_shorter_than_the_transit_cannot_finish() {
+        let lag = RuntimeLag::default();
+        assert!(!lag.cannot_finish(1));
+        for _ in 0..64 {
+            lag.record_transit(Duration::from_millis(10));
+        }
+        assert!(
+            lag.transit() > Duration::from_millis(9),
+            "{:?}",
+            lag.transit()
+        );
+        assert!(lag.cannot_finish(5));
+        assert!(!lag.cannot_finish(50));
+        // A transit within the scheduler's noise refuses nothing.
+        let quick = RuntimeLag::default();
+        for _ in 0..64 {
+            quick.record_transit(Duration::from_micros(1_500));
+        }
+        assert!(!quick.cannot_finish(1));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_transit_nobody_measures_any_more_fades() {
+        let lag = Arc::new(RuntimeLag::default());
+        for _ in 0..64 {
+            lag.record_transit(Duration::from_millis(40));
+        }
+        let tasks = TaskTracker::new();
+        let stop = CancellationToken::new();
+        lag.spawn(&tasks, stop.clone());
+        // 20 ticks without a sample, then halved every tick.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        stop.cancel();
+        tasks.close();
+        tasks.wait().await;
+        assert!(
+            lag.transit() < Duration::from_millis(1),
+            "{:?}",
+            lag.transit()
+        );
+        assert!(!lag.cannot_finish(5));
     }
 
     #[test]

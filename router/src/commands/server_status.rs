@@ -52,9 +52,11 @@ pub async fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResu
         "bulwark": {
             // Work the router abandoned because nobody was waiting for it any more.
             "cancelledByClientDisconnect": c.total(Op::CancelledByDisconnect),
-            // How late the runtime runs tasks now, and the commands shed because of it
-            // (see `runtime_lag`).
+            // How late the runtime runs tasks now, how long forwarded commands spend in
+            // transit (router, network, the member's scheduling), and the commands shed
+            // because of them (see `runtime_lag`).
             "runtimeLagMicros": s.lag.current().as_micros() as i64,
+            "transitMicros": s.lag.transit().as_micros() as i64,
             // The probability a command with a deadline is refused now (0 unless loaded).
             "shedProbability": s.lag.shed_probability(),
             "shedByRouter": c.total(Op::ShedByRouter),
