@@ -57,6 +57,13 @@ pub struct LocalOptions {
     /// CPUs every process runs on (`taskset -c` syntax), so that a load generator on the
     /// others measures the cluster, not the competition between them.
     pub cpus: Option<String>,
+    /// Every connection dials its target itself, through no [`Link`](crate::proxy::Link):
+    /// the cluster cannot be partitioned, and no byte between its processes passes
+    /// through the runner. The overload experiment needs that: its load generator
+    /// saturates the runner's CPU, and a proxy there would add the generator's scheduling
+    /// delay to every forwarded command and every Raft message, measured as the
+    /// cluster's latency.
+    pub direct: bool,
 }
 
 pub struct LocalCluster {
@@ -66,6 +73,7 @@ pub struct LocalCluster {
     pub members: Vec<Member>,
     pub routers: Vec<Router>,
     links: Links,
+    direct: bool,
     shutdown: CancellationToken,
 }
 
@@ -90,7 +98,7 @@ impl LocalCluster {
         for (i, (site, _, _)) in LAYOUT.iter().enumerate() {
             let mut peers = Vec::new();
             for (j, (to_site, priority, arbiter)) in LAYOUT.iter().enumerate() {
-                let dial = if i == j {
+                let dial = if i == j || options.direct {
                     String::new()
                 } else {
                     let at = links
@@ -139,6 +147,10 @@ impl LocalCluster {
             let from = 10 + r; // link-port slot of this router as a dialler
             let mut shard = Vec::new();
             for (j, (to_site, _, _)) in LAYOUT.iter().enumerate() {
+                if options.direct {
+                    shard.push(addr(member_port(j)).to_string());
+                    continue;
+                }
                 let at = links
                     .open(
                         site,
@@ -182,6 +194,7 @@ impl LocalCluster {
             members,
             routers,
             links,
+            direct: options.direct,
             shutdown,
         };
         for i in 0..c.members.len() {
@@ -309,6 +322,10 @@ impl Cluster for LocalCluster {
     }
 
     fn partition(&mut self, site: &str) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            !self.direct,
+            "this cluster was started with direct connections: it has no links to cut"
+        );
         self.links.partition(site);
         Ok(())
     }
