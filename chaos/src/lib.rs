@@ -17,6 +17,7 @@ pub mod plot;
 pub mod proc_stat;
 pub mod proxy;
 pub mod raw_client;
+pub mod raw_pool;
 pub mod run;
 pub mod scenario;
 pub mod storm;

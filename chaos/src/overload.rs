@@ -18,6 +18,7 @@
 //! with deadline propagation and admission control switched off (what mongod does).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -33,6 +34,7 @@ use crate::cluster::{client, Cluster};
 use crate::local::{LocalCluster, LocalOptions};
 use crate::plot::{FaultMark, Timeline};
 use crate::proc_stat;
+use crate::raw_pool::RawPool;
 use crate::timeline::quantile_ms;
 
 /// The cluster runs on the last CPU and this load generator on the others (see
@@ -44,6 +46,8 @@ const INSTANCES: usize = 8;
 const DEADLINE: Duration = Duration::from_millis(100);
 const DOCS: i64 = 10_000;
 const CAPACITY_SECS: u64 = 5;
+/// The closed loop runs this long, unmeasured, before C is measured.
+const CAPACITY_WARMUP: Duration = Duration::from_secs(3);
 /// Closed-loop requests in flight per instance while capacity is measured.
 const CAPACITY_CONCURRENCY: usize = 4;
 const WARM_SECS: usize = 10;
@@ -130,6 +134,17 @@ enum Outcome {
     Other,
 }
 
+impl Outcome {
+    /// A failed command's outcome by its error code.
+    fn of_code(code: i32) -> Outcome {
+        match code {
+            462 => Outcome::Shed,
+            50 => Outcome::Expired,
+            _ => Outcome::Other,
+        }
+    }
+}
+
 /// What the collector hears: a request's outcome, its wait for a connection slot, or a
 /// driver pool checkout. `at`: when it happened (the request was sent), since the clients
 /// were made.
@@ -173,6 +188,9 @@ pub struct Second {
     pub cancelled_by_disconnect: i64,
     /// How late the router's runtime ran tasks at the end of the second (its hidden queue).
     pub router_lag_ms: f64,
+    /// Forwarded commands' recent transit at the router (its time minus the member's
+    /// queue and execution) at the end of the second: what the router sheds on.
+    pub router_transit_ms: f64,
     pub latency_ms: Quantiles,
     /// Wait for one of the instance's `pool` connection slots (requests that got one).
     pub slot_wait_ms: Quantiles,
@@ -234,6 +252,7 @@ pub async fn run(
         let _ = std::fs::remove_dir_all(&run_dir);
         let mut options = LocalOptions {
             cpus: Some(CLUSTER_CPUS.into()),
+            direct: true,
             ..Default::default()
         };
         if !setup.protections {
@@ -278,7 +297,8 @@ pub async fn run(
 }
 
 async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunReport> {
-    let uri = cluster.uri(cluster.router_of("A"));
+    let router = cluster.router_of("A");
+    let uri = cluster.uri(router);
     let admin = client(&uri).await?;
     let coll = admin.database("overload").collection::<Document>("docs");
     let payload = "x".repeat(100);
@@ -302,7 +322,7 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
         anyhow::ensure!(Instant::now() < settle, "no site A primary within 30 s");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let router_pid = cluster.router_pid(cluster.router_of("A"));
+    let router_pid = cluster.router_pid(router);
     let member_pids: Vec<u32> = (0..cluster.member_count())
         .filter_map(|i| cluster.member_pid(i))
         .collect();
@@ -311,12 +331,16 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
     let (tx, mut rx) = unbounded_channel::<Sample>();
     let mut instances = Vec::new();
     for _ in 0..INSTANCES {
-        instances.push(Instance::new(&uri, setup, started, tx.clone()).await?);
+        instances.push(Instance::new(cluster, router, setup, started, tx.clone()).await?);
     }
     let cluster_cpu = || {
         router_pid.map(process_cpu_ms).unwrap_or(0.0)
             + member_pids.iter().map(|&p| process_cpu_ms(p)).sum::<f64>()
     };
+    // A first pass opens every connection and warms the members' caches and the
+    // runtimes: measured cold, C came out at 2,300-3,500 where the same cluster served
+    // 3,550-4,250 a second in the burst and after it.
+    closed_loop(&instances, CAPACITY_WARMUP).await;
     let cpu_before = (process_cpu_ms(std::process::id()), cluster_cpu());
     let capacity = closed_loop_capacity(&instances).await;
     anyhow::ensure!(
@@ -431,19 +455,21 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
             x.connections_opened = s.connections_opened;
             x.cancelled_by_disconnect = s.cancelled_by_disconnect;
             x.router_lag_ms = s.router_lag_ms;
+            x.router_transit_ms = s.router_transit_ms;
             x.shard_queue = s.shard_queue.clone();
             x.shard_exec = s.shard_exec.clone();
             x.router_total = s.router_total.clone();
         }
         println!(
-            "  t={t:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} slot {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} router {}/{} | cpu ms router {:>4.0} members {:>4.0} generator {:>4.0} | conns opened {:>4} cancelled {:>4} | router lag {:>5.1} ms",
+            "  t={t:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} slot {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} router {}/{} | cpu ms router {:>4.0} members {:>4.0} generator {:>4.0} | conns opened {:>4} cancelled {:>4} | router lag {:>5.1} transit {:>5.1} ms",
             x.phase, x.offered_per_sec, x.sent, x.succeeded, x.timed_out, x.shed, x.expired,
             x.other_errors, x.latency_ms.p50, x.latency_ms.p99, x.slot_wait_ms.p50,
             x.slot_wait_ms.p99, x.pool_wait_ms.p50,
             x.pool_wait_ms.p99, x.shard_queue.p50, x.shard_queue.p99, x.shard_exec.p50,
             x.shard_exec.p99, x.router_total.p50, x.router_total.p99, x.router_cpu_ms, x.members_cpu_ms, x.generator_cpu_ms, x.connections_opened,
             x.cancelled_by_disconnect,
-            x.router_lag_ms
+            x.router_lag_ms,
+            x.router_transit_ms
         );
     }
     let burst = &secs[WARM_SECS..WARM_SECS + BURST_SECS];
@@ -488,8 +514,7 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
 ///   and pops one, each new request waits behind the dead ones for longer than its
 ///   deadline, and the pool stays wedged at any load: with tiny pools, six of eight
 ///   instances served nothing even at 50% of capacity after the burst, with the router
-///   idle. The model's gate is a tokio semaphore, which drops a waiter that gave up, and
-///   the driver behind it only ever queues what its connections can serve.
+///   idle. The model's slots are a tokio semaphore, which drops a waiter that gave up.
 /// * It closes a connection whose operation was dropped mid-exchange, and the next request
 ///   opens and authenticates a new one: at 130% of capacity, 5,000–6,000 reconnects a
 ///   second from a generator with one core. Drivers with client-side operation timeouts
@@ -499,26 +524,39 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
 ///
 /// The model also sends what a request has left of its deadline after the wait as
 /// `maxTimeMS`, as a CSOT driver does; the Rust driver sends the full 100 ms however long
-/// the request waited for a connection.
+/// the request waited for a connection. Its connections are raw ones
+/// ([`RawPool`](crate::raw_pool::RawPool)): the driver's own work per operation would
+/// saturate the generator's core first. Capacity is measured with the driver in every
+/// setup, so C is the same measurement for all of them.
 #[derive(Clone)]
 struct Instance {
     coll: mongodb::Collection<Document>,
-    gate: Option<std::sync::Arc<tokio::sync::Semaphore>>,
-    keeps_connections: bool,
+    raw: Option<Arc<RawPool>>,
 }
 
 impl Instance {
     async fn new(
-        uri: &str,
+        cluster: &LocalCluster,
+        router: usize,
         setup: &Setup,
         started: Instant,
         tx: UnboundedSender<Sample>,
     ) -> anyhow::Result<Instance> {
+        let raw = match setup.client {
+            Client::KeepsConnections => Some(Arc::new(
+                RawPool::open(
+                    cluster.router_addr(router),
+                    cluster.login(),
+                    setup.pool as usize,
+                )
+                .await
+                .context("opening the instance's connections")?,
+            )),
+            Client::Driver => None,
+        };
         Ok(Instance {
-            coll: driver(uri, setup, started, tx).await?,
-            keeps_connections: setup.client == Client::KeepsConnections,
-            gate: (setup.client == Client::KeepsConnections)
-                .then(|| std::sync::Arc::new(tokio::sync::Semaphore::new(setup.pool as usize))),
+            coll: driver(&cluster.uri(router), setup, started, tx).await?,
+            raw,
         })
     }
 }
@@ -532,11 +570,6 @@ async fn driver(
 ) -> anyhow::Result<mongodb::Collection<Document>> {
     let mut opts = mongodb::options::ClientOptions::parse(uri).await?;
     opts.max_pool_size = Some(setup.pool);
-    if setup.client == Client::KeepsConnections {
-        // Behind the gate every slot holder may open its connection at once, and none
-        // queues in the driver behind the (default) two being opened.
-        opts.max_connecting = Some(setup.pool);
-    }
     opts.server_selection_timeout = Some(Duration::from_secs(2));
     opts.connect_timeout = Some(Duration::from_secs(2));
     opts.cmap_event_handler = Some(EventHandler::callback(move |e: CmapEvent| {
@@ -553,7 +586,13 @@ async fn driver(
 
 /// Closed loop, no deadlines: lookups per second when every client waits for its answer.
 async fn closed_loop_capacity(instances: &[Instance]) -> f64 {
-    let until = Instant::now() + Duration::from_secs(CAPACITY_SECS);
+    let secs = Duration::from_secs(CAPACITY_SECS);
+    closed_loop(instances, secs).await as f64 / secs.as_secs_f64()
+}
+
+/// Lookups answered in `secs` by `CAPACITY_CONCURRENCY` closed loops per instance.
+async fn closed_loop(instances: &[Instance], secs: Duration) -> u64 {
+    let until = Instant::now() + secs;
     let mut tasks = Vec::new();
     for (n, inst) in instances.iter().enumerate() {
         for k in 0..CAPACITY_CONCURRENCY {
@@ -575,7 +614,7 @@ async fn closed_loop_capacity(instances: &[Instance]) -> f64 {
     for t in tasks {
         done += t.await.unwrap_or(0);
     }
-    done as f64 / CAPACITY_SECS as f64
+    done
 }
 
 /// One arrival: a lookup with `maxTimeMS` and a client timeout of `DEADLINE`, counted in
@@ -584,53 +623,51 @@ async fn request(inst: Instance, key: i64, started: Instant, tx: UnboundedSender
     let sent = Instant::now();
     let at = sent.duration_since(started);
     let work = async {
-        let slot = match &inst.gate {
-            Some(gate) => Some(
-                gate.clone()
-                    .acquire_owned()
-                    .await
-                    .expect("the gate is never closed"),
-            ),
-            None => None,
+        let Some(pool) = inst.raw else {
+            let answer = inst
+                .coll
+                .find_one(doc! {"_id": key})
+                .max_time(DEADLINE)
+                .await;
+            return match answer {
+                Ok(_) => Outcome::Ok,
+                Err(e) => match *e.kind {
+                    ErrorKind::Command(ref c) => Outcome::of_code(c.code),
+                    _ => Outcome::Other,
+                },
+            };
         };
+        let slot = pool.slot().await;
         let waited = sent.elapsed();
         let _ = tx.send(Sample::Slot {
             at,
             nanos: waited.as_nanos() as u64,
         });
         let budget = DEADLINE.saturating_sub(waited);
-        if inst.keeps_connections && budget < MIN_BUDGET {
+        if budget < MIN_BUDGET {
             // Not sent, as a CSOT driver does not send what cannot come back in time:
             // the slot goes to the next request and the caller sees its timeout.
             drop(slot);
             return std::future::pending().await;
         }
-        let budget = budget.max(Duration::from_millis(1));
-        let coll = inst.coll.clone();
-        let find = async move {
-            let answer = coll.find_one(doc! {"_id": key}).max_time(budget).await;
-            drop(slot);
-            answer
+        let find = doc! {
+            "find": "docs", "filter": {"_id": key}, "limit": 1, "singleBatch": true,
+            "maxTimeMS": budget.as_millis().max(1) as i64, "$db": "overload",
         };
-        if inst.keeps_connections {
-            // Finishes, and frees its slot, even after the caller stopped waiting.
-            let exchange = tokio::spawn(find);
-            exchange
-                .await
-                .unwrap_or_else(|e| Err(mongodb::error::Error::custom(format!("lookup task: {e}"))))
-        } else {
-            find.await
+        // Finishes, and frees its slot, even after the caller stopped waiting.
+        let exchange = tokio::spawn(async move { pool.run(slot, find).await });
+        match exchange.await {
+            Ok(Ok(reply)) if reply.get_f64("ok") == Ok(1.0) => Outcome::Ok,
+            Ok(Ok(reply)) => reply
+                .get_i32("code")
+                .map(Outcome::of_code)
+                .unwrap_or(Outcome::Other),
+            _ => Outcome::Other,
         }
     };
-    let outcome = match tokio::time::timeout(DEADLINE, work).await {
-        Ok(Ok(_)) => Outcome::Ok,
-        Ok(Err(e)) => match *e.kind {
-            ErrorKind::Command(ref c) if c.code == 462 => Outcome::Shed,
-            ErrorKind::Command(ref c) if c.code == 50 => Outcome::Expired,
-            _ => Outcome::Other,
-        },
-        Err(_) => Outcome::TimedOut,
-    };
+    let outcome = tokio::time::timeout(DEADLINE, work)
+        .await
+        .unwrap_or(Outcome::TimedOut);
     let _ = tx.send(Sample::Request {
         at,
         outcome,
@@ -654,6 +691,7 @@ struct ServerSecond {
     connections_opened: i64,
     cancelled_by_disconnect: i64,
     router_lag_ms: f64,
+    router_transit_ms: f64,
     shard_queue: BucketQuantiles,
     shard_exec: BucketQuantiles,
     router_total: BucketQuantiles,
@@ -707,6 +745,7 @@ async fn sample_server(
             connections_opened: grew(&["connections", "totalCreated"]),
             cancelled_by_disconnect: grew(&["bulwark", "cancelledByClientDisconnect"]),
             router_lag_ms: counter(&now.2, &["bulwark", "runtimeLagMicros"]) as f64 / 1e3,
+            router_transit_ms: counter(&now.2, &["bulwark", "transitMicros"]) as f64 / 1e3,
         });
         prev = now;
     }
