@@ -188,8 +188,8 @@ pub struct Second {
     pub cancelled_by_disconnect: i64,
     /// How late the router's runtime ran tasks at the end of the second (its hidden queue).
     pub router_lag_ms: f64,
-    /// Forwarded commands' recent transit at the router (its time minus the member's
-    /// queue and execution) at the end of the second: what the router sheds on.
+    /// Forwarded commands' recent transit at the router (a call to the member minus the
+    /// member's queue and execution) at the end of the second: what the router sheds on.
     pub router_transit_ms: f64,
     pub latency_ms: Quantiles,
     /// Wait for one of the instance's `pool` connection slots (requests that got one).

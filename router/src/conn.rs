@@ -305,8 +305,8 @@ impl Session {
             )
         } else if lag.should_shed(max_time_ms) {
             format!(
-                "it runs tasks {} ms late, too late for maxTimeMS {max_time_ms}",
-                lag.current().as_millis()
+                "commands queue {} ms beyond their allowance in this router now, too long for maxTimeMS {max_time_ms}",
+                lag.pressure().as_millis()
             )
         } else {
             return None;
@@ -405,9 +405,7 @@ impl Session {
             // One forwarded command in eight measures the transit the shedder steers on.
             self.transit_sample = self.transit_sample.wrapping_add(1);
             if self.transit_sample % TRANSIT_SAMPLE_EVERY == 0 {
-                self.state
-                    .lag
-                    .record_transit(elapsed.saturating_sub(w.queued + w.exec));
+                self.state.lag.record_transit(w.transit);
             }
             use crate::wait_histograms::Wait;
             let h = &self.state.waits;

@@ -23,17 +23,15 @@
 //! **Transit.** The timer's lag sees only the runtime's own queue. With the router and the
 //! members sharing cores, the queue is mostly elsewhere: in the OS scheduler between the
 //! processes, and in the gRPC connection to the member. A forwarded command's *transit*
-//! (its time in the router minus the member's reported queue and execution) measures all
-//! of it. A command whose whole `maxTimeMS` is shorter than the recent transit cannot
+//! (its call to the member minus the member's reported queue and execution) measures
+//! it. A command whose whole `maxTimeMS` is shorter than the recent transit cannot
 //! finish in time, so it is refused at once, whatever the probability: clients whose
 //! deadlines were mostly used up in their own connection queue (a CSOT driver sends what
-//! is left) then cost the cluster a refusal, not an answer nobody reads. Measured with
-//! `bulwark chaos overload` (2026-12-03): with clients that queue FIFO for 4 connections,
-//! the timer's lag stayed under 1.2 ms while commands spent 1–10 ms in transit, and
-//! nothing was shed. The transit does not drive the probability: on this 2-core host it
-//! is 2–10 ms at half of capacity too (the scheduler's latency with nine processes on one
-//! core), so a controller steering it to a few milliseconds shed 20–90% of the commands
-//! of an underloaded cluster.
+//! is left) then cost the cluster a refusal, not an answer nobody reads. Beyond an
+//! allowance ([`TRANSIT_ALLOWANCE`]) the transit also drives the probability, as the lag
+//! does. Measured with `bulwark chaos overload` (2026-12-03): with clients that keep 800
+//! connections, the timer's lag stayed at 1–15 ms while commands spent 15–70 ms in
+//! transit and half of them timed out, and almost nothing was shed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -72,6 +70,12 @@ const BETA_PER_MS: f64 = 0.01;
 const MAX_SHED: f64 = 0.95;
 /// Probabilities are stored in millionths.
 const SCALE: f64 = 1_000_000.0;
+/// The transit the controller lets commands spend, a fifth of the 100 ms deadlines of the
+/// field report's clients: beyond it the transit drives the shedding probability as the
+/// lag does beyond [`TARGET_LAG_US`]. On this 2-core host the transit is 2–10 ms at half
+/// of capacity (the scheduler's latency with nine processes on one core) and 15–70 ms at
+/// 130%: steering it to 3 ms shed 20–90% of an underloaded cluster's commands.
+const TRANSIT_ALLOWANCE: Duration = Duration::from_millis(20);
 /// A transit with no new sample for this many ticks is halved each tick: once every
 /// command is refused as unable to finish, no command measures the transit any more, and
 /// an old high value must not refuse short deadlines for ever.
@@ -88,6 +92,8 @@ pub struct RuntimeLag {
     transit: AtomicU64,
     /// Transit samples so far (the tick notices when they stop).
     transit_samples: AtomicU64,
+    /// The controller's previous input, microseconds (written by the tick task only).
+    pressure: AtomicU64,
 }
 
 impl RuntimeLag {
@@ -110,6 +116,20 @@ impl RuntimeLag {
         self.transit_samples.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The transit in excess of its allowance, on the lag's scale: zero up to
+    /// [`TRANSIT_ALLOWANCE`] above the lag's target.
+    fn transit_pressure(&self) -> u64 {
+        let allowance = TRANSIT_ALLOWANCE.as_micros() as u64 - TARGET_LAG_US as u64;
+        self.transit
+            .load(Ordering::Relaxed)
+            .saturating_sub(allowance)
+    }
+
+    /// What the controller steers on: the lag, or the transit beyond its allowance.
+    pub fn pressure(&self) -> Duration {
+        Duration::from_micros(self.pressure.load(Ordering::Relaxed))
+    }
+
     /// True when a command's whole deadline is shorter than the recent transit: it would
     /// expire before the member answered.
     pub fn cannot_finish(&self, max_time_ms: u64) -> bool {
@@ -127,7 +147,7 @@ impl RuntimeLag {
     /// (the lag matters to it); an eligible command is refused with the controller's
     /// probability. Commands without a deadline are never refused.
     pub fn should_shed(&self, max_time_ms: u64) -> bool {
-        let lag = self.current();
+        let lag = self.pressure();
         let eligible = max_time_ms > 0
             && lag >= MIN_SHED_LAG
             && lag * DEADLINE_FRACTION * 2 >= Duration::from_millis(max_time_ms);
@@ -171,8 +191,10 @@ impl RuntimeLag {
         let old = self.micros.load(Ordering::Relaxed);
         let new = (old * 3 + late_us) / 4;
         self.micros.store(new, Ordering::Relaxed);
-        let above_ms = (new as f64 - TARGET_LAG_US) / 1000.0;
-        let grew_ms = (new as f64 - old as f64) / 1000.0;
+        let pressure = new.max(self.transit_pressure());
+        let before = self.pressure.swap(pressure, Ordering::Relaxed);
+        let above_ms = (pressure as f64 - TARGET_LAG_US) / 1000.0;
+        let grew_ms = (pressure as f64 - before as f64) / 1000.0;
         let p = self.shed_probability() + ALPHA_PER_MS * above_ms + BETA_PER_MS * grew_ms;
         let p = p.clamp(0.0, MAX_SHED);
         self.shed.store((p * SCALE) as u64, Ordering::Relaxed);
@@ -232,6 +254,29 @@ mod tests {
             quick.record_transit(Duration::from_micros(1_500));
         }
         assert!(!quick.cannot_finish(1));
+    }
+
+    #[test]
+    fn a_transit_beyond_its_allowance_raises_the_shedding_probability() {
+        let lag = RuntimeLag::default();
+        // Within the allowance: the scheduler's noise, not a queue.
+        for _ in 0..64 {
+            lag.record_transit(TRANSIT_ALLOWANCE / 2);
+        }
+        for _ in 0..100 {
+            lag.record(0);
+        }
+        assert_eq!(lag.shed_probability(), 0.0);
+        // Far beyond it while the timer is on time: the queue is outside the runtime.
+        for _ in 0..64 {
+            lag.record_transit(TRANSIT_ALLOWANCE * 3);
+        }
+        for _ in 0..50 {
+            lag.record(0);
+        }
+        assert_eq!(lag.current(), Duration::ZERO);
+        assert!(lag.shed_probability() > 0.5, "{}", lag.shed_probability());
+        assert!(shed_of_10k(&lag, 100) > 4_000);
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -451,6 +451,7 @@ impl ShardHandle {
         }
         // A little slack so the shard reports MaxTimeMSExpired itself when it can.
         let limit = (fwd.max_time_ms > 0).then(|| Duration::from_millis(fwd.max_time_ms + 50));
+        let sent = std::time::Instant::now();
         let reply = match transport {
             Transport::Grpc(client) => {
                 if let Some(limit) = limit {
@@ -467,10 +468,15 @@ impl ShardHandle {
         }
         .map_err(status_to_error)?
         .into_inner();
+        let (queued, exec) = (
+            Duration::from_micros(reply.queued_us),
+            Duration::from_micros(reply.exec_us),
+        );
         let waits = Waits {
-            queued: Duration::from_micros(reply.queued_us),
-            exec: Duration::from_micros(reply.exec_us),
+            queued,
+            exec,
             replication: Duration::from_micros(reply.repl_us),
+            transit: sent.elapsed().saturating_sub(queued + exec),
         };
         Document::from_reader(&mut reply.reply.as_slice())
             .map(|d| (d, waits))
@@ -516,6 +522,10 @@ pub struct Waits {
     pub exec: Duration,
     /// Of `exec`, waiting for the write to replicate (the write concern).
     pub replication: Duration,
+    /// The call's time minus `queued` and `exec`: the gRPC hop both ways, the member's
+    /// scheduling before its handler ran, and this task's wake-up once the answer came.
+    /// One call only, so the router's retries and failover waits are not in it.
+    pub transit: Duration,
 }
 
 /// Errors after which the command certainly did not run, so sending it elsewhere is safe.
