@@ -404,7 +404,7 @@ impl Session {
         if let Some(w) = shard_waits {
             // One forwarded command in eight measures the transit the shedder steers on.
             self.transit_sample = self.transit_sample.wrapping_add(1);
-            if self.transit_sample % TRANSIT_SAMPLE_EVERY == 0 {
+            if self.transit_sample.is_multiple_of(TRANSIT_SAMPLE_EVERY) {
                 self.state.lag.record_transit(w.transit);
             }
             use crate::wait_histograms::Wait;
