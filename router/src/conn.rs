@@ -305,7 +305,7 @@ impl Session {
             )
         } else if lag.should_shed(max_time_ms) {
             format!(
-                "commands queue {} ms beyond their allowance in this router now, too long for maxTimeMS {max_time_ms}",
+                "commands wait {} ms in this router now (its tasks run late, or the member's answers come late), too long for maxTimeMS {max_time_ms}",
                 lag.pressure().as_millis()
             )
         } else {

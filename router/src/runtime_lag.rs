@@ -81,8 +81,9 @@ const TRANSIT_ALLOWANCE: Duration = Duration::from_millis(20);
 /// an old high value must not refuse short deadlines for ever.
 const TRANSIT_STALE_TICKS: u32 = 20;
 
-/// The smoothed lag and the shedding probability. One task writes them; commands only
-/// read them (no shared writes on the command path).
+/// The smoothed lag, the transit and the shedding probability. One task writes the lag
+/// and the probability; commands read them, and one forwarded command in eight per
+/// connection writes the transit (sampled, so it is not a word every command writes).
 #[derive(Default)]
 pub struct RuntimeLag {
     micros: AtomicU64,
