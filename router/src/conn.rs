@@ -300,7 +300,7 @@ impl Session {
         let lag = &self.state.lag;
         let why = if lag.cannot_finish(max_time_ms) {
             format!(
-                "commands spend {} ms in this router now, longer than maxTimeMS {max_time_ms}",
+                "a call to the shard takes {} ms beyond the shard's own work now, longer than maxTimeMS {max_time_ms}",
                 lag.transit().as_millis()
             )
         } else if lag.should_shed(max_time_ms) {
