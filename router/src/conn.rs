@@ -300,7 +300,7 @@ impl Session {
         let lag = &self.state.lag;
         let why = if lag.cannot_finish(max_time_ms) {
             format!(
-                "a call to the shard takes {} ms beyond the shard's own work now, too close to maxTimeMS {max_time_ms} to finish in time",
+                "a call to the shard takes {} ms beyond the shard's own work now, longer than maxTimeMS {max_time_ms}",
                 lag.transit().as_millis()
             )
         } else if lag.should_shed(max_time_ms) {

@@ -24,14 +24,10 @@
 //! members sharing cores, the queue is mostly elsewhere: in the OS scheduler between the
 //! processes, and in the gRPC connection to the member. A forwarded command's *transit*
 //! (its call to the member minus the member's reported queue and execution) measures
-//! it. A command whose whole `maxTimeMS` does not cover the recent transit with a margin
-//! (twice the transit, or the transit plus [`MAX_TRANSIT_MARGIN`]) cannot be expected to
+//! it. A command whose whole `maxTimeMS` is shorter than the recent transit cannot
 //! finish in time, so it is refused at once, whatever the probability: clients whose
 //! deadlines were mostly used up in their own connection queue (a CSOT driver sends what
-//! is left) then cost the cluster a refusal, not an answer nobody reads. The margin is
-//! there because the transit is an average: refusing only below it admitted, with tiny
-//! client pools, a stream of commands whose budget was just the transit, and half of them
-//! expired at the member after costing the whole round trip. Beyond an
+//! is left) then cost the cluster a refusal, not an answer nobody reads. Beyond an
 //! allowance ([`TRANSIT_ALLOWANCE`]) the transit also drives the probability, as the lag
 //! does. Measured with `bulwark chaos overload` (2026-12-03): with clients that keep 800
 //! connections, the timer's lag stayed at 1–15 ms while commands spent 15–70 ms in
@@ -80,12 +76,6 @@ const SCALE: f64 = 1_000_000.0;
 /// of capacity (the scheduler's latency with nine processes on one core) and 15–70 ms at
 /// 130%: steering it to 3 ms shed 20–90% of an underloaded cluster's commands.
 const TRANSIT_ALLOWANCE: Duration = Duration::from_millis(20);
-/// A command is refused as unable to finish unless its `maxTimeMS` covers the recent
-/// transit (an average: half the calls take longer) twice over, or the transit plus
-/// this much when the transit is longer.
-const MAX_TRANSIT_MARGIN: Duration = Duration::from_millis(5);
-/// Below this the transit is loopback's and the scheduler's noise: no deadline is too short.
-const MIN_TRANSIT: Duration = Duration::from_millis(1);
 /// A transit with no new sample for this many ticks is halved each tick: once every
 /// command is refused as unable to finish, no command measures the transit any more, and
 /// an old high value must not refuse short deadlines for ever.
@@ -141,12 +131,11 @@ impl RuntimeLag {
         Duration::from_micros(self.pressure.load(Ordering::Relaxed))
     }
 
-    /// True when a command's whole deadline does not cover the recent transit with its
-    /// margin: it would likely expire before the member answered.
+    /// True when a command's whole deadline is shorter than the recent transit: it would
+    /// expire before the member answered.
     pub fn cannot_finish(&self, max_time_ms: u64) -> bool {
         let transit = self.transit();
-        let need = transit + transit.min(MAX_TRANSIT_MARGIN);
-        transit >= MIN_TRANSIT && Duration::from_millis(max_time_ms) < need
+        transit >= MIN_SHED_LAG && Duration::from_millis(max_time_ms) < transit
     }
 
     /// The probability that an eligible command is shed now.
@@ -247,33 +236,24 @@ mod tests {
     }
 
     #[test]
-    fn a_deadline_without_a_margin_over_the_transit_cannot_finish() {
+    fn a_deadline_shorter_than_the_transit_cannot_finish() {
         let lag = RuntimeLag::default();
         assert!(!lag.cannot_finish(1));
-        let settle = |lag: &RuntimeLag, transit: Duration| {
-            for _ in 0..64 {
-                lag.record_transit(transit);
-            }
-        };
-        settle(&lag, Duration::from_millis(10));
+        for _ in 0..64 {
+            lag.record_transit(Duration::from_millis(10));
+        }
         assert!(
             lag.transit() > Duration::from_millis(9),
             "{:?}",
             lag.transit()
         );
-        // 10 ms of transit: a command needs it plus the 5 ms margin.
         assert!(lag.cannot_finish(5));
-        assert!(lag.cannot_finish(12), "inside the margin");
-        assert!(!lag.cannot_finish(16));
         assert!(!lag.cannot_finish(50));
-        // A short transit: the margin is the transit itself (twice it in all).
-        let short = RuntimeLag::default();
-        settle(&short, Duration::from_millis(2));
-        assert!(short.cannot_finish(3), "between the transit and twice it");
-        assert!(!short.cannot_finish(5));
         // A transit within the scheduler's noise refuses nothing.
         let quick = RuntimeLag::default();
-        settle(&quick, Duration::from_micros(900));
+        for _ in 0..64 {
+            quick.record_transit(Duration::from_micros(1_500));
+        }
         assert!(!quick.cannot_finish(1));
     }
 
