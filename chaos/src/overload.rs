@@ -61,6 +61,10 @@ const BURST: f64 = 1.3;
 const MIN_BUDGET: Duration = Duration::from_millis(1);
 /// p99 is back to normal when it stays within this factor of the warm phase's median p99.
 const NORMAL_P99_FACTOR: f64 = 2.0;
+/// How far C measured after the run may be from C before it (as a fraction of the larger)
+/// for the run's goodput fraction to count: on shared machines C moved by up to 65% within
+/// one run (2026-12-03), and a fraction of a C that no longer holds measures the machine.
+const STEADY_CAPACITY: f64 = 0.15;
 const SUSTAINED_SECS: usize = 3;
 
 /// One configuration of the experiment.
@@ -228,6 +232,9 @@ pub struct RunReport {
     /// the two differ by more than a fifth, the machine's speed moved during the run and
     /// its goodput fraction says little.
     pub capacity_after_ops: f64,
+    /// Whether C before and after agree within [`STEADY_CAPACITY`]; when they do not, the
+    /// machine's speed moved during the run and its goodput fraction says little.
+    pub capacity_steady: bool,
     pub goodput_fraction: f64,
     pub recovery_s: Option<f64>,
     pub normal_p99_ms: f64,
@@ -267,10 +274,15 @@ pub async fn run(
         cluster.finish();
         let r = r?;
         println!(
-            "{}: capacity {:.0} ops/s ({:.0} after the run), goodput during the burst {:.0}% of capacity, p99 back to normal ({:.1} ms) {}",
+            "{}: capacity {:.0} ops/s ({:.0} after the run{}), goodput during the burst {:.0}% of capacity, p99 back to normal ({:.1} ms) {}",
             r.label,
             r.capacity_ops,
             r.capacity_after_ops,
+            if r.capacity_steady {
+                ""
+            } else {
+                ": the machine's speed moved, this run's fraction says little"
+            },
             100.0 * r.goodput_fraction,
             r.normal_p99_ms,
             r.recovery_s
@@ -495,6 +507,7 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
         deadline_propagation_and_admission: setup.protections,
         capacity_ops: capacity,
         capacity_after_ops: capacity_after,
+        capacity_steady: capacity_steady(capacity, capacity_after),
         goodput_fraction: goodput / capacity,
         recovery_s,
         normal_p99_ms,
@@ -844,9 +857,26 @@ fn pin_self() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// True when two measurements of C agree within [`STEADY_CAPACITY`] of the larger.
+fn capacity_steady(before: f64, after: f64) -> bool {
+    let larger = before.max(after);
+    larger > 0.0 && (before - after).abs() <= STEADY_CAPACITY * larger
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_counts_only_when_capacity_held_still() {
+        // Runs of 2026-12-03: agreeing within 4%, and C that moved by 22% and by 39% of
+        // the larger measurement.
+        assert!(capacity_steady(6070.0, 6292.0));
+        assert!(!capacity_steady(6381.0, 4946.0));
+        assert!(!capacity_steady(3601.0, 5948.0));
+        assert!(!capacity_steady(5948.0, 3601.0), "either direction");
+        assert!(!capacity_steady(0.0, 0.0), "no capacity measured");
+    }
 
     #[test]
     fn bucket_quantiles_read_the_growth_between_samples() {
