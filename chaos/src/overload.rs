@@ -62,8 +62,9 @@ const MIN_BUDGET: Duration = Duration::from_millis(1);
 /// p99 is back to normal when it stays within this factor of the warm phase's median p99.
 const NORMAL_P99_FACTOR: f64 = 2.0;
 /// How far C measured after the run may be from C before it (as a fraction of the larger)
-/// for the run's goodput fraction to count: on shared machines C moved by up to 65% within
-/// one run (2026-12-03), and a fraction of a C that no longer holds measures the machine.
+/// for the run's goodput fraction to count: on shared machines C went from 3,601 to 5,948
+/// within one run (2026-12-03), and a fraction of a C that no longer holds measures the
+/// machine.
 const STEADY_CAPACITY: f64 = 0.15;
 const SUSTAINED_SECS: usize = 3;
 
@@ -228,9 +229,7 @@ pub struct RunReport {
     pub instances: usize,
     pub deadline_propagation_and_admission: bool,
     pub capacity_ops: f64,
-    /// Capacity measured again after the run, the same way. The machines are shared: when
-    /// the two differ by more than a fifth, the machine's speed moved during the run and
-    /// its goodput fraction says little.
+    /// Capacity measured again after the run, the same way (the machines are shared).
     pub capacity_after_ops: f64,
     /// Whether C before and after agree within [`STEADY_CAPACITY`]; when they do not, the
     /// machine's speed moved during the run and its goodput fraction says little.
