@@ -1,6 +1,7 @@
 //! Test support: `TestCluster` starts a router and a shard node in-process on ephemeral
 //! loopback ports, exactly as `bulwark local` wires them, and hands out driver clients.
 
+pub mod cpu;
 pub mod replica_set;
 pub mod sharded;
 

@@ -20,6 +20,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use bson::{doc, Document};
 use mongodb::options::{Acknowledgment, WriteConcern};
+use tests::cpu::CpuTime;
 use tests::replica_set::{TestReplicaSet, Tuning, THREE_SITES};
 
 fn arg(name: &str, default: usize) -> usize {
@@ -36,15 +37,17 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// Inserts `docs` documents in batches of 100 from `clients` concurrent tasks (batch `n`
-/// goes to task `n % clients`); returns docs/s and the sorted batch latencies.
+/// goes to task `n % clients`); returns docs/s, the sorted batch latencies and the CPU
+/// the whole process (driver, router, members) used meanwhile.
 async fn insert(
     coll: &mongodb::Collection<Document>,
     docs: usize,
     wc: WriteConcern,
     clients: usize,
-) -> (f64, Vec<Duration>) {
+) -> (f64, Vec<Duration>, CpuTime) {
     let payload = "x".repeat(1024);
     let batches = docs / 100;
+    let cpu = CpuTime::now();
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
@@ -71,8 +74,9 @@ async fn insert(
         lat.extend(t.await.expect("insert task"));
     }
     let rate = (batches * 100) as f64 / started.elapsed().as_secs_f64();
+    let cpu = CpuTime::now().since(cpu);
     lat.sort();
-    (rate, lat)
+    (rate, lat, cpu)
 }
 
 #[tokio::main]
@@ -92,10 +96,10 @@ async fn main() {
     let client = set.client(0, "").await;
     let db = client.database("bench");
     let w1 = WriteConcern::builder().w(Acknowledgment::Nodes(1)).build();
-    let (r1, l1) = insert(&db.collection("w1"), docs, w1, 1).await;
+    let (r1, l1, c1) = insert(&db.collection("w1"), docs, w1, 1).await;
     let majority = WriteConcern::majority();
-    let (rm, lm) = insert(&db.collection("wmajority"), docs, majority.clone(), 1).await;
-    let (rn, ln) = insert(&db.collection("wmajority_n"), docs, majority, clients).await;
+    let (rm, lm, cm) = insert(&db.collection("wmajority"), docs, majority.clone(), 1).await;
+    let (rn, ln, cn) = insert(&db.collection("wmajority_n"), docs, majority, clients).await;
     // Where the batches' time went, by the router's histograms (shard queue, execution,
     // replication, whole command), over all three phases.
     let status = client
@@ -128,24 +132,31 @@ async fn main() {
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
+    // Around the whole call (open and close too, which are small beside the load).
+    let raw_cpu = CpuTime::now();
     let raw =
         tokio::task::spawn_blocking(move || storage::rawbench::raw_insert(&path, docs, 1024, 100))
             .await
             .unwrap();
+    let raw_cpu = CpuTime::now().since(raw_cpu);
 
     println!("three-member replica set, one router, driver in process ({docs} docs of 1 KiB, batches of 100):");
-    println!("  raw WiredTiger insert (logged)  : {raw:>10.0} rows/s");
+    println!(
+        "  raw WiredTiger insert (logged)  : {raw:>10.0} rows/s  {}",
+        raw_cpu.per_op(docs)
+    );
     let concurrent = format!("w:\"majority\" x{clients}");
-    for (label, rate, lat) in [
-        ("w:1", r1, &l1),
-        ("w:\"majority\"", rm, &lm),
-        (concurrent.as_str(), rn, &ln),
+    for (label, rate, lat, cpu) in [
+        ("w:1", r1, &l1, c1),
+        ("w:\"majority\"", rm, &lm, cm),
+        (concurrent.as_str(), rn, &ln, cn),
     ] {
         println!(
-            "  insert_many {label:<17}  : {rate:>10.0} docs/s  ratio {:.3}  batch p50 {:?} p99 {:?}",
+            "  insert_many {label:<17}  : {rate:>10.0} docs/s  ratio {:.3}  batch p50 {:?} p99 {:?}  {}",
             rate / raw,
             percentile(lat, 0.5),
-            percentile(lat, 0.99)
+            percentile(lat, 0.99),
+            cpu.per_op(docs)
         );
     }
     for (name, histogram) in &waits {
