@@ -22,6 +22,7 @@ const RAW_THREADS: usize = 2;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use bson::{doc, Document};
+use tests::cpu::CpuTime;
 use tests::{Link, Storage, TestCluster};
 
 #[derive(Clone, Copy)]
@@ -84,7 +85,12 @@ fn batch_docs(n: usize, args: &Args, payload: &str) -> Vec<Document> {
 /// concurrent tasks (batch `n` goes to task `n % clients`); returns docs/s. The documents
 /// are built before the clock starts, as the raw baseline's values are: the figure is
 /// the driver's encoding, the router, the shard and storage, not the making of test data.
-async fn router_insert(coll: &mongodb::Collection<Document>, args: &Args, clients: usize) -> f64 {
+/// Also returns the CPU the whole process used meanwhile, in microseconds per document.
+async fn router_insert(
+    coll: &mongodb::Collection<Document>,
+    args: &Args,
+    clients: usize,
+) -> (f64, f64) {
     let batches = args.docs / args.batch;
     let payload = "x".repeat(args.value_size);
     let work: Vec<Vec<Vec<Document>>> = (0..clients)
@@ -99,6 +105,7 @@ async fn router_insert(coll: &mongodb::Collection<Document>, args: &Args, client
         // For a profiler attached now (see docs/benchmarks.md): setup is over.
         eprintln!("timing inserts");
     }
+    let cpu = CpuTime::now();
     let started = Instant::now();
     let tasks: Vec<_> = work
         .into_iter()
@@ -118,8 +125,13 @@ async fn router_insert(coll: &mongodb::Collection<Document>, args: &Args, client
         sent.push(t.await.unwrap());
     }
     let rate = (batches * args.batch) as f64 / started.elapsed().as_secs_f64();
+    let cpu = CpuTime::now().since(cpu);
     drop(sent);
-    rate
+    (rate, us_per_doc(cpu, batches * args.batch))
+}
+
+fn us_per_doc(cpu: CpuTime, docs: usize) -> f64 {
+    cpu.total().as_secs_f64() * 1e6 / docs.max(1) as f64
 }
 
 /// The shard's command layer alone (no driver, no router, no network): the same insert
@@ -188,9 +200,13 @@ async fn router_figures(link: Link, args: &Args, out: &mut Figures) {
             "ping (gRPC)",
         ),
     };
-    out.push((insert, router_insert(&coll, args, 1).await));
+    out.push((insert, router_insert(&coll, args, 1).await.0));
     coll.drop().await.unwrap();
-    out.push((insert_n, router_insert(&coll, args, args.clients).await));
+    let (rate, cpu) = router_insert(&coll, args, args.clients).await;
+    out.push((insert_n, rate));
+    if link == Link::InProcess {
+        out.push(("cpu insert xN", cpu));
+    }
     out.push((find, router_point_find(&coll, args).await));
     out.push((ping, router_ping(&db, args).await));
     cluster.stop().await;
@@ -203,8 +219,11 @@ async fn main() {
         let dir = tempfile::tempdir().unwrap();
         let cluster = TestCluster::start_with(dir.path(), bench_storage(), Link::InProcess).await;
         let coll = cluster.client().await.database("bench").collection("c");
-        let rate = router_insert(&coll, &args, args.clients).await;
-        println!("insert_many, {} clients: {rate:.0} docs/s", args.clients);
+        let (rate, cpu) = router_insert(&coll, &args, args.clients).await;
+        println!(
+            "insert_many, {} clients: {rate:.0} docs/s, {cpu:.1} us CPU per document",
+            args.clients
+        );
         cluster.stop().await;
         return;
     }
@@ -217,21 +236,22 @@ async fn main() {
         let path = dir.path().to_path_buf();
         let a = args;
         let raw = tokio::task::spawn_blocking(move || {
+            let raw_1 =
+                storage::rawbench::raw_insert(&path.join("ins"), a.docs, a.value_size, a.batch);
+            // Around the whole call, as `router_insert` measures around its whole load.
+            let cpu = CpuTime::now();
+            let raw_n = storage::rawbench::raw_insert_threads(
+                &path.join("insn"),
+                a.docs,
+                a.value_size,
+                a.batch,
+                RAW_THREADS,
+            );
+            let raw_n_cpu = us_per_doc(CpuTime::now().since(cpu), a.docs);
             [
-                (
-                    "raw insert",
-                    storage::rawbench::raw_insert(&path.join("ins"), a.docs, a.value_size, a.batch),
-                ),
-                (
-                    "raw insert xN",
-                    storage::rawbench::raw_insert_threads(
-                        &path.join("insn"),
-                        a.docs,
-                        a.value_size,
-                        a.batch,
-                        RAW_THREADS,
-                    ),
-                ),
+                ("raw insert", raw_1),
+                ("raw insert xN", raw_n),
+                ("cpu raw insert xN", raw_n_cpu),
                 (
                     "raw get",
                     storage::rawbench::raw_point_get(
@@ -320,5 +340,13 @@ async fn main() {
     println!(
         "  ping (router only), gRPC setup : {:>10.0} /s",
         m("ping (gRPC)")
+    );
+    // CPU per document moves less with the host than throughput does (time the host gives
+    // other guests is no one's CPU here), so it compares two builds in fewer runs.
+    println!(
+        "  CPU per document, N clients    : {:>10.1} us   raw xN {:.1} us   ratio {:.2}",
+        m("cpu insert xN"),
+        m("cpu raw insert xN"),
+        m("cpu insert xN") / m("cpu raw insert xN")
     );
 }
