@@ -41,12 +41,16 @@ impl CpuTime {
         self.user + self.system
     }
 
-    /// Microseconds of CPU per operation, and the system share of it.
-    pub fn per_op(&self, ops: usize) -> String {
-        let ops = ops.max(1) as f64;
+    /// Microseconds of CPU per document, for `docs` documents.
+    pub fn us_per_doc(&self, docs: usize) -> f64 {
+        self.total().as_secs_f64() * 1e6 / docs.max(1) as f64
+    }
+
+    /// [`CpuTime::us_per_doc`] and the system share of it, for printing.
+    pub fn per_doc(&self, docs: usize) -> String {
         format!(
             "cpu {:.1} us/doc ({:.0}% system)",
-            self.total().as_secs_f64() * 1e6 / ops,
+            self.us_per_doc(docs),
             100.0 * self.system.as_secs_f64() / self.total().as_secs_f64().max(1e-9)
         )
     }

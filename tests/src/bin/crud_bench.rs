@@ -127,11 +127,7 @@ async fn router_insert(
     let rate = (batches * args.batch) as f64 / started.elapsed().as_secs_f64();
     let cpu = CpuTime::now().since(cpu);
     drop(sent);
-    (rate, us_per_doc(cpu, batches * args.batch))
-}
-
-fn us_per_doc(cpu: CpuTime, docs: usize) -> f64 {
-    cpu.total().as_secs_f64() * 1e6 / docs.max(1) as f64
+    (rate, cpu.us_per_doc(batches * args.batch))
 }
 
 /// The shard's command layer alone (no driver, no router, no network): the same insert
@@ -247,7 +243,7 @@ async fn main() {
                 a.batch,
                 RAW_THREADS,
             );
-            let raw_n_cpu = us_per_doc(CpuTime::now().since(cpu), a.docs);
+            let raw_n_cpu = CpuTime::now().since(cpu).us_per_doc(a.docs);
             [
                 ("raw insert", raw_1),
                 ("raw insert xN", raw_n),
