@@ -47,6 +47,8 @@ async fn insert(
 ) -> (f64, Vec<Duration>, CpuTime) {
     let payload = "x".repeat(1024);
     let batches = docs / 100;
+    // For a profiler to attach to one phase (`perf record -p PID` once this is printed).
+    eprintln!("timing {clients} client(s), w: {:?}", wc.w);
     let cpu = CpuTime::now();
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
