@@ -27,6 +27,7 @@ use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 use raft::{GetEntriesContext, Storage};
 
 use super::log_store::{LogStore, HEADER};
+use super::page_cache::Uncached;
 
 const ENTRY: u8 = 1;
 const HARD_STATE: u8 = 2;
@@ -50,6 +51,8 @@ pub struct DurableLog {
     sync: bool,
     /// `fdatasync` calls made (the tests count them).
     syncs: u64,
+    /// How much of `file` has left the page cache (synced records are dropped from it).
+    uncached: Uncached,
 }
 
 impl DurableLog {
@@ -114,6 +117,7 @@ impl DurableLog {
             must_sync: false,
             sync,
             syncs: 0,
+            uncached: Uncached::default(),
         };
         let cs = match cs {
             Some(cs) => cs,
@@ -295,6 +299,7 @@ impl DurableLog {
         self.file = Arc::new(file);
         self.store.wl().set_file(self.file.clone());
         self.len = bytes.len() as u64;
+        self.uncached.cut(0);
         Ok(offsets)
     }
 
@@ -318,6 +323,7 @@ impl DurableLog {
             self.file.set_len(cut)?;
             (&*self.file).seek(SeekFrom::Start(cut))?;
             self.len = cut;
+            self.uncached.cut(cut);
             // The cut may have removed later hard-state records; write the current one again.
             let hs = self.store.rl().hard_state().clone();
             self.record(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
@@ -379,6 +385,7 @@ impl DurableLog {
         if self.sync && self.must_sync {
             self.file.sync_data()?;
             self.syncs += 1;
+            self.uncached.drop_synced(&self.file, self.len);
         }
         self.must_sync = false;
         self.store.wl().trim(self.len);

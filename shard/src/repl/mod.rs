@@ -22,6 +22,7 @@ pub mod engine;
 pub mod entry;
 pub mod log;
 pub mod log_store;
+mod page_cache;
 pub mod peers;
 pub mod rollback;
 pub mod slog_bridge;
