@@ -5,6 +5,12 @@ writes into a zero-filled preallocated file and into a growing one. 108 KiB reco
 (a batch of 100 1 KiB documents), one per sync. Prints wall time and system CPU per
 record, three rounds; asserts nothing.
 
+What it does not show: each round deletes its file, so the next writes into pages the
+kernel has just freed. A log in a running member keeps its pages in the page cache and
+takes fresh ones, which on these guests cost about ten times more on first touch; that,
+not the sync, was the larger cost (docs/replication.md, "the Raft log leaves the page
+cache once synced").
+
     python3 scripts/measure/log-sync.py [DIR]
 """
 import mmap
