@@ -10,7 +10,8 @@
 //! and reads older ones back from the file.
 //!
 //! Record: kind (1 byte), payload length (u32 LE), CRC-32 of the payload (u32 LE), payload.
-//! A torn or corrupt tail (a crash mid-append) is cut off at open.
+//! A torn or corrupt tail (a crash mid-append) is cut off at open. An entry's payload is
+//! its protobuf encoding, written without copying the entry's data (`log_pending.rs`).
 //!
 //! Compaction rewrites the file without the entries up to an index that WiredTiger has
 //! checkpointed (so recovery never needs them): a `START` record then names the last
@@ -18,7 +19,7 @@
 //! (write, fsync, rename, fsync the directory).
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -26,7 +27,8 @@ use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 use raft::{GetEntriesContext, Storage};
 
-use super::log_store::{LogStore, HEADER};
+use super::log_pending::Pending;
+use super::log_store::{invalid, LogStore, HEADER};
 use super::page_cache::Uncached;
 
 const ENTRY: u8 = 1;
@@ -42,8 +44,8 @@ pub struct DurableLog {
     file: Arc<File>,
     /// Bytes of `file` that hold whole records.
     len: u64,
-    /// Records not yet written (flushed with one write and one sync).
-    pending: Vec<u8>,
+    /// Records not yet written (flushed with one `writev` and one sync).
+    pending: Pending,
     /// Whether `pending` holds a record that must be on disk before anyone hears of it
     /// (entries, term, vote, configuration). A commit index alone need not be: the
     /// leader tells it again, and at start the applied index (in WiredTiger) raises it.
@@ -113,7 +115,7 @@ impl DurableLog {
             path,
             file,
             len: pos as u64,
-            pending: Vec::new(),
+            pending: Pending::default(),
             must_sync: false,
             sync,
             syncs: 0,
@@ -281,13 +283,15 @@ impl DurableLog {
         let mut offsets = Vec::with_capacity(kept.len());
         for e in kept {
             offsets.push(self.pending.len() as u64);
-            self.record(ENTRY, &e.write_to_bytes().map_err(invalid)?);
+            self.pending.entry(ENTRY, e)?;
         }
-        let bytes = std::mem::take(&mut self.pending);
+        let len = self.pending.len() as u64;
         let tmp = self.path.with_extension("log.compacting");
         {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&bytes)?;
+            let f = File::create(&tmp)?;
+            let written = self.pending.write_to(&f);
+            self.pending.clear();
+            written?;
             f.sync_all()?;
         }
         std::fs::rename(&tmp, &self.path)?;
@@ -298,7 +302,7 @@ impl DurableLog {
         file.seek(SeekFrom::End(0))?;
         self.file = Arc::new(file);
         self.store.wl().set_file(self.file.clone());
-        self.len = bytes.len() as u64;
+        self.len = len;
         self.uncached.cut(0);
         Ok(offsets)
     }
@@ -331,7 +335,8 @@ impl DurableLog {
         let mut offsets = Vec::with_capacity(entries.len());
         for e in entries {
             offsets.push(self.len + self.pending.len() as u64);
-            self.record(ENTRY, &e.write_to_bytes().map_err(invalid)?);
+            self.must_sync = true;
+            self.pending.entry(ENTRY, e)?;
         }
         self.store.wl().append(entries, &offsets)?;
         Ok(replaced)
@@ -379,9 +384,9 @@ impl DurableLog {
         if self.pending.is_empty() {
             return Ok(());
         }
-        (&*self.file).write_all(&self.pending)?;
-        self.len += self.pending.len() as u64;
-        self.pending.clear();
+        let len = self.pending.len() as u64;
+        self.pending.write_to(&*self.file)?;
+        self.len += len;
         if self.sync && self.must_sync {
             self.file.sync_data()?;
             self.syncs += 1;
@@ -400,12 +405,7 @@ impl DurableLog {
 
     /// Queues a record that may wait for the next synced one.
     fn record_lazy(&mut self, kind: u8, payload: &[u8]) {
-        self.pending.push(kind);
-        self.pending
-            .extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        self.pending
-            .extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-        self.pending.extend_from_slice(payload);
+        self.pending.record(kind, payload);
     }
 }
 
@@ -418,10 +418,6 @@ fn next_record(b: &[u8]) -> Option<(u8, &[u8])> {
     let crc = u32::from_le_bytes(b[5..9].try_into().ok()?);
     let payload = b.get(HEADER..HEADER + len)?;
     (crc32fast::hash(payload) == crc).then_some((b[0], payload))
-}
-
-fn invalid(e: impl std::fmt::Display) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
 }
 
 #[cfg(test)]

@@ -299,6 +299,6 @@ fn read_entry(file: &File, offset: u64, index: u64) -> std::io::Result<Entry> {
     Ok(e)
 }
 
-fn invalid(e: impl std::fmt::Display) -> std::io::Error {
+pub(super) fn invalid(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
 }

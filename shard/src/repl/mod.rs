@@ -21,6 +21,7 @@ pub mod driver;
 pub mod engine;
 pub mod entry;
 pub mod log;
+mod log_pending;
 pub mod log_store;
 mod page_cache;
 pub mod peers;
