@@ -220,9 +220,22 @@ pub async fn run(
     // Answered before the client's own deadline (see `deadline`); dropping the call
     // stops the shard's work too.
     let result = match split {
-        Some(s) => tokio::time::timeout(s.router_wait, call)
-            .await
-            .unwrap_or_else(|_| Err(crate::deadline::expired())),
+        Some(s) => match tokio::time::timeout(s.router_wait, call).await {
+            Ok(r) => r,
+            Err(_) => {
+                // No answer, not even the member's own expiry (due a margin earlier): the
+                // time went to transit, and it is a sample of it. Without it the
+                // shedder heard only from the calls that came back, so when the transit
+                // grew past the deadlines its estimate went stale and decayed, shedding
+                // stopped, and a flood of admitted commands expired
+                // (`runtime_lag`, "Transit").
+                session.last_waits = Some(crate::shard_client::Waits {
+                    transit: s.router_wait,
+                    ..Default::default()
+                });
+                Err(crate::deadline::expired())
+            }
+        },
         None => call.await,
     };
     let (mut reply, mut member, mut waits) = match result {
