@@ -29,7 +29,10 @@
 //! deadlines were mostly used up in their own connection queue (a CSOT driver sends what
 //! is left) then cost the cluster a refusal, not an answer nobody reads. Beyond an
 //! allowance ([`TRANSIT_ALLOWANCE`]) the transit also drives the probability, as the lag
-//! does. Measured with `bulwark chaos overload` (2026-12-03): with clients that keep 800
+//! does. A call the router gave up on (no answer before its share of the deadline ran out)
+//! is a sample too, of the time it waited (`commands/forward.rs`): counting only the calls
+//! that came back, the estimate went stale exactly when the transit was longest.
+//! Measured with `bulwark chaos overload` (2026-12-03): with clients that keep 800
 //! connections, the timer's lag stayed at 1–15 ms while commands spent 15–70 ms in
 //! transit and half of them timed out, and almost nothing was shed.
 
