@@ -33,8 +33,8 @@ pub struct Session {
     pub closing: bool,
     /// Where the last forwarded command waited on the shard (for the slow-op log).
     pub last_waits: Option<crate::shard_client::Waits>,
-    /// Forwarded commands so far, modulo 256 (picks the ones that measure transit).
-    transit_sample: u8,
+    /// Picks the forwarded calls that measure transit.
+    pub transit_sampler: crate::runtime_lag::TransitSampler,
     /// This connection's slot in `currentOp`.
     pub ops: Arc<crate::current_ops::ConnOps>,
     /// Fires if the next command is killed (`killOp`); taken when the command starts.
@@ -71,7 +71,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             app_name: None,
             closing: false,
             last_waits: None,
-            transit_sample: 0,
+            transit_sampler: Default::default(),
             ops: registration.slot.clone(),
             next_cancel: None,
             request_started: Instant::now(),
@@ -402,9 +402,7 @@ impl Session {
         let ms = elapsed.as_millis() as u64;
         let shard_waits = self.last_waits.take();
         if let Some(w) = shard_waits {
-            // One forwarded command in eight measures the transit the shedder steers on.
-            self.transit_sample = self.transit_sample.wrapping_add(1);
-            if self.transit_sample.is_multiple_of(TRANSIT_SAMPLE_EVERY) {
+            if self.transit_sampler.due() {
                 self.state.lag.record_transit(w.transit);
             }
             use crate::wait_histograms::Wait;
@@ -444,9 +442,6 @@ impl Session {
 /// cost more CPU than the shard's own insert. (`update` is not here: authorizing an
 /// upsert reads its statements.)
 const RAW_SEQUENCE_COMMANDS: &[&str] = &["insert", "delete"];
-
-/// A connection records the transit (`runtime_lag`) of one forwarded command in this many.
-const TRANSIT_SAMPLE_EVERY: u8 = 8;
 
 /// The command body, and the sequences left raw when the command only passes them on;
 /// otherwise the sequences folded into the body, as every other command expects.

@@ -14,9 +14,12 @@
 //! (with its own message) and the router's wait is the backstop; dropping the call when
 //! the wait ends also stops the shard's work (`shard::ops`).
 
+use std::future::Future;
 use std::time::Duration;
 
 use wire::{ErrorCode, MongoError, MongoResult};
+
+use crate::runtime_lag::{RuntimeLag, TransitSampler};
 
 /// The margin: a twentieth of the budget, at most 5 ms (a reply's write and the
 /// client's wake-up take well under that on a loaded machine's loopback).
@@ -52,6 +55,34 @@ pub fn split(max_time_ms: u64, spent: Duration) -> MongoResult<Option<Split>> {
     }))
 }
 
+/// Waits for a call to the shard within the router's share of the deadline (`split`;
+/// `None`: no deadline), and answers `MaxTimeMSExpired` when it runs out. A call given up
+/// on had no answer, not even the member's own expiry (due a margin earlier): its time
+/// went to transit, so it is a transit sample for the shedder like an answered call
+/// (`runtime_lag`, "Transit"). Counting only answered calls, the estimate went stale and
+/// decayed exactly when the transit outgrew the deadlines, shedding stopped, and a flood
+/// of admitted commands expired. Only the transit: the member's queue and execution are
+/// unknown, so the wait histograms get nothing made up.
+pub async fn within<T>(
+    split: Option<Split>,
+    call: impl Future<Output = MongoResult<T>>,
+    sampler: &mut TransitSampler,
+    lag: &RuntimeLag,
+) -> MongoResult<T> {
+    let Some(s) = split else {
+        return call.await;
+    };
+    match tokio::time::timeout(s.router_wait, call).await {
+        Ok(r) => r,
+        Err(_) => {
+            if sampler.due() {
+                lag.record_transit(s.router_wait);
+            }
+            Err(expired())
+        }
+    }
+}
+
 pub fn expired() -> MongoError {
     MongoError::new(ErrorCode::MaxTimeMSExpired, "operation exceeded time limit")
 }
@@ -78,6 +109,26 @@ mod tests {
             s.shard_ms, 1,
             "a deadline is never sent as 0 (which means none)"
         );
+    }
+
+    #[tokio::test]
+    async fn a_call_given_up_on_is_a_transit_sample() {
+        let (lag, mut sampler) = (RuntimeLag::default(), TransitSampler::default());
+        let split = split(15, Duration::ZERO).unwrap();
+        for _ in 0..8 {
+            let never = std::future::pending::<MongoResult<()>>();
+            let e = within(split, never, &mut sampler, &lag).await.unwrap_err();
+            assert_eq!(e.code, ErrorCode::MaxTimeMSExpired as i32);
+        }
+        // One call in eight is sampled: the router's whole wait, 14.25 ms, at weight 1/8.
+        assert_eq!(lag.transit(), Duration::from_micros(14_250 / 8));
+        // An answered call is not a give-up and records nothing here.
+        for _ in 0..8 {
+            within(split, async { Ok(()) }, &mut sampler, &lag)
+                .await
+                .unwrap();
+        }
+        assert_eq!(lag.transit(), Duration::from_micros(14_250 / 8));
     }
 
     #[test]

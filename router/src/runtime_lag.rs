@@ -30,7 +30,7 @@
 //! is left) then cost the cluster a refusal, not an answer nobody reads. Beyond an
 //! allowance ([`TRANSIT_ALLOWANCE`]) the transit also drives the probability, as the lag
 //! does. A call the router gave up on (no answer before its share of the deadline ran out)
-//! is a sample too, of the time it waited (`commands/forward.rs`): counting only the calls
+//! is a sample too, of the time it waited (`deadline::within`): counting only the calls
 //! that came back, the estimate went stale exactly when the transit was longest.
 //! Measured with `bulwark chaos overload` (2026-12-03): with clients that keep 800
 //! connections, the timer's lag stayed at 1–15 ms while commands spent 15–70 ms in
@@ -202,6 +202,22 @@ impl RuntimeLag {
         let p = self.shed_probability() + ALPHA_PER_MS * above_ms + BETA_PER_MS * grew_ms;
         let p = p.clamp(0.0, MAX_SHED);
         self.shed.store((p * SCALE) as u64, Ordering::Relaxed);
+    }
+}
+
+/// A connection records the transit of one forwarded command in this many.
+const TRANSIT_SAMPLE_EVERY: u8 = 8;
+
+/// Picks one forwarded call in [`TRANSIT_SAMPLE_EVERY`] per connection to measure the
+/// transit the shedder steers on, so the average is not a word every command writes.
+#[derive(Default)]
+pub struct TransitSampler(u8);
+
+impl TransitSampler {
+    /// True for every [`TRANSIT_SAMPLE_EVERY`]th call.
+    pub fn due(&mut self) -> bool {
+        self.0 = self.0.wrapping_add(1);
+        self.0.is_multiple_of(TRANSIT_SAMPLE_EVERY)
     }
 }
 

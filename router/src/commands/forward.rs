@@ -219,25 +219,8 @@ pub async fn run(
     let call = handle.run_encoded(db, command, &fwd, &session.peer_text);
     // Answered before the client's own deadline (see `deadline`); dropping the call
     // stops the shard's work too.
-    let result = match split {
-        Some(s) => match tokio::time::timeout(s.router_wait, call).await {
-            Ok(r) => r,
-            Err(_) => {
-                // No answer, not even the member's own expiry (due a margin earlier): the
-                // time went to transit, and it is a sample of it. Without it the
-                // shedder heard only from the calls that came back, so when the transit
-                // grew past the deadlines its estimate went stale and decayed, shedding
-                // stopped, and a flood of admitted commands expired
-                // (`runtime_lag`, "Transit").
-                session.last_waits = Some(crate::shard_client::Waits {
-                    transit: s.router_wait,
-                    ..Default::default()
-                });
-                Err(crate::deadline::expired())
-            }
-        },
-        None => call.await,
-    };
+    let result =
+        crate::deadline::within(split, call, &mut session.transit_sampler, &state.lag).await;
     let (mut reply, mut member, mut waits) = match result {
         Ok(r) => r,
         Err(e) => {
@@ -254,12 +237,9 @@ pub async fn run(
             let cmd = Document::from_reader(&mut command.as_ref())
                 .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
             let resend = cluster.resend_to_primary(db, cmd, &fwd, &session.peer_text, stale);
-            let (r, m, w, shard) = match split {
-                Some(s) => tokio::time::timeout(s.router_wait, resend)
-                    .await
-                    .unwrap_or_else(|_| Err(crate::deadline::expired()))?,
-                None => resend.await?,
-            };
+            let (r, m, w, shard) =
+                crate::deadline::within(split, resend, &mut session.transit_sampler, &state.lag)
+                    .await?;
             (reply, member, waits) = (r, m, w);
             target = Some(shard);
         }
