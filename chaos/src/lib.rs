@@ -18,6 +18,7 @@ pub mod proc_stat;
 pub mod proxy;
 pub mod raw_client;
 pub mod raw_pool;
+pub mod refusal_cost;
 pub mod run;
 pub mod scenario;
 pub mod storm;

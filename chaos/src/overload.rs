@@ -35,6 +35,7 @@ use crate::local::{LocalCluster, LocalOptions};
 use crate::plot::{FaultMark, Timeline};
 use crate::proc_stat;
 use crate::raw_pool::RawPool;
+use crate::refusal_cost::{self, RefusalCost};
 use crate::timeline::quantile_ms;
 
 /// The cluster runs on the last CPU and this load generator on the others (see
@@ -234,6 +235,8 @@ pub struct RunReport {
     /// Whether C before and after agree within [`STEADY_CAPACITY`]; when they do not, the
     /// machine's speed moved during the run and its goodput fraction says little.
     pub capacity_steady: bool,
+    /// What a refusal costs against a served lookup, and the goodput that bounds.
+    pub refusal_cost: RefusalCost,
     pub goodput_fraction: f64,
     pub recovery_s: Option<f64>,
     pub normal_p99_ms: f64,
@@ -365,6 +368,22 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
         "  capacity {capacity:.0} lookups/s; CPU ms a second: generator {:.0}, cluster {:.0}",
         per_sec(process_cpu_ms(std::process::id()), cpu_before.0),
         per_sec(cluster_cpu(), cpu_before.1)
+    );
+    let refusal_cost = refusal_cost::measure(
+        &admin,
+        cluster.router_addr(router),
+        cluster.login(),
+        DOCS,
+        BURST,
+        cluster_cpu,
+    )
+    .await?;
+    println!(
+        "  cluster CPU per lookup: served {:.0} µs, refused {:.0} µs (a refusal costs {:.2} of an answer: goodput at {BURST} × C can reach at most {:.2} of C)",
+        refusal_cost.served_us,
+        refusal_cost.refused_us,
+        refusal_cost.ratio,
+        refusal_cost.goodput_ceiling
     );
 
     // The open loop and the once-a-second sampler run together, on the clock of `t0`.
@@ -507,6 +526,7 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
         capacity_ops: capacity,
         capacity_after_ops: capacity_after,
         capacity_steady: capacity_steady(capacity, capacity_after),
+        refusal_cost,
         goodput_fraction: goodput / capacity,
         recovery_s,
         normal_p99_ms,
