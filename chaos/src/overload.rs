@@ -265,7 +265,10 @@ pub async fn run(
             ..Default::default()
         };
         if !setup.protections {
-            options.router_env = vec![("BULWARK_PROPAGATE_DEADLINES".into(), "false".into())];
+            options.router_env = vec![
+                ("BULWARK_PROPAGATE_DEADLINES".into(), "false".into()),
+                ("BULWARK_FORWARD_SLOTS".into(), "0".into()),
+            ];
             options.member_settings = "admission_control = false".into();
         }
         println!("== overload: {} ({})", setup.label, run_dir.display());

@@ -48,6 +48,10 @@ pub struct RouterConfig {
     /// Off, nobody learns when a client gives up (as with a router that drops the
     /// deadline); only for measuring what that buys (`bulwark chaos overload`).
     pub propagate_deadlines: bool,
+    /// Forwarded calls in flight from this router to one shard; more wait in one
+    /// first-come, first-served line here, where a command with a deadline that would
+    /// wait too long is refused at once (`forward_gate.rs`). 0: no bound.
+    pub forward_slots: usize,
     /// The site this router runs in: reads that may go to a secondary prefer members
     /// tagged with it.
     pub site: String,
@@ -101,6 +105,7 @@ impl Default for RouterConfig {
             connection_rate_queue: 1000,
             slow_ms: 100,
             propagate_deadlines: true,
+            forward_slots: crate::forward_gate::DEFAULT_SLOTS,
             site: String::new(),
             auth: false,
             nonce_source: "user".into(),

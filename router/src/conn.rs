@@ -35,6 +35,8 @@ pub struct Session {
     pub last_waits: Option<crate::shard_client::Waits>,
     /// Picks the forwarded calls that measure transit.
     pub transit_sampler: crate::runtime_lag::TransitSampler,
+    /// Picks the forwarded calls whose slot hold time feeds the gate's mean.
+    pub hold_sampler: crate::runtime_lag::TransitSampler,
     /// This connection's slot in `currentOp`.
     pub ops: Arc<crate::current_ops::ConnOps>,
     /// Fires if the next command is killed (`killOp`); taken when the command starts.
@@ -72,6 +74,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             closing: false,
             last_waits: None,
             transit_sampler: Default::default(),
+            hold_sampler: Default::default(),
             ops: registration.slot.clone(),
             next_cancel: None,
             request_started: Instant::now(),
@@ -407,6 +410,7 @@ impl Session {
             }
             use crate::wait_histograms::Wait;
             let h = &self.state.waits;
+            h.record(self.id, Wait::RouterQueue, w.router_queue);
             h.record(self.id, Wait::ShardQueue, w.queued);
             h.record(self.id, Wait::ShardExec, w.exec);
             h.record(self.id, Wait::Replication, w.replication);
@@ -414,18 +418,20 @@ impl Session {
         }
         let waits = shard_waits.unwrap_or_default();
         if ms >= self.state.config.slow_ms {
-            // Every wait is named: the shard's ticket queue, its execution (of which
-            // replication), and the rest (router and network).
-            let shard_ms = (waits.queued + waits.exec).as_millis() as u64;
+            // Every wait is named: the router's line for a slot, the shard's ticket
+            // queue, its execution (of which replication), and the rest (router and
+            // network).
+            let named_ms = (waits.router_queue + waits.queued + waits.exec).as_millis() as u64;
             info!(
                 command = %name,
                 %db,
                 ms,
                 ok,
+                router_queue_ms = waits.router_queue.as_millis() as u64,
                 shard_queue_ms = waits.queued.as_millis() as u64,
                 shard_exec_ms = waits.exec.as_millis() as u64,
                 replication_ms = waits.replication.as_millis() as u64,
-                router_and_network_ms = ms.saturating_sub(shard_ms),
+                router_and_network_ms = ms.saturating_sub(named_ms),
                 "slow command"
             );
         } else {

@@ -26,8 +26,19 @@ pub struct Running {
     pub started_wall: SystemTime,
     /// When it was sent to a shard, and the command as sent (shared, not copied).
     pub forwarded: Option<(Instant, bytes::Bytes)>,
+    /// Its wait in the router's line for one of the shard's slots (`forward_gate`).
+    pub slot_wait: Option<SlotWait>,
     /// Cancelled by `killOp`.
     pub cancel: CancellationToken,
+}
+
+/// Where a command stands in the router's line for a shard's slots.
+#[derive(Clone, Copy)]
+pub enum SlotWait {
+    /// In line since then.
+    Since(Instant),
+    /// Granted after waiting this long.
+    Waited(std::time::Duration),
 }
 
 /// One connection's slot.
@@ -56,6 +67,7 @@ impl ConnOps {
             started: Instant::now(),
             started_wall: SystemTime::now(),
             forwarded: None,
+            slot_wait: None,
             cancel,
         });
         opid
@@ -71,6 +83,22 @@ impl ConnOps {
     /// The id of the running command (0 when idle).
     pub fn current_opid(&self) -> u64 {
         self.running.lock().as_ref().map_or(0, |r| r.opid)
+    }
+
+    /// The running command joined the line for a shard's slots.
+    pub fn in_line(&self) {
+        if let Some(r) = self.running.lock().as_mut() {
+            r.slot_wait = Some(SlotWait::Since(Instant::now()));
+        }
+    }
+
+    /// The running command got its slot.
+    pub fn granted(&self) {
+        if let Some(r) = self.running.lock().as_mut() {
+            if let Some(SlotWait::Since(t)) = r.slot_wait {
+                r.slot_wait = Some(SlotWait::Waited(t.elapsed()));
+            }
+        }
     }
 
     pub fn finish(&self) {

@@ -15,6 +15,7 @@ pub mod deadline;
 pub mod error;
 pub mod error_labels;
 pub mod fail_point;
+pub mod forward_gate;
 pub mod ingress;
 pub mod listener;
 pub mod read_preference;

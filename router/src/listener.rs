@@ -122,7 +122,8 @@ pub async fn serve_cluster(
         key,
         shutdown.clone(),
     )
-    .with_catalog_cache(std::time::Duration::from_millis(config.catalog_cache_ms));
+    .with_catalog_cache(std::time::Duration::from_millis(config.catalog_cache_ms))
+    .with_forward_slots(config.forward_slots);
     serve_inner(listener, config, config_rs, Some(cluster), shutdown).await
 }
 
@@ -150,7 +151,8 @@ async fn serve_inner(
             proto::cluster_key::load(&config.cluster_key, &config.cluster_key_file)
                 .map_err(RouterError::Config)?,
         )
-        .map_err(RouterError::Config)?;
+        .map_err(RouterError::Config)?
+        .with_forward_slots(config.forward_slots);
     let state = Arc::new(RouterState {
         auth: Arc::new(crate::auth::setup::auth_state(&config, &shard)?),
         tls: Tls::from_config(&config)?,

@@ -20,6 +20,7 @@ use proto::shard::CommandRequest;
 use tonic::transport::{Channel, Endpoint};
 use wire::{ErrorCode, MongoError, MongoResult};
 
+use crate::forward_gate::ForwardGate;
 use crate::read_preference::{Mode, ReadPreference};
 use crate::RouterError;
 
@@ -39,6 +40,8 @@ pub struct ShardHandle {
     inner: Arc<Inner>,
     /// Sent with every call when the cluster uses a shared key (`proto::cluster_key`).
     cluster_key: Option<tonic::metadata::AsciiMetadataValue>,
+    /// Bounds the forwarded commands in flight to this shard (`forward_gate`).
+    gate: Arc<ForwardGate>,
 }
 
 struct Inner {
@@ -160,7 +163,18 @@ impl ShardHandle {
                 history: Default::default(),
             }),
             cluster_key: None,
+            gate: Arc::new(ForwardGate::new(crate::forward_gate::DEFAULT_SLOTS)),
         })
+    }
+
+    /// The same shard with `slots` forwarded commands in flight at most (0: no bound).
+    pub fn with_forward_slots(mut self, slots: usize) -> ShardHandle {
+        self.gate = Arc::new(ForwardGate::new(slots));
+        self
+    }
+
+    pub fn gate(&self) -> &ForwardGate {
+        &self.gate
     }
 
     pub fn with_cluster_key(mut self, key: Option<String>) -> Result<ShardHandle, String> {
@@ -477,6 +491,7 @@ impl ShardHandle {
             exec,
             replication: Duration::from_micros(reply.repl_us),
             transit: sent.elapsed().saturating_sub(queued + exec),
+            router_queue: Duration::ZERO,
         };
         Document::from_reader(&mut reply.reply.as_slice())
             .map(|d| (d, waits))
@@ -526,6 +541,8 @@ pub struct Waits {
     /// scheduling before its handler ran, and this task's wake-up once the answer came.
     /// One call only, so the router's retries and failover waits are not in it.
     pub transit: Duration,
+    /// Waiting in the router's line for one of the shard's slots (`forward_gate`).
+    pub router_queue: Duration,
 }
 
 /// Errors after which the command certainly did not run, so sending it elsewhere is safe.

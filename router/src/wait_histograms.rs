@@ -1,5 +1,6 @@
 //! Histograms of where forwarded commands spent their time, for `serverStatus`: waiting
-//! for a ticket on the shard, running on the shard (replication wait included), waiting
+//! in the router's line for one of the shard's slots (`forward_gate`), waiting for a
+//! ticket on the shard, running on the shard (replication wait included), waiting
 //! for replication alone, and the whole command as the router saw it. Buckets are powers of ten in microseconds.
 //!
 //! Striped by connection like `counters`, so recording takes no shared cache line.
@@ -14,7 +15,7 @@ use crate::counters::Striped;
 /// Upper bounds of the buckets (the last one is open).
 const BOUNDS_US: [u64; 6] = [100, 1_000, 10_000, 100_000, 1_000_000, u64::MAX];
 const LABELS: [&str; 6] = ["lt100us", "lt1ms", "lt10ms", "lt100ms", "lt1s", "ge1s"];
-const KINDS: usize = 4;
+const KINDS: usize = 5;
 
 /// Which wait a sample measures.
 #[derive(Clone, Copy)]
@@ -24,6 +25,8 @@ pub enum Wait {
     Total = 2,
     /// Of the shard's execution, waiting for the write to replicate.
     Replication = 3,
+    /// In the router's line for one of the shard's slots.
+    RouterQueue = 4,
 }
 
 #[derive(Default)]
@@ -54,6 +57,7 @@ impl WaitHistograms {
     /// `{shardQueue: {lt100us: n, ...}, shardExec: {...}, replication: {...}, total: {...}}`.
     pub fn to_document(&self) -> Document {
         doc! {
+            "routerQueue": self.sum(Wait::RouterQueue),
             "shardQueue": self.sum(Wait::ShardQueue),
             "shardExec": self.sum(Wait::ShardExec),
             "replication": self.sum(Wait::Replication),

@@ -12,7 +12,12 @@ use tokio::io::AsyncWriteExt;
 async fn one_read_ticket() -> TestCluster {
     let c = TestCluster::builder()
         .memory()
-        .router(|r| r.enable_test_commands = true)
+        .router(|r| {
+            r.enable_test_commands = true;
+            // One slot to the shard as well: a 30 s command holds it only for the
+            // gate's hold limit, so the find below still reaches the shard's queue.
+            r.forward_slots = 1;
+        })
         .start()
         .await;
     c.node.admission.configure(1, 0);
@@ -99,6 +104,9 @@ async fn current_op_shows_each_wait_and_kill_op_stops_a_running_command() {
     assert_eq!(b.get_str("ns").unwrap(), "test.c");
     assert!(wait_us(b, "shardQueueMicros") > 0, "{b}");
     assert_eq!(wait_us(b, "shardExecMicros"), 0, "{b}");
+    // It waited in the router's line for the one slot at most until the sleep's hold
+    // ran out (the field is there, and far below the sleep's 30 s).
+    assert!(wait_us(b, "routerQueueMicros") < 5_000_000, "{b}");
     assert!(!finder.is_finished(), "the find ran without a ticket");
     // serverStatus shows the same queue from the member's side.
     let read = read_pool(&admin).await;

@@ -87,9 +87,26 @@ async fn server_status_shows_where_commands_waited() {
     // Every forwarded command is counted once in each histogram.
     let total = histogram_total(waits, "total");
     assert!(total >= 11, "{waits}");
+    assert_eq!(histogram_total(waits, "routerQueue"), total);
     assert_eq!(histogram_total(waits, "shardQueue"), total);
     assert_eq!(histogram_total(waits, "shardExec"), total);
     assert_eq!(histogram_total(waits, "replication"), total);
+    // The line for the shard's slots: its bound, and nobody in it once all answered.
+    let gate = status
+        .get_document("bulwark")
+        .unwrap()
+        .get_document("forwardGate")
+        .unwrap();
+    assert_eq!(
+        gate.get_i64("slots").unwrap(),
+        router::forward_gate::DEFAULT_SLOTS as i64
+    );
+    assert_eq!(gate.get_i64("waiting").unwrap(), 0, "{gate}");
+    assert_eq!(
+        gate.get_i64("available").unwrap(),
+        gate.get_i64("slots").unwrap(),
+        "{gate}"
+    );
     c.stop().await;
 }
 

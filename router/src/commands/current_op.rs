@@ -1,7 +1,8 @@
 //! `currentOp` and the `$currentOp` stage (what mongosh's `db.currentOp()` runs): every
 //! operation this router is running, joined to the entry its shard member keeps for it,
 //! so one entry shows where the operation is now and where its time went:
-//! `routerMicros` (parsing, authorization, network), `shardQueueMicros` (waiting for a
+//! `routerMicros` (parsing, authorization, network), `routerQueueMicros` (waiting in the
+//! router's line for one of the shard's slots), `shardQueueMicros` (waiting for a
 //! ticket), `shardExecMicros` (running) and `replicationMicros` (waiting for the write
 //! concern). Shard operations no router here owns (another router's) follow, with the
 //! `member:opid` id `killOp` takes.
@@ -13,7 +14,7 @@ use wire::op_display;
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::conn::Session;
-use crate::current_ops::ConnOps;
+use crate::current_ops::{ConnOps, SlotWait};
 
 /// Fields of the `currentOp` command that are not part of its filter.
 const NOT_FILTER: &[&str] = &[
@@ -173,7 +174,13 @@ fn router_entry(
         });
     *shard_ops = others;
     let total_us = total.as_micros() as i64;
+    let (in_line, router_queue) = match r.slot_wait {
+        Some(SlotWait::Since(t)) => (true, t.elapsed()),
+        Some(SlotWait::Waited(d)) => (false, d),
+        None => (false, std::time::Duration::ZERO),
+    };
     let (phase, shard_waits) = match (&r.forwarded, mine.first()) {
+        _ if in_line => ("routerQueue", doc! {}),
         (None, _) => ("router", doc! {}),
         // Sent, not yet listed there, or already finished there: on the network.
         (Some(_), None) => ("network", doc! {}),
@@ -187,7 +194,11 @@ fn router_entry(
         ),
     };
     let shard_us: i64 = shard_waits.values().filter_map(Bson::as_i64).sum();
-    let mut waits = doc! {"routerMicros": (total_us - shard_us).max(0)};
+    let queue_us = router_queue.as_micros() as i64;
+    let mut waits = doc! {
+        "routerMicros": (total_us - shard_us - queue_us).max(0),
+        "routerQueueMicros": queue_us,
+    };
     waits.extend(shard_waits);
     d.insert("phase", phase);
     d.insert("waits", waits);

@@ -216,7 +216,36 @@ pub async fn run(
     let handle = target.as_ref().unwrap_or(&state.shard);
     // Kept only where a stale version may send the command again.
     let kept = (versioned.is_some() || db_versioned).then(|| command.clone());
-    let call = handle.run_encoded(db, command, &fwd, &session.peer_text);
+    // At most the shard's slots in flight; the rest wait in line here, and a command
+    // that would wait too long for its deadline is refused before it is sent.
+    let gate = handle.gate();
+    if let Err(refused) = gate.admit(split.map(|s| s.router_wait)) {
+        state
+            .counters
+            .add(session.id, crate::counters::Op::ShedByForwardGate, 1);
+        return Err(MongoError::overloaded(format!(
+            "router overloaded: the line for this shard's {} slots would take {} ms and a call about {} ms more, too long for maxTimeMS {deadline_ms}; nothing was started, retry",
+            gate.limit(),
+            refused.predicted.as_millis(),
+            refused.call.as_millis()
+        )));
+    }
+    let sample_hold = session.hold_sampler.due();
+    let ops = session.ops.clone();
+    ops.in_line();
+    let call = async {
+        let granted = async {
+            ops.granted();
+            handle
+                .run_encoded(db, command, &fwd, &session.peer_text)
+                .await
+        };
+        let (result, waited) = gate.run(sample_hold, granted).await;
+        result.map(|(reply, member, mut waits)| {
+            waits.router_queue = waited;
+            (reply, member, waits)
+        })
+    };
     // Answered before the client's own deadline (see `deadline`); dropping the call
     // stops the shard's work too.
     let result =

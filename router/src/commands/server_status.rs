@@ -60,6 +60,9 @@ pub async fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResu
             // The probability a command with a deadline is refused now (0 unless loaded).
             "shedProbability": s.lag.shed_probability(),
             "shedByRouter": c.total(Op::ShedByRouter),
+            // The line for the shard's slots (see `forward_gate`), and what it refused.
+            "forwardGate": s.shard.gate().to_document(),
+            "shedByForwardGate": c.total(Op::ShedByForwardGate),
             // Forwarded commands by where their time went (see `wait_histograms`).
             "waits": s.waits.to_document(),
             // Where commands wait on each shard member right now.

@@ -89,6 +89,8 @@ pub struct Cluster {
     /// How long a cached view of one collection's routing is used before it is read
     /// again (`catalog_cache_ms`).
     catalog_cache: Duration,
+    /// Each shard's forwarded calls in flight at most (`forward_gate`).
+    forward_slots: usize,
 }
 
 impl Cluster {
@@ -109,6 +111,14 @@ impl Cluster {
             cluster_key,
             shutdown,
             catalog_cache: Duration::from_secs(1),
+            forward_slots: crate::forward_gate::DEFAULT_SLOTS,
+        }
+    }
+
+    pub fn with_forward_slots(self, forward_slots: usize) -> Cluster {
+        Cluster {
+            forward_slots,
+            ..self
         }
     }
 
@@ -183,6 +193,7 @@ impl Cluster {
                 h.with_cluster_key(self.cluster_key.clone())
                     .map_err(crate::RouterError::Config)
             })
+            .map(|h| h.with_forward_slots(self.forward_slots))
             .map_err(|e| MongoError::new(ErrorCode::BadValue, e.to_string()))
     }
 
