@@ -9,10 +9,11 @@
 //! both processes share. The router saw that only as a call's transit (20–100 ms against
 //! 1 ms at half load), sampled late, and its controller refused two to three times the
 //! excess while the commands it let through waited 30–50 ms and many expired at the
-//! member (`docs/overload.md`, "The router's gate"). With a bound the member sees about
-//! as much concurrency as the closed loop that measured its capacity, the transit stays
-//! at a few milliseconds, and the queue is one line at the router whose wait is
-//! predicted from its length (Little's law, as the members' ticket pools do).
+//! member (`docs/overload.md`, "the wait belongs in one line at the router"). With a
+//! bound the member sees about as much concurrency as the closed loop that measured its
+//! capacity, the transit stays at a few milliseconds, and the queue is one line at the
+//! router whose wait is predicted from its length (Little's law, as the members' ticket
+//! pools do).
 //!
 //! * A command with a deadline is refused at once (462, `SystemOverloadedError`, as the
 //!   shedder refuses) when the predicted wait exceeds [`QUEUE_TARGET`], or when the wait
