@@ -130,6 +130,12 @@ impl RouterConfig {
         if self.max_connections == 0 {
             return Err("max_connections must be positive".into());
         }
+        if self.forward_slots > crate::forward_gate::MAX_SLOTS {
+            return Err(format!(
+                "forward_slots must be at most {}",
+                crate::forward_gate::MAX_SLOTS
+            ));
+        }
         if !(self.connection_rate_per_sec >= 0.0 && self.connection_rate_per_sec.is_finite()) {
             return Err("connection_rate_per_sec must be a non-negative number".into());
         }

@@ -17,18 +17,23 @@
 //!
 //! * A command with a deadline is refused at once (462, `SystemOverloadedError`, as the
 //!   shedder refuses) when the predicted wait exceeds [`QUEUE_TARGET`], or when the wait
-//!   plus a call's mean time would not fit in what is left of its deadline (only when
-//!   someone is in line: with none, the command is sent at once whatever its budget):
-//!   the line stays short, so what waits in it is served fresh, and nothing waits in it
-//!   that would expire on the way.
+//!   plus a call's mean time would not fit in what is left of its deadline (only when no
+//!   slot is free: with one, the command is sent at once whatever its budget): the line
+//!   stays short, so what waits in it is served fresh, and what would expire in it is
+//!   refused instead (the prediction is a mean, so now and then one still does).
+//!   After the line the member gets what is left of the deadline.
 //! * A command without a deadline is never refused; it waits its turn.
 //! * A call gives its slot back when it is answered or after [`HOLD_LIMIT`], whichever is
 //!   first. Long calls (a cross-site write's replication, an `awaitData` getMore, a long
 //!   scan, which the member's own tickets pace) then cannot take every slot, and the
-//!   bound applies to the short commands whose pile-up it is for.
+//!   bound applies to the short commands whose pile-up it is for. So the slots bound the
+//!   calls younger than the hold limit, not every call in flight; calls that all take
+//!   longer (a primary in another site) pass at most slots ÷ hold limit a second (3,200
+//!   with the defaults) before they queue.
 //!
-//! Per command the gate touches two shared words (the waiting count and the semaphore);
-//! the mean hold time is written by one call in eight per connection.
+//! Per command the gate touches the waiting count, the semaphore (whose release takes
+//! its waiters' lock) and a timer for the hold limit; the mean hold time is written by
+//! one call in eight per connection, without a lock (a lost sample does not matter).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -37,6 +42,8 @@ use std::time::{Duration, Instant};
 use bson::{doc, Document};
 use tokio::sync::Semaphore;
 
+/// The most slots `forward_slots` may ask for (tokio's semaphore has a limit).
+pub const MAX_SLOTS: usize = 1 << 20;
 /// Slots per shard unless the router's `forward_slots` says otherwise: on the 2-core
 /// test machine a closed loop of 32 lookups in flight already reaches the cluster's
 /// capacity.
@@ -80,28 +87,31 @@ impl ForwardGate {
         self.limit
     }
 
-    /// The wait a command joining the line now can expect.
+    /// The wait a command arriving now can expect: none while a slot is free; else
+    /// its turn among those in line, one slot coming free every mean hold ÷ slots.
     pub fn predicted_wait(&self) -> Duration {
-        if self.limit == 0 {
+        if self.limit == 0 || self.slots.available_permits() > 0 {
             return Duration::ZERO;
         }
-        let ahead = self.waiting.load(Ordering::Relaxed) as u64;
-        Duration::from_micros(ahead * self.hold_us.load(Ordering::Relaxed) / self.limit as u64)
+        let turn = self.waiting.load(Ordering::Relaxed) as u64 + 1;
+        Duration::from_micros(turn * self.hold_us.load(Ordering::Relaxed) / self.limit as u64)
     }
 
     /// Whether a command with `budget` left (none: no deadline) may join the line: the
     /// wait must be within [`QUEUE_TARGET`], and the wait plus a call's mean time within
-    /// the budget (as the members' ticket pools ask: would it finish in time?).
+    /// the budget (as the members' ticket pools ask: would it finish in time?). A
+    /// command that finds a slot free is always admitted.
     pub fn admit(&self, budget: Option<Duration>) -> Result<(), Refused> {
         let Some(budget) = budget else {
             return Ok(());
         };
         let predicted = self.predicted_wait();
         let call = Duration::from_micros(self.hold_us.load(Ordering::Relaxed));
-        // An empty line refuses nothing: a command that can go at once is sent, however
-        // little time it has (an idle cluster answers what it can, as mongod does).
-        let in_line = !predicted.is_zero();
-        if predicted > QUEUE_TARGET || (in_line && predicted + call > budget) {
+        // With a slot free nothing is refused: a command that can go at once is sent,
+        // however little time it has (an idle cluster answers what it can, as mongod
+        // does).
+        let must_wait = !predicted.is_zero();
+        if predicted > QUEUE_TARGET || (must_wait && predicted + call > budget) {
             return Err(Refused { predicted, call });
         }
         Ok(())
@@ -195,7 +205,8 @@ mod tests {
             }
         }
         assert!(order.lock().is_empty(), "nothing ran without a slot");
-        assert_eq!(gate.predicted_wait(), Duration::from_millis(3));
+        // A newcomer's turn is fourth, one slot freeing every 1 ms (the first guess).
+        assert_eq!(gate.predicted_wait(), Duration::from_millis(4));
         drop(taken);
         for q in queued {
             q.await.unwrap();
@@ -230,22 +241,30 @@ mod tests {
     async fn a_command_that_would_wait_too_long_is_refused_and_one_without_a_deadline_never_is() {
         let gate = ForwardGate::new(2);
         gate.hold_us.store(4_000, Ordering::Relaxed);
-        // Ten ahead, two slots, 4 ms a call: a predicted wait of 20 ms.
+        // A free slot: nothing is refused, however short the budget.
         gate.waiting.store(10, Ordering::Relaxed);
+        assert_eq!(gate.predicted_wait(), Duration::ZERO);
+        assert!(gate.admit(Some(Duration::from_micros(500))).is_ok());
+        let _busy = gate.slots.acquire_many(2).await.unwrap();
+        // Both slots busy, nine in line: the tenth turn, two slots, 4 ms a call, 20 ms.
+        gate.waiting.store(9, Ordering::Relaxed);
         assert_eq!(gate.predicted_wait(), Duration::from_millis(20));
         let refused = gate.admit(Some(Duration::from_millis(90))).unwrap_err();
         assert_eq!(refused.predicted, Duration::from_millis(20));
         assert_eq!(refused.call, Duration::from_millis(4));
         assert!(gate.admit(None).is_ok());
-        // Four ahead: 8 ms, within the target; with the call's 4 ms it fits in 12 ms,
-        // not in 11.
-        gate.waiting.store(4, Ordering::Relaxed);
+        // Three in line: 8 ms, within the target; with the call's 4 ms it fits in
+        // 12 ms, not in 11.
+        gate.waiting.store(3, Ordering::Relaxed);
         assert!(gate.admit(Some(Duration::from_millis(90))).is_ok());
         assert!(gate.admit(Some(Duration::from_millis(12))).is_ok());
         assert!(gate.admit(Some(Duration::from_millis(11))).is_err());
-        // An empty line refuses nothing, however short the budget.
+        // Nobody in line but no slot free: the next slot is 2 ms away, and a command
+        // with less than that and a call left is refused.
         gate.waiting.store(0, Ordering::Relaxed);
-        assert!(gate.admit(Some(Duration::from_micros(500))).is_ok());
+        assert_eq!(gate.predicted_wait(), Duration::from_millis(2));
+        assert!(gate.admit(Some(Duration::from_millis(5))).is_err());
+        assert!(gate.admit(Some(Duration::from_millis(6))).is_ok());
     }
 
     #[tokio::test]
@@ -262,6 +281,5 @@ mod tests {
         waiter.abort();
         let _ = waiter.await;
         assert_eq!(gate.waiting.load(Ordering::Relaxed), 0);
-        assert_eq!(gate.predicted_wait(), Duration::ZERO);
     }
 }

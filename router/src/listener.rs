@@ -112,9 +112,11 @@ pub async fn serve_cluster(
 ) -> Result<(), RouterError> {
     let key = proto::cluster_key::load(&config.cluster_key, &config.cluster_key_file)
         .map_err(RouterError::Config)?;
+    // One gate for the config servers, shared by the catalog's handle and the router's.
     let config_rs = config_rs
         .with_cluster_key(key.clone())
-        .map_err(RouterError::Config)?;
+        .map_err(RouterError::Config)?
+        .with_forward_slots(config.forward_slots);
     let cluster = crate::sharding::Cluster::new(
         config_rs.clone(),
         links,
@@ -134,6 +136,7 @@ pub async fn serve_with(
     shard: ShardHandle,
     shutdown: CancellationToken,
 ) -> Result<(), RouterError> {
+    let shard = shard.with_forward_slots(config.forward_slots);
     serve_inner(listener, config, shard, None, shutdown).await
 }
 
@@ -151,8 +154,7 @@ async fn serve_inner(
             proto::cluster_key::load(&config.cluster_key, &config.cluster_key_file)
                 .map_err(RouterError::Config)?,
         )
-        .map_err(RouterError::Config)?
-        .with_forward_slots(config.forward_slots);
+        .map_err(RouterError::Config)?;
     let state = Arc::new(RouterState {
         auth: Arc::new(crate::auth::setup::auth_state(&config, &shard)?),
         tls: Tls::from_config(&config)?,

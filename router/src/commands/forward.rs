@@ -57,11 +57,7 @@ pub async fn run(
     let (w, wtimeout_ms) = write_concern(cmd.get("writeConcern"))?;
     // Validated either way; forwarded (and used for shedding) only when deadlines are on.
     let deadline_ms = max_time_ms(cmd.get("maxTimeMS"))?;
-    let split = if session.state.config.propagate_deadlines {
-        crate::deadline::split(deadline_ms, session.request_started.elapsed())?
-    } else {
-        None
-    };
+    let split = resplit(session, deadline_ms)?;
     let mut fwd = Forward {
         max_time_ms: split.map_or(0, |s| s.shard_ms),
         read_preference: ReadPreference::parse(cmd.get("$readPreference"))?,
@@ -216,6 +212,9 @@ pub async fn run(
     let handle = target.as_ref().unwrap_or(&state.shard);
     // Kept only where a stale version may send the command again.
     let kept = (versioned.is_some() || db_versioned).then(|| command.clone());
+    // The deadline split again: routing (a catalog read) took some of it.
+    let split = resplit(session, deadline_ms)?;
+    fwd.max_time_ms = split.map_or(0, |s| s.shard_ms);
     // At most the shard's slots in flight; the rest wait in line here, and a command
     // that would wait too long for its deadline is refused before it is sent.
     let gate = handle.gate();
@@ -233,9 +232,17 @@ pub async fn run(
     let sample_hold = session.hold_sampler.due();
     let ops = session.ops.clone();
     ops.in_line();
+    let request_started = session.request_started;
     let call = async {
         let granted = async {
             ops.granted();
+            // The member gets what is left after the line, still a margin before the
+            // router gives up; nothing is sent once that is gone.
+            let mut fwd = fwd.clone();
+            if let Some(s) = split {
+                let left = crate::deadline::split(deadline_ms, request_started.elapsed())?;
+                fwd.max_time_ms = left.map_or(s.shard_ms, |l| l.shard_ms);
+            }
             handle
                 .run_encoded(db, command, &fwd, &session.peer_text)
                 .await
@@ -344,6 +351,14 @@ async fn scatter_command(
 /// Validates `readConcern` and returns its level. Reads are always majority-committed
 /// here (members apply only committed entries), so `local`, `available` and `majority`
 /// need nothing more; `linearizable` makes the primary confirm itself first.
+/// The command's deadline split from now (`None`: no deadline, or deadlines are off).
+fn resplit(session: &Session, deadline_ms: u64) -> MongoResult<Option<crate::deadline::Split>> {
+    if !session.state.config.propagate_deadlines {
+        return Ok(None);
+    }
+    crate::deadline::split(deadline_ms, session.request_started.elapsed())
+}
+
 fn read_concern(v: Option<&Bson>) -> MongoResult<Option<&str>> {
     let d = match v {
         None | Some(Bson::Null) => return Ok(None),

@@ -60,8 +60,11 @@ pub async fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResu
             // The probability a command with a deadline is refused now (0 unless loaded).
             "shedProbability": s.lag.shed_probability(),
             "shedByRouter": c.total(Op::ShedByRouter),
-            // The line for the shard's slots (see `forward_gate`), and what it refused.
+            // The line for the shard's slots (see `forward_gate`; in a sharded cluster,
+            // the config servers', and each shard's under `shardForwardGates`), and what
+            // the lines refused.
             "forwardGate": s.shard.gate().to_document(),
+            "shardForwardGates": s.cluster.as_ref().map(|c| c.gates()).unwrap_or_default(),
             "shedByForwardGate": c.total(Op::ShedByForwardGate),
             // Forwarded commands by where their time went (see `wait_histograms`).
             "waits": s.waits.to_document(),

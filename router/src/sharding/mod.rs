@@ -129,6 +129,20 @@ impl Cluster {
         }
     }
 
+    /// Each known shard's line for its slots (`forward_gate`), by shard name.
+    pub fn gates(&self) -> bson::Document {
+        self.shards
+            .read()
+            .iter()
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    bson::Bson::from(s.handle.gate().to_document()),
+                )
+            })
+            .collect()
+    }
+
     /// Every shard, in name order, as last read from `config.shards`.
     pub async fn shards(&self) -> MongoResult<Vec<Arc<Shard>>> {
         let known = self.shards.read().clone();
