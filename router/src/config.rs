@@ -277,4 +277,18 @@ mod tests {
             "add_shards without a sharded cluster"
         );
     }
+
+    #[test]
+    fn forward_slots_are_bounded() {
+        let mut c = RouterConfig {
+            forward_slots: 0,
+            ..Default::default()
+        };
+        assert!(c.validate().is_ok(), "0 turns the gate off");
+        c.forward_slots = crate::forward_gate::MAX_SLOTS;
+        assert!(c.validate().is_ok());
+        c.forward_slots = crate::forward_gate::MAX_SLOTS + 1;
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("forward_slots"), "{e}");
+    }
 }

@@ -31,8 +31,8 @@
 //!   longer (a primary in another site) pass at most slots ÷ hold limit a second (3,200
 //!   with the defaults) before they queue.
 //!
-//! Per command the gate touches the waiting count, the semaphore (whose release takes
-//! its waiters' lock) and a timer for the hold limit; the mean hold time is written by
+//! Per command the gate touches the semaphore (whose release takes its waiters' lock)
+//! and a timer for the hold limit, and the waiting count only when no slot is free; the mean hold time is written by
 //! one call in eight per connection, without a lock (a lost sample does not matter).
 
 use std::future::Future;
@@ -123,15 +123,22 @@ impl ForwardGate {
         if self.limit == 0 {
             return (call.await, Duration::ZERO);
         }
-        let queued = Instant::now();
-        let slot = {
-            let _in_line = InLine::join(&self.waiting);
-            self.slots
-                .acquire()
-                .await
-                .expect("the gate's semaphore is never closed")
+        // A free slot is taken without joining the line, so an uncongested call writes
+        // no shared count (tokio hands released permits to waiters first, so a free
+        // slot means nobody is in line and taking it jumps no one).
+        let (slot, waited) = match self.slots.try_acquire() {
+            Ok(slot) => (slot, Duration::ZERO),
+            Err(_) => {
+                let queued = Instant::now();
+                let _in_line = InLine::join(&self.waiting);
+                let slot = self
+                    .slots
+                    .acquire()
+                    .await
+                    .expect("the gate's semaphore is never closed");
+                (slot, queued.elapsed())
+            }
         };
-        let waited = queued.elapsed();
         let held_from = Instant::now();
         tokio::pin!(call);
         let answered = tokio::time::timeout(HOLD_LIMIT, &mut call).await;

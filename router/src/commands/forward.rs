@@ -238,7 +238,6 @@ pub async fn run(
             ops.granted();
             // The member gets what is left after the line, still a margin before the
             // router gives up; nothing is sent once that is gone.
-            let mut fwd = fwd.clone();
             if let Some(s) = split {
                 let left = crate::deadline::split(deadline_ms, request_started.elapsed())?;
                 fwd.max_time_ms = left.map_or(s.shard_ms, |l| l.shard_ms);
@@ -348,9 +347,6 @@ async fn scatter_command(
     }
 }
 
-/// Validates `readConcern` and returns its level. Reads are always majority-committed
-/// here (members apply only committed entries), so `local`, `available` and `majority`
-/// need nothing more; `linearizable` makes the primary confirm itself first.
 /// The command's deadline split from now (`None`: no deadline, or deadlines are off).
 fn resplit(session: &Session, deadline_ms: u64) -> MongoResult<Option<crate::deadline::Split>> {
     if !session.state.config.propagate_deadlines {
@@ -359,6 +355,9 @@ fn resplit(session: &Session, deadline_ms: u64) -> MongoResult<Option<crate::dea
     crate::deadline::split(deadline_ms, session.request_started.elapsed())
 }
 
+/// Validates `readConcern` and returns its level. Reads are always majority-committed
+/// here (members apply only committed entries), so `local`, `available` and `majority`
+/// need nothing more; `linearizable` makes the primary confirm itself first.
 fn read_concern(v: Option<&Bson>) -> MongoResult<Option<&str>> {
     let d = match v {
         None | Some(Bson::Null) => return Ok(None),
