@@ -197,6 +197,9 @@ pub struct Second {
     /// Forwarded commands' recent transit at the router (a call to the member minus the
     /// member's queue and execution) at the end of the second: what the router sheds on.
     pub router_transit_ms: f64,
+    /// The time by which the router's answers are due at the end of the second: a command
+    /// whose whole deadline is shorter is refused at once (`answer_time`).
+    pub router_answer_due_ms: f64,
     pub latency_ms: Quantiles,
     /// Wait for one of the instance's `pool` connection slots (requests that got one).
     pub slot_wait_ms: Quantiles,
@@ -489,12 +492,13 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
             x.cancelled_by_disconnect = s.cancelled_by_disconnect;
             x.router_lag_ms = s.router_lag_ms;
             x.router_transit_ms = s.router_transit_ms;
+            x.router_answer_due_ms = s.router_answer_due_ms;
             x.shard_queue = s.shard_queue.clone();
             x.shard_exec = s.shard_exec.clone();
             x.router_total = s.router_total.clone();
         }
         println!(
-            "  t={t:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} slot {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} router {}/{} | cpu ms router {:>4.0} members {:>4.0} generator {:>4.0} | conns opened {:>4} cancelled {:>4} | router lag {:>5.1} transit {:>5.1} ms",
+            "  t={t:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} slot {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} router {}/{} | cpu ms router {:>4.0} members {:>4.0} generator {:>4.0} | conns opened {:>4} cancelled {:>4} | router lag {:>5.1} transit {:>5.1} answer due {:>5.1} ms",
             x.phase, x.offered_per_sec, x.sent, x.succeeded, x.timed_out, x.shed, x.expired,
             x.other_errors, x.latency_ms.p50, x.latency_ms.p99, x.slot_wait_ms.p50,
             x.slot_wait_ms.p99, x.pool_wait_ms.p50,
@@ -502,7 +506,8 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
             x.shard_exec.p99, x.router_total.p50, x.router_total.p99, x.router_cpu_ms, x.members_cpu_ms, x.generator_cpu_ms, x.connections_opened,
             x.cancelled_by_disconnect,
             x.router_lag_ms,
-            x.router_transit_ms
+            x.router_transit_ms,
+            x.router_answer_due_ms
         );
     }
     let burst = &secs[WARM_SECS..WARM_SECS + BURST_SECS];
@@ -727,6 +732,8 @@ struct ServerSecond {
     cancelled_by_disconnect: i64,
     router_lag_ms: f64,
     router_transit_ms: f64,
+    /// The time by which the router's answers are due (`answer_time`).
+    router_answer_due_ms: f64,
     shard_queue: BucketQuantiles,
     shard_exec: BucketQuantiles,
     router_total: BucketQuantiles,
@@ -781,6 +788,7 @@ async fn sample_server(
             cancelled_by_disconnect: grew(&["bulwark", "cancelledByClientDisconnect"]),
             router_lag_ms: counter(&now.2, &["bulwark", "runtimeLagMicros"]) as f64 / 1e3,
             router_transit_ms: counter(&now.2, &["bulwark", "transitMicros"]) as f64 / 1e3,
+            router_answer_due_ms: counter(&now.2, &["bulwark", "answerDueMicros"]) as f64 / 1e3,
         });
         prev = now;
     }

@@ -303,8 +303,8 @@ impl Session {
         let lag = &self.state.lag;
         let why = if lag.cannot_finish(max_time_ms) {
             format!(
-                "a call to the shard takes {} ms beyond the shard's own work now, longer than maxTimeMS {max_time_ms}",
-                lag.transit().as_millis()
+                "answers take up to {} ms now, longer than maxTimeMS {max_time_ms}",
+                lag.answer.due().as_millis()
             )
         } else if lag.should_shed(max_time_ms) {
             format!(
@@ -407,6 +407,9 @@ impl Session {
         if let Some(w) = shard_waits {
             if self.transit_sampler.due() {
                 self.state.lag.record_transit(w.transit);
+                // The member's own expiry is cut off at the deadline (`answer_time`).
+                let expired = reply.get_i32("code") == Ok(wire::ErrorCode::MaxTimeMSExpired as i32);
+                self.state.lag.answer.record(elapsed, expired);
             }
             use crate::wait_histograms::Wait;
             let h = &self.state.waits;

@@ -77,6 +77,7 @@ pub async fn within<T>(
         Err(_) => {
             if sampler.due() {
                 lag.record_transit(s.router_wait);
+                lag.answer.record(s.router_wait, true);
             }
             Err(expired())
         }

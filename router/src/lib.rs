@@ -2,6 +2,7 @@
 //! to shards over gRPC. It holds no data; everything it keeps is per connection or a
 //! cache that can be rebuilt.
 
+pub mod answer_time;
 pub mod auth;
 pub mod cluster_time;
 pub mod commands;

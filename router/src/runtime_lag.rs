@@ -24,23 +24,27 @@
 //! members sharing cores, the queue is mostly elsewhere: in the OS scheduler between the
 //! processes, and in the gRPC connection to the member. A forwarded command's *transit*
 //! (its call to the member minus the member's reported queue and execution) measures
-//! it. A command whose whole `maxTimeMS` is shorter than the recent transit cannot
-//! finish in time, so it is refused at once, whatever the probability: clients whose
-//! deadlines were mostly used up in their own connection queue (a CSOT driver sends what
-//! is left) then cost the cluster a refusal, not an answer nobody reads. Beyond an
-//! allowance ([`TRANSIT_ALLOWANCE`]) the transit also drives the probability, as the lag
-//! does. A call the router gave up on (no answer before its share of the deadline ran out)
+//! it. Beyond an allowance ([`TRANSIT_ALLOWANCE`]) the transit drives the probability, as
+//! the lag does. A call the router gave up on (no answer before its share of the deadline ran out)
 //! is a sample too, of the time it waited (`deadline::within`): counting only the calls
 //! that came back, the estimate went stale exactly when the transit was longest.
 //! Measured with `bulwark chaos overload` (2026-12-03): with clients that keep 800
 //! connections, the timer's lag stayed at 1–15 ms while commands spent 15–70 ms in
 //! transit and half of them timed out, and almost nothing was shed.
+//!
+//! **Cannot finish.** A command whose whole `maxTimeMS` is shorter than the time by which
+//! the router's answers are due now (`answer_time`) is refused at once, whatever the
+//! probability: clients whose deadlines were mostly used up in their own connection queue
+//! (a CSOT driver sends what is left) then cost the cluster a refusal, not an answer
+//! nobody reads.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
+
+use crate::answer_time::AnswerTime;
 use tokio_util::task::TaskTracker;
 
 /// How often the probe asks to be woken.
@@ -98,6 +102,8 @@ pub struct RuntimeLag {
     transit_samples: AtomicU64,
     /// The controller's previous input, microseconds (written by the tick task only).
     pressure: AtomicU64,
+    /// Forwarded commands' time to an answer (see `answer_time`).
+    pub answer: AnswerTime,
 }
 
 impl RuntimeLag {
@@ -134,11 +140,12 @@ impl RuntimeLag {
         Duration::from_micros(self.pressure.load(Ordering::Relaxed))
     }
 
-    /// True when a command's whole deadline is shorter than the recent transit: it would
-    /// expire before the member answered.
+    /// True when a command's whole deadline is shorter than the time by which the router's
+    /// answers are due now (`answer_time`): it would most likely expire. Below
+    /// [`MIN_SHED_LAG`] that time is the scheduler's noise, and nothing is refused.
     pub fn cannot_finish(&self, max_time_ms: u64) -> bool {
-        let transit = self.transit();
-        transit >= MIN_SHED_LAG && Duration::from_millis(max_time_ms) < transit
+        let due = self.answer.due();
+        due >= MIN_SHED_LAG && Duration::from_millis(max_time_ms) < due
     }
 
     /// The probability that an eligible command is shed now.
@@ -167,6 +174,7 @@ impl RuntimeLag {
         let lag = self.clone();
         tasks.spawn(async move {
             let (mut samples, mut idle_ticks) = (0, 0);
+            let (mut answers, mut unanswered_ticks) = (0, 0);
             loop {
                 let asked = Instant::now();
                 tokio::select! {
@@ -183,6 +191,16 @@ impl RuntimeLag {
                 if idle_ticks >= TRANSIT_STALE_TICKS {
                     lag.transit
                         .store(lag.transit.load(Ordering::Relaxed) / 2, Ordering::Relaxed);
+                }
+                let seen = lag.answer.samples();
+                unanswered_ticks = if seen == answers {
+                    unanswered_ticks + 1
+                } else {
+                    0
+                };
+                answers = seen;
+                if unanswered_ticks >= TRANSIT_STALE_TICKS {
+                    lag.answer.fade();
                 }
                 lag.record(late);
             }
@@ -255,25 +273,28 @@ mod tests {
     }
 
     #[test]
-    fn a_deadline_shorter_than_the_transit_cannot_finish() {
+    fn a_deadline_shorter_than_an_answer_takes_cannot_finish() {
         let lag = RuntimeLag::default();
         assert!(!lag.cannot_finish(1));
-        for _ in 0..64 {
-            lag.record_transit(Duration::from_millis(10));
+        // Answers take 4–6 ms: due by about 9 ms.
+        for i in 0..64 {
+            lag.answer
+                .record(Duration::from_millis(if i % 2 == 0 { 4 } else { 6 }), false);
         }
-        assert!(
-            lag.transit() > Duration::from_millis(9),
-            "{:?}",
-            lag.transit()
-        );
-        assert!(lag.cannot_finish(5));
+        assert!(lag.cannot_finish(5), "due {:?}", lag.answer.due());
         assert!(!lag.cannot_finish(50));
-        // A transit within the scheduler's noise refuses nothing.
+        // Answers within the scheduler's noise refuse nothing, even the shortest deadline.
         let quick = RuntimeLag::default();
         for _ in 0..64 {
-            quick.record_transit(Duration::from_micros(1_500));
+            quick.answer.record(Duration::from_micros(800), false);
         }
         assert!(!quick.cannot_finish(1));
+        // The transit alone no longer refuses: it is part of an answer's time.
+        let transit_only = RuntimeLag::default();
+        for _ in 0..64 {
+            transit_only.record_transit(Duration::from_millis(10));
+        }
+        assert!(!transit_only.cannot_finish(5));
     }
 
     #[test]
@@ -300,10 +321,11 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
-    async fn a_transit_nobody_measures_any_more_fades() {
+    async fn estimates_nobody_measures_any_more_fade() {
         let lag = Arc::new(RuntimeLag::default());
         for _ in 0..64 {
             lag.record_transit(Duration::from_millis(40));
+            lag.answer.record(Duration::from_millis(40), false);
         }
         let tasks = TaskTracker::new();
         let stop = CancellationToken::new();
