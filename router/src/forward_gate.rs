@@ -72,6 +72,17 @@ pub struct Refused {
     pub call: Duration,
 }
 
+impl Refused {
+    /// The error the client gets (462 with the overload labels, as the shedder answers).
+    pub fn to_error(self, slots: usize, max_time_ms: u64) -> wire::MongoError {
+        wire::MongoError::overloaded(format!(
+            "router overloaded: the line for this shard's {slots} slots would take {} ms and a call about {} ms more, too long for maxTimeMS {max_time_ms}; nothing was started, retry",
+            self.predicted.as_millis(),
+            self.call.as_millis()
+        ))
+    }
+}
+
 impl ForwardGate {
     pub fn new(limit: usize) -> ForwardGate {
         ForwardGate {

@@ -222,12 +222,7 @@ pub async fn run(
         state
             .counters
             .add(session.id, crate::counters::Op::ShedByForwardGate, 1);
-        return Err(MongoError::overloaded(format!(
-            "router overloaded: the line for this shard's {} slots would take {} ms and a call about {} ms more, too long for maxTimeMS {deadline_ms}; nothing was started, retry",
-            gate.limit(),
-            refused.predicted.as_millis(),
-            refused.call.as_millis()
-        )));
+        return Err(refused.to_error(gate.limit(), deadline_ms));
     }
     let sample_hold = session.hold_sampler.due();
     let ops = session.ops.clone();
