@@ -204,8 +204,13 @@ impl Pool {
         };
         if let Some(left) = remaining.filter(|_| shed) {
             // It must finish, not just start: the wait ahead plus its own service time.
-            let expected = self.expected_wait() + self.mean_service();
-            if expected > left {
+            // With nobody ahead nothing is refused: the ticket is free now, and refusing on
+            // the service time alone left the mean stale for ever once every short
+            // deadline was refused (no command ran to correct it). Too short a deadline
+            // for an answer is the router's call (`answer_time`), which fades.
+            let wait = self.expected_wait();
+            let expected = wait + self.mean_service();
+            if !wait.is_zero() && expected > left {
                 return Err(MongoError::overloaded(format!(
                     "the {} queue predicts the operation would finish in {} ms but it has \
                      {} ms left; not started, safe to retry",
@@ -435,5 +440,16 @@ mod tests {
         drop(held);
         patient.await.unwrap().unwrap();
         queued.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_free_ticket_is_never_refused_however_slow_the_last_commands_were() {
+        let pool = Pool::new(Class::Read, 2);
+        for _ in 0..64 {
+            pool.record(Duration::from_millis(100));
+        }
+        // Nobody ahead: a 5 ms deadline gets the ticket, and its run corrects the mean.
+        let admitted = pool.admit(within(5)).await;
+        assert!(admitted.is_ok(), "{:?}", admitted.err());
     }
 }

@@ -245,3 +245,92 @@ async fn with_test_commands() -> TestCluster {
         .start()
         .await
 }
+
+/// A command whose `maxTimeMS` is shorter than the router's answers take now is refused at
+/// once as overloaded (462), not forwarded to expire: an expiry costs nearly a whole
+/// answer, a refusal an eighth of one. Commands with time enough, or no deadline, still
+/// run, and once answers are quick again the short deadline is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_shorter_than_answers_take_is_refused_at_once() {
+    let c = with_test_commands().await;
+    let addr = c.router_addr;
+    // Answers take 30 ms: four connections keep the member sleeping until told to stop.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        let stop = stop.clone();
+        slow.push(tokio::spawn(async move {
+            let mut raw = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let mut id = 0;
+            while !stop.is_cancelled() && id < 2_000 {
+                id += 1;
+                let sleep = doc! {"sleep": 1, "millis": 30, "$db": "admin"};
+                tests::raw_command(&mut raw, id, sleep).await;
+            }
+        }));
+    }
+    let mut raw = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let find = |id: i32, max_time_ms: i32| {
+        let cmd = doc! {"find": "t", "filter": {}, "maxTimeMS": max_time_ms, "$db": "test"};
+        (id, cmd)
+    };
+    // Each connection samples one answer in eight: wait until the estimate has risen.
+    // Meanwhile the member may refuse the find itself (its read queue is full of
+    // sleeps); the router's refusal says why in its own words.
+    let mut refused = None;
+    for n in 0..300 {
+        let (id, cmd) = find(n, 5);
+        let reply = tests::raw_command(&mut raw, id, cmd).await;
+        if reply
+            .get_str("errmsg")
+            .is_ok_and(|m| m.contains("answers take up to"))
+        {
+            refused = Some(reply);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let reply = refused.expect("a 5 ms deadline was never refused while answers took 30 ms");
+    assert_eq!(reply.get_i32("code"), Ok(462), "{reply}");
+    let labels = reply.get_array("errorLabels").unwrap();
+    assert!(labels.contains(&"SystemOverloadedError".into()), "{reply}");
+    // Time enough, or no deadline: served meanwhile.
+    let (id, cmd) = find(1_000, 60_000);
+    let reply = tests::raw_command(&mut raw, id, cmd).await;
+    assert_eq!(reply.get_f64("ok"), Ok(1.0), "{reply}");
+    let reply = tests::raw_command(
+        &mut raw,
+        1_001,
+        doc! {"find": "t", "filter": {}, "$db": "test"},
+    )
+    .await;
+    assert_eq!(reply.get_f64("ok"), Ok(1.0), "{reply}");
+    let status =
+        tests::raw_command(&mut raw, 1_002, doc! {"serverStatus": 1, "$db": "admin"}).await;
+    let bulwark = status.get_document("bulwark").unwrap();
+    assert!(bulwark.get_i64("shedByRouter").unwrap() >= 1, "{bulwark}");
+    assert!(
+        bulwark.get_i64("answerDueMicros").unwrap() > 5_000,
+        "{bulwark}"
+    );
+    // The slow answers stop: the estimate fades and the short deadline is served again.
+    stop.cancel();
+    for t in slow {
+        t.await.unwrap();
+    }
+    let mut last = Document::new();
+    for n in 0..500 {
+        let (id, cmd) = find(2_000 + n, 5);
+        last = tests::raw_command(&mut raw, id, cmd).await;
+        if last.get_f64("ok") == Ok(1.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        last.get_f64("ok"),
+        Ok(1.0),
+        "a 5 ms deadline stayed refused after answers were quick again: {last}"
+    );
+    c.stop().await;
+}
