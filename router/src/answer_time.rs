@@ -1,7 +1,12 @@
-//! How long the router takes to answer a forwarded command, from reading it to having
-//! its reply: a mean and a mean deviation, as TCP estimates a round trip (RFC 6298's
-//! SRTT and RTTVAR), and the time by which an answer is due (mean + 4 deviations, the
-//! RFC's retransmission timeout: an answer rarely takes longer).
+//! How long the router takes to answer a forwarded command, apart from the member's
+//! execution of it: from reading the command to having its reply, less the execution the
+//! member reports. That is the wait every command shares now (the router's runtime, the
+//! line for the shard's slots, the network and the member's scheduling, its ticket
+//! queue); the execution is the command's own (a long scan, an `awaitData` getMore that
+//! waits for data), and one slow command must not make every short deadline look
+//! hopeless. Kept as a mean and a mean deviation, as TCP estimates a round trip (RFC
+//! 6298's SRTT and RTTVAR), with the time by which an answer is due: mean + 4
+//! deviations, the RFC's retransmission timeout (an answer rarely waits longer).
 //!
 //! Why: a command whose whole `maxTimeMS` is shorter than that will most likely expire,
 //! and an expiry costs the cluster nearly a full answer (the member reads, the router
@@ -9,14 +14,14 @@
 //! (`chaos/src/refusal_cost.rs`). Clients whose requests wait in their own connection
 //! pool send what is left of their deadline (a CSOT driver does): measured with tiny
 //! pools at 130% of capacity, requests arrived with 1–2 ms left, and as many expired
-//! (5,300 a second) as were served. The shorter parts of a call the router watched
-//! (the transit, 1.1–1.6 ms) never crossed the floor below which nothing is refused.
+//! (5,300 a second) as were served. The part of a call the router watched before (the
+//! transit, 1.1–1.6 ms) never crossed the floor below which nothing is refused.
 //! Refused at once, such a command frees its client's connection in a fraction of a
 //! millisecond, the client's queue drains, and its next requests arrive with time enough.
 //!
-//! Expiries are censored samples: an answer cut off at the deadline says only that the
-//! answer would have taken at least that long. Such a sample moves the estimate only
-//! upwards; otherwise short deadlines would pull it down exactly when answers are slow.
+//! Expiries are censored samples: a wait cut off at the deadline says only that it would
+//! have lasted at least that long. Such a sample moves the estimate only upwards;
+//! otherwise short deadlines would pull it down exactly when waits are long.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -35,8 +40,9 @@ pub struct AnswerTime {
 }
 
 impl AnswerTime {
-    /// One forwarded command's time to an answer. `cut_off`: the command expired, so the
-    /// answer would have taken longer than `took`. Callers sample, so that the estimate
+    /// One forwarded command's wait for an answer (its time less the member's
+    /// execution). `cut_off`: the command expired, so the wait would have been longer
+    /// than `took`. Callers sample, so that the estimate
     /// is not a word every command writes; a lost update does not matter.
     pub fn record(&self, took: Duration, cut_off: bool) {
         let r = took.as_micros().min(u64::MAX as u128) as u64;

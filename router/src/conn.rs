@@ -425,9 +425,12 @@ impl Session {
         if let Some(w) = shard_waits {
             if self.transit_sampler.due() {
                 self.state.lag.record_transit(w.transit);
-                // The member's own expiry is cut off at the deadline (`answer_time`).
+                // Everything but the member's execution, which is the command's own (a long
+                // scan, an awaitData getMore); a member's expiry is cut off at the
+                // deadline (`answer_time`).
                 let expired = reply.get_i32("code") == Ok(wire::ErrorCode::MaxTimeMSExpired as i32);
-                self.state.lag.answer.record(elapsed, expired);
+                let waited = elapsed.saturating_sub(w.exec);
+                self.state.lag.answer.record(waited, expired);
             }
             use crate::wait_histograms::Wait;
             let h = &self.state.waits;

@@ -43,9 +43,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::answer_time::AnswerTime;
-use tokio_util::task::TaskTracker;
 
 /// How often the probe asks to be woken.
 const TICK: Duration = Duration::from_millis(5);

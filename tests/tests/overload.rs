@@ -246,15 +246,42 @@ async fn with_test_commands() -> TestCluster {
         .await
 }
 
-/// A command whose `maxTimeMS` is shorter than the router's answers take now is refused at
-/// once as overloaded (462), not forwarded to expire: an expiry costs nearly a whole
+/// A command whose `maxTimeMS` is shorter than the router's answers wait now is refused
+/// at once as overloaded (462), not forwarded to expire: an expiry costs nearly a whole
 /// answer, a refusal an eighth of one. Commands with time enough, or no deadline, still
-/// run, and once answers are quick again the short deadline is served.
+/// run, a slow execution alone refuses nothing, and once answers are quick again the
+/// short deadline is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadline_shorter_than_answers_take_is_refused_at_once() {
     let c = with_test_commands().await;
     let addr = c.router_addr;
-    // Answers take 30 ms: four connections keep the member sleeping until told to stop.
+    let mut raw = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let find = |max_time_ms: i32| {
+        doc! {"find": "t", "filter": {}, "maxTimeMS": max_time_ms, "$db": "test"}
+    };
+    // Slow executions (30 ms sleeps on the member) are the commands' own: a short
+    // deadline is still served.
+    for id in 0..24 {
+        let sleep = doc! {"sleep": 1, "millis": 30, "$db": "admin"};
+        tests::raw_command(&mut raw, id, sleep).await;
+    }
+    let status = tests::raw_command(&mut raw, 30, doc! {"serverStatus": 1, "$db": "admin"}).await;
+    let due = status
+        .get_document("bulwark")
+        .unwrap()
+        .get_i64("answerDueMicros")
+        .unwrap();
+    assert!(
+        due < 30_000,
+        "the sleeps' execution counted as waiting: {due} µs"
+    );
+    // Every find now waits 30 ms in the router before it is dispatched: a wait every
+    // command shares. Four connections keep such finds (without a deadline) going.
+    let on = doc! {
+        "configureFailPoint": "failCommand", "mode": "alwaysOn", "$db": "admin",
+        "data": {"failCommands": ["find"], "blockConnection": true, "blockTimeMS": 30},
+    };
+    tests::raw_command(&mut raw, 31, on).await;
     let stop = tokio_util::sync::CancellationToken::new();
     let mut slow = Vec::new();
     for _ in 0..4 {
@@ -264,23 +291,15 @@ async fn a_deadline_shorter_than_answers_take_is_refused_at_once() {
             let mut id = 0;
             while !stop.is_cancelled() && id < 2_000 {
                 id += 1;
-                let sleep = doc! {"sleep": 1, "millis": 30, "$db": "admin"};
-                tests::raw_command(&mut raw, id, sleep).await;
+                let find = doc! {"find": "t", "filter": {}, "$db": "test"};
+                tests::raw_command(&mut raw, id, find).await;
             }
         }));
     }
-    let mut raw = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let find = |id: i32, max_time_ms: i32| {
-        let cmd = doc! {"find": "t", "filter": {}, "maxTimeMS": max_time_ms, "$db": "test"};
-        (id, cmd)
-    };
     // Each connection samples one answer in eight: wait until the estimate has risen.
-    // Meanwhile the member may refuse the find itself (its read queue is full of
-    // sleeps); the router's refusal says why in its own words.
     let mut refused = None;
     for n in 0..300 {
-        let (id, cmd) = find(n, 5);
-        let reply = tests::raw_command(&mut raw, id, cmd).await;
+        let reply = tests::raw_command(&mut raw, 100 + n, find(5)).await;
         if reply
             .get_str("errmsg")
             .is_ok_and(|m| m.contains("answers take up to"))
@@ -288,22 +307,16 @@ async fn a_deadline_shorter_than_answers_take_is_refused_at_once() {
             refused = Some(reply);
             break;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let reply = refused.expect("a 5 ms deadline was never refused while answers took 30 ms");
+    let reply = refused.expect("a 5 ms deadline was never refused while answers waited 30 ms");
     assert_eq!(reply.get_i32("code"), Ok(462), "{reply}");
     let labels = reply.get_array("errorLabels").unwrap();
     assert!(labels.contains(&"SystemOverloadedError".into()), "{reply}");
     // Time enough, or no deadline: served meanwhile.
-    let (id, cmd) = find(1_000, 60_000);
-    let reply = tests::raw_command(&mut raw, id, cmd).await;
+    let reply = tests::raw_command(&mut raw, 1_000, find(60_000)).await;
     assert_eq!(reply.get_f64("ok"), Ok(1.0), "{reply}");
-    let reply = tests::raw_command(
-        &mut raw,
-        1_001,
-        doc! {"find": "t", "filter": {}, "$db": "test"},
-    )
-    .await;
+    let no_deadline = doc! {"find": "t", "filter": {}, "$db": "test"};
+    let reply = tests::raw_command(&mut raw, 1_001, no_deadline).await;
     assert_eq!(reply.get_f64("ok"), Ok(1.0), "{reply}");
     let status =
         tests::raw_command(&mut raw, 1_002, doc! {"serverStatus": 1, "$db": "admin"}).await;
@@ -313,15 +326,16 @@ async fn a_deadline_shorter_than_answers_take_is_refused_at_once() {
         bulwark.get_i64("answerDueMicros").unwrap() > 5_000,
         "{bulwark}"
     );
-    // The slow answers stop: the estimate fades and the short deadline is served again.
+    // The wait ends: the estimate fades and the short deadline is served again.
+    let off = doc! {"configureFailPoint": "failCommand", "mode": "off", "$db": "admin"};
+    tests::raw_command(&mut raw, 1_003, off).await;
     stop.cancel();
     for t in slow {
         t.await.unwrap();
     }
     let mut last = Document::new();
     for n in 0..500 {
-        let (id, cmd) = find(2_000 + n, 5);
-        last = tests::raw_command(&mut raw, id, cmd).await;
+        last = tests::raw_command(&mut raw, 2_000 + n, find(5)).await;
         if last.get_f64("ok") == Ok(1.0) {
             break;
         }

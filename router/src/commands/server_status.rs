@@ -57,8 +57,9 @@ pub async fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResu
             // because of them (see `runtime_lag`).
             "runtimeLagMicros": s.lag.current().as_micros() as i64,
             "transitMicros": s.lag.transit().as_micros() as i64,
-            // Forwarded commands' mean time to an answer, and the time by which one is
-            // due: a shorter maxTimeMS is refused at once under load (`answer_time`).
+            // Forwarded commands' mean wait for an answer (all but the member's
+            // execution), and the time by which one is due: a shorter maxTimeMS is
+            // refused at once under load (`answer_time`).
             "answerMeanMicros": s.lag.answer.mean().as_micros() as i64,
             "answerDueMicros": s.lag.answer.due().as_micros() as i64,
             // The probability a command with a deadline is refused now (0 unless loaded).
