@@ -35,19 +35,17 @@ pub struct AnswerTime {
     mean_us: AtomicU64,
     /// Mean deviation from it, microseconds (a new sample weighs 1/4).
     dev_us: AtomicU64,
-    /// Samples so far (the runtime's probe notices when they stop).
-    samples: AtomicU64,
 }
 
 impl AnswerTime {
     /// One forwarded command's wait for an answer (its time less the member's
     /// execution). `cut_off`: the command expired, so the wait would have been longer
-    /// than `took`. Callers sample, so that the estimate
-    /// is not a word every command writes; a lost update does not matter.
+    /// than `took`. Callers sample (with the transit, whose sample count tells the
+    /// runtime's probe when to [`fade`](Self::fade) both), so that the estimate is not a
+    /// word every command writes; a lost update does not matter.
     pub fn record(&self, took: Duration, cut_off: bool) {
         let r = took.as_micros().min(u64::MAX as u128) as u64;
         let mean = self.mean_us.load(Ordering::Relaxed);
-        self.samples.fetch_add(1, Ordering::Relaxed);
         if cut_off && r <= mean {
             return;
         }
@@ -70,10 +68,6 @@ impl AnswerTime {
             self.dev_us.load(Ordering::Relaxed),
         );
         Duration::from_micros(mean + DEVIATIONS * dev)
-    }
-
-    pub fn samples(&self) -> u64 {
-        self.samples.load(Ordering::Relaxed)
     }
 
     /// Halves the estimate: nobody measured it for a while (every command with a short

@@ -32,8 +32,9 @@
 //!   with the defaults) before they queue.
 //!
 //! Per command the gate touches the semaphore (whose release takes its waiters' lock)
-//! and a timer for the hold limit, and the waiting count only when no slot is free; the mean hold time is written by
-//! one call in eight per connection, without a lock (a lost sample does not matter).
+//! and a timer for the hold limit, and the waiting count only when no slot is free; the
+//! mean hold time is written by one call in eight per connection, without a lock (a lost
+//! sample does not matter).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

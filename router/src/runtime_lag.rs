@@ -174,7 +174,6 @@ impl RuntimeLag {
         let lag = self.clone();
         tasks.spawn(async move {
             let (mut samples, mut idle_ticks) = (0, 0);
-            let (mut answers, mut unanswered_ticks) = (0, 0);
             loop {
                 let asked = Instant::now();
                 tokio::select! {
@@ -188,18 +187,11 @@ impl RuntimeLag {
                 let seen = lag.transit_samples.load(Ordering::Relaxed);
                 idle_ticks = if seen == samples { idle_ticks + 1 } else { 0 };
                 samples = seen;
+                // The answer time is sampled with the transit (`conn`, `deadline`), so
+                // the transit's count tells when both went stale.
                 if idle_ticks >= TRANSIT_STALE_TICKS {
                     lag.transit
                         .store(lag.transit.load(Ordering::Relaxed) / 2, Ordering::Relaxed);
-                }
-                let seen = lag.answer.samples();
-                unanswered_ticks = if seen == answers {
-                    unanswered_ticks + 1
-                } else {
-                    0
-                };
-                answers = seen;
-                if unanswered_ticks >= TRANSIT_STALE_TICKS {
                     lag.answer.fade();
                 }
                 lag.record(late);
