@@ -15,6 +15,7 @@ pub mod moves;
 pub mod node;
 pub mod ops;
 pub mod plan;
+pub mod point_read;
 pub mod range_deleter;
 pub mod read;
 pub mod repl;

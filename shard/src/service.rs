@@ -1,5 +1,6 @@
 //! The gRPC face of a shard node. Commands run on tokio's blocking pool because storage
-//! calls block; the caller's remaining time becomes the command's deadline.
+//! calls block, except point reads (`point_read`), which are shorter than the hand-off;
+//! the caller's remaining time becomes the command's deadline.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,7 +105,10 @@ impl Shard for Service {
         op.granted(ticket);
         let node = self.node.clone();
         let started = std::time::Instant::now();
-        let reply = tokio::task::spawn_blocking(move || {
+        // A point read runs here: a thread hand-off would cost more than the read.
+        let inline =
+            bson::RawDocument::from_bytes(&req.command).is_ok_and(crate::point_read::is_point_read);
+        let work = move || {
             let reply = ops::run_as(&registered, || run_blocking(&node, &req, opts));
             registered.op.release_ticket();
             let reply = reply?;
@@ -122,9 +126,14 @@ impl Shard for Service {
             let bytes =
                 bson::to_vec(&reply).map_err(|e| Box::new(Status::internal(e.to_string())))?;
             Ok::<_, Box<Status>>(bytes)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("command task failed: {e}")))?
+        };
+        let reply = if inline {
+            work()
+        } else {
+            tokio::task::spawn_blocking(work)
+                .await
+                .map_err(|e| Status::internal(format!("command task failed: {e}")))?
+        }
         .map_err(|e| *e)?;
         // Done: nothing left to stop.
         stop_if_dropped.0 = None;
