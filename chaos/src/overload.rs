@@ -192,6 +192,12 @@ pub struct Second {
     pub connections_opened: i64,
     /// Commands the router dropped because their client hung up.
     pub cancelled_by_disconnect: i64,
+    /// Commands the router refused, by the rule that refused them: a deadline shorter
+    /// than answers take (`answer_time`), the lag controller (`runtime_lag`), and the
+    /// line for the shard's slots (`forward_gate`).
+    pub refused_by_answer_time: i64,
+    pub refused_by_controller: i64,
+    pub refused_by_gate: i64,
     /// How late the router's runtime ran tasks at the end of the second (its hidden queue).
     pub router_lag_ms: f64,
     /// Forwarded commands' recent transit at the router (a call to the member minus the
@@ -490,6 +496,9 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
             x.generator_cpu_ms = s.generator_cpu_ms;
             x.connections_opened = s.connections_opened;
             x.cancelled_by_disconnect = s.cancelled_by_disconnect;
+            x.refused_by_answer_time = s.refused_by_answer_time;
+            x.refused_by_controller = s.refused_by_controller;
+            x.refused_by_gate = s.refused_by_gate;
             x.router_lag_ms = s.router_lag_ms;
             x.router_transit_ms = s.router_transit_ms;
             x.router_answer_due_ms = s.router_answer_due_ms;
@@ -498,13 +507,16 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
             x.router_total = s.router_total.clone();
         }
         println!(
-            "  t={t:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} slot {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} router {}/{} | cpu ms router {:>4.0} members {:>4.0} generator {:>4.0} | conns opened {:>4} cancelled {:>4} | router lag {:>5.1} transit {:>5.1} answer due {:>5.1} ms",
+            "  t={t:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} slot {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} router {}/{} | cpu ms router {:>4.0} members {:>4.0} generator {:>4.0} | conns opened {:>4} cancelled {:>4} | refused: answer {:>5} controller {:>5} gate {:>5} | router lag {:>5.1} transit {:>5.1} answer due {:>5.1} ms",
             x.phase, x.offered_per_sec, x.sent, x.succeeded, x.timed_out, x.shed, x.expired,
             x.other_errors, x.latency_ms.p50, x.latency_ms.p99, x.slot_wait_ms.p50,
             x.slot_wait_ms.p99, x.pool_wait_ms.p50,
             x.pool_wait_ms.p99, x.shard_queue.p50, x.shard_queue.p99, x.shard_exec.p50,
             x.shard_exec.p99, x.router_total.p50, x.router_total.p99, x.router_cpu_ms, x.members_cpu_ms, x.generator_cpu_ms, x.connections_opened,
             x.cancelled_by_disconnect,
+            x.refused_by_answer_time,
+            x.refused_by_controller,
+            x.refused_by_gate,
             x.router_lag_ms,
             x.router_transit_ms,
             x.router_answer_due_ms
@@ -730,6 +742,9 @@ struct ServerSecond {
     generator_cpu_ms: f64,
     connections_opened: i64,
     cancelled_by_disconnect: i64,
+    refused_by_answer_time: i64,
+    refused_by_controller: i64,
+    refused_by_gate: i64,
     router_lag_ms: f64,
     router_transit_ms: f64,
     /// The time by which the router's answers are due (`answer_time`).
@@ -786,6 +801,9 @@ async fn sample_server(
             router_total: bucket_quantiles(&w_now, &w_prev, "total"),
             connections_opened: grew(&["connections", "totalCreated"]),
             cancelled_by_disconnect: grew(&["bulwark", "cancelledByClientDisconnect"]),
+            refused_by_answer_time: grew(&["bulwark", "shedByAnswerTime"]),
+            refused_by_controller: grew(&["bulwark", "shedByRouter"]),
+            refused_by_gate: grew(&["bulwark", "shedByForwardGate"]),
             router_lag_ms: counter(&now.2, &["bulwark", "runtimeLagMicros"]) as f64 / 1e3,
             router_transit_ms: counter(&now.2, &["bulwark", "transitMicros"]) as f64 / 1e3,
             router_answer_due_ms: counter(&now.2, &["bulwark", "answerDueMicros"]) as f64 / 1e3,

@@ -301,22 +301,22 @@ impl Session {
             _ => return None,
         };
         let lag = &self.state.lag;
-        let why = if lag.cannot_finish(max_time_ms) {
-            format!(
+        let (why, counted) = if lag.cannot_finish(max_time_ms) {
+            let why = format!(
                 "answers take up to {} ms now, longer than maxTimeMS {max_time_ms}",
                 lag.answer.due().as_millis()
-            )
+            );
+            (why, crate::counters::Op::ShedByAnswerTime)
         } else if lag.should_shed(max_time_ms) {
-            format!(
+            let why = format!(
                 "commands wait {} ms in this router now (its tasks run late, or the member's answers come late), too long for maxTimeMS {max_time_ms}",
                 lag.pressure().as_millis()
-            )
+            );
+            (why, crate::counters::Op::ShedByRouter)
         } else {
             return self.refused_by_gate(max_time_ms);
         };
-        self.state
-            .counters
-            .add(self.id, crate::counters::Op::ShedByRouter, 1);
+        self.state.counters.add(self.id, counted, 1);
         Some(MongoError::overloaded(format!(
             "router overloaded: {why}; nothing was started, retry"
         )))

@@ -22,12 +22,15 @@ pub enum Op {
     /// Commands answered overloaded (462) at once because the runtime's lag would have
     /// eaten their deadline.
     ShedByRouter,
+    /// Commands answered overloaded (462) at once because their whole deadline was shorter
+    /// than the router's answers take (`answer_time`).
+    ShedByAnswerTime,
     /// Commands answered overloaded (462) at once because the line for a shard's slots
     /// would have kept them too long (`forward_gate`).
     ShedByForwardGate,
 }
 
-const OPS: usize = 11;
+const OPS: usize = 12;
 
 /// One `T` per stripe, each on cache lines of its own; a connection always uses the
 /// stripe its id picks, so connections on different cores rarely share one.

@@ -65,6 +65,8 @@ pub async fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResu
             // The probability a command with a deadline is refused now (0 unless loaded).
             "shedProbability": s.lag.shed_probability(),
             "shedByRouter": c.total(Op::ShedByRouter),
+            // Refused because the whole maxTimeMS was shorter than answers take now.
+            "shedByAnswerTime": c.total(Op::ShedByAnswerTime),
             // The line for the shard's slots (see `forward_gate`; in a sharded cluster,
             // the config servers', and each shard's under `shardForwardGates`), and what
             // the lines refused.
