@@ -58,6 +58,7 @@ async fn handshake_presents_as_mongos() {
     let p = shedding.get_f64("shedProbability").unwrap();
     assert!((0.0..1.0).contains(&p), "{shedding}");
     assert_eq!(shedding.get_i64("shedByRouter"), Ok(0), "{shedding}");
+    assert_eq!(shedding.get_i64("shedByAnswerTime"), Ok(0), "{shedding}");
 }
 
 #[tokio::test]
