@@ -343,12 +343,18 @@ impl Registry {
 }
 
 /// Runs `f` with `op` as this thread's current operation (its kill flag is then checked
-/// at every `Deadline::check`).
+/// at every `Deadline::check`). The previous one is put back even if `f` panics: point
+/// reads run on a runtime worker (`point_read`), which goes on to run other tasks.
 pub fn run_as<R>(op: &Arc<Registered>, f: impl FnOnce() -> R) -> R {
-    let old = CURRENT.with(|c| c.replace(Some(op.op.clone())));
-    let r = f();
-    CURRENT.with(|c| *c.borrow_mut() = old);
-    r
+    struct Restore(Option<Arc<Op>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let old = self.0.take();
+            CURRENT.with(|c| *c.borrow_mut() = old);
+        }
+    }
+    let _restore = Restore(CURRENT.with(|c| c.replace(Some(op.op.clone()))));
+    f()
 }
 
 /// The thread's current operation was told to stop: its error.
@@ -482,6 +488,20 @@ mod tests {
         // Outside the operation, nothing is interrupted.
         assert!(check_interrupted().is_ok());
         assert!(!registry.kill(op.op.opid + 1));
+    }
+
+    #[test]
+    fn a_panicking_operation_leaves_the_thread_as_it_found_it() {
+        let registry = Arc::new(Registry::default());
+        let op = registry.register(describe(doc! {"find": "c"}));
+        assert!(registry.kill(op.op.opid));
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_as(&op, || panic!("a bug in a command"))
+        }));
+        assert!(panicked.is_err());
+        // The killed operation is no longer this thread's: the next command run here
+        // (a runtime worker runs point reads) is not taken for it.
+        assert!(check_interrupted().is_ok());
     }
 
     #[test]

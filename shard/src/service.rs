@@ -128,7 +128,10 @@ impl Shard for Service {
             Ok::<_, Box<Status>>(bytes)
         };
         let reply = if inline {
-            work()
+            // A panic stays this call's error, as a blocking task's does, instead of
+            // unwinding through the gRPC stream's task.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+                .map_err(|_| Status::internal("command task failed: it panicked"))?
         } else {
             tokio::task::spawn_blocking(work)
                 .await
