@@ -17,7 +17,8 @@ use bson::spec::ElementType;
 use bson::RawDocument;
 
 /// True for `{find: <coll>, filter: {_id: <scalar>}, ...}` without a read concern that
-/// waits, a transaction, a tailable cursor, or a hint or bound that could make it scan.
+/// waits, a transaction, a tailable cursor, or a hint, bound or collation that could make
+/// it scan.
 pub fn is_point_read(command: &RawDocument) -> bool {
     let mut elements = command.iter();
     let Some(Ok((name, _))) = elements.next() else {
@@ -49,9 +50,11 @@ pub fn is_point_read(command: &RawDocument) -> bool {
                     return false;
                 }
             }
-            // A hint (`$natural` among them), `min` or `max` can turn it into a scan.
-            "hint" | "min" | "max" | "txnNumber" | "startTransaction" | "autocommit"
-            | "tailable" | "awaitData" => return false,
+            // A hint (`$natural` among them), `min` or `max` can turn it into a scan, and
+            // so can a collation other than the `_id` index's (mongod's `_id` fast path
+            // requires the collection's own).
+            "hint" | "min" | "max" | "collation" | "txnNumber" | "startTransaction"
+            | "autocommit" | "tailable" | "awaitData" => return false,
             _ => {}
         }
     }
@@ -115,6 +118,7 @@ mod tests {
             doc! {"find": "c", "filter": {"_id": 1}, "tailable": true},
             doc! {"find": "c", "filter": {"_id": 1}, "hint": {"$natural": 1}},
             doc! {"find": "c", "filter": {"_id": 1}, "min": {"x": 1}},
+            doc! {"find": "c", "filter": {"_id": "a"}, "collation": {"locale": "fr", "strength": 1}},
             doc! {"count": "c", "query": {"_id": 1}},
             doc! {"aggregate": "c", "pipeline": [{"$match": {"_id": 1}}]},
         ];
