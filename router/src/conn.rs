@@ -258,7 +258,8 @@ impl Session {
                 let reply = match q.command() {
                     Some(mut cmd) if q.full_collection_name.ends_with(".$cmd") => {
                         cmd.insert("$db", q.database().to_string());
-                        self.run(cmd).await
+                        // Boxed: a legacy path, kept out of every command's future.
+                        Box::pin(self.run(cmd)).await
                     }
                     _ => MongoError::location(5739101, "OP_QUERY is no longer supported. The client driver may require an upgrade.")
                         .to_document(),
@@ -485,5 +486,39 @@ fn forwarded_raw(msg: OpMsg) -> Result<(Document, Vec<DocSequence>), WireError> 
         Ok((msg.body, msg.sequences))
     } else {
         Ok((msg.into_command()?, Vec::new()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of what `f` returns (a future), without calling it.
+    fn returned_size<'a, R>(_: impl FnOnce(&'a mut Session, Incoming) -> R) -> usize {
+        std::mem::size_of::<R>()
+    }
+
+    fn dispatch_size<'a, R>(
+        _: impl FnOnce(&'a mut Session, &'a str, &'a str, Document, Vec<DocSequence>) -> R,
+    ) -> usize {
+        std::mem::size_of::<R>()
+    }
+
+    /// A future lives inline in its caller's, and each level moves it in whole when it
+    /// starts it: a command's future is copied several times on every command, refused
+    /// ones included. Inline, a lookup's came to 40 KB (`docs/overload.md`, "futures");
+    /// the large and the rarely taken awaits are boxed to keep it small.
+    #[test]
+    fn a_command_future_stays_small() {
+        let respond = returned_size(Session::respond);
+        let dispatch = dispatch_size(commands::dispatch);
+        assert!(
+            respond <= 4096,
+            "Session::respond's future is {respond} bytes"
+        );
+        assert!(
+            dispatch <= 4096,
+            "commands::dispatch's future is {dispatch} bytes"
+        );
     }
 }

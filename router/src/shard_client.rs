@@ -315,7 +315,7 @@ impl ShardHandle {
                 return result;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
-            self.refresh().await;
+            Box::pin(self.refresh()).await;
         }
     }
 
@@ -474,10 +474,12 @@ impl ShardHandle {
                 client.clone().run_command(req).await
             }
             Transport::InProcess(service) => match limit {
-                Some(limit) => tokio::time::timeout(limit, service.run_command(req))
+                // Boxed: the member's own future would otherwise sit inline in every
+                // call's, over gRPC too.
+                Some(limit) => tokio::time::timeout(limit, Box::pin(service.run_command(req)))
                     .await
                     .map_err(|_| time_limit_exceeded())?,
-                None => service.run_command(req).await,
+                None => Box::pin(service.run_command(req)).await,
             },
         }
         .map_err(status_to_error)?

@@ -121,6 +121,20 @@ async fn refresh(session: &mut Session) -> MongoResult<()> {
     if user.generation == generation {
         return Ok(());
     }
+    // Boxed: the store's reads are large futures, and every command's authorization
+    // would otherwise carry them inline for this rare path.
+    Box::pin(reload(session, auth, generation)).await
+}
+
+/// Reads the connection's user and roles again after a change to the store.
+async fn reload(
+    session: &mut Session,
+    auth: std::sync::Arc<crate::auth::AuthState>,
+    generation: u64,
+) -> MongoResult<()> {
+    let Some(user) = &session.auth.user else {
+        return Ok(());
+    };
     let (db, name) = (user.db.clone(), user.user.clone());
     match auth.user(&db, &name).await? {
         None => session.auth.user = None,

@@ -102,8 +102,10 @@ pub async fn run(
     if let Some(id) = cursor {
         let claim = cursors.claim(id, &owner)?;
         if let Some(merged) = claim.merged {
-            return crate::sharding::merged_cursor_command::get_more(session, id, merged, &cmd)
-                .await;
+            return Box::pin(crate::sharding::merged_cursor_command::get_more(
+                session, id, merged, &cmd,
+            ))
+            .await;
         }
         fwd.pin = claim.member;
         target = claim.shard;
@@ -119,7 +121,7 @@ pub async fn run(
         match cursors.claim(*id, &owner) {
             Ok(claim) => {
                 if let Some(merged) = claim.merged {
-                    merged.lock().await.kill().await;
+                    Box::pin(async { merged.lock().await.kill().await }).await;
                     killed_here.push(*id);
                     continue;
                 }
@@ -151,7 +153,8 @@ pub async fn run(
     // The command carries the version of its database's primary shard.
     let mut db_versioned = false;
     if let (Some(cluster), None, true) = (&state.cluster, cursor, killed.is_empty()) {
-        match crate::sharding::route_command(session, cluster, &name, db, &cmd, &fwd).await? {
+        let routed = crate::sharding::route_command(session, cluster, &name, db, &cmd, &fwd);
+        match Box::pin(routed).await? {
             crate::sharding::Routed::To(h) => target = Some(h),
             crate::sharding::Routed::Primary(h, version) => {
                 crate::sharding::versioning::attach_db_version(&mut cmd, version);
@@ -207,7 +210,10 @@ pub async fn run(
     if let (Some(table), Some(cluster)) = (scatter, &state.cluster) {
         let cmd = Document::from_reader(&mut command.as_ref())
             .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-        return scatter_command(session, cluster, table, db, &name, cmd, fwd, split).await;
+        return Box::pin(scatter_command(
+            session, cluster, table, db, &name, cmd, fwd, split,
+        ))
+        .await;
     }
     let handle = target.as_ref().unwrap_or(&state.shard);
     // Kept only where a stale version may send the command again.
@@ -228,8 +234,12 @@ pub async fn run(
     let ops = session.ops.clone();
     ops.in_line();
     let request_started = session.request_started;
+    // Boxed, as every rarely taken or large await here is: a future lives inline in its
+    // caller's, and each level moves it in whole when it starts it. Inline, a lookup's
+    // futures came to 40 KB and were copied level by level on every command, refused or
+    // not (see `docs/overload.md`, "futures").
     let call = async {
-        let granted = async {
+        let granted = Box::pin(async {
             ops.granted();
             // The member gets what is left after the line, still a margin before the
             // router gives up; nothing is sent once that is gone.
@@ -240,7 +250,7 @@ pub async fn run(
             handle
                 .run_encoded(db, command, &fwd, &session.peer_text)
                 .await
-        };
+        });
         let (result, waited) = gate.run(sample_hold, granted).await;
         result.map(|(reply, member, mut waits)| {
             waits.router_queue = waited;
@@ -266,7 +276,8 @@ pub async fn run(
             // catalog names now, within the router's share of the deadline.
             let cmd = Document::from_reader(&mut command.as_ref())
                 .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-            let resend = cluster.resend_to_primary(db, cmd, &fwd, &session.peer_text, stale);
+            let resend =
+                Box::pin(cluster.resend_to_primary(db, cmd, &fwd, &session.peer_text, stale));
             let (r, m, w, shard) =
                 crate::deadline::within(split, resend, &mut session.transit_sampler, &state.lag)
                     .await?;
@@ -286,10 +297,14 @@ pub async fn run(
                 "{db}.{}",
                 crate::sharding::collection_of(&name, &cmd).unwrap_or_default()
             );
-            let Some(table) = cluster.on_stale(&ns, shard.as_deref(), &stale, 0).await? else {
+            let fresh = Box::pin(cluster.on_stale(&ns, shard.as_deref(), &stale, 0)).await?;
+            let Some(table) = fresh else {
                 return Err(stale);
             };
-            return scatter_command(session, cluster, table, db, &name, cmd, fwd, split).await;
+            return Box::pin(scatter_command(
+                session, cluster, table, db, &name, cmd, fwd, split,
+            ))
+            .await;
         }
     }
     session.last_waits = Some(waits);

@@ -434,7 +434,7 @@ pub async fn dispatch(
         session.state.counters.add(session.id, Op::Command, 1);
         let rule = Rule::Cluster(acts(&[Inprog]));
         authz::authorize(session, db, name, &cmd, rule).await?;
-        return current_op::aggregate(session, db, &cmd).await;
+        return Box::pin(current_op::aggregate(session, db, &cmd)).await;
     }
     if name == "sleep" && !session.state.config.enable_test_commands {
         return Err(MongoError::new(
@@ -455,7 +455,10 @@ pub async fn dispatch(
     if let Some((_, op, rule)) = FORWARDED.iter().find(|e| e.0 == name) {
         session.state.counters.add(session.id, *op, 1);
         authz::authorize(session, db, name, &cmd, *rule).await?;
-        let mut reply = forward::run(session, db, cmd, sequences).await?;
+        // Boxed: inline, every command's future (a refused one's too, and those the
+        // router answers itself) would be the size of a forwarded one's, and be moved in
+        // whole at each level (`forward`).
+        let mut reply = Box::pin(forward::run(session, db, cmd, sequences)).await?;
         if name == "listDatabases" {
             authz::filter_databases(session, &mut reply);
         }
