@@ -474,12 +474,10 @@ impl ShardHandle {
                 client.clone().run_command(req).await
             }
             Transport::InProcess(service) => match limit {
-                // Boxed: the member's own future would otherwise sit inline in every
-                // call's, over gRPC too.
-                Some(limit) => tokio::time::timeout(limit, Box::pin(service.run_command(req)))
+                Some(limit) => tokio::time::timeout(limit, service.run_command(req))
                     .await
                     .map_err(|_| time_limit_exceeded())?,
-                None => Box::pin(service.run_command(req)).await,
+                None => service.run_command(req).await,
             },
         }
         .map_err(status_to_error)?
