@@ -570,13 +570,17 @@ mod tests {
             .unwrap()
         };
         assert_eq!(yields, 1);
-        assert!(
-            short.is_finished(),
-            "the queued read ran while the long one yielded"
-        );
+        // The long read holds the only ticket again, so the queued one can finish only if
+        // it ran while the long one yielded. Awaited, not polled once: its task may still
+        // be completing when the long read is back (CI saw `is_finished()` false).
         assert!(
             long.op.ticket.lock().is_some(),
             "the long read got a ticket back"
+        );
+        let ran = tokio::time::timeout(std::time::Duration::from_secs(30), short).await;
+        assert!(
+            ran.is_ok_and(|r| r.is_ok()),
+            "the queued read ran while the long one yielded"
         );
         assert_eq!(long.op.phase(), Phase::Running);
         assert!(long.op.waits().0 > 0, "its second wait is queue time");
