@@ -315,7 +315,7 @@ impl ShardHandle {
                 return result;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
-            Box::pin(self.refresh()).await;
+            self.refresh().await;
         }
     }
 

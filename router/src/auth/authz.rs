@@ -113,8 +113,8 @@ pub async fn localhost_exception(session: &Session, db: &str) -> MongoResult<boo
 
 /// Re-resolves the connection's privileges after users or roles changed.
 async fn refresh(session: &mut Session) -> MongoResult<()> {
-    let auth = session.state.auth.clone();
-    let generation = auth.generation();
+    // A field borrow, not an `Arc` clone: no shared reference count touched per command.
+    let generation = session.state.auth.generation();
     let Some(user) = &session.auth.user else {
         return Ok(());
     };
@@ -123,6 +123,7 @@ async fn refresh(session: &mut Session) -> MongoResult<()> {
     }
     // Boxed: the store's reads are large futures, and every command's authorization
     // would otherwise carry them inline for this rare path.
+    let auth = session.state.auth.clone();
     Box::pin(reload(session, auth, generation)).await
 }
 
