@@ -198,8 +198,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         r.await?.context("router")?;
     }
     for m in running {
-        m.shutdown.cancel();
-        m.task.await?.context("shard member")?;
+        m.stop().await.context("shard member")?;
     }
     println!("Bulwark stopped.");
     Ok(())

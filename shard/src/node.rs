@@ -191,7 +191,7 @@ impl Node {
 
     /// Opens a replica-set member: WiredTiger without its own journal (the Raft log in
     /// `dir/raft` is the only write-ahead log), joined to the set described by `repl`.
-    /// Returns the node and the Raft service its peers send to.
+    /// Returns the node, the Raft service its peers send to, and a watch on its storage.
     pub fn open_member(
         dir: &Path,
         cache_mb: usize,
@@ -199,9 +199,11 @@ impl Node {
         repl: ReplConfig,
         cluster_key: Option<String>,
         rt: &tokio::runtime::Handle,
-    ) -> Result<(Arc<Node>, RaftService), ShardError> {
+    ) -> Result<(Arc<Node>, RaftService, storage::CloseWatch), ShardError> {
         std::fs::create_dir_all(dir)?;
-        let base: Arc<dyn Engine> = Arc::new(open_member_data(dir, cache_mb)?);
+        let data = open_member_data(dir, cache_mb)?;
+        let closed = data.close_watch();
+        let base: Arc<dyn Engine> = Arc::new(data);
         crate::repl::recover_interrupted_install(base.as_ref(), &dir.join("raft"))
             .map_err(ShardError::Catalog)?;
         // Every member creates the session table itself, before it applies any entry.
@@ -259,7 +261,7 @@ impl Node {
             ops: Default::default(),
         });
         let _ = node_slot.set(Arc::downgrade(&node));
-        Ok((node, service))
+        Ok((node, service, closed))
     }
 
     /// Which ticket pool a command draws from.

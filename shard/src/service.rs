@@ -310,6 +310,39 @@ pub struct RunningMember {
     /// the final checkpoint's absence: recovery replays the Raft log either way).
     pub shutdown: CancellationToken,
     pub task: tokio::task::JoinHandle<Result<(), ShardError>>,
+    /// Whether its WiredTiger has closed, which can come after `task` ends (a checkpoint
+    /// running at the stop holds the engine until it finishes); see `stop`.
+    pub storage: storage::CloseWatch,
+}
+
+/// How long `RunningMember::stop` waits for WiredTiger to close after serving ended.
+const STORAGE_CLOSE_LIMIT: Duration = Duration::from_secs(60);
+
+impl RunningMember {
+    /// Stops this member (its port closes, its Raft thread stops) and returns once its
+    /// WiredTiger has closed too, so that its directory may be deleted or opened again in
+    /// this process: closing writes the checkpoint's metadata by path, so an engine still
+    /// closing would write into its successor's files. Returns how serving ended, or an
+    /// error when the storage is still open after `STORAGE_CLOSE_LIMIT`.
+    pub async fn stop(self) -> Result<(), ShardError> {
+        self.shutdown.cancel();
+        let served = self
+            .task
+            .await
+            .map_err(|e| ShardError::Catalog(format!("member task: {e}")))?;
+        drop(self.node);
+        let started = std::time::Instant::now();
+        while !self.storage.is_closed() {
+            if started.elapsed() > STORAGE_CLOSE_LIMIT {
+                return Err(ShardError::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("member {}'s storage still open after it stopped", self.id),
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        served
+    }
 }
 
 /// Opens member `repl.me` in `dir` and serves it on `listener` (bound beforehand, so
@@ -327,7 +360,7 @@ pub async fn start_member(
     let addr = listener.local_addr()?;
     let rt = tokio::runtime::Handle::current();
     let key = cluster_key.clone();
-    let (node, raft) = tokio::task::spawn_blocking(move || {
+    let (node, raft, storage) = tokio::task::spawn_blocking(move || {
         Node::open_member(&dir, cache_mb, cursor_timeout, repl, key, &rt)
     })
     .await
@@ -347,6 +380,7 @@ pub async fn start_member(
         node,
         shutdown,
         task,
+        storage,
     })
 }
 

@@ -212,34 +212,25 @@ impl TestReplicaSet {
         None
     }
 
-    /// Stops member `i` (its gRPC port closes, its Raft thread stops) and closes its
-    /// storage.
+    /// Stops member `i` (its gRPC port closes, its Raft thread stops) and waits until its
+    /// storage has closed: a checkpoint running at the stop holds WiredTiger a little
+    /// longer, and its close writes by path into whatever directory is there by then (CI
+    /// saw a wiped member's restart fail with ENOENT).
     pub async fn kill(&mut self, i: usize) {
         let m = self.members[i].take().expect("member is running");
-        m.shutdown.cancel();
-        let _ = m.task.await;
-        drop(m.node);
+        m.stop()
+            .await
+            .unwrap_or_else(|e| panic!("stopping member {i}: {e}"));
     }
 
-    /// Starts member `i` again on its old address and data. The killed instance's storage
-    /// closes when its last reference goes (a blocking command or snapshot send it was
-    /// running may hold one a little longer); until then WiredTiger refuses the directory
-    /// with EBUSY, and the member is opened again.
+    /// Starts member `i` again on its old address and data (`kill` waited for its storage
+    /// to close).
     pub async fn restart(&mut self, i: usize) {
-        let started = Instant::now();
-        let m = loop {
-            let listener = self.rebind(i).await;
-            match self.try_open(i, listener).await {
-                Ok(m) => break m,
-                Err(shard::ShardError::Storage(storage::StorageError::WiredTiger {
-                    code: 16,
-                    ..
-                })) if started.elapsed() < Duration::from_secs(30) => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => panic!("restart member {i}: {e}"),
-            }
-        };
+        let listener = self.rebind(i).await;
+        let m = self
+            .try_open(i, listener)
+            .await
+            .unwrap_or_else(|e| panic!("restart member {i}: {e}"));
         self.members[i] = Some(m);
     }
 

@@ -151,9 +151,7 @@ impl TestShardedCluster {
         let set = &mut self.sets[k + 1];
         let i = primary_of(set).expect("shard has a primary");
         let m = set[i].take().expect("running");
-        m.shutdown.cancel();
-        let _ = m.task.await;
-        drop(m.node);
+        m.stop().await.expect("the shard primary stops");
         i
     }
 
@@ -175,8 +173,7 @@ impl TestShardedCluster {
             let _ = t.await;
         }
         for m in self.sets.drain(..).flatten().flatten() {
-            m.shutdown.cancel();
-            let _ = m.task.await;
+            let _ = m.stop().await;
         }
     }
 }

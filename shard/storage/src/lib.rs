@@ -16,7 +16,7 @@ mod wt;
 pub mod xorshift;
 
 pub use memory::MemoryEngine;
-pub use wt::{WiredTigerEngine, WtOptions, DEFAULT_CHECKPOINT_INTERVAL};
+pub use wt::{CloseWatch, WiredTigerEngine, WtOptions, DEFAULT_CHECKPOINT_INTERVAL};
 
 pub type Result<T> = std::result::Result<T, StorageError>;
 

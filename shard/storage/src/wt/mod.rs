@@ -89,8 +89,25 @@ struct Inner {
     slots: Mutex<Vec<Arc<SessionSlot>>>,
     /// Serializes create/drop and guards the session they use.
     ddl: Mutex<Session>,
-    /// Declared last: dropped after every session above is closed.
+    /// Dropped after every session above is closed.
     conn: Connection,
+    /// Declared after `conn`, so it is gone only once the connection is closed (see
+    /// `CloseWatch`).
+    open: Arc<()>,
+}
+
+/// Tells whether an engine's WiredTiger connection has closed. An engine closes when its
+/// last reference goes, and a checkpoint running at that moment holds one a little
+/// longer; closing then writes the checkpoint's metadata by path. Whoever deletes or
+/// reopens the directory in the same process (a test restarting a member) waits for
+/// `is_closed` first, or the old connection's last writes land in the new one's files.
+#[derive(Clone)]
+pub struct CloseWatch(std::sync::Weak<()>);
+
+impl CloseWatch {
+    pub fn is_closed(&self) -> bool {
+        self.0.strong_count() == 0
+    }
 }
 
 /// One thread's session. `None` once closed (thread exit or engine shutdown).
@@ -180,6 +197,7 @@ impl WiredTigerEngine {
             slots: Mutex::new(Vec::new()),
             ddl: Mutex::new(ddl),
             conn,
+            open: Arc::new(()),
         });
         let checkpointer = match checkpoint_interval {
             Some(every) => Some(Checkpointer::start(Arc::downgrade(&inner), every)?),
@@ -190,6 +208,10 @@ impl WiredTigerEngine {
             inner,
             checkpointer,
         })
+    }
+
+    pub fn close_watch(&self) -> CloseWatch {
+        CloseWatch(Arc::downgrade(&self.inner.open))
     }
 }
 
@@ -825,5 +847,20 @@ mod tests {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
             assert_eq!(unescape_name(esc), name);
         }
+    }
+
+    /// The watch reports the connection open while any reference remains (a running
+    /// checkpoint's, here another handle), and closed once the last one is gone.
+    #[test]
+    fn the_close_watch_waits_for_the_last_reference() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(WiredTigerEngine::open(dir.path(), 8).unwrap());
+        let watch = engine.close_watch();
+        let held = engine.clone();
+        drop(engine);
+        assert!(!watch.is_closed());
+        drop(held);
+        assert!(watch.is_closed());
+        WiredTigerEngine::open(dir.path(), 8).expect("the directory is free again");
     }
 }
