@@ -1,7 +1,10 @@
 //! `_shardsvrMoveMods`: the changes to a migrating range since the last call, as the
 //! documents are now: `upserts` (in the range) and `deletes` (ids gone, or moved out of
-//! the range). Fails when this member is not recording (it became primary after the
-//! migration started), so the migration is abandoned rather than missing a change.
+//! the range). Fails when this member is not recording, so the migration is abandoned
+//! rather than missing a change: the coordinator asks only while it keeps the donor
+//! recording, so a primary that is not recording became primary (or restarted) after the
+//! migration began, and the reply says so with `InterruptedDueToReplStateChange`, which
+//! a caller retries, as MongoDB's `moveChunk` fails when its donor steps down.
 
 use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
@@ -18,8 +21,12 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let (min, max) = range(cmd)?;
     let ids = meta.moves.drain(MAX_CHANGES).ok_or_else(|| {
         MongoError::new(
-            ErrorCode::OperationFailed,
-            format!("no migration of {} is recording on this member", meta.ns()),
+            ErrorCode::InterruptedDueToReplStateChange,
+            format!(
+                "no migration of {} is recording on this member: its primary changed after \
+                 the migration began; retry it",
+                meta.ns()
+            ),
         )
     })?;
     let mut upserts = Vec::new();
