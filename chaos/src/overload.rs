@@ -391,8 +391,11 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
     )
     .await?;
     println!(
-        "  cluster CPU per lookup: served {:.0} µs, refused {:.0} µs (a refusal costs {:.2} of an answer: goodput at {BURST} × C can reach at most {:.2} of C)",
+        "  cluster CPU per lookup: served {:.0} µs ({:.0} with maxTimeMS, {:.0} over {} connections), refused {:.0} µs (a refusal costs {:.2} of an answer: goodput at {BURST} × C can reach at most {:.2} of C)",
         refusal_cost.served_us,
+        refusal_cost.served_with_deadline_us,
+        refusal_cost.served_spread_us,
+        crate::refusal_cost::SPREAD_OVER,
         refusal_cost.refused_us,
         refusal_cost.ratio,
         refusal_cost.goodput_ceiling

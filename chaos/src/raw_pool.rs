@@ -12,6 +12,7 @@
 //! the generator instead of the cluster. An exchange here is one encode, one write and
 //! one read.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -26,7 +27,10 @@ pub struct RawPool {
     /// Holds the salted password after the first login, as drivers cache it.
     login: Mutex<Login>,
     slots: Arc<Semaphore>,
-    idle: Mutex<Vec<TcpStream>>,
+    idle: Mutex<VecDeque<TcpStream>>,
+    /// Hands out the connection idle longest (every connection takes turns) instead of
+    /// the one idle shortest (a few stay warm), as a busy pool of many spreads its load.
+    rotate: bool,
 }
 
 /// The right to use one connection of the pool.
@@ -36,20 +40,42 @@ impl RawPool {
     /// A pool of `size` connections to `addr`, all opened now: a burst then waits for
     /// the server, not for the generator's logins.
     pub async fn open(addr: SocketAddr, login: Login, size: usize) -> anyhow::Result<RawPool> {
+        Self::open_with(addr, login, size, size, false).await
+    }
+
+    /// `connections` connections behind `slots` slots, each exchange on the connection
+    /// idle longest: the server sees `slots` commands in flight spread over all of them.
+    pub async fn open_rotating(
+        addr: SocketAddr,
+        login: Login,
+        slots: usize,
+        connections: usize,
+    ) -> anyhow::Result<RawPool> {
+        Self::open_with(addr, login, slots, connections, true).await
+    }
+
+    async fn open_with(
+        addr: SocketAddr,
+        login: Login,
+        slots: usize,
+        connections: usize,
+        rotate: bool,
+    ) -> anyhow::Result<RawPool> {
         let pool = RawPool {
             addr,
             login: Mutex::new(login),
-            slots: Arc::new(Semaphore::new(size)),
-            idle: Mutex::new(Vec::with_capacity(size)),
+            slots: Arc::new(Semaphore::new(slots)),
+            idle: Mutex::new(VecDeque::with_capacity(connections)),
+            rotate,
         };
-        for _ in 0..size {
+        for _ in 0..connections {
             let conn = pool.connect().await?;
-            pool.idle().push(conn);
+            pool.idle().push_back(conn);
         }
         Ok(pool)
     }
 
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<TcpStream>> {
+    fn idle(&self) -> std::sync::MutexGuard<'_, VecDeque<TcpStream>> {
         self.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -74,13 +100,16 @@ impl RawPool {
     /// Runs `cmd` on a connection while `slot` is held. A connection whose exchange
     /// failed is dropped; the next caller opens a new one.
     pub async fn run(&self, slot: Slot, cmd: Document) -> anyhow::Result<Document> {
-        let idle = self.idle().pop();
+        let idle = match self.rotate {
+            true => self.idle().pop_front(),
+            false => self.idle().pop_back(),
+        };
         let mut conn = match idle {
             Some(c) => c,
             None => self.connect().await?,
         };
         let reply = command(&mut conn, 1, cmd).await?;
-        self.idle().push(conn);
+        self.idle().push_back(conn);
         drop(slot);
         Ok(reply)
     }

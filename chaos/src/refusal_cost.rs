@@ -14,6 +14,10 @@
 //! a shed command costs). The cluster's CPU per command in each window, medians over
 //! the rounds. The machine's speed moves between windows seconds apart, so the rounds
 //! alternate and the figure is a median.
+//!
+//! Two more served windows tell the closed loop's price apart from the burst's: the same
+//! lookups with `maxTimeMS` (the deadline's handling), and taking turns over 800
+//! connections instead of 32 (the spread of a burst from eight pools of 100).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,6 +34,8 @@ use crate::raw_pool::RawPool;
 const IN_FLIGHT: usize = 32;
 const WINDOW: Duration = Duration::from_millis(1500);
 const ROUNDS: usize = 3;
+/// Connections the spread window's lookups take turns over: eight pools of 100.
+pub const SPREAD_OVER: usize = 800;
 /// What the shedder answers (`MongoError::overloaded`).
 const OVERLOADED: i32 = 462;
 
@@ -37,6 +43,12 @@ const OVERLOADED: i32 = 462;
 pub struct RefusalCost {
     /// The cluster's CPU per served lookup, median over the rounds.
     pub served_us: f64,
+    /// The same with `maxTimeMS` 100 on every lookup, as the experiment's requests carry:
+    /// what the deadline's handling (its split, timers, the gate's line) adds.
+    pub served_with_deadline_us: f64,
+    /// The same lookups taking turns over `SPREAD_OVER` connections, as a burst from
+    /// eight pools of 100 spreads them: what a wide spread of connections adds.
+    pub served_spread_us: f64,
     /// The cluster's CPU per refused lookup, median over the rounds.
     pub refused_us: f64,
     /// `refused_us / served_us`.
@@ -47,10 +59,13 @@ pub struct RefusalCost {
 }
 
 impl RefusalCost {
-    fn new(served_us: f64, refused_us: f64, offered: f64) -> RefusalCost {
+    fn new(served: [f64; 3], refused_us: f64, offered: f64) -> RefusalCost {
+        let [served_us, with_deadline, spread] = served;
         let ratio = refused_us / served_us;
         RefusalCost {
             served_us,
+            served_with_deadline_us: with_deadline,
+            served_spread_us: spread,
             refused_us,
             ratio,
             goodput_ceiling: ceiling(ratio, offered),
@@ -81,21 +96,34 @@ pub async fn measure(
     offered: f64,
     cluster_cpu: impl Fn() -> f64,
 ) -> anyhow::Result<RefusalCost> {
+    let pool_login = login.clone();
     let pool = Arc::new(
         RawPool::open(addr, login, IN_FLIGHT)
             .await
             .context("opening the refusal-cost connections")?,
     );
-    let (mut served, mut refused) = (Vec::new(), Vec::new());
+    let spread = Arc::new(
+        RawPool::open_rotating(addr, pool_login.clone(), IN_FLIGHT, SPREAD_OVER)
+            .await
+            .context("opening the spread connections")?,
+    );
+    let (mut served, mut timed, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+    let mut spread_us = Vec::new();
     for _ in 0..ROUNDS {
-        served.push(cpu_per_command(&pool, docs, false, &cluster_cpu).await?);
+        served.push(cpu_per_command(&pool, docs, Window::Served, &cluster_cpu).await?);
+        spread_us.push(cpu_per_command(&spread, docs, Window::Served, &cluster_cpu).await?);
+        timed.push(cpu_per_command(&pool, docs, Window::WithDeadline, &cluster_cpu).await?);
         refuse_finds(admin, true).await?;
-        let r = cpu_per_command(&pool, docs, true, &cluster_cpu).await;
+        let r = cpu_per_command(&pool, docs, Window::Refused, &cluster_cpu).await;
         refuse_finds(admin, false).await?;
         refused.push(r?);
     }
     Ok(RefusalCost::new(
-        median(&mut served),
+        [
+            median(&mut served),
+            median(&mut timed),
+            median(&mut spread_us),
+        ],
         median(&mut refused),
         offered,
     ))
@@ -121,12 +149,21 @@ async fn refuse_finds(admin: &mongodb::Client, on: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[derive(Clone, Copy, PartialEq)]
+enum Window {
+    Served,
+    /// Served, each lookup with `maxTimeMS` 100.
+    WithDeadline,
+    /// Refused with [`OVERLOADED`] by the fail point.
+    Refused,
+}
+
 /// One window's closed loop; the cluster's CPU in microseconds per command that ended
-/// as expected (served, or refused with [`OVERLOADED`]).
+/// as the window expects.
 async fn cpu_per_command(
     pool: &Arc<RawPool>,
     docs: i64,
-    refusing: bool,
+    window: Window,
     cluster_cpu: &impl Fn() -> f64,
 ) -> anyhow::Result<f64> {
     let cpu_before = cluster_cpu();
@@ -137,13 +174,16 @@ async fn cpu_per_command(
             tokio::spawn(async move {
                 let (mut expected, mut key) = (0u64, n as i64);
                 while Instant::now() < until {
-                    let find = doc! {
+                    let mut find = doc! {
                         "find": "docs", "filter": {"_id": key % docs}, "limit": 1,
                         "singleBatch": true, "$db": "overload",
                     };
+                    if window == Window::WithDeadline {
+                        find.insert("maxTimeMS", 100);
+                    }
                     let slot = pool.slot().await;
                     match pool.run(slot, find).await {
-                        Ok(reply) if ended_as_expected(&reply, refusing) => expected += 1,
+                        Ok(reply) if ended_as_expected(&reply, window) => expected += 1,
                         Ok(reply) => anyhow::bail!("unexpected reply: {reply}"),
                         Err(e) => return Err(e),
                     }
@@ -165,11 +205,10 @@ async fn cpu_per_command(
     Ok(cpu_ms * 1000.0 / commands as f64)
 }
 
-fn ended_as_expected(reply: &Document, refusing: bool) -> bool {
-    if refusing {
-        reply.get_i32("code") == Ok(OVERLOADED)
-    } else {
-        reply.get_f64("ok") == Ok(1.0)
+fn ended_as_expected(reply: &Document, window: Window) -> bool {
+    match window {
+        Window::Refused => reply.get_i32("code") == Ok(OVERLOADED),
+        Window::Served | Window::WithDeadline => reply.get_f64("ok") == Ok(1.0),
     }
 }
 
