@@ -13,7 +13,8 @@ closed loop and at half load.
     python3 scripts/measure/overload-ab.py NEW_BIN OLD_BIN [PAIRS] [RUNS] [OUT_DIR]
 
 PAIRS defaults to 3, RUNS to 3,4 (the CSOT-like client setups), OUT_DIR to
-target/overload-ab (each run's report JSON is kept there).
+target/overload-ab (each run's report JSON and output are kept there; a run that fails
+is reported and left out).
 """
 import json
 import os
@@ -23,10 +24,20 @@ import sys
 
 
 def run(binary, runs, report):
-    subprocess.run(
-        [binary, "chaos", "overload", "--target", "local", "--overload-runs", runs,
-         "--report", report],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """One invocation's runs; none when it failed, whose output (kept next to the report
+    either way) is then printed in part, so that one failed run does not end the A/B."""
+    log = report.removesuffix(".json") + ".log"
+    with open(log, "w") as out:
+        done = subprocess.run(
+            [binary, "chaos", "overload", "--target", "local", "--overload-runs", runs,
+             "--report", report],
+            stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        with open(log) as f:
+            tail = f.readlines()[-15:]
+        print(f"{binary} failed (exit {done.returncode}); the end of {log}:", flush=True)
+        print("".join(tail), flush=True)
+        return []
     with open(report) as f:
         return json.load(f)["runs"]
 
