@@ -414,6 +414,11 @@ async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
     };
     let (reply, _, _) = direct.run("mig", &late, &fwd, "test").await.unwrap();
     assert_eq!(reply.get_i32("code"), Ok(117), "{reply}");
+    // The recovery also stopped the donor's recording: a coordinator still asking for the
+    // range's changes is told its migration was interrupted (retryable), not handed none.
+    let mods = doc! {"_shardsvrMoveMods": "r", "min": [100], "max": [Bson::MaxKey]};
+    let (reply, _, _) = direct.run("mig", &mods, &fwd, "test").await.unwrap();
+    assert_eq!(reply.get_i32("code"), Ok(11602), "{reply}");
     assert_eq!(c.count_documents(doc! {}).await.unwrap(), 201);
     assert_eq!(stored_per_shard(&db, "r").await, 201);
 
