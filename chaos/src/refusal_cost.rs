@@ -96,14 +96,14 @@ pub async fn measure(
     offered: f64,
     cluster_cpu: impl Fn() -> f64,
 ) -> anyhow::Result<RefusalCost> {
-    let pool_login = login.clone();
+    let spread_login = login.clone();
     let pool = Arc::new(
         RawPool::open(addr, login, IN_FLIGHT)
             .await
             .context("opening the refusal-cost connections")?,
     );
     let spread = Arc::new(
-        RawPool::open_rotating(addr, pool_login.clone(), IN_FLIGHT, SPREAD_OVER)
+        RawPool::open_rotating(addr, spread_login, IN_FLIGHT, SPREAD_OVER)
             .await
             .context("opening the spread connections")?,
     );
