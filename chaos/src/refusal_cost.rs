@@ -9,9 +9,9 @@
 //!
 //! How: closed loops of `_id` lookups over raw connections to one router, alternating
 //! windows in which every lookup is served and windows in which the router refuses
-//! every one (the `failCommand` fail point on `find` with the shedder's code and labels:
-//! the router reads, decodes, answers with an error and never forwards, which is what
-//! a shed command costs). The cluster's CPU per command in each window, medians over
+//! every one (the router's `shedCommands` fail point, on lookups with `maxTimeMS` 100:
+//! the router reads and decodes each, refuses it by the path its shedder takes, answers
+//! 462 with the overload labels and never forwards, which is what a shed command costs). The cluster's CPU per command in each window, medians over
 //! the rounds. The machine's speed moves between windows seconds apart, so the rounds
 //! alternate and the figure is a median.
 //!
@@ -129,17 +129,11 @@ pub async fn measure(
     ))
 }
 
-/// Sets or lifts the fail point that makes the router refuse every `find` the way the
-/// shedder does.
+/// Sets or lifts the fail point that makes the router shed every command with a
+/// deadline.
 async fn refuse_finds(admin: &mongodb::Client, on: bool) -> anyhow::Result<()> {
-    let cmd = if on {
-        doc! {
-            "configureFailPoint": "failCommand", "mode": "alwaysOn",
-            "data": {"failCommands": ["find"], "errorCode": OVERLOADED,
-                     "errorLabels": ["SystemOverloadedError", "RetryableError"]},
-        }
-    } else {
-        doc! {"configureFailPoint": "failCommand", "mode": "off"}
+    let cmd = doc! {
+        "configureFailPoint": "shedCommands", "mode": if on { "alwaysOn" } else { "off" },
     };
     admin
         .database("admin")
@@ -154,7 +148,8 @@ enum Window {
     Served,
     /// Served, each lookup with `maxTimeMS` 100.
     WithDeadline,
-    /// Refused with [`OVERLOADED`] by the fail point.
+    /// Each lookup with `maxTimeMS` 100, refused with [`OVERLOADED`] by the shedder
+    /// (forced by the fail point).
     Refused,
 }
 
@@ -178,7 +173,7 @@ async fn cpu_per_command(
                         "find": "docs", "filter": {"_id": key % docs}, "limit": 1,
                         "singleBatch": true, "$db": "overload",
                     };
-                    if window == Window::WithDeadline {
+                    if window != Window::Served {
                         find.insert("maxTimeMS", 100);
                     }
                     let slot = pool.slot().await;

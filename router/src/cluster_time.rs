@@ -7,7 +7,8 @@
 //! The signature is unsigned (keyId 0), as on a deployment without cluster-key
 //! authentication.
 
-use bson::{doc, spec::BinarySubtype, Binary, Document, Timestamp};
+use bson::raw::{RawBinaryRef, RawBsonRef};
+use bson::{doc, spec::BinarySubtype, Binary, Document, RawDocumentBuf, Timestamp};
 
 pub fn now(increment: u32) -> Timestamp {
     let secs = std::time::SystemTime::now()
@@ -20,11 +21,33 @@ pub fn now(increment: u32) -> Timestamp {
     }
 }
 
+/// The unsigned signature's hash (keyId 0).
+const UNSIGNED_HASH: [u8; 20] = [0; 20];
+
 /// Adds `$clusterTime` and `operationTime` to a reply.
 pub fn stamp(reply: &mut Document, ts: Timestamp) {
     reply.insert("operationTime", ts);
     reply.insert(
         "$clusterTime",
-        doc! {"clusterTime": ts, "signature": {"hash": Binary {subtype: BinarySubtype::Generic, bytes: vec![0; 20]}, "keyId": 0i64}},
+        doc! {"clusterTime": ts, "signature": {"hash": Binary {subtype: BinarySubtype::Generic, bytes: UNSIGNED_HASH.to_vec()}, "keyId": 0i64}},
     );
+}
+
+/// [`stamp`] for a reply built straight to BSON (`refusal.rs`); the same fields, in the
+/// same order (a test compares the bytes).
+pub fn stamp_raw(reply: &mut RawDocumentBuf, ts: Timestamp) {
+    reply.append_ref("operationTime", RawBsonRef::Timestamp(ts));
+    let mut signature = RawDocumentBuf::new();
+    signature.append_ref(
+        "hash",
+        RawBinaryRef {
+            subtype: BinarySubtype::Generic,
+            bytes: &UNSIGNED_HASH,
+        },
+    );
+    signature.append_ref("keyId", RawBsonRef::Int64(0));
+    let mut cluster_time = RawDocumentBuf::new();
+    cluster_time.append_ref("clusterTime", RawBsonRef::Timestamp(ts));
+    cluster_time.append_ref("signature", &signature);
+    reply.append_ref("$clusterTime", &cluster_time);
 }

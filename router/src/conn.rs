@@ -246,7 +246,13 @@ impl Session {
             Request::Msg(msg) => {
                 let more_to_come = msg.more_to_come();
                 let reply = match forwarded_raw(msg) {
-                    Ok((cmd, sequences)) => self.run_with(cmd, sequences).await,
+                    Ok((cmd, sequences)) => {
+                        if let Some(refusal) = self.refusal(&cmd) {
+                            return (!more_to_come)
+                                .then(|| self.encode_raw_reply(&header, &refusal, compressor));
+                        }
+                        self.run_with(cmd, sequences).await
+                    }
                     Err(e) => e.to_mongo_error().to_document(),
                 };
                 if more_to_come {
@@ -267,6 +273,38 @@ impl Session {
                 Some(self.encode_reply(&header, wire::OP_REPLY, &reply, None))
             }
         }
+    }
+
+    /// [`Session::encode_reply`] for a reply already encoded as BSON.
+    fn encode_raw_reply(
+        &mut self,
+        header: &MsgHeader,
+        reply: &bson::RawDocumentBuf,
+        compressor: Option<Compressor>,
+    ) -> Vec<u8> {
+        self.next_request_id = self.next_request_id.wrapping_add(1);
+        wire::encode_op_msg_raw(
+            self.next_request_id,
+            header.request_id,
+            reply.as_bytes(),
+            compressor,
+        )
+    }
+
+    /// The reply to a command refused at once as overloaded (`shed`), or none when it
+    /// goes on. Asked before anything else is done for the command (its registration in
+    /// `currentOp`, fail points, dispatch, authorization, parsing), and answered with a
+    /// reply built straight to BSON (`refusal.rs`): under a burst most of what the router
+    /// does is refusing.
+    fn refusal(&mut self, cmd: &Document) -> Option<bson::RawDocumentBuf> {
+        self.request_started = Instant::now();
+        let name = cmd.keys().next()?;
+        let message = self.shed(name, cmd)?;
+        self.clock_increment = self.clock_increment.wrapping_add(1);
+        Some(crate::refusal::overloaded(
+            &message,
+            crate::cluster_time::now(self.clock_increment),
+        ))
     }
 
     fn encode_reply(
@@ -291,7 +329,7 @@ impl Session {
     /// parsed further, because a refusal that costs nearly as much as an answer takes the
     /// CPU the admitted commands need (a refusal is most of what an overloaded router
     /// does).
-    fn shed(&self, name: &str, cmd: &Document) -> Option<MongoError> {
+    fn shed(&self, name: &str, cmd: &Document) -> Option<String> {
         if !self.state.config.propagate_deadlines || !commands::is_forwarded(name) {
             return None;
         }
@@ -302,7 +340,10 @@ impl Session {
             _ => return None,
         };
         let lag = &self.state.lag;
-        let (why, counted) = if lag.cannot_finish(max_time_ms) {
+        let (why, counted) = if self.state.fail_points.shed_commands() {
+            let why = "the shedCommands fail point is on".to_string();
+            (why, crate::counters::Op::ShedByRouter)
+        } else if lag.cannot_finish(max_time_ms) {
             let why = format!(
                 "answers take up to {} ms now, longer than maxTimeMS {max_time_ms}",
                 lag.answer.due().as_millis()
@@ -318,9 +359,9 @@ impl Session {
             return self.refused_by_gate(max_time_ms);
         };
         self.state.counters.add(self.id, counted, 1);
-        Some(MongoError::overloaded(format!(
+        Some(format!(
             "router overloaded: {why}; nothing was started, retry"
-        )))
+        ))
     }
 
     /// The shard's line (`forward_gate`) asked at the front of the path too, where its
@@ -328,7 +369,7 @@ impl Session {
     /// about 6,000 commands a second after parsing and dispatching them, and took 600 ms
     /// of the cluster's 1,000 a second. Only without sharding, where the shard is known
     /// before routing; `forward` asks again after routing, and for a sharded cluster.
-    fn refused_by_gate(&self, max_time_ms: u64) -> Option<MongoError> {
+    fn refused_by_gate(&self, max_time_ms: u64) -> Option<String> {
         if self.state.cluster.is_some() {
             return None;
         }
@@ -338,7 +379,7 @@ impl Session {
         self.state
             .counters
             .add(self.id, crate::counters::Op::ShedByForwardGate, 1);
-        Some(refused.to_error(gate.limit(), max_time_ms))
+        Some(refused.message(gate.limit(), max_time_ms))
     }
 
     /// Runs a command document and returns the reply (errors become `{ok: 0}` documents).
@@ -382,9 +423,7 @@ impl Session {
             self.closing = true;
             return Document::new();
         }
-        let shed = self.shed(&name, &cmd);
         let result = match fail.as_ref().and_then(|f| f.error_code) {
-            _ if shed.is_some() => Err(shed.expect("checked")),
             Some(code) => Ok(bson::doc! {
                 "ok": 0.0,
                 "errmsg": "Failing command via 'failCommand' failpoint",

@@ -5,6 +5,11 @@
 //!
 //! Checked on every command, so the idle case is one relaxed load of a flag that only
 //! `configureFailPoint` writes.
+//!
+//! Bulwark's own `shedCommands` (`mode: "alwaysOn"` or `"off"`) makes the router refuse
+//! every command it could shed (forwarded, with `maxTimeMS`) as overloaded, by the path a
+//! real refusal takes (`Session::shed`): the overload experiment prices a refusal with it
+//! (`chaos/src/refusal_cost.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -17,6 +22,8 @@ use wire::{MongoError, MongoResult};
 pub struct FailPoints {
     armed: AtomicBool,
     fail_command: Mutex<Option<FailCommand>>,
+    /// `shedCommands`.
+    shed_commands: AtomicBool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -45,9 +52,12 @@ impl FailPoints {
     /// was still due to fire (MongoDB's `count`).
     pub fn configure(&self, cmd: &Document) -> MongoResult<i64> {
         let name = cmd.get_str("configureFailPoint").unwrap_or_default();
+        if name == "shedCommands" {
+            return self.configure_shed(cmd);
+        }
         if name != "failCommand" {
             return Err(MongoError::bad_value(format!(
-                "Cannot find failpoint: {name} (only failCommand is implemented)"
+                "Cannot find failpoint: {name} (failCommand and shedCommands are implemented)"
             )));
         }
         let mut next = FailCommand::default();
@@ -102,6 +112,26 @@ impl FailPoints {
         *slot = on.then_some(next);
         self.armed.store(on, Ordering::Release);
         Ok(previous)
+    }
+
+    /// `configureFailPoint: "shedCommands"`; returns 1 when it was on (MongoDB's `count`
+    /// for an `alwaysOn` fail point).
+    fn configure_shed(&self, cmd: &Document) -> MongoResult<i64> {
+        let on = match cmd.get_str("mode") {
+            Ok("alwaysOn") => true,
+            Ok("off") => false,
+            _ => {
+                return Err(MongoError::bad_value(
+                    "shedCommands takes mode alwaysOn or off",
+                ))
+            }
+        };
+        Ok(self.shed_commands.swap(on, Ordering::Relaxed) as i64)
+    }
+
+    /// Whether `shedCommands` is on.
+    pub fn shed_commands(&self) -> bool {
+        self.shed_commands.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<FailCommand>> {
@@ -182,6 +212,23 @@ mod tests {
         assert!(fp.check("find", Some("a")).is_none());
         assert!(fp
             .configure(&doc! {"configureFailPoint": "other", "mode": "off"})
+            .is_err());
+    }
+
+    #[test]
+    fn shed_commands_turns_on_and_off() {
+        let fp = FailPoints::default();
+        assert!(!fp.shed_commands());
+        let on = doc! {"configureFailPoint": "shedCommands", "mode": "alwaysOn"};
+        assert_eq!(fp.configure(&on).unwrap(), 0);
+        assert!(fp.shed_commands());
+        // It leaves failCommand alone.
+        assert!(fp.check("find", None).is_none());
+        let off = doc! {"configureFailPoint": "shedCommands", "mode": "off"};
+        assert_eq!(fp.configure(&off).unwrap(), 1);
+        assert!(!fp.shed_commands());
+        assert!(fp
+            .configure(&doc! {"configureFailPoint": "shedCommands", "mode": {"times": 1}})
             .is_err());
     }
 }

@@ -81,11 +81,17 @@ pub struct Refused {
 impl Refused {
     /// The error the client gets (462 with the overload labels, as the shedder answers).
     pub fn to_error(self, slots: usize, max_time_ms: u64) -> wire::MongoError {
-        wire::MongoError::overloaded(format!(
+        wire::MongoError::overloaded(self.message(slots, max_time_ms))
+    }
+
+    /// The error's message (`refusal.rs` builds the reply from it at the front of the
+    /// path).
+    pub fn message(self, slots: usize, max_time_ms: u64) -> String {
+        format!(
             "router overloaded: the line for this shard's {slots} slots would take {} ms and a call about {} ms more, too long for maxTimeMS {max_time_ms}; nothing was started, retry",
             self.predicted.as_millis(),
             self.call.as_millis()
-        ))
+        )
     }
 }
 

@@ -20,6 +20,7 @@ pub mod forward_gate;
 pub mod ingress;
 pub mod listener;
 pub mod read_preference;
+pub mod refusal;
 pub mod runtime_lag;
 pub mod shard_client;
 pub mod sharding;

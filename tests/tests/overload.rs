@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use bson::{doc, Document};
+use futures::TryStreamExt;
 use tests::TestCluster;
 use tokio::io::AsyncWriteExt;
 
@@ -350,5 +351,92 @@ async fn a_deadline_shorter_than_answers_take_is_refused_at_once() {
         Ok(1.0),
         "a 5 ms deadline stayed refused after answers were quick again: {last}"
     );
+    c.stop().await;
+}
+
+/// A refusal at the front of the router's path (`Session::shed`, answered from
+/// `router/src/refusal.rs` without building a `Document`) is the overload error a driver
+/// knows: 462 with the overload labels and the cluster time, through the Rust driver and
+/// raw. Commands without a deadline still run; a refused write writes nothing; a refused
+/// fire-and-forget message gets no reply and the connection goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_shed_at_the_front_gets_the_overload_error() {
+    let c = with_test_commands().await;
+    let client = c.client().await;
+    let admin = client.database("admin");
+    let coll = client.database("test").collection::<Document>("shed");
+    coll.insert_one(doc! {"_id": 1}).await.unwrap();
+    admin
+        .run_command(doc! {"configureFailPoint": "shedCommands", "mode": "alwaysOn"})
+        .await
+        .unwrap();
+
+    // Through the driver: the code and both labels.
+    let err = coll
+        .find_one(doc! {"_id": 1})
+        .max_time(Duration::from_millis(100))
+        .await
+        .unwrap_err();
+    match *err.kind {
+        mongodb::error::ErrorKind::Command(ref e) => {
+            assert_eq!(e.code, 462, "{e:?}");
+            assert_eq!(e.code_name, "IngressRequestRateLimitExceeded");
+        }
+        ref other => panic!("not a command error: {other:?}"),
+    }
+    assert!(err.contains_label("SystemOverloadedError"), "{err:?}");
+    assert!(err.contains_label("RetryableError"), "{err:?}");
+    // No deadline: nothing to shed.
+    assert!(coll.find_one(doc! {"_id": 1}).await.unwrap().is_some());
+
+    // Raw: the whole reply, cluster time included.
+    let mut raw = tokio::net::TcpStream::connect(c.router_addr).await.unwrap();
+    let insert =
+        doc! {"insert": "shed", "documents": [{"_id": 2}], "maxTimeMS": 100, "$db": "test"};
+    let reply = tests::raw_command(&mut raw, 1, insert).await;
+    assert_eq!(reply.get_f64("ok"), Ok(0.0), "{reply}");
+    assert_eq!(reply.get_i32("code"), Ok(462), "{reply}");
+    assert!(reply
+        .get_str("errmsg")
+        .unwrap()
+        .contains("router overloaded"));
+    assert!(reply.get_timestamp("operationTime").is_ok(), "{reply}");
+    let cluster_time = reply.get_document("$clusterTime").unwrap();
+    assert!(cluster_time.get_timestamp("clusterTime").is_ok(), "{reply}");
+    // A fire-and-forget insert (moreToCome) refused: no reply, and the next command on
+    // the same connection is answered as its own.
+    let mut quiet = wire::OpMsg::new(
+        doc! {"insert": "shed", "documents": [{"_id": 3}], "maxTimeMS": 100, "$db": "test"},
+    );
+    quiet.flags |= wire::OpMsg::MORE_TO_COME;
+    let frame = wire::encode_op_msg_request(2, &quiet, None).unwrap();
+    raw.write_all(&frame).await.unwrap();
+    let ping = tests::raw_command(&mut raw, 3, doc! {"ping": 1, "$db": "admin"}).await;
+    assert_eq!(ping.get_f64("ok"), Ok(1.0), "{ping}");
+
+    let status = admin.run_command(doc! {"serverStatus": 1}).await.unwrap();
+    let shed = status
+        .get_document("bulwark")
+        .unwrap()
+        .get_i64("shedByRouter")
+        .unwrap();
+    assert!(shed >= 3, "shedByRouter {shed}");
+    admin
+        .run_command(doc! {"configureFailPoint": "shedCommands", "mode": "off"})
+        .await
+        .unwrap();
+    // Neither refused insert wrote, and with the fail point off a deadline is served.
+    let ids: Vec<i32> = coll
+        .find(doc! {})
+        .max_time(Duration::from_millis(5_000))
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| d.get_i32("_id").unwrap())
+        .collect();
+    assert_eq!(ids, vec![1]);
     c.stop().await;
 }

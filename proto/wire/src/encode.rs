@@ -29,6 +29,34 @@ pub fn encode_op_msg(
     maybe_compress(frame, compressor)
 }
 
+/// An OP_MSG reply whose body is already BSON (`body` must be one well-formed document,
+/// as a `RawDocumentBuf` holds): a reply built straight to bytes skips the `Document`
+/// and its encoding. Used for the refusals an overloaded router sends by the thousand a
+/// second (`router/src/refusal.rs`), where building the reply was most of a refusal's own
+/// work. Infallible as [`encode_op_msg`] is: a body too large for a frame is replaced by
+/// the matching error reply.
+pub fn encode_op_msg_raw(
+    request_id: i32,
+    response_to: i32,
+    body: &[u8],
+    compressor: Option<Compressor>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(MsgHeader::LEN + 5 + body.len());
+    out.resize(MsgHeader::LEN, 0);
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.push(0);
+    out.extend_from_slice(body);
+    match finish_header(&mut out, request_id, response_to, OP_MSG) {
+        Ok(()) => maybe_compress(out, compressor),
+        Err(e) => encode_op_msg(
+            request_id,
+            response_to,
+            &e.to_mongo_error().to_document(),
+            compressor,
+        ),
+    }
+}
+
 /// An OP_REPLY answering an OP_QUERY (the legacy handshake): one document, cursor id 0.
 /// Infallible in the same way as [`encode_op_msg`].
 pub fn encode_op_reply(request_id: i32, response_to: i32, doc: &Document) -> Vec<u8> {

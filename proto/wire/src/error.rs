@@ -184,6 +184,10 @@ impl ErrorCode {
     }
 }
 
+/// The labels of an overload refusal ([`MongoError::overloaded`]): drivers that follow
+/// the client-backpressure specification retry it after a backoff.
+pub const OVERLOADED_LABELS: [&str; 2] = ["SystemOverloadedError", "RetryableError"];
+
 /// An error reported to a MongoDB client as `{ok: 0, errmsg, code, codeName, ...extra}`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{code_name} ({code}): {message}")]
@@ -224,7 +228,7 @@ impl MongoError {
     /// overloaded server.
     pub fn overloaded(message: impl Into<String>) -> Self {
         MongoError::new(ErrorCode::IngressRequestRateLimitExceeded, message).with_extra(doc! {
-            "errorLabels": ["SystemOverloadedError", "RetryableError"],
+            "errorLabels": OVERLOADED_LABELS.to_vec(),
         })
     }
 

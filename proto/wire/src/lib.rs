@@ -37,10 +37,10 @@ mod wire_error;
 pub use compression::Compressor;
 pub use decode::{decode_message, decode_reply, read_frame, read_message};
 pub use encode::{
-    encode_compressed, encode_op_msg, encode_op_msg_request, encode_op_query, encode_op_reply,
-    fold_sequences,
+    encode_compressed, encode_op_msg, encode_op_msg_raw, encode_op_msg_request, encode_op_query,
+    encode_op_reply, fold_sequences,
 };
-pub use error::{ErrorCode, MongoError, MongoResult};
+pub use error::{ErrorCode, MongoError, MongoResult, OVERLOADED_LABELS};
 pub use message::{DocSequence, Incoming, MsgHeader, OpMsg, OpQuery, Request};
 pub use wire_error::WireError;
 
