@@ -7,6 +7,8 @@
 //! The signature is unsigned (keyId 0), as on a deployment without cluster-key
 //! authentication.
 
+use std::sync::OnceLock;
+
 use bson::raw::{RawBinaryRef, RawBsonRef};
 use bson::{doc, spec::BinarySubtype, Binary, Document, RawDocumentBuf, Timestamp};
 
@@ -36,18 +38,23 @@ pub fn stamp(reply: &mut Document, ts: Timestamp) {
 /// [`stamp`] for a reply built straight to BSON (`refusal.rs`); the same fields, in the
 /// same order (a test compares the bytes).
 pub fn stamp_raw(reply: &mut RawDocumentBuf, ts: Timestamp) {
+    // The signature never changes: built once.
+    static SIGNATURE: OnceLock<RawDocumentBuf> = OnceLock::new();
+    let signature = SIGNATURE.get_or_init(|| {
+        let mut s = RawDocumentBuf::new();
+        s.append_ref(
+            "hash",
+            RawBinaryRef {
+                subtype: BinarySubtype::Generic,
+                bytes: &UNSIGNED_HASH,
+            },
+        );
+        s.append_ref("keyId", RawBsonRef::Int64(0));
+        s
+    });
     reply.append_ref("operationTime", RawBsonRef::Timestamp(ts));
-    let mut signature = RawDocumentBuf::new();
-    signature.append_ref(
-        "hash",
-        RawBinaryRef {
-            subtype: BinarySubtype::Generic,
-            bytes: &UNSIGNED_HASH,
-        },
-    );
-    signature.append_ref("keyId", RawBsonRef::Int64(0));
     let mut cluster_time = RawDocumentBuf::new();
     cluster_time.append_ref("clusterTime", RawBsonRef::Timestamp(ts));
-    cluster_time.append_ref("signature", &signature);
+    cluster_time.append_ref("signature", signature);
     reply.append_ref("$clusterTime", &cluster_time);
 }

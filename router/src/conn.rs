@@ -242,6 +242,8 @@ impl Session {
             request,
             compressor,
         } = incoming;
+        // Its `maxTimeMS` counts from here, for a refusal at the front as for a command run.
+        self.request_started = Instant::now();
         match request {
             Request::Msg(msg) => {
                 let more_to_come = msg.more_to_come();
@@ -297,7 +299,6 @@ impl Session {
     /// reply built straight to BSON (`refusal.rs`): under a burst most of what the router
     /// does is refusing.
     fn refusal(&mut self, cmd: &Document) -> Option<bson::RawDocumentBuf> {
-        self.request_started = Instant::now();
         let name = cmd.keys().next()?;
         let message = self.shed(name, cmd)?;
         self.clock_increment = self.clock_increment.wrapping_add(1);
@@ -339,6 +340,11 @@ impl Session {
             Some(Bson::Double(n)) if *n >= 1.0 => *n as u64,
             _ => return None,
         };
+        // A command without its database gets that error (40571, `run_with`), not a
+        // refusal a retry would only turn into it.
+        if !matches!(cmd.get("$db"), Some(Bson::String(_))) {
+            return None;
+        }
         let lag = &self.state.lag;
         let (why, counted) = if self.state.fail_points.shed_commands() {
             let why = "the shedCommands fail point is on".to_string();
@@ -390,8 +396,8 @@ impl Session {
     /// [`Session::run`] for a command whose document sequences stay raw (see
     /// [`forwarded_raw`]); they travel to the shard as they came.
     pub async fn run_with(&mut self, cmd: Document, sequences: Vec<DocSequence>) -> Document {
-        let started = Instant::now();
-        self.request_started = started;
+        // Set when the request was read (`respond`).
+        let started = self.request_started;
         let name = cmd.keys().next().cloned().unwrap_or_default();
         let db = match cmd.get("$db") {
             Some(Bson::String(db)) => db.clone(),
