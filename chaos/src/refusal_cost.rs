@@ -11,9 +11,10 @@
 //! windows in which every lookup is served and windows in which the router refuses
 //! every one (the router's `shedCommands` fail point, on lookups with `maxTimeMS` 100:
 //! the router reads and decodes each, refuses it by the path its shedder takes, answers
-//! 462 with the overload labels and never forwards, which is what a shed command costs). The cluster's CPU per command in each window, medians over
-//! the rounds. The machine's speed moves between windows seconds apart, so the rounds
-//! alternate and the figure is a median.
+//! 462 with the overload labels and never forwards, which is what a shed command
+//! costs). The cluster's CPU per command in each window, medians over the rounds. The
+//! machine's speed moves between windows seconds apart, so the rounds alternate and the
+//! figure is a median.
 //!
 //! Two more served windows tell the closed loop's price apart from the burst's: the same
 //! lookups with `maxTimeMS` (the deadline's handling), and taking turns over 800
