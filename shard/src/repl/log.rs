@@ -4,19 +4,27 @@
 //! everything after the last checkpoint is replayed from this log on restart (the applied
 //! index is committed in the same WiredTiger transaction as the data it describes).
 //!
-//! Records are appended to one file, `raft.log`, and synced once per `Ready` (group
-//! commit: every proposal that arrived meanwhile shares the sync). raft-rs reads the log
-//! through `LogStore` (`log_store.rs`), which keeps only the newest entries in memory
-//! and reads older ones back from the file.
+//! Records are appended to the newest of the log's segment files, and synced once per
+//! `Ready` (group commit: every proposal that arrived meanwhile shares the sync). raft-rs
+//! reads the log through `LogStore` (`log_store.rs`), which keeps only the newest entries
+//! in memory and reads older ones back from the files.
 //!
 //! Record: kind (1 byte), payload length (u32 LE), CRC-32 of the payload (u32 LE), payload.
 //! A torn or corrupt tail (a crash mid-append) is cut off at open. An entry's payload is
 //! its protobuf encoding, written without copying the entry's data (`log_pending.rs`).
 //!
-//! Compaction rewrites the file without the entries up to an index that WiredTiger has
-//! checkpointed (so recovery never needs them): a `START` record then names the last
-//! dropped entry's index and term, and the new file replaces the old one atomically
-//! (write, fsync, rename, fsync the directory).
+//! Segments: a file is named after the log offset of its first byte
+//! (`raft-<offset, 16 hex digits>.log`), and a new one is started once the newest holds
+//! `SEGMENT_BYTES`. Offsets only grow, so an entry's offset names its file. Compaction
+//! drops the entries up to an index that WiredTiger has checkpointed (so recovery never
+//! needs them): it appends a `START` record naming the last dropped entry's index and
+//! term, with the configuration and hard state, syncs it, and deletes the files that hold
+//! only dropped entries. It writes nothing else: until 2026-12-05 it rewrote the whole
+//! kept tail into a new file (256 MB by default), which held the Raft thread for 0.5–1.6 s
+//! under load, about an election timeout (`examples/log_compaction.rs`). A snapshot
+//! install or a reset starts a new file whose first record, `BEGIN`, voids every older
+//! one; it is written aside, synced and renamed into place, so it is whole or absent.
+//! Files from before segments (`raft.log`) are taken over as the first segment.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
@@ -36,13 +44,27 @@ const HARD_STATE: u8 = 2;
 const CONF_STATE: u8 = 3;
 /// The log starts after this (index, term): everything up to it was compacted away.
 const START: u8 = 4;
+/// Everything in older records and files is void (first record of a restarted log).
+const BEGIN: u8 = 5;
+
+/// A segment holding this many bytes takes no more records: the next go to a new file.
+pub const SEGMENT_BYTES: u64 = 64 << 20;
+/// The one file of logs written before segments.
+const LEGACY_FILE: &str = "raft.log";
+
+/// One file of the log.
+struct Segment {
+    /// The log offset of the file's first byte.
+    base: u64,
+    file: Arc<File>,
+}
 
 pub struct DurableLog {
     store: LogStore,
-    path: PathBuf,
-    /// Appended to here; `store` reads older entries from it.
-    file: Arc<File>,
-    /// Bytes of `file` that hold whole records.
+    dir: PathBuf,
+    /// Oldest first; records are appended to the last.
+    segments: Vec<Segment>,
+    /// The log offset just past the last whole record written.
     len: u64,
     /// Records not yet written (flushed with one `writev` and one sync).
     pending: Pending,
@@ -53,8 +75,53 @@ pub struct DurableLog {
     sync: bool,
     /// `fdatasync` calls made (the tests count them).
     syncs: u64,
-    /// How much of `file` has left the page cache (synced records are dropped from it).
+    /// How much of the newest file has left the page cache (synced records are dropped
+    /// from it).
     uncached: Uncached,
+    segment_bytes: u64,
+}
+
+/// Whether `dir` holds a log.
+pub fn exists(dir: &Path) -> bool {
+    dir.join(LEGACY_FILE).exists() || list_segments(dir).is_ok_and(|s| !s.is_empty())
+}
+
+fn segment_path(dir: &Path, base: u64) -> PathBuf {
+    dir.join(format!("raft-{base:016x}.log"))
+}
+
+/// The segment files in `dir`, oldest first.
+fn list_segments(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let path = e?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let base = name
+            .strip_prefix("raft-")
+            .and_then(|n| n.strip_suffix(".log"))
+            .filter(|hex| hex.len() == 16)
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok());
+        if let Some(base) = base {
+            found.push((base, path));
+        }
+    }
+    found.sort_unstable_by_key(|(base, _)| *base);
+    Ok(found)
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Opens a segment for reading and appending, positioned at its end.
+fn open_segment(path: &Path, create: bool) -> std::io::Result<File> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(create)
+        .open(path)?;
+    file.seek(SeekFrom::End(0))?;
+    Ok(file)
 }
 
 impl DurableLog {
@@ -62,65 +129,119 @@ impl DurableLog {
     /// configuration; an existing one keeps what it recorded.
     pub fn open(dir: &Path, voters: &[u64], sync: bool) -> std::io::Result<DurableLog> {
         std::fs::create_dir_all(dir)?;
-        let path = dir.join("raft.log");
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
+        let mut listed = list_segments(dir)?;
+        let legacy = dir.join(LEGACY_FILE);
+        if legacy.exists() {
+            if !listed.is_empty() {
+                return Err(invalid(format!(
+                    "{} holds both {LEGACY_FILE} and segment files",
+                    dir.display()
+                )));
+            }
+            std::fs::rename(&legacy, segment_path(dir, 0))?;
+            sync_dir(dir)?;
+            listed = list_segments(dir)?;
+        }
+        // A restart's file that was not renamed into place never counted.
+        for e in std::fs::read_dir(dir)? {
+            let path = e?.path();
+            if path.extension().is_some_and(|x| x == "tmp") {
+                std::fs::remove_file(&path)?;
+            }
+        }
+        if listed.is_empty() {
+            let path = segment_path(dir, 0);
+            File::create(&path)?;
+            sync_dir(dir)?;
+            listed.push((0, path));
+        }
+        let mut segments: Vec<Segment> = Vec::new();
         let mut entries: Vec<Entry> = Vec::new();
         let mut offsets: Vec<u64> = Vec::new();
         let (mut hs, mut cs, mut start) = (None, None, None);
-        let mut pos = 0usize;
-        while let Some((kind, payload)) = next_record(&bytes[pos..]) {
-            match kind {
-                ENTRY => {
-                    let e = Entry::parse_from_bytes(payload).map_err(invalid)?;
-                    // A later record for an index replaces that index and everything after.
-                    while entries.last().is_some_and(|l| l.index >= e.index) {
-                        entries.pop();
-                        offsets.pop();
+        let mut voided = 0;
+        let mut len = 0;
+        for (k, (base, path)) in listed.iter().enumerate() {
+            let mut file = OpenOptions::new().read(true).write(true).open(path)?;
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)?;
+            let mut pos = 0usize;
+            while let Some((kind, payload)) = next_record(&bytes[pos..]) {
+                match kind {
+                    ENTRY => {
+                        let e = Entry::parse_from_bytes(payload).map_err(invalid)?;
+                        // A later record for an index replaces that index and everything after.
+                        while entries.last().is_some_and(|l| l.index >= e.index) {
+                            entries.pop();
+                            offsets.pop();
+                        }
+                        offsets.push(base + pos as u64);
+                        entries.push(e);
                     }
-                    offsets.push(pos as u64);
-                    entries.push(e);
+                    HARD_STATE => hs = Some(HardState::parse_from_bytes(payload).map_err(invalid)?),
+                    CONF_STATE => cs = Some(ConfState::parse_from_bytes(payload).map_err(invalid)?),
+                    START if payload.len() == 16 => {
+                        let index = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
+                        let term = u64::from_le_bytes(payload[8..].try_into().expect("8 bytes"));
+                        start = Some((index, term));
+                    }
+                    BEGIN => {
+                        entries.clear();
+                        offsets.clear();
+                        start = None;
+                        voided = k;
+                    }
+                    _ => break,
                 }
-                HARD_STATE => hs = Some(HardState::parse_from_bytes(payload).map_err(invalid)?),
-                CONF_STATE => cs = Some(ConfState::parse_from_bytes(payload).map_err(invalid)?),
-                START if payload.len() == 16 => {
-                    let index = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
-                    let term = u64::from_le_bytes(payload[8..].try_into().expect("8 bytes"));
-                    start = Some((index, term));
-                }
-                _ => break,
+                pos += HEADER + payload.len();
             }
-            pos += HEADER + payload.len();
+            let torn = pos < bytes.len();
+            if torn {
+                tracing::warn!(
+                    file = %path.display(),
+                    kept = pos,
+                    dropped = bytes.len() - pos,
+                    "cutting a torn raft log tail"
+                );
+                file.set_len(pos as u64)?;
+            }
+            file.seek(SeekFrom::Start(pos as u64))?;
+            len = base + pos as u64;
+            segments.push(Segment {
+                base: *base,
+                file: Arc::new(file),
+            });
+            if torn {
+                // Older segments are synced before a newer one is started, so a tear
+                // before the newest is damage: as within one file, what follows it goes.
+                for (_, later) in &listed[k + 1..] {
+                    tracing::warn!(file = %later.display(), "dropping a raft log segment after a torn one");
+                    std::fs::remove_file(later)?;
+                }
+                sync_dir(dir)?;
+                break;
+            }
         }
-        if pos < bytes.len() {
-            tracing::warn!(
-                kept = pos,
-                dropped = bytes.len() - pos,
-                "cutting a torn raft log tail"
-            );
-            file.set_len(pos as u64)?;
+        if voided > 0 {
+            for s in segments.drain(..voided) {
+                std::fs::remove_file(segment_path(dir, s.base))?;
+            }
+            sync_dir(dir)?;
         }
-        file.seek(SeekFrom::Start(pos as u64))?;
-        let file = Arc::new(file);
         let store = LogStore::new();
-        store.wl().set_file(file.clone());
         let mut log = DurableLog {
             store,
-            path,
-            file,
-            len: pos as u64,
+            dir: dir.to_path_buf(),
+            segments,
+            len,
             pending: Pending::default(),
             must_sync: false,
             sync,
             syncs: 0,
             uncached: Uncached::default(),
+            segment_bytes: SEGMENT_BYTES,
         };
+        log.publish_segments();
         let cs = match cs {
             Some(cs) => cs,
             None => {
@@ -163,6 +284,39 @@ impl DurableLog {
         Ok(log)
     }
 
+    /// Starts new segments at `bytes` instead of [`SEGMENT_BYTES`] (tests).
+    pub fn set_segment_bytes(&mut self, bytes: u64) {
+        self.segment_bytes = bytes.max(1);
+    }
+
+    /// The number of files the log is in.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    fn tail(&self) -> &Segment {
+        self.segments.last().expect("a log has a segment")
+    }
+
+    /// Tells `LogStore` which files to read older entries from. Files it no longer
+    /// needs are closed on another thread: the last close of a deleted file frees its
+    /// blocks, about 10 ms per 64 MiB segment on ext4, which the Raft thread (and raft-rs,
+    /// waiting for the store's lock) should not wait for.
+    fn publish_segments(&self) {
+        let files = self
+            .segments
+            .iter()
+            .map(|s| (s.base, s.file.clone()))
+            .collect();
+        let old = self.store.wl().set_segments(files);
+        if old.len() > self.segments.len() {
+            // If no thread can be started, the files close here instead.
+            let _ = std::thread::Builder::new()
+                .name("raft-log-close".into())
+                .spawn(move || drop(old));
+        }
+    }
+
     pub fn syncs(&self) -> u64 {
         self.syncs
     }
@@ -192,29 +346,26 @@ impl DurableLog {
     }
 
     /// Drops every entry up to and including `to` (the caller guarantees WiredTiger has
-    /// checkpointed past it), on disk and in memory.
+    /// checkpointed past it), on disk and in memory. On disk, a synced `START` record says
+    /// so, and the files that hold nothing newer are deleted: nothing is copied.
     pub fn compact(&mut self, to: u64) -> std::io::Result<()> {
         let first = self.first_index();
         let last = self.store.rl().last_index();
         if to < first || to > last {
             return Ok(());
         }
-        self.flush()?;
         let term = self.store.term(to).map_err(invalid)?;
-        let kept = self
-            .store
-            .entries(to + 1, last + 1, None, GetEntriesContext::empty(false))
-            .map_err(invalid)?;
-        let state = self.store.initial_state().map_err(invalid)?;
-        let (hs, cs) = (state.hard_state, state.conf_state);
-        let offsets = self.rewrite(Some((to, term)), &hs, &cs, &kept)?;
-        // The same in memory: restart the storage at the marker, then put back what stays.
-        let mut w = self.store.wl();
-        w.restart_at(to, term, cs);
-        w.append(&kept, &offsets)?;
-        w.set_hardstate(hs);
-        w.trim(self.len);
-        Ok(())
+        // Where the first kept entry's record starts: files that end before it go.
+        let kept_from = self.store.rl().offset(to + 1).unwrap_or(u64::MAX);
+        self.store.wl().compact_to(to, term);
+        self.record_state()?;
+        self.flush()?;
+        let gone = self
+            .segments
+            .windows(2)
+            .take_while(|pair| pair[1].base <= kept_from)
+            .count();
+        self.remove_segments(..gone)
     }
 
     /// The log after a snapshot was installed in the data: it starts after the snapshot's
@@ -223,7 +374,7 @@ impl DurableLog {
     pub fn install_snapshot(&mut self, snap: &Snapshot) -> std::io::Result<()> {
         self.flush()?;
         let meta = snap.get_metadata();
-        let hs = {
+        {
             let mut w = self.store.wl();
             if w.first_index() > meta.index {
                 return Err(invalid(format!(
@@ -235,15 +386,8 @@ impl DurableLog {
             // As raft-rs's storage: the commit index (and term, if behind) move to the
             // snapshot's.
             w.restart_at(meta.index, meta.term, meta.get_conf_state().clone());
-            w.hard_state().clone()
-        };
-        self.rewrite(
-            Some((meta.index, meta.term)),
-            &hs,
-            meta.get_conf_state(),
-            &[],
-        )
-        .map(|_| ())
+        }
+        self.restart()
     }
 
     /// Empties the log, keeping the configuration and the term and vote (a member must
@@ -251,60 +395,111 @@ impl DurableLog {
     /// from nothing and the primary sends the log or a snapshot. Only before raft-rs runs.
     pub fn reset(&mut self) -> std::io::Result<()> {
         let state = self.store.initial_state().map_err(invalid)?;
-        let hs = HardState {
-            commit: 0,
-            ..state.hard_state
-        };
-        self.rewrite(None, &hs, &state.conf_state, &[])?;
-        let mut w = self.store.wl();
-        w.restart_at(0, 0, state.conf_state);
-        w.set_hardstate(hs);
+        {
+            let mut w = self.store.wl();
+            w.restart_at(0, 0, state.conf_state);
+            w.set_hardstate(HardState {
+                commit: 0,
+                ..state.hard_state
+            });
+        }
+        self.restart()
+    }
+
+    /// Replaces every file with a new one that holds `BEGIN` and the state `store` has
+    /// now (configuration, start, hard state), and no entries. The new file is written
+    /// aside, synced and renamed into place, so it is whole or absent; the older files
+    /// are deleted after, and at open a `BEGIN` voids any that are still there.
+    fn restart(&mut self) -> std::io::Result<()> {
+        self.pending.clear();
+        // Offsets only grow, so the new file's name is new too.
+        let base = self.len.max(self.tail().base + 1);
+        self.pending.record(BEGIN, &[]);
+        self.record_state()?;
+        let path = segment_path(&self.dir, base);
+        let tmp = path.with_extension("log.tmp");
+        let written = self.pending.len() as u64;
+        {
+            let f = File::create(&tmp)?;
+            let result = self.pending.write_to(&f);
+            self.pending.clear();
+            result?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &path)?;
+        sync_dir(&self.dir)?;
+        self.must_sync = false;
+        self.segments.push(Segment {
+            base,
+            file: Arc::new(open_segment(&path, false)?),
+        });
+        self.len = base + written;
+        self.uncached = Uncached::default();
+        let older = self.segments.len() - 1;
+        self.remove_segments(..older)
+    }
+
+    /// Deletes the files in `range` (never the newest) and tells `LogStore`.
+    fn remove_segments(&mut self, range: std::ops::RangeTo<usize>) -> std::io::Result<()> {
+        if range.end == 0 {
+            return Ok(());
+        }
+        for s in self.segments.drain(range) {
+            std::fs::remove_file(segment_path(&self.dir, s.base))?;
+        }
+        sync_dir(&self.dir)?;
+        self.publish_segments();
         Ok(())
     }
 
-    /// Replaces the file, atomically (write, fsync, rename, fsync the directory), with the
-    /// configuration, an optional start marker, the hard state and `kept`; the offsets of
-    /// `kept`'s records in the new file.
-    fn rewrite(
-        &mut self,
-        start: Option<(u64, u64)>,
-        hs: &HardState,
-        cs: &ConfState,
-        kept: &[Entry],
-    ) -> std::io::Result<Vec<u64>> {
-        self.pending.clear();
+    /// Queues the configuration, where the log starts (if it was compacted) and the hard
+    /// state, to be synced: what open needs once older files are gone or a cut removed
+    /// the records that said it.
+    fn record_state(&mut self) -> std::io::Result<()> {
+        let (cs, start, hs) = {
+            let core = self.store.rl();
+            (
+                core.conf_state().clone(),
+                core.start(),
+                core.hard_state().clone(),
+            )
+        };
         self.record(CONF_STATE, &cs.write_to_bytes().map_err(invalid)?);
-        if let Some((index, term)) = start {
+        if let (index @ 1.., term) = start {
             let mut marker = index.to_le_bytes().to_vec();
             marker.extend_from_slice(&term.to_le_bytes());
             self.record(START, &marker);
         }
         self.record(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
-        let mut offsets = Vec::with_capacity(kept.len());
-        for e in kept {
-            offsets.push(self.pending.len() as u64);
-            self.pending.entry(ENTRY, e)?;
+        Ok(())
+    }
+
+    /// Cuts the log at offset `cut` (a new leader overwrote what follows). Files wholly
+    /// after the cut go first, so a crash midway leaves the old suffix (uncommitted
+    /// entries the leader sends again), never a gap.
+    fn cut_at(&mut self, cut: u64) -> std::io::Result<()> {
+        let keep = self
+            .segments
+            .iter()
+            .position(|s| s.base >= cut)
+            .unwrap_or(self.segments.len())
+            .max(1);
+        if keep < self.segments.len() {
+            for s in self.segments.drain(keep..) {
+                std::fs::remove_file(segment_path(&self.dir, s.base))?;
+            }
+            sync_dir(&self.dir)?;
+            // The file appended to now was advised away when it stopped being the newest.
+            self.uncached = Uncached::default();
+            self.publish_segments();
         }
-        let len = self.pending.len() as u64;
-        let tmp = self.path.with_extension("log.compacting");
-        {
-            let f = File::create(&tmp)?;
-            let written = self.pending.write_to(&f);
-            self.pending.clear();
-            written?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, &self.path)?;
-        if let Some(dir) = self.path.parent() {
-            File::open(dir)?.sync_all()?;
-        }
-        let mut file = OpenOptions::new().read(true).write(true).open(&self.path)?;
-        file.seek(SeekFrom::End(0))?;
-        self.file = Arc::new(file);
-        self.store.wl().set_file(self.file.clone());
-        self.len = len;
-        self.uncached.cut(0);
-        Ok(offsets)
+        let tail = self.tail();
+        let at = cut - tail.base;
+        tail.file.set_len(at)?;
+        (&*tail.file).seek(SeekFrom::Start(at))?;
+        self.len = cut;
+        self.uncached.cut(at);
+        Ok(())
     }
 
     /// Appends entries, replacing any suffix they conflict with, and returns the entries
@@ -324,13 +519,10 @@ impl DurableLog {
                 .entries(first.index, last + 1, None, GetEntriesContext::empty(false))
                 .map_err(invalid)?;
             self.flush()?;
-            self.file.set_len(cut)?;
-            (&*self.file).seek(SeekFrom::Start(cut))?;
-            self.len = cut;
-            self.uncached.cut(cut);
-            // The cut may have removed later hard-state records; write the current one again.
-            let hs = self.store.rl().hard_state().clone();
-            self.record(HARD_STATE, &hs.write_to_bytes().map_err(invalid)?);
+            self.cut_at(cut)?;
+            // The cut may have removed later state records (a compaction's among them):
+            // write the current ones again.
+            self.record_state()?;
         }
         let mut offsets = Vec::with_capacity(entries.len());
         for e in entries {
@@ -384,16 +576,42 @@ impl DurableLog {
         if self.pending.is_empty() {
             return Ok(());
         }
+        if self.len - self.tail().base >= self.segment_bytes {
+            self.roll_over()?;
+        }
         let len = self.pending.len() as u64;
-        self.pending.write_to(&*self.file)?;
+        let tail = self.segments.last().expect("a log has a segment");
+        self.pending.write_to(&*tail.file)?;
         self.len += len;
         if self.sync && self.must_sync {
-            self.file.sync_data()?;
+            tail.file.sync_data()?;
             self.syncs += 1;
-            self.uncached.drop_synced(&self.file, self.len);
+            self.uncached.drop_synced(&tail.file, self.len - tail.base);
         }
         self.must_sync = false;
         self.store.wl().trim(self.len);
+        Ok(())
+    }
+
+    /// Starts a new file for the records that follow. The newest one's records are synced
+    /// first: open reads the files in order, and a tear in an older one would cut
+    /// everything after it.
+    fn roll_over(&mut self) -> std::io::Result<()> {
+        let old = self.tail().file.clone();
+        if self.sync {
+            old.sync_data()?;
+            self.syncs += 1;
+        }
+        self.uncached.drop_synced(&old, self.len - self.tail().base);
+        let path = segment_path(&self.dir, self.len);
+        let file = open_segment(&path, true)?;
+        sync_dir(&self.dir)?;
+        self.segments.push(Segment {
+            base: self.len,
+            file: Arc::new(file),
+        });
+        self.uncached = Uncached::default();
+        self.publish_segments();
         Ok(())
     }
 
@@ -476,6 +694,51 @@ mod tests {
         assert_eq!(state.conf_state.voters, vec![1, 2, 3]);
     }
 
+    /// Bytes of all the log's files.
+    fn on_disk(dir: &Path) -> u64 {
+        list_segments(dir)
+            .unwrap()
+            .iter()
+            .map(|(_, p)| std::fs::metadata(p).unwrap().len())
+            .sum()
+    }
+
+    /// A new log in `dir` with files of `segment_bytes`, holding entries 1..=`count` of
+    /// term 1, each written and synced on its own.
+    fn segmented_log(
+        dir: &Path,
+        segment_bytes: u64,
+        count: u64,
+        data: impl Fn(u64) -> Vec<u8>,
+    ) -> DurableLog {
+        let mut log = DurableLog::open(dir, &[1, 2, 3], true).unwrap();
+        log.set_segment_bytes(segment_bytes);
+        for i in 1..=count {
+            log.append(&[entry(i, 1, &data(i))]).unwrap();
+            log.flush().unwrap();
+        }
+        log
+    }
+
+    /// Every entry from `low` to the last, read back through `LogStore` (from the files
+    /// for those that left its memory), checked against `data`.
+    fn check_entries(log: &DurableLog, low: u64, data: impl Fn(u64) -> Vec<u8>) {
+        let s = log.storage();
+        let high = s.last_index().unwrap() + 1;
+        let all = s
+            .entries(low, high, None, GetEntriesContext::empty(false))
+            .unwrap();
+        assert_eq!(all.len() as u64, high - low);
+        for e in &all {
+            assert_eq!(
+                e.data.as_ref(),
+                data(e.index).as_slice(),
+                "entry {}",
+                e.index
+            );
+        }
+    }
+
     #[test]
     fn compaction_drops_the_prefix_and_survives_reopen() {
         let dir = tempfile::tempdir().unwrap();
@@ -485,17 +748,10 @@ mod tests {
             log.append(&entries).unwrap();
             log.set_commit(10).unwrap();
             log.flush().unwrap();
-            let before = std::fs::metadata(dir.path().join("raft.log"))
-                .unwrap()
-                .len();
             log.compact(6).unwrap();
-            let after = std::fs::metadata(dir.path().join("raft.log"))
-                .unwrap()
-                .len();
-            assert!(after < before, "{after} < {before}");
             assert_eq!(log.first_index(), 7);
             assert_eq!(log.storage().term(6).unwrap(), 1);
-            // Appending after a compaction lands in the new file.
+            // Appending after a compaction works.
             log.append(&[entry(11, 2, b"y")]).unwrap();
             log.flush().unwrap();
         }
@@ -508,6 +764,136 @@ mod tests {
         let state = s.initial_state().unwrap();
         assert_eq!(state.hard_state.commit, 10);
         assert_eq!(state.conf_state.voters, vec![1, 2, 3]);
+    }
+
+    /// Compaction deletes the files that hold only dropped entries and copies nothing:
+    /// the kept entries stay where they were, in older files too, and are read back from
+    /// there, before and after a reopen.
+    #[test]
+    fn compaction_deletes_whole_segments_and_copies_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = |i: u64| vec![(i % 251) as u8; 1000];
+        {
+            let mut log = segmented_log(dir.path(), 4000, 40, data);
+            log.set_commit(40).unwrap();
+            log.flush().unwrap();
+            let files = log.segment_count();
+            assert!(files >= 10, "{files} files");
+            let before = on_disk(dir.path());
+            let names_before = list_segments(dir.path()).unwrap();
+            log.compact(25).unwrap();
+            assert_eq!(log.first_index(), 26);
+            // The files that stay are the newest of the ones before, not rewritten ones.
+            let names_after = list_segments(dir.path()).unwrap();
+            assert!(names_before.ends_with(&names_after), "{names_after:?}");
+            // About a quarter of a segment's worth is kept before entry 26 in its file.
+            assert!(
+                log.segment_count() <= files - 5,
+                "{} files",
+                log.segment_count()
+            );
+            let after = on_disk(dir.path());
+            assert!(after < before * 45 / 100, "{after} of {before} bytes");
+            check_entries(&log, 26, data);
+            assert!(log
+                .storage()
+                .entries(25, 27, None, GetEntriesContext::empty(false))
+                .is_err());
+            // Compacting everything leaves the newest file only.
+            log.compact(40).unwrap();
+            assert_eq!(log.segment_count(), 1);
+            log.append(&[entry(41, 2, &data(41))]).unwrap();
+            log.flush().unwrap();
+        }
+        let log = DurableLog::open(dir.path(), &[9], true).unwrap();
+        let s = log.storage();
+        assert_eq!(
+            (s.first_index().unwrap(), s.last_index().unwrap()),
+            (41, 41)
+        );
+        assert_eq!(s.term(40).unwrap(), 1);
+        assert_eq!(s.initial_state().unwrap().hard_state.commit, 40);
+        check_entries(&log, 41, data);
+    }
+
+    /// A new leader's entries replace a suffix that spans files: the later files go, the
+    /// log goes on in the one the cut landed in, and a compaction's marker the cut
+    /// removed is written again, so a reopen finds the same log.
+    #[test]
+    fn a_cut_across_segments_and_after_a_compaction_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = |i: u64| vec![(i % 251) as u8; 1000];
+        let new = |i: u64| if i >= 12 { vec![7u8; 500] } else { old(i) };
+        {
+            let mut log = segmented_log(dir.path(), 3000, 30, old);
+            log.set_commit(11).unwrap();
+            log.compact(5).unwrap();
+            let files = log.segment_count();
+            // Entries 12.. were never committed; a new leader replaces them.
+            let replaced = log.append(&[entry(12, 2, &new(12))]).unwrap();
+            assert_eq!(replaced.len(), 19);
+            log.flush().unwrap();
+            assert!(
+                log.segment_count() < files - 3,
+                "{} files",
+                log.segment_count()
+            );
+            check_entries(&log, 6, new);
+        }
+        let log = DurableLog::open(dir.path(), &[9], true).unwrap();
+        let s = log.storage();
+        assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (6, 12));
+        assert_eq!(s.term(5).unwrap(), 1);
+        assert_eq!(s.term(12).unwrap(), 2);
+        check_entries(&log, 6, new);
+    }
+
+    /// A log from before segments is taken over as the first one.
+    #[test]
+    fn a_log_of_one_file_is_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = DurableLog::open(dir.path(), &[1, 2, 3], true).unwrap();
+            log.append(&[entry(1, 1, b"a"), entry(2, 1, b"b")]).unwrap();
+            log.flush().unwrap();
+        }
+        std::fs::rename(segment_path(dir.path(), 0), dir.path().join(LEGACY_FILE)).unwrap();
+        assert!(exists(dir.path()));
+        let mut log = DurableLog::open(dir.path(), &[9], true).unwrap();
+        assert!(!dir.path().join(LEGACY_FILE).exists());
+        assert_eq!(log.storage().last_index().unwrap(), 2);
+        log.append(&[entry(3, 1, b"c")]).unwrap();
+        log.flush().unwrap();
+        drop(log);
+        let log = DurableLog::open(dir.path(), &[9], true).unwrap();
+        check_entries(&log, 1, |i| [b"a", b"b", b"c"][i as usize - 1].to_vec());
+    }
+
+    /// A restarted log (a snapshot installed) voids every older file, also one that a
+    /// crash left behind before it could be deleted.
+    #[test]
+    fn a_restart_voids_older_segments_left_by_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept_aside = dir.path().join("aside");
+        {
+            let mut log = DurableLog::open(dir.path(), &[1, 2, 3], true).unwrap();
+            log.append(&[entry(1, 1, b"a"), entry(2, 1, b"b")]).unwrap();
+            log.flush().unwrap();
+            std::fs::copy(segment_path(dir.path(), 0), &kept_aside).unwrap();
+            let cs = ConfState::from((vec![1, 2, 3], vec![]));
+            log.install_snapshot(&start_marker(40, 2, &cs)).unwrap();
+            assert_eq!(log.segment_count(), 1);
+        }
+        // As if the crash came between the rename and the delete.
+        std::fs::rename(&kept_aside, segment_path(dir.path(), 0)).unwrap();
+        let log = DurableLog::open(dir.path(), &[9], true).unwrap();
+        let s = log.storage();
+        assert_eq!(
+            (s.first_index().unwrap(), s.last_index().unwrap()),
+            (41, 40)
+        );
+        assert_eq!(log.segment_count(), 1);
+        assert!(!segment_path(dir.path(), 0).exists());
     }
 
     #[test]
@@ -637,7 +1023,7 @@ mod tests {
             log.append(&[entry(1, 1, b"a"), entry(2, 1, b"b")]).unwrap();
             log.flush().unwrap();
         }
-        let path = dir.path().join("raft.log");
+        let path = segment_path(dir.path(), 0);
         let len = std::fs::metadata(&path).unwrap().len();
         let f = OpenOptions::new().write(true).open(&path).unwrap();
         f.set_len(len - 3).unwrap();

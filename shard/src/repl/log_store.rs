@@ -1,7 +1,7 @@
 //! What raft-rs reads the log through (`raft::Storage`): the hard state, the
 //! configuration, every entry's term, and the entries themselves, of which only the
-//! newest `CACHE_BYTES` stay in memory; older ones are read back from `raft.log` at the
-//! offsets `DurableLog` recorded.
+//! newest `CACHE_BYTES` stay in memory; older ones are read back from the log's segment
+//! files at the offsets `DurableLog` recorded.
 //!
 //! Why not raft-rs's `MemStorage`: it keeps every entry until the log is compacted (after
 //! a checkpoint, keeping 256 MB), so a member's memory grew with every write for up to
@@ -21,7 +21,7 @@ use raft::{Error, GetEntriesContext, RaftState, Storage, StorageError};
 
 /// Bytes of entry payloads kept in memory, newest first.
 pub const CACHE_BYTES: usize = 32 << 20;
-/// A record's header in `raft.log`: kind, payload length, CRC-32.
+/// A record's header in the log's files: kind, payload length, CRC-32.
 pub const HEADER: usize = 9;
 
 /// Shared between raft-rs (reads) and `DurableLog` (writes), as `MemStorage` is.
@@ -35,13 +35,14 @@ pub struct Core {
     conf_state: ConfState,
     /// The last entry compacted away (or covered by a snapshot): `(index, term)`.
     start: (u64, u64),
-    /// Term and record offset in `raft.log` of every entry after `start`.
+    /// Term and record offset in the log (see `segments`) of every entry after `start`.
     index: VecDeque<(u64, u64)>,
     /// The newest entries, a suffix of the log.
     cache: VecDeque<Entry>,
     cache_bytes: usize,
-    /// Reads older entries; replaced when the file is.
-    file: Option<Arc<File>>,
+    /// The log's files, oldest first, each with the log offset of its first byte: older
+    /// entries are read from them. Replaced whenever a file is added or removed.
+    segments: Vec<(u64, Arc<File>)>,
 }
 
 impl LogStore {
@@ -54,7 +55,7 @@ impl LogStore {
                 index: VecDeque::new(),
                 cache: VecDeque::new(),
                 cache_bytes: 0,
-                file: None,
+                segments: Vec::new(),
             })),
         }
     }
@@ -81,6 +82,15 @@ impl Core {
 
     pub fn set_hardstate(&mut self, hs: HardState) {
         self.hard_state = hs;
+    }
+
+    pub fn conf_state(&self) -> &ConfState {
+        &self.conf_state
+    }
+
+    /// The last entry compacted away (or covered by a snapshot): `(index, term)`.
+    pub fn start(&self) -> (u64, u64) {
+        self.start
     }
 
     pub fn set_conf_state(&mut self, cs: ConfState) {
@@ -154,9 +164,21 @@ impl Core {
         Ok(())
     }
 
-    /// The file older entries are read from.
-    pub fn set_file(&mut self, file: Arc<File>) {
-        self.file = Some(file);
+    /// The files older entries are read from; returns those it read from before.
+    pub fn set_segments(&mut self, segments: Vec<(u64, Arc<File>)>) -> Vec<(u64, Arc<File>)> {
+        std::mem::replace(&mut self.segments, segments)
+    }
+
+    /// Forgets the entries up to `to` (whose term is `term`): the log now starts after it.
+    /// The hard state and configuration stay as they are.
+    pub fn compact_to(&mut self, to: u64, term: u64) {
+        let dropped = (to.saturating_sub(self.start.0) as usize).min(self.index.len());
+        self.index.drain(..dropped);
+        self.start = (to, term);
+        while self.cache.front().is_some_and(|e| e.index <= to) {
+            let e = self.cache.pop_front().expect("checked");
+            self.cache_bytes -= size(&e);
+        }
     }
 
     /// Drops the oldest cached entries beyond `CACHE_BYTES`, of those whose records end
@@ -184,11 +206,12 @@ impl Core {
         let offset = self
             .offset(index)
             .ok_or(Error::Store(StorageError::Unavailable))?;
-        let file = self
-            .file
-            .as_ref()
+        let segment = self.segments.partition_point(|(base, _)| *base <= offset);
+        let (base, file) = segment
+            .checked_sub(1)
+            .map(|k| &self.segments[k])
             .ok_or(Error::Store(StorageError::Unavailable))?;
-        read_entry(file, offset, index).map_err(Error::Io)
+        read_entry(file, offset - base, index).map_err(Error::Io)
     }
 }
 

@@ -172,7 +172,7 @@ pub fn recover_interrupted_install(
         base.drop_table(&t).map_err(|e| e.to_string())?;
     }
     base.checkpoint().map_err(|e| e.to_string())?;
-    if log_dir.join("raft.log").exists() {
+    if log::exists(log_dir) {
         let mut log = log::DurableLog::open(log_dir, &[], true).map_err(|e| e.to_string())?;
         log.reset().map_err(|e| e.to_string())?;
     }
