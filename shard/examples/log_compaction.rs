@@ -5,7 +5,8 @@
 //! as the driver does after a checkpoint. It prints how long the compaction held the
 //! caller (the Raft thread, in a member), the CPU that took, and the log's size on disk
 //! before and after. Repeats `--rounds` times, appending the same amount again before
-//! each round.
+//! each round. Then it reopens the log, as a restarted member does, and prints how much
+//! the process's peak resident memory rose meanwhile.
 //!
 //! `cargo run --release -p shard --example log_compaction -- --mb 512 --retain-mb 256`
 
@@ -26,12 +27,22 @@ fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn cpu_seconds() -> f64 {
+fn rusage() -> libc::rusage {
     // SAFETY: getrusage fills the struct it is given.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage
+}
+
+fn cpu_seconds() -> f64 {
+    let usage = rusage();
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// The process's peak resident set so far, in MiB.
+fn peak_rss_mib() -> u64 {
+    rusage().ru_maxrss as u64 / 1024
 }
 
 fn disk_bytes(dir: &std::path::Path) -> u64 {
@@ -82,4 +93,15 @@ fn main() {
             disk_bytes(dir.path()) >> 20
         );
     }
+    drop(log);
+    let (peak, start) = (peak_rss_mib(), Instant::now());
+    let log = DurableLog::open(dir.path(), &[1, 2, 3], true).unwrap();
+    println!(
+        "reopened a log of {} MiB ({} entries) in {:.0} ms: peak resident memory {} MiB before, {} MiB after",
+        disk_bytes(dir.path()) >> 20,
+        log.storage().last_index().unwrap() + 1 - log.first_index(),
+        start.elapsed().as_secs_f64() * 1e3,
+        peak,
+        peak_rss_mib()
+    );
 }

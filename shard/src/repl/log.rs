@@ -36,6 +36,7 @@ use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 use raft::{GetEntriesContext, Storage};
 
 use super::log_pending::Pending;
+use super::log_replay::Replayed;
 use super::log_store::{invalid, LogStore, HEADER};
 use super::page_cache::Uncached;
 
@@ -156,8 +157,7 @@ impl DurableLog {
             listed.push((0, path));
         }
         let mut segments: Vec<Segment> = Vec::new();
-        let mut entries: Vec<Entry> = Vec::new();
-        let mut offsets: Vec<u64> = Vec::new();
+        let mut replayed = Replayed::default();
         let (mut hs, mut cs, mut start) = (None, None, None);
         let mut voided = 0;
         let mut len = 0;
@@ -170,13 +170,7 @@ impl DurableLog {
                 match kind {
                     ENTRY => {
                         let e = Entry::parse_from_bytes(payload).map_err(invalid)?;
-                        // A later record for an index replaces that index and everything after.
-                        while entries.last().is_some_and(|l| l.index >= e.index) {
-                            entries.pop();
-                            offsets.pop();
-                        }
-                        offsets.push(base + pos as u64);
-                        entries.push(e);
+                        replayed.push(e, base + pos as u64);
                     }
                     HARD_STATE => hs = Some(HardState::parse_from_bytes(payload).map_err(invalid)?),
                     CONF_STATE => cs = Some(ConfState::parse_from_bytes(payload).map_err(invalid)?),
@@ -186,8 +180,7 @@ impl DurableLog {
                         start = Some((index, term));
                     }
                     BEGIN => {
-                        entries.clear();
-                        offsets.clear();
+                        replayed.clear();
                         start = None;
                         voided = k;
                     }
@@ -268,13 +261,10 @@ impl DurableLog {
             let mut w = log.store.wl();
             if let Some((index, term)) = start {
                 w.restart_at(index, term, cs.clone());
-                let kept = entries.iter().position(|e| e.index > index);
-                let kept = kept.unwrap_or(entries.len());
-                entries.drain(..kept);
-                offsets.drain(..kept);
+                replayed.start_after(index);
             }
             w.set_conf_state(cs);
-            w.append(&entries, &offsets)?;
+            replayed.load_into(&mut w)?;
             if let Some(hs) = hs {
                 w.set_hardstate(hs);
             }

@@ -154,12 +154,28 @@ impl Core {
             .truncate((head.index - self.first_index()) as usize);
         while self.cache.back().is_some_and(|e| e.index >= head.index) {
             let e = self.cache.pop_back().expect("checked");
-            self.cache_bytes -= size(&e);
+            self.cache_bytes -= entry_size(&e);
         }
         for (e, &offset) in entries.iter().zip(offsets) {
             self.index.push_back((e.term, offset));
-            self.cache_bytes += size(e);
+            self.cache_bytes += entry_size(e);
             self.cache.push_back(e.clone());
+        }
+        Ok(())
+    }
+
+    /// Entries known by `(index, term, record offset)` only, their data left in the files:
+    /// at open, before the newest entries are appended with their data.
+    pub fn append_uncached(&mut self, entries: &[(u64, u64, u64)]) -> std::io::Result<()> {
+        for &(index, term, offset) in entries {
+            if !self.cache.is_empty() || index != self.last_index() + 1 {
+                return Err(invalid(format!(
+                    "entry {index} read back after a log of {}..={}",
+                    self.first_index(),
+                    self.last_index()
+                )));
+            }
+            self.index.push_back((term, offset));
         }
         Ok(())
     }
@@ -177,7 +193,7 @@ impl Core {
         self.start = (to, term);
         while self.cache.front().is_some_and(|e| e.index <= to) {
             let e = self.cache.pop_front().expect("checked");
-            self.cache_bytes -= size(&e);
+            self.cache_bytes -= entry_size(&e);
         }
     }
 
@@ -193,7 +209,7 @@ impl Core {
                 return;
             }
             let e = self.cache.pop_front().expect("checked");
-            self.cache_bytes -= size(&e);
+            self.cache_bytes -= entry_size(&e);
         }
     }
 
@@ -294,7 +310,7 @@ impl Storage for LogStore {
 }
 
 /// What an entry weighs in the cache.
-fn size(e: &Entry) -> usize {
+pub fn entry_size(e: &Entry) -> usize {
     e.data.len() + e.context.len() + 32
 }
 

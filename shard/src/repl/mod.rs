@@ -22,6 +22,7 @@ pub mod engine;
 pub mod entry;
 pub mod log;
 mod log_pending;
+mod log_replay;
 pub mod log_store;
 mod page_cache;
 pub mod peers;
