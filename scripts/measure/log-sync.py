@@ -1,5 +1,5 @@
 """Ways to make a Raft log record durable, on the filesystem of DIR (default /tmp):
-buffered write + fdatasync on a growing file (what raft.log does) and on fallocate'd space
+buffered write + fdatasync on a growing file (what the Raft log does) and on fallocate'd space
 (unwritten extents), and O_DIRECT|O_DSYNC
 writes into a zero-filled preallocated file and into a growing one. 108 KiB records
 (a batch of 100 1 KiB documents), one per sync. Prints wall time and system CPU per

@@ -1,6 +1,6 @@
 //! Keeps the Raft log's synced bytes out of the kernel's page cache.
 //!
-//! Every record appended to `raft.log` lands in a new page-cache page, and on a machine
+//! Every record appended to the Raft log lands in a new page-cache page, and on a machine
 //! with memory to spare nothing ever evicts them: the cache grows by every byte the set
 //! replicates, and each new page is memory the kernel must find, zero-fill or not, and map
 //! (on the 2-core development guests, whose host hands memory out lazily, the first touch
