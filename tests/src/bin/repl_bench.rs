@@ -116,6 +116,10 @@ async fn main() {
     set.wait_for_primary(Duration::from_secs(30))
         .await
         .expect("primary");
+    // The highest term any member is in: a rise during the phases is an election under
+    // load (a primary that stalled for about an election timeout loses its place).
+    let term = |set: &TestReplicaSet| (0..3).map(|i| set.status(i).term).max().unwrap_or(0);
+    let term_before = term(&set);
     let client = set.client(0, "").await;
     let db = client.database("bench");
     let w1 = WriteConcern::builder().w(Acknowledgment::Nodes(1)).build();
@@ -123,6 +127,7 @@ async fn main() {
     let majority = WriteConcern::majority();
     let (rm, lm, cm) = insert(&db.collection("wmajority"), docs, majority.clone(), 1).await;
     let (rn, ln, cn) = insert(&db.collection("wmajority_n"), docs, majority, clients).await;
+    let term_after = term(&set);
     // Where the batches' time went, by the router's histograms (shard queue, execution,
     // replication, whole command), over all three phases.
     let status = client
@@ -182,6 +187,10 @@ async fn main() {
             cpu.per_doc(inserted)
         );
     }
+    println!(
+        "  elections during the phases     : {} (highest term {term_before} -> {term_after})",
+        term_after - term_before
+    );
     for (name, histogram) in &waits {
         println!("  router waits {name:<13}: {histogram}");
     }
