@@ -156,6 +156,9 @@ impl TestReplicaSet {
         if let Some((retain_mb, every_secs)) = self.tuning.compaction {
             repl.log_retain_mb = retain_mb;
             repl.compact_interval_secs = every_secs;
+            // Small log files, so that these sets' few writes span several: their tests
+            // then cross files, delete whole ones and reopen logs made of many.
+            repl.log_segment_kb = 4;
         }
         shard::service::start_member(
             listener,

@@ -59,6 +59,15 @@ async fn the_log_is_compacted_and_members_behind_it_catch_up_from_a_snapshot() {
         (0..3).all(|i| set.status(i).first_index > last / 2)
     })
     .await;
+    // The log spans several files, and compaction deleted the oldest.
+    for i in 0..3 {
+        let files = log_files(&set, i);
+        assert!(!files.is_empty(), "member {i}: {files:?}");
+        assert_ne!(
+            files[0], "raft-0000000000000000.log",
+            "member {i}: {files:?}"
+        );
+    }
 
     // A restarted member recovers from its checkpoint plus what is left of its log.
     let secondary = (0..3).find(|&i| i != primary).unwrap();
@@ -120,6 +129,17 @@ async fn the_log_is_compacted_and_members_behind_it_catch_up_from_a_snapshot() {
         assert_eq!(count_on(&set, i).await, 320, "member {i}");
     }
     set.stop().await;
+}
+
+/// The names of member `i`'s Raft log files, oldest first.
+fn log_files(set: &TestReplicaSet, i: usize) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(set.member_dir(i).join("raft"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("raft-") && n.ends_with(".log"))
+        .collect();
+    names.sort();
+    names
 }
 
 /// Waits until member `i` has applied everything the primary has committed.

@@ -53,6 +53,10 @@ pub struct ReplConfig {
     /// Seconds between checkpoint-and-compact passes.
     #[serde(default = "default_compact_secs")]
     pub compact_interval_secs: u64,
+    /// Size in KiB at which the Raft log starts a new file. Compaction deletes whole
+    /// files, so the log on disk exceeds `log_retain_mb` by at most about one file.
+    #[serde(default = "default_segment_kb")]
+    pub log_segment_kb: u64,
 }
 
 fn yes() -> bool {
@@ -63,6 +67,9 @@ fn default_retain_mb() -> u64 {
 }
 fn default_compact_secs() -> u64 {
     30
+}
+fn default_segment_kb() -> u64 {
+    64 * 1024
 }
 
 impl ReplConfig {
@@ -75,6 +82,7 @@ impl ReplConfig {
             sync: true,
             log_retain_mb: default_retain_mb(),
             compact_interval_secs: default_compact_secs(),
+            log_segment_kb: default_segment_kb(),
         }
     }
 
@@ -103,6 +111,9 @@ impl ReplConfig {
         }
         if self.compact_interval_secs == 0 {
             return Err("compact_interval_secs must be positive".into());
+        }
+        if self.log_segment_kb == 0 {
+            return Err("log_segment_kb must be positive".into());
         }
         if self.members.iter().any(|m| m.votes > 1) {
             return Err("votes must be 0 or 1".into());

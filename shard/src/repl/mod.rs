@@ -214,6 +214,7 @@ impl Replica {
             .collect();
         let mut log =
             log::DurableLog::open(log_dir, &voters, config.sync).map_err(|e| e.to_string())?;
+        log.set_segment_bytes(config.log_segment_kb * 1024);
         base.create_table(REPL_TABLE).map_err(|e| e.to_string())?;
         let applied = match base
             .get(REPL_TABLE, APPLIED_KEY)
