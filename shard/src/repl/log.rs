@@ -429,12 +429,13 @@ impl DurableLog {
         self.remove_segments(..older)
     }
 
-    /// Deletes the files in `range` (never the newest) and tells `LogStore`.
-    fn remove_segments(&mut self, range: std::ops::RangeTo<usize>) -> std::io::Result<()> {
-        if range.end == 0 {
+    /// Deletes the files in `range` (never all of them) and tells `LogStore`.
+    fn remove_segments(&mut self, range: impl std::ops::RangeBounds<usize>) -> std::io::Result<()> {
+        let gone: Vec<Segment> = self.segments.drain(range).collect();
+        if gone.is_empty() {
             return Ok(());
         }
-        for s in self.segments.drain(range) {
+        for s in gone {
             std::fs::remove_file(segment_path(&self.dir, s.base))?;
         }
         sync_dir(&self.dir)?;
@@ -475,13 +476,9 @@ impl DurableLog {
             .unwrap_or(self.segments.len())
             .max(1);
         if keep < self.segments.len() {
-            for s in self.segments.drain(keep..) {
-                std::fs::remove_file(segment_path(&self.dir, s.base))?;
-            }
-            sync_dir(&self.dir)?;
+            self.remove_segments(keep..)?;
             // The file appended to now was advised away when it stopped being the newest.
             self.uncached = Uncached::default();
-            self.publish_segments();
         }
         let tail = self.tail();
         let at = cut - tail.base;
