@@ -2,6 +2,7 @@
 //! loopback ports, exactly as `bulwark local` wires them, and hands out driver clients.
 
 pub mod cpu;
+pub mod disk_writes;
 pub mod replica_set;
 pub mod sharded;
 

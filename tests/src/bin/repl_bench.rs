@@ -24,6 +24,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use bson::{doc, Document};
 use mongodb::options::{Acknowledgment, WriteConcern};
 use tests::cpu::CpuTime;
+use tests::disk_writes::DiskWrites;
 use tests::replica_set::{TestReplicaSet, Tuning, THREE_SITES};
 
 fn arg(name: &str, default: usize) -> usize {
@@ -41,18 +42,20 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// Inserts `docs` documents in batches of 100 from `clients` concurrent tasks (batch `n`
 /// goes to task `n % clients`); returns docs/s, the sorted batch latencies and the CPU
-/// the whole process (driver, router, members) used meanwhile.
+/// the whole process (driver, router, members) used meanwhile, and the bytes it wrote
+/// toward the disk.
 async fn insert(
     coll: &mongodb::Collection<Document>,
     docs: usize,
     wc: WriteConcern,
     clients: usize,
-) -> (f64, Vec<Duration>, CpuTime) {
+) -> (f64, Vec<Duration>, CpuTime, u64) {
     let payload = "x".repeat(1024);
     let batches = docs / 100;
     // For a profiler to attach to one phase (`perf record -p PID` once this is printed).
     eprintln!("timing {clients} client(s), w: {:?}", wc.w);
     let cpu = CpuTime::now();
+    let written = DiskWrites::now();
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
@@ -80,8 +83,9 @@ async fn insert(
     }
     let rate = (batches * 100) as f64 / started.elapsed().as_secs_f64();
     let cpu = CpuTime::now().since(cpu);
+    let written = DiskWrites::now().since(written);
     lat.sort();
-    (rate, lat, cpu)
+    (rate, lat, cpu, written)
 }
 
 /// One raw WiredTiger run of `docs` logged inserts in a fresh directory: rows/s and the
@@ -123,10 +127,10 @@ async fn main() {
     let client = set.client(0, "").await;
     let db = client.database("bench");
     let w1 = WriteConcern::builder().w(Acknowledgment::Nodes(1)).build();
-    let (r1, l1, c1) = insert(&db.collection("w1"), docs, w1, 1).await;
+    let (r1, l1, c1, d1) = insert(&db.collection("w1"), docs, w1, 1).await;
     let majority = WriteConcern::majority();
-    let (rm, lm, cm) = insert(&db.collection("wmajority"), docs, majority.clone(), 1).await;
-    let (rn, ln, cn) = insert(&db.collection("wmajority_n"), docs, majority, clients).await;
+    let (rm, lm, cm, dm) = insert(&db.collection("wmajority"), docs, majority.clone(), 1).await;
+    let (rn, ln, cn, dn) = insert(&db.collection("wmajority_n"), docs, majority, clients).await;
     let term_after = term(&set);
     // Where the batches' time went, by the router's histograms (shard queue, execution,
     // replication, whole command), over all three phases.
@@ -174,17 +178,18 @@ async fn main() {
     let concurrent = format!("w:\"majority\" x{clients}");
     // `insert` writes whole batches of 100.
     let inserted = docs / 100 * 100;
-    for (label, rate, lat, cpu) in [
-        ("w:1", r1, &l1, c1),
-        ("w:\"majority\"", rm, &lm, cm),
-        (concurrent.as_str(), rn, &ln, cn),
+    for (label, rate, lat, cpu, written) in [
+        ("w:1", r1, &l1, c1, d1),
+        ("w:\"majority\"", rm, &lm, cm, dm),
+        (concurrent.as_str(), rn, &ln, cn, dn),
     ] {
         println!(
-            "  insert_many {label:<17}  : {rate:>10.0} docs/s  ratio {:.3}  batch p50 {:?} p99 {:?}  {}",
+            "  insert_many {label:<17}  : {rate:>10.0} docs/s  ratio {:.3}  batch p50 {:?} p99 {:?}  {}  written {:.2} KiB/doc",
             rate / raw,
             percentile(lat, 0.5),
             percentile(lat, 0.99),
-            cpu.per_doc(inserted)
+            cpu.per_doc(inserted),
+            written as f64 / 1024.0 / inserted as f64
         );
     }
     println!(
