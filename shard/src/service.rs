@@ -286,7 +286,8 @@ pub async fn serve_member(
         // replies to the router keep its client's 16 KiB, which tonic does not expose.
         .max_frame_size(Some(MAX_FRAME))
         .add_service(svc)
-        .add_optional_service(raft.map(|r| {
+        .add_optional_service(raft.map(|mut r| {
+            r.shutdown = shutdown.clone();
             proto::raft::raft_server::RaftServer::new(r)
                 .max_decoding_message_size(256 * 1024 * 1024)
         }))

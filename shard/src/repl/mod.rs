@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 use raft::StateRole;
 use storage::Engine;
+use tokio_util::sync::CancellationToken;
 
 pub use config::{MemberConfig, ReplConfig};
 use driver::{Driver, Event};
@@ -354,6 +355,7 @@ impl Replica {
             faults: faults.clone(),
             cluster_key,
             engine: Arc::downgrade(&base),
+            shutdown: CancellationToken::new(),
         };
         Ok((
             Arc::new(Replica {

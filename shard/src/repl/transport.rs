@@ -1,7 +1,8 @@
 //! Raft messages between members over tonic, as opaque raft-proto bytes.
 //!
 //! Each peer has one sending task fed by an unbounded channel: the driver thread never
-//! waits on the network, and a slow or dead peer delays only its own messages. Raft
+//! waits on the network, and a slow or dead peer delays only its own messages. The task
+//! sends on one long-lived streaming call per peer, opened again when it ends. Raft
 //! tolerates lost messages, so a failed send is dropped, not retried.
 //!
 //! `Faults` cuts links for tests (a member partitioned from the others), in both
@@ -14,6 +15,8 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use proto::raft::raft_client::RaftClient;
 use proto::raft::raft_server::Raft;
 use proto::raft::{RaftAck, RaftBatch, SnapshotChunk, SnapshotRequest};
@@ -22,9 +25,10 @@ use raft::eraftpb::Message;
 use storage::Engine;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::metadata::MetadataMap;
 use tonic::transport::Endpoint;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
 use super::driver::{encode_message, Event};
@@ -174,6 +178,17 @@ impl Outbox {
     }
 }
 
+/// How many batches may be on their way to one peer, written to its stream and not yet
+/// taken by HTTP/2, before the sender waits. While it waits, the driver's messages gather
+/// into the next batch, as they did behind a call's reply before.
+const IN_FLIGHT: usize = 4;
+/// How long a batch may wait for room on a peer's stream before the stream is given up as
+/// stuck and the batch dropped (Raft sends again what was lost).
+const SEND_TIMEOUT: Duration = Duration::from_secs(2);
+/// HTTP/2 pings on a peer's connection: a stream over a connection that went silent (a
+/// peer stopped or cut off) fails within about this, so that a new one is opened.
+const KEEP_ALIVE: Duration = Duration::from_secs(1);
+
 async fn send_loop(
     set_name: String,
     addr: String,
@@ -184,33 +199,64 @@ async fn send_loop(
     let Ok(endpoint) = Endpoint::from_shared(url) else {
         return;
     };
+    // No request timeout: it would end the long-lived stream. Keep-alive pings and
+    // `SEND_TIMEOUT` find a dead peer instead.
     let channel = endpoint
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(1))
-        .timeout(Duration::from_secs(2))
+        .http2_keep_alive_interval(KEEP_ALIVE)
+        .keep_alive_timeout(2 * KEEP_ALIVE)
+        .keep_alive_while_idle(true)
         .initial_stream_window_size(Some(8 * 1024 * 1024))
         .initial_connection_window_size(Some(32 * 1024 * 1024))
         .connect_lazy();
-    let mut client = RaftClient::new(channel)
+    let client = RaftClient::new(channel)
         .max_encoding_message_size(256 * 1024 * 1024)
         .max_decoding_message_size(256 * 1024 * 1024);
+    let mut stream: Option<tokio::sync::mpsc::Sender<RaftBatch>> = None;
     while let Some(first) = rx.recv().await {
-        let mut messages: Vec<Vec<u8>> = first.iter().map(encode_message).collect();
+        let mut messages: Vec<Bytes> = first.iter().map(|m| encode_message(m).into()).collect();
         while let Ok(more) = rx.try_recv() {
-            messages.extend(more.iter().map(encode_message));
+            messages.extend(more.iter().map(|m| Bytes::from(encode_message(m))));
         }
-        let mut req = Request::new(RaftBatch {
+        let batch = RaftBatch {
             set_name: set_name.clone(),
             messages,
-        });
-        if let Some(key) = &key {
-            req.metadata_mut()
-                .insert(proto::cluster_key::HEADER, key.clone());
-        }
-        if let Err(e) = client.send(req).await {
-            debug!(peer = %addr, error = %e.message(), "raft send failed");
+        };
+        let open = match stream.take() {
+            Some(tx) if !tx.is_closed() => tx,
+            _ => open_stream(client.clone(), key.clone(), &addr),
+        };
+        match tokio::time::timeout(SEND_TIMEOUT, open.send(batch)).await {
+            Ok(Ok(())) => stream = Some(open),
+            // The call ended (the peer is down, refused us, or the connection failed):
+            // the next batch opens a new one.
+            Ok(Err(_)) => debug!(peer = %addr, "raft stream closed"),
+            // Dropping the sender ends the stuck stream from this side.
+            Err(_) => debug!(peer = %addr, "raft stream stuck; opening another"),
         }
     }
+}
+
+/// Starts one streaming call to a peer on its own task; batches sent on the returned
+/// channel go out on it in order. The channel closes when the call ends.
+fn open_stream(
+    mut client: RaftClient<tonic::transport::Channel>,
+    key: Option<tonic::metadata::AsciiMetadataValue>,
+    addr: &str,
+) -> tokio::sync::mpsc::Sender<RaftBatch> {
+    let (tx, rx) = tokio::sync::mpsc::channel(IN_FLIGHT);
+    let mut req = Request::new(ReceiverStream::new(rx));
+    if let Some(key) = key {
+        req.metadata_mut().insert(proto::cluster_key::HEADER, key);
+    }
+    let addr = addr.to_string();
+    tokio::spawn(async move {
+        if let Err(e) = client.stream(req).await {
+            debug!(peer = %addr, error = %e.message(), "raft stream ended");
+        }
+    });
+    tx
 }
 
 /// The receiving side: hands decoded messages to the member's driver, and serves
@@ -223,9 +269,31 @@ pub struct RaftService {
     pub cluster_key: Option<String>,
     /// The member's data, for snapshots (weak: a stopped member must close WiredTiger).
     pub engine: Weak<dyn Engine>,
+    /// Cancelled when the member stops serving: open streams from peers end then.
+    pub shutdown: CancellationToken,
 }
 
 impl RaftService {
+    /// Decodes a batch (the entries' data stays a slice of the received buffer) and hands
+    /// its messages to the driver, dropping those from peers cut off by a test.
+    #[allow(clippy::result_large_err)]
+    fn deliver(&self, batch: &RaftBatch) -> Result<(), Status> {
+        let mut decoded = Vec::with_capacity(batch.messages.len());
+        for bytes in &batch.messages {
+            let m = Message::parse_from_carllerche_bytes(bytes)
+                .map_err(|e| Status::invalid_argument(format!("bad raft message: {e}")))?;
+            if !self.faults.is_cut(m.from) {
+                decoded.push(m);
+            }
+        }
+        for m in decoded {
+            if self.events.send(Event::Message(Box::new(m))).is_err() {
+                return Err(Status::unavailable("member is shutting down"));
+            }
+        }
+        Ok(())
+    }
+
     /// A peer must present the cluster key (when one is set) and belong to this set.
     /// (The error is the gRPC status the handlers return as is.)
     #[allow(clippy::result_large_err)]
@@ -250,23 +318,25 @@ impl RaftService {
 impl Raft for RaftService {
     type FetchSnapshotStream = ReceiverStream<Result<SnapshotChunk, Status>>;
 
-    async fn send(&self, request: Request<RaftBatch>) -> Result<Response<RaftAck>, Status> {
-        let (metadata, _, batch) = request.into_parts();
-        self.admit(&metadata, &batch.set_name)?;
-        let mut decoded = Vec::with_capacity(batch.messages.len());
-        for bytes in &batch.messages {
-            let m = Message::parse_from_bytes(bytes)
-                .map_err(|e| Status::invalid_argument(format!("bad raft message: {e}")))?;
-            if !self.faults.is_cut(m.from) {
-                decoded.push(m);
-            }
+    /// Hands each batch's messages to the driver as it arrives, until the peer ends the
+    /// stream or this member stops serving (a stream open at that moment would otherwise
+    /// hold the server's graceful shutdown for as long as the peer kept sending).
+    async fn stream(
+        &self,
+        request: Request<Streaming<RaftBatch>>,
+    ) -> Result<Response<RaftAck>, Status> {
+        let (metadata, _, mut batches) = request.into_parts();
+        loop {
+            let batch = tokio::select! {
+                next = batches.message() => next?,
+                _ = self.shutdown.cancelled() => None,
+            };
+            let Some(batch) = batch else {
+                return Ok(Response::new(RaftAck {}));
+            };
+            self.admit(&metadata, &batch.set_name)?;
+            self.deliver(&batch)?;
         }
-        for m in decoded {
-            if self.events.send(Event::Message(Box::new(m))).is_err() {
-                return Err(Status::unavailable("member is shutting down"));
-            }
-        }
-        Ok(Response::new(RaftAck {}))
     }
 
     /// Exports this member's data on a blocking thread, a chunk at a time, and tells the
