@@ -18,11 +18,11 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 use raft::eraftpb::{Entry, EntryType};
-use storage::{Engine, StorageError, WriteBatch};
+use storage::{Engine, StorageError, WriteBatch, WriteOpRef};
 use tracing::error;
 
 use super::driver::Event;
-use super::entry::OplogEntry;
+use super::entry::OplogEntryRef;
 use super::{snapshot, ProposeError, APPLIED_KEY, REPL_TABLE};
 
 /// Who waits for an entry: the proposer, answered with the entry's index or the error
@@ -195,7 +195,7 @@ fn apply_entry(ctx: &Context, e: &Entry) -> Result<Result<(), ProposeError>, Sto
         write_applied(ctx.engine.as_ref(), index, term)?;
         return Ok(Ok(()));
     }
-    let Some(op) = OplogEntry::decode(&e.data) else {
+    let Some(op) = OplogEntryRef::decode(&e.data) else {
         return Err(StorageError::Other(format!(
             "undecodable oplog entry {index}"
         )));
@@ -207,7 +207,7 @@ fn apply_entry(ctx: &Context, e: &Entry) -> Result<Result<(), ProposeError>, Sto
 /// is a result (the same on every member), not a failure of the member.
 fn apply_one(
     ctx: &Context,
-    op: OplogEntry,
+    op: OplogEntryRef<'_>,
     index: u64,
     term: u64,
 ) -> Result<Result<(), ProposeError>, StorageError> {
@@ -215,13 +215,16 @@ fn apply_one(
     let applied = snapshot::encode_applied(index, term);
     let catalog_changed;
     match op {
-        OplogEntry::Write(mut batch) => {
-            catalog_changed = batch
-                .ops
+        OplogEntryRef::Write(mut ops) => {
+            catalog_changed = ops
                 .iter()
                 .any(|o| o.table() == crate::catalog::CATALOG_TABLE);
-            batch.put(REPL_TABLE, APPLIED_KEY, applied);
-            match engine.write_owned(batch) {
+            ops.push(WriteOpRef::Put {
+                table: REPL_TABLE,
+                key: APPLIED_KEY,
+                value: &applied,
+            });
+            match engine.write_refs(&ops) {
                 Ok(()) => {}
                 Err(StorageError::KeyExists { table }) => {
                     write_applied(engine, index, term)?;
@@ -230,14 +233,14 @@ fn apply_one(
                 Err(e) => return Err(e),
             }
         }
-        OplogEntry::CreateTable(t) => {
+        OplogEntryRef::CreateTable(t) => {
             catalog_changed = false;
-            engine.create_table(&t)?;
+            engine.create_table(t)?;
             write_applied(engine, index, term)?;
         }
-        OplogEntry::DropTable(t) => {
+        OplogEntryRef::DropTable(t) => {
             catalog_changed = false;
-            engine.drop_table(&t)?;
+            engine.drop_table(t)?;
             write_applied(engine, index, term)?;
         }
     }
@@ -267,6 +270,7 @@ mod tests {
     use storage::MemoryEngine;
 
     use super::*;
+    use crate::repl::entry::OplogEntry;
 
     fn entry(index: u64, op: OplogEntry) -> Entry {
         Entry {

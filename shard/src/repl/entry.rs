@@ -5,7 +5,7 @@
 //! gives the same result on every member. A hand-rolled binary form keeps the hot insert
 //! path free of a second BSON encoding of every document.
 
-use storage::{WriteBatch, WriteOp};
+use storage::{WriteBatch, WriteOp, WriteOpRef};
 
 /// One replicated change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,43 +34,64 @@ impl OplogEntry {
 
     /// `None` for bytes no leader of ours wrote (a corrupt or foreign log).
     pub fn decode(bytes: &[u8]) -> Option<OplogEntry> {
+        OplogEntryRef::decode(bytes).map(|e| e.to_owned())
+    }
+}
+
+/// An [`OplogEntry`] that borrows from the entry's bytes: the applier hands its ops to
+/// WiredTiger, which copies each row into its own pages, with no copy before that.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OplogEntryRef<'a> {
+    Write(Vec<WriteOpRef<'a>>),
+    CreateTable(&'a str),
+    DropTable(&'a str),
+}
+
+impl<'a> OplogEntryRef<'a> {
+    /// `None` for bytes no leader of ours wrote (a corrupt or foreign log).
+    pub fn decode(bytes: &'a [u8]) -> Option<OplogEntryRef<'a>> {
         let (&kind, rest) = bytes.split_first()?;
         match kind {
             WRITE => {
                 let mut r = Reader(rest);
-                let n = r.u32()?;
-                let mut batch = WriteBatch::new();
+                let n = r.u32()? as usize;
+                // Each op takes at least 7 bytes: a corrupt count cannot reserve much.
+                let mut ops = Vec::with_capacity(n.min(rest.len() / 7));
                 for _ in 0..n {
                     let op = r.u8()?;
                     let tlen = r.u16()? as usize;
-                    let table = String::from_utf8(r.take(tlen)?.to_vec()).ok()?;
+                    let table = std::str::from_utf8(r.take(tlen)?).ok()?;
                     let klen = r.u32()? as usize;
-                    let key = r.take(klen)?.to_vec();
-                    match op {
+                    let key = r.take(klen)?;
+                    ops.push(match op {
                         PUT | INSERT => {
                             let vlen = r.u32()? as usize;
-                            let value = r.take(vlen)?.to_vec();
+                            let value = r.take(vlen)?;
                             if op == PUT {
-                                batch.put(table, key, value);
+                                WriteOpRef::Put { table, key, value }
                             } else {
-                                batch.insert(table, key, value);
+                                WriteOpRef::Insert { table, key, value }
                             }
                         }
-                        DELETE => {
-                            batch.delete(table, key);
-                        }
+                        DELETE => WriteOpRef::Delete { table, key },
                         _ => return None,
-                    }
+                    });
                 }
-                r.0.is_empty().then_some(OplogEntry::Write(batch))
+                r.0.is_empty().then_some(OplogEntryRef::Write(ops))
             }
-            CREATE => Some(OplogEntry::CreateTable(
-                String::from_utf8(rest.to_vec()).ok()?,
-            )),
-            DROP => Some(OplogEntry::DropTable(
-                String::from_utf8(rest.to_vec()).ok()?,
-            )),
+            CREATE => Some(OplogEntryRef::CreateTable(std::str::from_utf8(rest).ok()?)),
+            DROP => Some(OplogEntryRef::DropTable(std::str::from_utf8(rest).ok()?)),
             _ => None,
+        }
+    }
+
+    pub fn to_owned(&self) -> OplogEntry {
+        match self {
+            OplogEntryRef::Write(ops) => OplogEntry::Write(WriteBatch {
+                ops: ops.iter().map(WriteOpRef::to_owned).collect(),
+            }),
+            OplogEntryRef::CreateTable(t) => OplogEntry::CreateTable(t.to_string()),
+            OplogEntryRef::DropTable(t) => OplogEntry::DropTable(t.to_string()),
         }
     }
 }

@@ -8,7 +8,7 @@ use std::ops::Bound::{self, Excluded, Included, Unbounded};
 use std::sync::mpsc;
 use std::sync::Barrier;
 
-use crate::{Engine, KeyRange, Rows, StorageError, TableStats, WriteBatch};
+use crate::{Engine, KeyRange, Rows, StorageError, TableStats, WriteBatch, WriteOpRef};
 
 type Kv = (Vec<u8>, Vec<u8>);
 
@@ -23,6 +23,7 @@ pub fn run_all<E: Engine>(make: &dyn Fn() -> E) {
     prefix_scan(&make());
     atomic_batches(&make());
     failing_insert_rolls_back_batch(&make());
+    borrowed_ops_write_as_owned_ones_do(&make());
     drop_and_recreate(&make());
     empty_keys_and_values(&make());
     large_values(&make());
@@ -315,6 +316,61 @@ pub fn failing_insert_rolls_back_batch<E: Engine>(e: &E) {
     b.insert("a", b"twice".to_vec(), b"1".to_vec());
     e.write(&b).unwrap();
     assert_eq!(e.get("a", b"twice").unwrap(), Some(b"1".to_vec()));
+}
+
+/// `write_refs` (how a member applies a replicated entry) does what `write` does with the
+/// same ops: in order, atomically, and all or nothing when an insert finds its key.
+pub fn borrowed_ops_write_as_owned_ones_do<E: Engine>(e: &E) {
+    e.create_table("a").unwrap();
+    e.create_table("b").unwrap();
+    put(e, "a", b"gone", b"x");
+    let ops = [
+        WriteOpRef::Put {
+            table: "a",
+            key: b"k1",
+            value: b"v1",
+        },
+        WriteOpRef::Insert {
+            table: "b",
+            key: b"k2",
+            value: b"v2",
+        },
+        WriteOpRef::Delete {
+            table: "a",
+            key: b"gone",
+        },
+        WriteOpRef::Put {
+            table: "a",
+            key: b"k1",
+            value: b"v1 again",
+        },
+    ];
+    e.write_refs(&ops).unwrap();
+    assert_eq!(
+        e.scan("a", &KeyRange::all(), false, usize::MAX).unwrap(),
+        vec![(b"k1".to_vec(), b"v1 again".to_vec())]
+    );
+    assert_eq!(e.get("b", b"k2").unwrap(), Some(b"v2".to_vec()));
+
+    let failing = [
+        WriteOpRef::Put {
+            table: "a",
+            key: b"k3",
+            value: b"never",
+        },
+        WriteOpRef::Insert {
+            table: "b",
+            key: b"k2",
+            value: b"dup",
+        },
+    ];
+    match e.write_refs(&failing) {
+        Err(StorageError::KeyExists { table }) => assert_eq!(table, "b"),
+        other => panic!("expected KeyExists, got {other:?}"),
+    }
+    assert_eq!(e.get("a", b"k3").unwrap(), None, "the batch was not undone");
+    assert_eq!(e.get("b", b"k2").unwrap(), Some(b"v2".to_vec()));
+    e.write_refs(&[]).unwrap();
 }
 
 pub fn drop_and_recreate<E: Engine>(e: &E) {

@@ -131,10 +131,65 @@ pub enum WriteOp {
 
 impl WriteOp {
     pub fn table(&self) -> &str {
+        self.as_ref().table()
+    }
+
+    /// The op as borrowed slices.
+    pub fn as_ref(&self) -> WriteOpRef<'_> {
         match self {
-            WriteOp::Put { table, .. }
-            | WriteOp::Insert { table, .. }
-            | WriteOp::Delete { table, .. } => table,
+            WriteOp::Put { table, key, value } => WriteOpRef::Put { table, key, value },
+            WriteOp::Insert { table, key, value } => WriteOpRef::Insert { table, key, value },
+            WriteOp::Delete { table, key } => WriteOpRef::Delete { table, key },
+        }
+    }
+}
+
+/// A [`WriteOp`] that borrows its table, key and value, for [`Engine::write_refs`]: a
+/// replicated entry is applied straight from the bytes of the log entry, not copied into
+/// owned ops first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOpRef<'a> {
+    Put {
+        table: &'a str,
+        key: &'a [u8],
+        value: &'a [u8],
+    },
+    Insert {
+        table: &'a str,
+        key: &'a [u8],
+        value: &'a [u8],
+    },
+    Delete {
+        table: &'a str,
+        key: &'a [u8],
+    },
+}
+
+impl<'a> WriteOpRef<'a> {
+    pub fn table(&self) -> &'a str {
+        match *self {
+            WriteOpRef::Put { table, .. }
+            | WriteOpRef::Insert { table, .. }
+            | WriteOpRef::Delete { table, .. } => table,
+        }
+    }
+
+    pub fn to_owned(&self) -> WriteOp {
+        match *self {
+            WriteOpRef::Put { table, key, value } => WriteOp::Put {
+                table: table.to_owned(),
+                key: key.to_vec(),
+                value: value.to_vec(),
+            },
+            WriteOpRef::Insert { table, key, value } => WriteOp::Insert {
+                table: table.to_owned(),
+                key: key.to_vec(),
+                value: value.to_vec(),
+            },
+            WriteOpRef::Delete { table, key } => WriteOp::Delete {
+                table: table.to_owned(),
+                key: key.to_vec(),
+            },
         }
     }
 }
@@ -236,6 +291,13 @@ pub trait Engine: Send + Sync + 'static {
     /// or extend it (replication, retryable-write records) take it without a copy.
     fn write_owned(&self, batch: WriteBatch) -> Result<()> {
         self.write(&batch)
+    }
+    /// [`Engine::write`] of borrowed ops. The default copies them into a batch; an engine
+    /// that copies rows into its own pages anyway (WiredTiger) applies them as they are.
+    fn write_refs(&self, ops: &[WriteOpRef<'_>]) -> Result<()> {
+        self.write_owned(WriteBatch {
+            ops: ops.iter().map(WriteOpRef::to_owned).collect(),
+        })
     }
     fn stats(&self, table: &str) -> Result<TableStats>;
     /// Makes everything written so far durable in the data files (a no-op in memory).

@@ -28,6 +28,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::{
     Engine, ExportSink, KeyRange, Result, Rows, StorageError, TableStats, WriteBatch, WriteOp,
+    WriteOpRef,
 };
 pub(crate) use ffi::{Code, Connection, Cursor, Session};
 
@@ -308,13 +309,16 @@ impl SessionState {
 
     /// Runs the batch's ops inside an open transaction. Errors are returned raw so the
     /// caller can tell a retryable rollback from a final failure.
-    fn apply(&mut self, batch: &WriteBatch) -> std::result::Result<(), OpError> {
-        for op in &batch.ops {
+    fn apply<'a>(
+        &mut self,
+        ops: impl Iterator<Item = WriteOpRef<'a>>,
+    ) -> std::result::Result<(), OpError> {
+        for op in ops {
             let mut t = self.table(op.table()).map_err(OpError::Final)?;
             match op {
-                WriteOp::Put { key, value, .. } => t.put(key, value)?,
-                WriteOp::Insert { key, value, .. } => t.insert(key, value)?,
-                WriteOp::Delete { key, .. } => t.delete(key)?,
+                WriteOpRef::Put { key, value, .. } => t.put(key, value)?,
+                WriteOpRef::Insert { key, value, .. } => t.insert(key, value)?,
+                WriteOpRef::Delete { key, .. } => t.delete(key)?,
             }
         }
         Ok(())
@@ -468,6 +472,37 @@ fn retry_on_rollback<R>(mut attempt: impl FnMut() -> std::result::Result<R, OpEr
     }
 }
 
+impl WiredTigerEngine {
+    /// Applies `ops` in one transaction, from the start again if WiredTiger rolls it back
+    /// (so they are an iterator that can be cloned).
+    fn write_ops<'a>(&self, ops: impl Iterator<Item = WriteOpRef<'a>> + Clone) -> Result<()> {
+        let mut ops = ops.peekable();
+        if ops.peek().is_none() {
+            return Ok(());
+        }
+        self.inner.with_session(|st| {
+            retry_on_rollback(|| {
+                st.session
+                    .begin()
+                    .map_err(|e| OpError::wt(e, "begin_transaction"))?;
+                match st.apply(ops.clone()) {
+                    // A failed commit has already rolled back; WT_ROLLBACK retries.
+                    Ok(()) => st
+                        .session
+                        .commit()
+                        .map_err(|e| OpError::wt(e, "commit_transaction")),
+                    Err(e) => {
+                        if let Err(code) = st.session.rollback() {
+                            return Err(OpError::Final(wt_error(code, "rollback_transaction")));
+                        }
+                        Err(e)
+                    }
+                }
+            })
+        })
+    }
+}
+
 impl Engine for WiredTigerEngine {
     fn create_table(&self, name: &str) -> Result<()> {
         let uri = table_uri(name);
@@ -527,29 +562,11 @@ impl Engine for WiredTigerEngine {
     }
 
     fn write(&self, batch: &WriteBatch) -> Result<()> {
-        if batch.ops.is_empty() {
-            return Ok(());
-        }
-        self.inner.with_session(|st| {
-            retry_on_rollback(|| {
-                st.session
-                    .begin()
-                    .map_err(|e| OpError::wt(e, "begin_transaction"))?;
-                match st.apply(batch) {
-                    // A failed commit has already rolled back; WT_ROLLBACK retries.
-                    Ok(()) => st
-                        .session
-                        .commit()
-                        .map_err(|e| OpError::wt(e, "commit_transaction")),
-                    Err(e) => {
-                        if let Err(code) = st.session.rollback() {
-                            return Err(OpError::Final(wt_error(code, "rollback_transaction")));
-                        }
-                        Err(e)
-                    }
-                }
-            })
-        })
+        self.write_ops(batch.ops.iter().map(WriteOp::as_ref))
+    }
+
+    fn write_refs(&self, ops: &[WriteOpRef<'_>]) -> Result<()> {
+        self.write_ops(ops.iter().copied())
     }
 
     /// Counts with a full scan in one snapshot: exact, but O(table). WiredTiger's
