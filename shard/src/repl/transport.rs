@@ -370,3 +370,128 @@ impl Raft for RaftService {
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use proto::raft::raft_server::RaftServer;
+    use raft::eraftpb::Entry;
+
+    use super::*;
+
+    /// A peer that counts the streams opened to it and the messages it reads. With
+    /// `stall_first`, it never reads its first stream (a peer that stopped reading); with
+    /// `one_batch_each`, it ends every stream after one batch.
+    #[derive(Default, Clone)]
+    struct Peer {
+        streams: Arc<AtomicUsize>,
+        received: Arc<AtomicUsize>,
+        stall_first: bool,
+        one_batch_each: bool,
+    }
+
+    #[tonic::async_trait]
+    impl Raft for Peer {
+        type FetchSnapshotStream = ReceiverStream<Result<SnapshotChunk, Status>>;
+
+        async fn stream(
+            &self,
+            request: Request<Streaming<RaftBatch>>,
+        ) -> Result<Response<RaftAck>, Status> {
+            let n = self.streams.fetch_add(1, Ordering::SeqCst);
+            let mut batches = request.into_inner();
+            if self.stall_first && n == 0 {
+                std::future::pending::<()>().await;
+            }
+            while let Some(batch) = batches.message().await? {
+                self.received
+                    .fetch_add(batch.messages.len(), Ordering::SeqCst);
+                if self.one_batch_each {
+                    break;
+                }
+            }
+            Ok(Response::new(RaftAck {}))
+        }
+
+        async fn fetch_snapshot(
+            &self,
+            _: Request<SnapshotRequest>,
+        ) -> Result<Response<Self::FetchSnapshotStream>, Status> {
+            Err(Status::unimplemented("not in this test"))
+        }
+    }
+
+    async fn serve(peer: Peer) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .initial_stream_window_size(Some(8 * 1024 * 1024))
+                .initial_connection_window_size(Some(32 * 1024 * 1024))
+                .add_service(RaftServer::new(peer).max_decoding_message_size(256 * 1024 * 1024))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        addr
+    }
+
+    /// A message to member 2 carrying one entry of `bytes` bytes.
+    fn append(bytes: usize) -> Vec<Message> {
+        let entry = Entry {
+            data: vec![7u8; bytes].into(),
+            ..Default::default()
+        };
+        vec![Message {
+            to: 2,
+            entries: vec![entry].into(),
+            ..Default::default()
+        }]
+    }
+
+    /// Starts a sending task to `peer` and sends it one-message batches of `bytes`, 50 ms
+    /// apart, until `done` holds of it (at most 400 batches).
+    async fn send_until(peer: &Peer, bytes: usize, done: impl Fn(&Peer) -> bool) {
+        let addr = serve(peer.clone()).await;
+        let (tx, rx) = unbounded_channel();
+        tokio::spawn(send_loop("s".into(), addr, None, rx));
+        for _ in 0..400 {
+            if done(peer) {
+                return;
+            }
+            tx.send(append(bytes)).unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn streams(peer: &Peer) -> usize {
+        peer.streams.load(Ordering::SeqCst)
+    }
+
+    fn received(peer: &Peer) -> usize {
+        peer.received.load(Ordering::SeqCst)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stream_the_peer_stopped_reading_is_given_up_for_a_new_one() {
+        let peer = Peer {
+            stall_first: true,
+            ..Peer::default()
+        };
+        // 1 MiB batches: the stalled stream's 8 MiB window fills, then the four batches
+        // the channel holds, and the next waits `SEND_TIMEOUT` for room.
+        send_until(&peer, 1 << 20, |p| received(p) > 0).await;
+        assert!(streams(&peer) >= 2, "no second stream");
+        assert!(received(&peer) > 0, "nothing arrived on the new stream");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stream_the_peer_ended_is_opened_again() {
+        let peer = Peer {
+            one_batch_each: true,
+            ..Peer::default()
+        };
+        send_until(&peer, 16, |p| streams(p) >= 3 && received(p) >= 3).await;
+        assert!(streams(&peer) >= 3, "streams not reopened");
+        assert!(received(&peer) >= 3, "the reopened streams carried nothing");
+    }
+}
