@@ -215,9 +215,12 @@ async fn send_loop(
         .max_decoding_message_size(256 * 1024 * 1024);
     let mut stream: Option<tokio::sync::mpsc::Sender<RaftBatch>> = None;
     while let Some(first) = rx.recv().await {
-        let mut messages: Vec<Bytes> = first.iter().map(|m| encode_message(m).into()).collect();
-        while let Ok(more) = rx.try_recv() {
-            messages.extend(more.iter().map(|m| Bytes::from(encode_message(m))));
+        // Everything the driver queued meanwhile goes in the same batch.
+        let mut messages: Vec<Bytes> = Vec::new();
+        let mut next = Some(first);
+        while let Some(queued) = next {
+            messages.extend(queued.iter().map(|m| Bytes::from(encode_message(m))));
+            next = rx.try_recv().ok();
         }
         let batch = RaftBatch {
             set_name: set_name.clone(),
