@@ -13,7 +13,7 @@
 //! The registry is striped by the registering thread, so the two lock operations per
 //! command rarely meet another core's (the shared-counter field report).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -262,6 +262,20 @@ thread_local! {
     };
     /// The operation this thread is running.
     static CURRENT: RefCell<Option<Arc<Op>>> = const { RefCell::new(None) };
+    /// The kind of thread running the current operation.
+    static RUNS_ON: Cell<RunsOn> = const { Cell::new(RunsOn::Blocking) };
+}
+
+/// The kind of thread an operation runs on, which decides whether it may block at a
+/// yield point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunsOn {
+    /// A blocking-pool thread: it may block to queue for its ticket again.
+    Blocking,
+    /// A runtime worker (point reads run inline, see `point_read`). Blocking it would
+    /// stall every task the worker runs, and tokio panics on `block_on` there, so the
+    /// operation keeps its ticket to the end: a point read's end is near.
+    Worker,
 }
 
 /// An operation's place in the registry; dropping the last handle removes it.
@@ -343,17 +357,22 @@ impl Registry {
 }
 
 /// Runs `f` with `op` as this thread's current operation (its kill flag is then checked
-/// at every `Deadline::check`). The previous one is put back even if `f` panics: point
-/// reads run on a runtime worker (`point_read`), which goes on to run other tasks.
-pub fn run_as<R>(op: &Arc<Registered>, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Arc<Op>>);
+/// at every `Deadline::check`), on a thread of the kind `runs_on` says. The previous
+/// operation is put back even if `f` panics: point reads run on a runtime worker
+/// (`point_read`), which goes on to run other tasks.
+pub fn run_as<R>(op: &Arc<Registered>, runs_on: RunsOn, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Arc<Op>>, RunsOn);
     impl Drop for Restore {
         fn drop(&mut self) {
             let old = self.0.take();
             CURRENT.with(|c| *c.borrow_mut() = old);
+            RUNS_ON.with(|r| r.set(self.1));
         }
     }
-    let _restore = Restore(CURRENT.with(|c| c.replace(Some(op.op.clone()))));
+    let _restore = Restore(
+        CURRENT.with(|c| c.replace(Some(op.op.clone()))),
+        RUNS_ON.with(|r| r.replace(runs_on)),
+    );
     f()
 }
 
@@ -407,12 +426,15 @@ pub const YIELD_AFTER: Duration = Duration::from_millis(10);
 /// [`YIELD_AFTER`] and others are queued for one, it gives the ticket back and queues
 /// again at the back of the line, so a short read never waits for a whole long scan
 /// (mongod's scans yield the same way). Writes never yield here: a write may hold a
-/// collection lock, and a lock holder waiting for a ticket could wait for itself.
-/// Call only from a blocking thread (not a runtime worker).
+/// collection lock, and a lock holder waiting for a ticket could wait for itself. An
+/// operation on a runtime worker ([`RunsOn::Worker`]) never yields either.
 pub fn yield_point() -> MongoResult<()> {
     let Some(op) = CURRENT.with(|c| c.borrow().clone()) else {
         return Ok(());
     };
+    if RUNS_ON.with(Cell::get) == RunsOn::Worker {
+        return Ok(());
+    }
     let pool = {
         let mut slot = op.ticket.lock();
         let due = slot.as_ref().is_some_and(|t| {
@@ -479,7 +501,7 @@ mod tests {
     fn a_killed_operation_stops_at_its_next_check() {
         let registry = Arc::new(Registry::default());
         let op = registry.register(describe(doc! {"find": "c"}));
-        run_as(&op, || {
+        run_as(&op, RunsOn::Blocking, || {
             assert!(check_interrupted().is_ok());
             assert!(registry.kill(op.op.opid));
             let e = check_interrupted().unwrap_err();
@@ -496,7 +518,7 @@ mod tests {
         let op = registry.register(describe(doc! {"find": "c"}));
         assert!(registry.kill(op.op.opid));
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_as(&op, || panic!("a bug in a command"))
+            run_as(&op, RunsOn::Blocking, || panic!("a bug in a command"))
         }));
         assert!(panicked.is_err());
         // The killed operation is no longer this thread's: the next command run here
@@ -509,7 +531,7 @@ mod tests {
         let registry = Arc::new(Registry::default());
         let op = registry.register(describe(doc! {"insert": "c"}));
         op.op.granted(None);
-        run_as(&op, || {
+        run_as(&op, RunsOn::Blocking, || {
             replicating(|| std::thread::sleep(std::time::Duration::from_millis(20)))
         });
         let (_, _, replicated) = op.op.waits();
@@ -557,7 +579,7 @@ mod tests {
         let yields = {
             let long = long.clone();
             tokio::task::spawn_blocking(move || {
-                run_as(&long, || {
+                run_as(&long, RunsOn::Blocking, || {
                     // Not yet due: held for less than YIELD_AFTER.
                     yield_point().unwrap();
                     assert_eq!(long.op.yields.load(Ordering::Relaxed), 0);
@@ -586,22 +608,38 @@ mod tests {
         assert!(long.op.waits().0 > 0, "its second wait is queue time");
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_write_never_yields_its_ticket() {
-        let (_registry, long, pool) = holding(Class::Write).await;
+    /// Holds a `class` ticket past [`YIELD_AFTER`] with another operation queued, reaches
+    /// a yield point on a thread of kind `runs_on`, and checks that the ticket was kept.
+    async fn keeps_its_ticket(class: Class, runs_on: RunsOn) {
+        let (_registry, long, pool) = holding(class).await;
         let queued = queue_behind(&pool).await;
         let long2 = long.clone();
-        tokio::task::spawn_blocking(move || {
-            run_as(&long2, || {
+        let hold = move || {
+            run_as(&long2, runs_on, || {
                 std::thread::sleep(YIELD_AFTER * 2);
                 yield_point().unwrap();
             })
-        })
-        .await
+        };
+        match runs_on {
+            RunsOn::Blocking => tokio::task::spawn_blocking(hold).await,
+            RunsOn::Worker => tokio::spawn(async move { hold() }).await,
+        }
         .unwrap();
         assert_eq!(long.op.yields.load(Ordering::Relaxed), 0);
         assert!(!queued.is_finished());
         long.op.release_ticket();
         queued.await.unwrap();
+    }
+
+    /// A point read runs on a runtime worker: there it must not queue again, which would
+    /// block the worker (tokio panics; CI's migration test hit it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_on_a_runtime_worker_keeps_its_ticket() {
+        keeps_its_ticket(Class::Read, RunsOn::Worker).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_never_yields_its_ticket() {
+        keeps_its_ticket(Class::Write, RunsOn::Blocking).await;
     }
 }

@@ -108,8 +108,13 @@ impl Shard for Service {
         // A point read runs here: a thread hand-off would cost more than the read.
         let inline =
             bson::RawDocument::from_bytes(&req.command).is_ok_and(crate::point_read::is_point_read);
+        let runs_on = if inline {
+            ops::RunsOn::Worker
+        } else {
+            ops::RunsOn::Blocking
+        };
         let work = move || {
-            let reply = ops::run_as(&registered, || run_blocking(&node, &req, opts));
+            let reply = ops::run_as(&registered, runs_on, || run_blocking(&node, &req, opts));
             registered.op.release_ticket();
             let reply = reply?;
             // Counted here: when the caller went away, no one awaits this task.
