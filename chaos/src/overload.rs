@@ -93,7 +93,7 @@ enum Client {
     KeepsConnections,
 }
 
-const SETUPS: [Setup; 5] = [
+const SETUPS: [Setup; 6] = [
     Setup {
         label: "pools of 100",
         pool: 100,
@@ -112,8 +112,8 @@ const SETUPS: [Setup; 5] = [
         protections: false,
         client: Client::Driver,
     },
-    // Only when asked for (`--overload-runs 3,4`): the same experiment from clients that
-    // keep their connections across timeouts (see `Instance`).
+    // Only when asked for (`--overload-runs 3,4,5`): the same experiment from clients
+    // that keep their connections across timeouts (see `Instance`).
     Setup {
         label: "pools of 100, connections kept across timeouts",
         pool: 100,
@@ -124,6 +124,14 @@ const SETUPS: [Setup; 5] = [
         label: "tiny pools (4), connections kept across timeouts",
         pool: 4,
         protections: true,
+        client: Client::KeepsConnections,
+    },
+    // What deadlines, shedding and admission buy those clients (`--overload-runs 5`):
+    // setup 2 shows it for the Rust driver, whose reconnects decide its outcome.
+    Setup {
+        label: "pools of 100, connections kept across timeouts, deadlines and admission off",
+        pool: 100,
+        protections: false,
         client: Client::KeepsConnections,
     },
 ];
@@ -245,14 +253,15 @@ pub struct RunReport {
     /// machine's speed moved during the run and its goodput fraction says little.
     pub capacity_steady: bool,
     /// What a refusal costs against a served lookup, and the goodput that bounds.
-    pub refusal_cost: RefusalCost,
+    /// None when the protections are off: nothing is refused then.
+    pub refusal_cost: Option<RefusalCost>,
     pub goodput_fraction: f64,
     pub recovery_s: Option<f64>,
     pub normal_p99_ms: f64,
     pub per_sec: Vec<Second>,
 }
 
-/// Runs the three setups; writes `report` (and one plot per run next to it).
+/// Runs the setups `only` names (the first three when it is empty); writes `report` (and one plot per run next to it).
 pub async fn run(
     bin: &Path,
     dir: &Path,
@@ -381,25 +390,32 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
         per_sec(process_cpu_ms(std::process::id()), cpu_before.0),
         per_sec(cluster_cpu(), cpu_before.1)
     );
-    let refusal_cost = refusal_cost::measure(
-        &admin,
-        cluster.router_addr(router),
-        cluster.login(),
-        DOCS,
-        BURST,
-        cluster_cpu,
-    )
-    .await?;
-    println!(
-        "  cluster CPU per lookup: served {:.0} µs ({:.0} with maxTimeMS, {:.0} over {} connections), refused {:.0} µs (a refusal costs {:.2} of an answer: goodput at {BURST} × C can reach at most {:.2} of C)",
-        refusal_cost.served_us,
-        refusal_cost.served_with_deadline_us,
-        refusal_cost.served_spread_us,
-        crate::refusal_cost::SPREAD_OVER,
-        refusal_cost.refused_us,
-        refusal_cost.ratio,
-        refusal_cost.goodput_ceiling
-    );
+    // With the protections off nothing is refused (the router's shedder is off, and
+    // with it the fail point that takes its path), so there is no refusal to price.
+    let refusal_cost = if setup.protections {
+        let cost = refusal_cost::measure(
+            &admin,
+            cluster.router_addr(router),
+            cluster.login(),
+            DOCS,
+            BURST,
+            cluster_cpu,
+        )
+        .await?;
+        println!(
+            "  cluster CPU per lookup: served {:.0} µs ({:.0} with maxTimeMS, {:.0} over {} connections), refused {:.0} µs (a refusal costs {:.2} of an answer: goodput at {BURST} × C can reach at most {:.2} of C)",
+            cost.served_us,
+            cost.served_with_deadline_us,
+            cost.served_spread_us,
+            crate::refusal_cost::SPREAD_OVER,
+            cost.refused_us,
+            cost.ratio,
+            cost.goodput_ceiling
+        );
+        Some(cost)
+    } else {
+        None
+    };
 
     // The open loop and the once-a-second sampler run together, on the clock of `t0`.
     let t0 = Instant::now();

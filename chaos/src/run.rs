@@ -56,8 +56,9 @@ pub struct ChaosArgs {
     /// handshake gate.
     #[arg(long = "router-env", value_name = "KEY=VALUE")]
     pub router_env: Vec<String>,
-    /// Which overload runs (0: pools of 100, 1: tiny pools, 2: protections off),
-    /// comma-separated; all of them by default.
+    /// Which overload runs, comma-separated: with the Rust driver's clients 0 (pools of
+    /// 100), 1 (tiny pools of 4) and 2 (pools of 100, protections off), the default; with
+    /// CSOT-like clients 3, 4 and 5, the same three.
     #[arg(long, value_delimiter = ',')]
     pub overload_runs: Vec<usize>,
     /// Seconds after the fault within which throughput must be back.

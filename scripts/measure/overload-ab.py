@@ -54,7 +54,8 @@ def summary(r):
         "steady": r["capacity_steady"],
         "burst_ok_per_s": statistics.mean(s["succeeded"] for s in burst),
         "burst_refused_per_s": statistics.mean(s["shed"] for s in burst),
-        "closed_us": r["refusal_cost"]["served_us"],
+        # No refusal-cost phase runs with the protections off (setups 2 and 5).
+        "closed_us": (r["refusal_cost"] or {}).get("served_us", float("nan")),
         "half_load_us": 1000.0 * low_cpu / low_ok if low_ok else float("nan"),
     }
 
