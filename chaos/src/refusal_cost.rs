@@ -180,6 +180,12 @@ async fn cpu_per_command(
                     let slot = pool.slot().await;
                     match pool.run(slot, find).await {
                         Ok(reply) if ended_as_expected(&reply, window) => expected += 1,
+                        // The closed loop keeps the router full, and on a slow stretch
+                        // of the host its shedder really refuses a few lookups with a
+                        // deadline (seen on 2026-12-05 at C 8,000; it ended the whole
+                        // run). Not counted: what they cost (an eighth of a served one)
+                        // is charged to the served ones: about an eighth of the share refused.
+                        Ok(reply) if window == Window::WithDeadline && is_shed(&reply) => {}
                         Ok(reply) => anyhow::bail!("unexpected reply: {reply}"),
                         Err(e) => return Err(e),
                     }
@@ -203,9 +209,13 @@ async fn cpu_per_command(
 
 fn ended_as_expected(reply: &Document, window: Window) -> bool {
     match window {
-        Window::Refused => reply.get_i32("code") == Ok(OVERLOADED),
+        Window::Refused => is_shed(reply),
         Window::Served | Window::WithDeadline => reply.get_f64("ok") == Ok(1.0),
     }
+}
+
+fn is_shed(reply: &Document) -> bool {
+    reply.get_i32("code") == Ok(OVERLOADED)
 }
 
 fn median(xs: &mut [f64]) -> f64 {
