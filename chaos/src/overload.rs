@@ -261,7 +261,8 @@ pub struct RunReport {
     pub per_sec: Vec<Second>,
 }
 
-/// Runs the setups `only` names (the first three when it is empty); writes `report` (and one plot per run next to it).
+/// Runs the setups `only` names (the first three when it is empty); writes `report` (and
+/// one plot per run next to it).
 pub async fn run(
     bin: &Path,
     dir: &Path,

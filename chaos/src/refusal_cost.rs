@@ -183,8 +183,9 @@ async fn cpu_per_command(
                         // The closed loop keeps the router full, and on a slow stretch
                         // of the host its shedder really refuses a few lookups with a
                         // deadline (seen on 2026-12-05 at C 8,000; it ended the whole
-                        // run). Not counted: what they cost (an eighth of a served one)
-                        // is charged to the served ones: about an eighth of the share refused.
+                        // run). Not counted; their cost, about an eighth of a served
+                        // lookup's each, is charged to the served ones, which raises the
+                        // figure by about an eighth of the share refused.
                         Ok(reply) if window == Window::WithDeadline && is_shed(&reply) => {}
                         Ok(reply) => anyhow::bail!("unexpected reply: {reply}"),
                         Err(e) => return Err(e),
