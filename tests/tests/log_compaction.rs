@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use bson::{doc, Document};
-use tests::replica_set::TestReplicaSet;
+use tests::replica_set::{TestReplicaSet, Tuning};
 
 const LIVENESS: Duration = Duration::from_secs(30);
 
@@ -127,6 +127,54 @@ async fn the_log_is_compacted_and_members_behind_it_catch_up_from_a_snapshot() {
     for i in 0..3 {
         caught_up(&set, i).await;
         assert_eq!(count_on(&set, i).await, 320, "member {i}");
+    }
+    set.stop().await;
+}
+
+/// A member that lost its disk copies its data from a member of its own site, not across
+/// sites from the primary; when that member cannot send it, from the primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wiped_member_copies_its_data_from_a_member_of_its_own_site() {
+    let tuning = Tuning {
+        compaction: Some((0, 1)),
+        ..Tuning::default()
+    };
+    // The preferred primary in site A, two secondaries in site B.
+    let layout = [("A", 2, false), ("B", 1, false), ("B", 1, false)];
+    let mut set = TestReplicaSet::start_tuned(&layout, tuning).await;
+    let (primary, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    assert_eq!(primary, 0, "the preferred primary");
+    let client = set.client(primary, "").await;
+    let coll = client.database("test").collection::<Document>("log");
+    let (wiped, neighbour) = (2, 1);
+    let mut next: i32 = 0;
+    for round in 1..=2u64 {
+        set.kill(wiped).await;
+        set.wipe(wiped);
+        for _ in 0..100 {
+            coll.insert_one(doc! {"_id": next}).await.unwrap();
+            next += 1;
+        }
+        compacted_past_the_killed_member(&set, primary).await;
+        if round == 2 {
+            // The neighbour refuses to send its data to the wiped member.
+            set.cut_link(neighbour, wiped);
+        }
+        set.restart(wiped).await;
+        coll.insert_one(doc! {"_id": next}).await.unwrap();
+        next += 1;
+        caught_up(&set, wiped).await;
+        let s = set.status(wiped);
+        assert!(s.halted.is_none(), "{:?}", s.halted);
+        assert_eq!(s.snapshots_installed, 1, "round {round}: {s:?}");
+        assert_eq!(count_on(&set, wiped).await, next, "round {round}");
+        let served = |i: usize| set.status(i).snapshots_served;
+        // Round 1 from the neighbour in site B; round 2, cut off from it, from the primary.
+        assert_eq!(
+            (served(primary), served(neighbour)),
+            (round - 1, 1),
+            "round {round}"
+        );
     }
     set.stop().await;
 }

@@ -173,6 +173,9 @@ pub struct Driver {
     pub rollback: super::rollback::RollbackDir,
     /// When this member last installed a snapshot.
     pub last_install: Option<Instant>,
+    /// The data members of this member's own site: a snapshot is copied from one of them
+    /// when it can, rather than across sites from the primary.
+    pub site_peers: Vec<u64>,
 }
 
 impl Driver {
@@ -352,31 +355,9 @@ impl Driver {
             // The data is about to be replaced: nothing may still be writing to it.
             self.drain()?;
             let _installing = InstallingFlag::raise(&self.status);
-            let me = self.raw.raft.id;
-            let mut attempt = 0;
-            let (index, term) = loop {
-                attempt += 1;
-                match self
-                    .outbox
-                    .fetch_snapshot(m.from, me, self.engine.as_ref(), &self.dir)
-                {
-                    Ok(got) => break got,
-                    Err(e) if !snapshot::interrupted(&self.dir) => {
-                        warn!(from = m.from, error = %e, "could not fetch a snapshot");
-                        return Ok(());
-                    }
-                    Err(e) if attempt >= SNAPSHOT_ATTEMPTS => {
-                        return Err(StorageError::Other(format!(
-                            "installing a snapshot from member {} failed: {e}; restart this \
-                             member to start again from nothing",
-                            m.from
-                        )));
-                    }
-                    Err(e) => {
-                        warn!(from = m.from, attempt, error = %e, "fetching a snapshot again");
-                        std::thread::sleep(TICK * 10);
-                    }
-                }
+            let wanted = m.get_snapshot().get_metadata().index;
+            let Some((index, term)) = self.fetch_snapshot_data(m.from, wanted)? else {
+                return Ok(());
             };
             // Entries up to `index` are in the data now: `dispatch` skips them if raft-rs
             // hands them over anyway (when it fast-forwards instead of restoring).
@@ -390,6 +371,63 @@ impl Driver {
             warn!(error = %e, "dropped a snapshot message");
         }
         Ok(())
+    }
+
+    /// Copies the data a `MsgSnapshot` from `sender` stands for, and returns the index and
+    /// term it reflects. A data member of this member's own site is asked first, for data
+    /// at `wanted` (the index the message names) or later, so that the copy stays within
+    /// the site; the sender is asked last, for its data as it is (the entries between its
+    /// applied index and `wanted` follow from the log). `None` when no member started a
+    /// transfer: the sender reports the failure and sends again. Once a transfer broke
+    /// off after this member's tables were dropped, it retries from the sender and then
+    /// stops rather than go on without its data.
+    fn fetch_snapshot_data(
+        &self,
+        sender: u64,
+        wanted: u64,
+    ) -> Result<Option<(u64, u64)>, StorageError> {
+        let me = self.raw.raft.id;
+        let mut sources: Vec<(u64, u64)> = self
+            .site_peers
+            .iter()
+            .filter(|&&p| p != sender)
+            // A peer's data must reflect some write: an emptied member has applied nothing.
+            .map(|&p| (p, wanted.max(1)))
+            .collect();
+        sources.push((sender, 0));
+        let (mut next, mut broken) = (0, 0);
+        loop {
+            let (from, min_index) = sources[next];
+            let fetched =
+                self.outbox
+                    .fetch_snapshot(from, me, min_index, self.engine.as_ref(), &self.dir);
+            match fetched {
+                Ok(got) => {
+                    info!(from, sender, index = got.0, "copied a snapshot");
+                    return Ok(Some(got));
+                }
+                Err(e) if !snapshot::interrupted(&self.dir) && next + 1 < sources.len() => {
+                    info!(from, error = %e, "a member of this site cannot send its data");
+                    next += 1;
+                }
+                Err(e) if !snapshot::interrupted(&self.dir) => {
+                    warn!(from, error = %e, "could not fetch a snapshot");
+                    return Ok(None);
+                }
+                Err(e) => {
+                    broken += 1;
+                    if broken >= SNAPSHOT_ATTEMPTS {
+                        return Err(StorageError::Other(format!(
+                            "installing a snapshot from member {from} failed: {e}; restart \
+                             this member to start again from nothing"
+                        )));
+                    }
+                    warn!(from, attempt = broken, error = %e, "fetching a snapshot again");
+                    std::thread::sleep(TICK * 10);
+                    next = sources.len() - 1;
+                }
+            }
+        }
     }
 
     /// Asks the primary for a snapshot after this member lost entries it had acknowledged

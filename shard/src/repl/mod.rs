@@ -108,6 +108,8 @@ pub struct Status {
     pub matched: Vec<(u64, u64, bool)>,
     /// Snapshots this member has installed since it started.
     pub snapshots_installed: u64,
+    /// Snapshots this member has sent whole to other members since it started.
+    pub snapshots_served: u64,
     /// The member is replacing its data with a snapshot's (MongoDB's STARTUP2): its
     /// tables are partial, so it serves no reads and reports no secondary.
     pub installing_snapshot: bool,
@@ -128,6 +130,7 @@ impl Default for Status {
             writable: false,
             matched: Vec::new(),
             snapshots_installed: 0,
+            snapshots_served: 0,
             installing_snapshot: false,
             updated: Instant::now(),
         }
@@ -338,6 +341,12 @@ impl Replica {
                 namespace_of,
             },
             last_install: None,
+            site_peers: config
+                .members
+                .iter()
+                .filter(|m| m.site == me.site && m.id != me.id && !m.arbiter)
+                .map(|m| m.id)
+                .collect(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("raft-{}", me.id))
@@ -355,6 +364,8 @@ impl Replica {
             faults: faults.clone(),
             cluster_key,
             engine: Arc::downgrade(&base),
+            status: status.clone(),
+            arbiter: me.arbiter,
             shutdown: CancellationToken::new(),
         };
         Ok((

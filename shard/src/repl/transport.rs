@@ -33,6 +33,7 @@ use tracing::{debug, info, warn};
 
 use super::driver::{encode_message, Event};
 use super::snapshot::Installer;
+use super::Status as MemberStatus;
 
 /// Links this member refuses to use: bit `id` set = the peer with that id is unreachable.
 #[derive(Default)]
@@ -77,6 +78,10 @@ pub struct Outbox {
 
 /// How long a snapshot stream may stay silent before the fetch gives up.
 const SNAPSHOT_IDLE: Duration = Duration::from_secs(30);
+/// How long a member asked for its data at an index it has not applied yet waits for its
+/// applier before it refuses (a secondary applies what the primary committed within
+/// milliseconds; one that lags further is not the member to copy from).
+const SNAPSHOT_CATCH_UP: Duration = Duration::from_secs(2);
 
 impl Outbox {
     /// Starts one sending task per peer (`peers`: id → gRPC address) on `rt`.
@@ -105,13 +110,14 @@ impl Outbox {
     }
 
     /// Fetches member `from`'s data into `engine`, replacing every table (see
-    /// `snapshot`), and returns the applied index and term it reflects. Blocks the
-    /// calling thread, which must not be a runtime thread. The tables are dropped only
-    /// once `from` has answered.
+    /// `snapshot`), and returns the applied index and term it reflects, at least
+    /// `min_index`. Blocks the calling thread, which must not be a runtime thread. The
+    /// tables are dropped only once `from` has answered.
     pub fn fetch_snapshot(
         &self,
         from: u64,
         me: u64,
+        min_index: u64,
         engine: &dyn Engine,
         dir: &Path,
     ) -> Result<(u64, u64), String> {
@@ -135,6 +141,7 @@ impl Outbox {
             let mut req = Request::new(SnapshotRequest {
                 set_name: self.set_name.clone(),
                 member: me,
+                min_index,
             });
             if let Some(key) = self.cluster_key.as_ref().and_then(|k| k.parse().ok()) {
                 req.metadata_mut().insert(proto::cluster_key::HEADER, key);
@@ -272,11 +279,47 @@ pub struct RaftService {
     pub cluster_key: Option<String>,
     /// The member's data, for snapshots (weak: a stopped member must close WiredTiger).
     pub engine: Weak<dyn Engine>,
+    /// What the driver publishes: whether the data is whole and how far it is applied.
+    pub status: Arc<parking_lot::RwLock<MemberStatus>>,
+    /// Arbiters hold no data to send.
+    pub arbiter: bool,
     /// Cancelled when the member stops serving: open streams from peers end then.
     pub shutdown: CancellationToken,
 }
 
 impl RaftService {
+    /// Whether this member's data may be copied to another: it holds data, is not in the
+    /// middle of an install itself, replication has not halted on it, and it has applied
+    /// `min_index` (waiting up to `SNAPSHOT_CATCH_UP` for its applier). Answered before
+    /// the stream starts, so a refused member still has its own tables.
+    #[allow(clippy::result_large_err)]
+    async fn can_serve(&self, min_index: u64) -> Result<(), Status> {
+        if self.arbiter {
+            return Err(Status::failed_precondition("an arbiter holds no data"));
+        }
+        let started = tokio::time::Instant::now();
+        loop {
+            let (applied, whole) = {
+                let s = self.status.read();
+                (s.applied, !s.installing_snapshot && s.halted.is_none())
+            };
+            if !whole {
+                return Err(Status::failed_precondition(
+                    "this member's data is incomplete (installing a snapshot, or halted)",
+                ));
+            }
+            if applied >= min_index {
+                return Ok(());
+            }
+            if started.elapsed() >= SNAPSHOT_CATCH_UP {
+                return Err(Status::failed_precondition(format!(
+                    "this member has applied up to {applied}, not {min_index}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Decodes a batch (the entries' data stays a slice of the received buffer) and hands
     /// its messages to the driver, dropping those from peers cut off by a test.
     #[allow(clippy::result_large_err)]
@@ -355,18 +398,22 @@ impl Raft for RaftService {
             return Err(Status::unavailable("link cut"));
         }
         self.faults.snapshot_released().await;
+        self.can_serve(req.min_index).await?;
         let engine = self
             .engine
             .upgrade()
             .ok_or_else(|| Status::unavailable("member is shutting down"))?;
         let (tx, rx) = tokio::sync::mpsc::channel(4);
-        let (events, to) = (self.events.clone(), req.member);
+        let (events, to, status) = (self.events.clone(), req.member, self.status.clone());
         let _ = events.send(Event::SnapshotServing(to));
         tokio::task::spawn_blocking(move || {
             let r = super::snapshot::export(engine.as_ref(), &tx);
-            if let Err(e) = &r {
-                warn!(to, error = %e, "sending a snapshot failed");
-                let _ = tx.blocking_send(Err(Status::unavailable(e.to_string())));
+            match &r {
+                Ok(()) => status.write().snapshots_served += 1,
+                Err(e) => {
+                    warn!(to, error = %e, "sending a snapshot failed");
+                    let _ = tx.blocking_send(Err(Status::unavailable(e.to_string())));
+                }
             }
             let _ = events.send(Event::SnapshotServed { to, ok: r.is_ok() });
         });
