@@ -98,6 +98,9 @@ pub enum Event {
     Freeze(Option<Instant>),
     /// A member began fetching this member's data after a `MsgSnapshot`.
     SnapshotServing(u64),
+    /// A member is copying the data of a snapshot this member sent from another member of
+    /// its site: the transfer is going on (and is not reported as never started).
+    SnapshotCopying(u64),
     /// The fetch ended; raft-rs hears of it (`report_snapshot`).
     SnapshotServed {
         to: u64,
@@ -322,6 +325,13 @@ impl Driver {
             Event::SnapshotServing(to) => {
                 self.snapshots_out.insert(to, (Instant::now(), true));
             }
+            Event::SnapshotCopying(to) => {
+                // Only a snapshot still waiting for its copy to start: one this member is
+                // serving itself reports its own end.
+                if let Some((sent, false)) = self.snapshots_out.get_mut(&to) {
+                    *sent = Instant::now();
+                }
+            }
             Event::SnapshotServed { to, ok } => {
                 self.snapshots_out.remove(&to);
                 let status = if ok {
@@ -398,9 +408,15 @@ impl Driver {
         let (mut next, mut broken) = (0, 0);
         loop {
             let (from, min_index) = sources[next];
-            let fetched =
-                self.outbox
-                    .fetch_snapshot(from, me, min_index, self.engine.as_ref(), &self.dir);
+            let told = (from != sender).then_some(sender);
+            let fetched = self.outbox.fetch_snapshot(
+                from,
+                me,
+                min_index,
+                told,
+                self.engine.as_ref(),
+                &self.dir,
+            );
             match fetched {
                 Ok(got) => {
                     info!(from, sender, index = got.0, "copied a snapshot");
@@ -462,7 +478,9 @@ impl Driver {
             .retain(|_, (asked, _)| asked.elapsed() < READ_FORGET);
     }
 
-    /// Reports snapshots whose receiver never came for the data as failed.
+    /// Reports snapshots whose receiver never came for the data (nor told this member it
+    /// copies it from another) as failed. A snapshot raft-rs no longer waits for (the
+    /// receiver answered after installing data from another member) is forgotten.
     fn snapshot_watchdog(&mut self) {
         let stale: Vec<u64> = self
             .snapshots_out
@@ -472,7 +490,16 @@ impl Driver {
             .collect();
         for to in stale {
             self.snapshots_out.remove(&to);
-            self.raw.report_snapshot(to, raft::SnapshotStatus::Failure);
+            let waiting = self
+                .raw
+                .raft
+                .prs()
+                .get(to)
+                .is_some_and(|p| p.state == raft::ProgressState::Snapshot);
+            if waiting {
+                self.raw.report_snapshot(to, raft::SnapshotStatus::Failure);
+                self.status.write().snapshots_unfetched += 1;
+            }
         }
     }
 

@@ -110,6 +110,9 @@ pub struct Status {
     pub snapshots_installed: u64,
     /// Snapshots this member has sent whole to other members since it started.
     pub snapshots_served: u64,
+    /// Snapshots this member sent whose receiver neither came for the data nor said it
+    /// was copying it elsewhere within `SNAPSHOT_FETCH_START` (raft-rs then sends again).
+    pub snapshots_unfetched: u64,
     /// The member is replacing its data with a snapshot's (MongoDB's STARTUP2): its
     /// tables are partial, so it serves no reads and reports no secondary.
     pub installing_snapshot: bool,
@@ -131,6 +134,7 @@ impl Default for Status {
             matched: Vec::new(),
             snapshots_installed: 0,
             snapshots_served: 0,
+            snapshots_unfetched: 0,
             installing_snapshot: false,
             updated: Instant::now(),
         }

@@ -27,7 +27,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::metadata::MetadataMap;
-use tonic::transport::Endpoint;
+use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
@@ -78,6 +78,9 @@ pub struct Outbox {
 
 /// How long a snapshot stream may stay silent before the fetch gives up.
 const SNAPSHOT_IDLE: Duration = Duration::from_secs(30);
+/// How often a member copying a snapshot from a member of its site tells the snapshot's
+/// sender that the copy goes on (well within the sender's `SNAPSHOT_FETCH_START`).
+const COPY_NOTICE_EVERY: Duration = Duration::from_secs(3);
 /// How long a member asked for its data at an index it has not applied yet waits for its
 /// applier before it refuses (a secondary applies what the primary committed within
 /// milliseconds; one that lags further is not the member to copy from).
@@ -109,56 +112,99 @@ impl Outbox {
         }
     }
 
+    /// A client of member `to`'s Raft service, connected.
+    async fn client_of(&self, to: u64) -> Result<RaftClient<Channel>, String> {
+        if self.faults.is_cut(to) {
+            return Err(format!("member {to} is unreachable"));
+        }
+        let addr = self
+            .addrs
+            .get(&to)
+            .ok_or_else(|| format!("no member {to}"))?;
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| e.to_string())?
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(1))
+            .initial_stream_window_size(Some(8 * 1024 * 1024))
+            .connect()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(RaftClient::new(channel).max_decoding_message_size(256 * 1024 * 1024))
+    }
+
+    /// A snapshot request from member `me`, with the cluster key when there is one.
+    fn snapshot_request(&self, me: u64, min_index: u64) -> Request<SnapshotRequest> {
+        let mut req = Request::new(SnapshotRequest {
+            set_name: self.set_name.clone(),
+            member: me,
+            min_index,
+        });
+        if let Some(key) = self.cluster_key.as_ref().and_then(|k| k.parse().ok()) {
+            req.metadata_mut().insert(proto::cluster_key::HEADER, key);
+        }
+        req
+    }
+
+    /// Tells `sender` that `me` is copying its snapshot from another member. Best effort:
+    /// a sender that does not hear it reports the transfer as failed after
+    /// `SNAPSHOT_FETCH_START`, and raft-rs sends again.
+    async fn tell_copying(&self, sender: u64, me: u64) {
+        let told = tokio::time::timeout(Duration::from_secs(1), async {
+            let mut client = self.client_of(sender).await?;
+            client
+                .snapshot_copying(self.snapshot_request(me, 0))
+                .await
+                .map_err(|s| s.message().to_string())
+        })
+        .await;
+        if !matches!(told, Ok(Ok(_))) {
+            debug!(
+                sender,
+                "could not tell the snapshot's sender that the copy goes on"
+            );
+        }
+    }
+
     /// Fetches member `from`'s data into `engine`, replacing every table (see
     /// `snapshot`), and returns the applied index and term it reflects, at least
     /// `min_index`. Blocks the calling thread, which must not be a runtime thread. The
-    /// tables are dropped only once `from` has answered.
+    /// tables are dropped only once `from` has answered. With `sender` (the member whose
+    /// `MsgSnapshot` this is, when it is not `from`), tells it the copy is going on.
     pub fn fetch_snapshot(
         &self,
         from: u64,
         me: u64,
         min_index: u64,
+        sender: Option<u64>,
         engine: &dyn Engine,
         dir: &Path,
     ) -> Result<(u64, u64), String> {
-        if self.faults.is_cut(from) {
-            return Err(format!("member {from} is unreachable"));
-        }
-        let addr = self
-            .addrs
-            .get(&from)
-            .ok_or_else(|| format!("no member {from}"))?;
         self.rt.block_on(async {
-            let channel = Endpoint::from_shared(format!("http://{addr}"))
-                .map_err(|e| e.to_string())?
-                .tcp_nodelay(true)
-                .connect_timeout(Duration::from_secs(1))
-                .initial_stream_window_size(Some(8 * 1024 * 1024))
-                .connect()
-                .await
-                .map_err(|e| e.to_string())?;
-            let mut client = RaftClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
-            let mut req = Request::new(SnapshotRequest {
-                set_name: self.set_name.clone(),
-                member: me,
-                min_index,
-            });
-            if let Some(key) = self.cluster_key.as_ref().and_then(|k| k.parse().ok()) {
-                req.metadata_mut().insert(proto::cluster_key::HEADER, key);
-            }
+            let mut client = self.client_of(from).await?;
             let mut stream = client
-                .fetch_snapshot(req)
+                .fetch_snapshot(self.snapshot_request(me, min_index))
                 .await
                 .map_err(|s| s.message().to_string())?
                 .into_inner();
             let mut installer = Installer::begin(engine, dir).map_err(|e| e.to_string())?;
+            // The sender hears that the copy goes on now and then, also while the stream
+            // is silent (`Streaming::message` loses nothing when a tick interrupts it).
+            let mut notices = tokio::time::interval(COPY_NOTICE_EVERY);
+            let mut idle_until = tokio::time::Instant::now() + SNAPSHOT_IDLE;
             loop {
-                let next = tokio::time::timeout(SNAPSHOT_IDLE, stream.message()).await;
+                let next = tokio::select! {
+                    _ = notices.tick(), if sender.is_some() => {
+                        self.tell_copying(sender.unwrap_or_default(), me).await;
+                        continue;
+                    }
+                    next = tokio::time::timeout_at(idle_until, stream.message()) => next,
+                };
                 match next {
                     Err(_) => return Err("the snapshot stream stalled".to_string()),
                     Ok(Err(status)) => return Err(status.message().to_string()),
                     Ok(Ok(None)) => break,
                     Ok(Ok(Some(chunk))) => {
+                        idle_until = tokio::time::Instant::now() + SNAPSHOT_IDLE;
                         installer.chunk(engine, chunk).map_err(|e| e.to_string())?
                     }
                 }
@@ -385,6 +431,21 @@ impl Raft for RaftService {
         }
     }
 
+    /// A member is copying the data of a snapshot this member sent from another member:
+    /// the driver counts the transfer as going on.
+    async fn snapshot_copying(
+        &self,
+        request: Request<SnapshotRequest>,
+    ) -> Result<Response<RaftAck>, Status> {
+        let (metadata, _, req) = request.into_parts();
+        self.admit(&metadata, &req.set_name)?;
+        if self.faults.is_cut(req.member) {
+            return Err(Status::unavailable("link cut"));
+        }
+        let _ = self.events.send(Event::SnapshotCopying(req.member));
+        Ok(Response::new(RaftAck {}))
+    }
+
     /// Exports this member's data on a blocking thread, a chunk at a time, and tells the
     /// driver when the transfer starts and how it ended (raft-rs waits for that report
     /// before it replicates to the member again).
@@ -397,7 +458,6 @@ impl Raft for RaftService {
         if self.faults.is_cut(req.member) {
             return Err(Status::unavailable("link cut"));
         }
-        self.faults.snapshot_released().await;
         self.can_serve(req.min_index).await?;
         let engine = self
             .engine
@@ -406,16 +466,21 @@ impl Raft for RaftService {
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let (events, to, status) = (self.events.clone(), req.member, self.status.clone());
         let _ = events.send(Event::SnapshotServing(to));
-        tokio::task::spawn_blocking(move || {
-            let r = super::snapshot::export(engine.as_ref(), &tx);
-            match &r {
-                Ok(()) => status.write().snapshots_served += 1,
-                Err(e) => {
-                    warn!(to, error = %e, "sending a snapshot failed");
-                    let _ = tx.blocking_send(Err(Status::unavailable(e.to_string())));
+        let faults = self.faults.clone();
+        tokio::spawn(async move {
+            // A test may hold the transfer here, once the receiver has dropped its tables.
+            faults.snapshot_released().await;
+            tokio::task::spawn_blocking(move || {
+                let r = super::snapshot::export(engine.as_ref(), &tx);
+                match &r {
+                    Ok(()) => status.write().snapshots_served += 1,
+                    Err(e) => {
+                        warn!(to, error = %e, "sending a snapshot failed");
+                        let _ = tx.blocking_send(Err(Status::unavailable(e.to_string())));
+                    }
                 }
-            }
-            let _ = events.send(Event::SnapshotServed { to, ok: r.is_ok() });
+                let _ = events.send(Event::SnapshotServed { to, ok: r.is_ok() });
+            });
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
@@ -461,6 +526,13 @@ mod tests {
                     break;
                 }
             }
+            Ok(Response::new(RaftAck {}))
+        }
+
+        async fn snapshot_copying(
+            &self,
+            _request: Request<SnapshotRequest>,
+        ) -> Result<Response<RaftAck>, Status> {
             Ok(Response::new(RaftAck {}))
         }
 
