@@ -337,7 +337,7 @@ impl RaftService {
     /// Whether this member's data may be copied to another: it holds data, is not in the
     /// middle of an install itself, replication has not halted on it, and it has applied
     /// `min_index` (waiting up to `SNAPSHOT_CATCH_UP` for its applier). Answered before
-    /// the stream starts, so a refused member still has its own tables.
+    /// the stream starts, so a refused receiver still has its own tables.
     #[allow(clippy::result_large_err)]
     async fn can_serve(&self, min_index: u64) -> Result<(), Status> {
         if self.arbiter {
