@@ -572,6 +572,7 @@ fn open_member_data(dir: &Path, cache_mb: usize) -> Result<storage::WiredTigerEn
         cache_mb,
         log: false,
         sync: false,
+        statistics: false,
     };
     match storage::WiredTigerEngine::open_with(&wt, options) {
         Err(storage::StorageError::WiredTiger { code, message }) if damaged(code) => {

@@ -2,9 +2,10 @@
 //! its disk, gets the data back (MongoDB's initial sync does this job).
 //!
 //! raft-rs sends such a member a `MsgSnapshot` that carries only metadata. The member asks
-//! the sender for the data (`FetchSnapshot`): the sender exports every table in one
-//! WiredTiger snapshot transaction, and since the applied index and its term are a row of
-//! `_repl` read in that same snapshot, the data and the index agree exactly. The member
+//! the sender for the data (`FetchSnapshot`): the sender exports every table from one
+//! WiredTiger checkpoint made for the export, and since the applied index and its term
+//! are a row of `_repl` read from that same checkpoint, the data and the index agree
+//! exactly. The member
 //! replaces its tables with what arrives, checkpoints, and only then steps the message,
 //! its metadata set to the index and term that came with the data; the sender's index
 //! may have moved on since the message was made, and the entries in between follow from

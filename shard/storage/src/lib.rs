@@ -302,8 +302,8 @@ pub trait Engine: Send + Sync + 'static {
     fn stats(&self, table: &str) -> Result<TableStats>;
     /// Makes everything written so far durable in the data files (a no-op in memory).
     fn checkpoint(&self) -> Result<()>;
-    /// Reads every table as of one instant (one snapshot transaction), to copy a whole
-    /// member to another: for each table in name order, `sink` gets its rows in key order
+    /// Reads every table as of one instant (WiredTiger: a checkpoint made for the export,
+    /// so that no transaction is held open for the copy), to copy a whole member to another: for each table in name order, `sink` gets its rows in key order
     /// in pages of about `page_bytes` (a table without rows gets one empty page, so that
     /// it is created). Writers are not blocked; a table dropped meanwhile fails the export.
     fn export(&self, page_bytes: usize, sink: &mut ExportSink<'_>) -> Result<()>;

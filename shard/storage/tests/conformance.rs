@@ -175,3 +175,75 @@ fn wiredtiger_thread_churn_closes_sessions() {
     }
     assert_eq!(e.stats("t").unwrap().entries, ROUNDS as u64);
 }
+
+fn with_statistics(dir: &Path) -> WiredTigerEngine {
+    let options = WtOptions {
+        statistics: true,
+        ..WtOptions::default()
+    };
+    WiredTigerEngine::open_with(dir, options).unwrap()
+}
+
+fn put_u32(e: &impl Engine, table: &str, key: &[u8], value: u32) {
+    let mut b = WriteBatch::new();
+    b.put(table, key.to_vec(), value.to_be_bytes().to_vec());
+    e.write(&b).unwrap();
+}
+
+/// An export reads a checkpoint made for it, not a transaction. WiredTiger keeps every
+/// version newer than the oldest running transaction's snapshot, so a transaction held
+/// for a long copy would pin in the cache everything written meanwhile.
+#[test]
+fn wiredtiger_export_pins_no_transaction_while_writes_go_on() {
+    const WRITES: u32 = 5_000;
+    let dir = tempfile::tempdir().unwrap();
+    let e = with_statistics(dir.path());
+    e.create_table("t").unwrap();
+    for i in 0..100u32 {
+        put_u32(&e, "t", &i.to_be_bytes(), i);
+    }
+    let mut pinned = Vec::new();
+    let mut held = Vec::new();
+    let mut rows = 0;
+    e.export(200, &mut |_, page| {
+        if pinned.is_empty() {
+            pinned.push(e.pinned_transaction_ids()?);
+            for i in 0..WRITES {
+                put_u32(&e, "t", b"hot", i);
+            }
+            pinned.push(e.pinned_transaction_ids()?);
+            held = e.export_checkpoints()?;
+            // The periodic checkpoint goes on beside the export's own.
+            e.checkpoint()?;
+        }
+        rows += page.len();
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(rows, 100, "the export is of its instant: no \"hot\" row");
+    assert_eq!(held.len(), 1, "one checkpoint for the export: {held:?}");
+    assert!(
+        pinned[1] < i64::from(WRITES) / 10,
+        "transaction IDs pinned before and after {WRITES} writes during the export: {pinned:?}"
+    );
+    assert_eq!(e.export_checkpoints().unwrap(), Vec::<String>::new());
+}
+
+/// An export cut short by the process stopping leaves its checkpoint in the files; the
+/// next open drops it, so its pages do not stay allocated for ever.
+#[test]
+fn wiredtiger_export_checkpoints_left_by_a_stopped_process_are_dropped_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = with_statistics(dir.path());
+    e.create_table("t").unwrap();
+    put_u32(&e, "t", b"k", 1);
+    let cut_short = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        e.export(1000, &mut |_, _| panic!("the process stops mid-export"))
+    }));
+    assert!(cut_short.is_err());
+    assert_eq!(e.export_checkpoints().unwrap().len(), 1);
+    drop(e);
+    let e = with_statistics(dir.path());
+    assert_eq!(e.export_checkpoints().unwrap(), Vec::<String>::new());
+    assert_eq!(e.get("t", b"k").unwrap(), Some(1u32.to_be_bytes().to_vec()));
+}

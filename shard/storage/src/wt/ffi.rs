@@ -141,6 +141,9 @@ static EVENT_HANDLER: StaticHandler = StaticHandler(sys::WT_EVENT_HANDLER {
 
 // ---------------------------------------------------------------------------------------
 
+/// "transaction: transaction range of IDs currently pinned", a connection statistic.
+pub const STAT_TXN_PINNED_RANGE: u32 = sys::WT_STAT_CONN_TXN_PINNED_RANGE;
+
 pub struct Connection {
     ptr: NonNull<sys::WT_CONNECTION>,
 }
@@ -480,13 +483,51 @@ impl Cursor {
 
     /// The current key of a positioned `S` (string) cursor, e.g. `metadata:`.
     pub fn key_str(&mut self) -> WtResult<String> {
+        self.string_out(false)
+    }
+
+    /// The current value of a positioned `S` (string) cursor, e.g. `metadata:`.
+    pub fn value_str(&mut self) -> WtResult<String> {
+        self.string_out(true)
+    }
+
+    fn string_out(&mut self, value: bool) -> WtResult<String> {
         let mut p: *const c_char = ptr::null();
-        // SAFETY: for key_format=S the out-argument is a `const char **`; we copy it.
+        // SAFETY: for format `S` the out-argument is a `const char **`; we copy the string
+        // before the next operation on the cursor.
         unsafe {
             let c = self.ptr.as_ptr();
-            check(method!(c, get_key)(c, &mut p as *mut *const c_char))?;
+            let get = if value {
+                method!(c, get_value)
+            } else {
+                method!(c, get_key)
+            };
+            check(get(c, &mut p as *mut *const c_char))?;
             Ok(CStr::from_ptr(p).to_string_lossy().into_owned())
         }
+    }
+}
+
+impl Cursor {
+    /// The value of statistic `key` (a `WT_STAT_*` constant) from a `statistics:` cursor.
+    pub fn statistic(&mut self, key: u32) -> WtResult<i64> {
+        let key = c_int::try_from(key).expect("statistics keys are small");
+        let (mut desc, mut printable): (*const c_char, *const c_char) = (ptr::null(), ptr::null());
+        let mut value: i64 = 0;
+        // SAFETY: a statistics cursor's key_format is `i` (an int argument) and its
+        // value_format `SSq` (two `const char **` and an `int64_t *` out-arguments).
+        unsafe {
+            let c = self.ptr.as_ptr();
+            method!(c, set_key)(c, key);
+            check(method!(c, search)(c))?;
+            check(method!(c, get_value)(
+                c,
+                &mut desc as *mut *const c_char,
+                &mut printable as *mut *const c_char,
+                &mut value as *mut i64,
+            ))?;
+        }
+        Ok(value)
     }
 }
 

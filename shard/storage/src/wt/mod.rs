@@ -45,6 +45,9 @@ pub struct WtOptions {
     pub log: bool,
     /// fsync the log at each commit (only meaningful with `log`).
     pub sync: bool,
+    /// WiredTiger's inexpensive statistics (`statistics=(fast)`), which
+    /// [`WiredTigerEngine::pinned_transaction_ids`] reads.
+    pub statistics: bool,
 }
 
 impl Default for WtOptions {
@@ -53,6 +56,7 @@ impl Default for WtOptions {
             cache_mb: 256,
             log: true,
             sync: false,
+            statistics: false,
         }
     }
 }
@@ -62,10 +66,11 @@ impl WtOptions {
     pub fn config_string(&self) -> String {
         format!(
             "create,cache_size={}M,log=(enabled={}),transaction_sync=(enabled={},method=fsync),\
-             session_max=1024",
+             session_max=1024,statistics=({})",
             self.cache_mb.max(1),
             self.log,
             self.log && self.sync,
+            if self.statistics { "fast" } else { "none" },
         )
     }
 }
@@ -190,9 +195,10 @@ impl WiredTigerEngine {
         std::fs::create_dir_all(dir)?;
         let conn = Connection::open(dir, &options.config_string())
             .map_err(|c| wt_error(c, "wiredtiger_open"))?;
-        let ddl = conn
+        let mut ddl = conn
             .open_session(SESSION_CONFIG)
             .map_err(|c| wt_error(c, "open_session"))?;
+        drop_export_checkpoints(&mut ddl)?;
         let inner = Arc::new(Inner {
             id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
             slots: Mutex::new(Vec::new()),
@@ -213,6 +219,34 @@ impl WiredTigerEngine {
 
     pub fn close_watch(&self) -> CloseWatch {
         CloseWatch(Arc::downgrade(&self.inner.open))
+    }
+
+    /// The named checkpoints exports hold now (each keeps its pages allocated in the files
+    /// until the export ends).
+    pub fn export_checkpoints(&self) -> Result<Vec<String>> {
+        let mut session = self
+            .inner
+            .conn
+            .open_session(SESSION_CONFIG)
+            .map_err(|c| wt_error(c, "open_session"))?;
+        export_checkpoint_names(&mut session)
+    }
+
+    /// How many transaction IDs the oldest running transaction holds back (WiredTiger's
+    /// "transaction range of IDs currently pinned"): WiredTiger keeps every version newer
+    /// than that transaction's snapshot. Needs [`WtOptions::statistics`].
+    pub fn pinned_transaction_ids(&self) -> Result<i64> {
+        let mut session = self
+            .inner
+            .conn
+            .open_session(SESSION_CONFIG)
+            .map_err(|c| wt_error(c, "open_session"))?;
+        let mut stats = session
+            .open_cursor("statistics:", None)
+            .map_err(|c| wt_error(c, "open statistics cursor"))?;
+        stats
+            .statistic(ffi::STAT_TXN_PINNED_RANGE)
+            .map_err(|c| wt_error(c, "read statistic"))
     }
 }
 
@@ -592,23 +626,82 @@ impl Engine for WiredTigerEngine {
         self.inner.checkpoint_with_new_session()
     }
 
-    /// One snapshot transaction on a session of its own (not the thread's, which the
-    /// sink's caller may use). Each page opens its cursor afresh and closes it before
-    /// `sink` runs: the snapshot belongs to the transaction, not the cursor, and a cursor
-    /// left open would make a concurrent `drop_table` of that table wait (EBUSY).
+    /// Reads a named checkpoint made for this export, not a transaction: a transaction
+    /// held open for the whole copy (minutes for a large set) would make WiredTiger keep
+    /// every version written meanwhile in the cache, where they cannot be evicted. A
+    /// checkpoint's pages are on disk and are read like any other. The checkpoint and the
+    /// table list are made under the DDL lock, so they name the same tables. Each page
+    /// opens its cursor afresh and closes it before `sink` runs: a cursor left open would
+    /// make a concurrent `drop_table` of that table wait (EBUSY).
     fn export(&self, page_bytes: usize, sink: &mut ExportSink<'_>) -> Result<()> {
         let mut session = self
             .inner
             .conn
             .open_session(SESSION_CONFIG)
             .map_err(|c| wt_error(c, "open_session"))?;
-        session
-            .begin()
-            .map_err(|c| wt_error(c, "begin_transaction"))?;
-        let r = export_in(&mut session, page_bytes, sink);
-        let _ = session.rollback();
+        let name = format!(
+            "{EXPORT_CHECKPOINT}{}",
+            NEXT_EXPORT.fetch_add(1, Ordering::Relaxed)
+        );
+        let tables = {
+            let _ddl = self.inner.ddl.lock();
+            session
+                .checkpoint(Some(&format!("name={name}")))
+                .map_err(|c| wt_error(c, "export checkpoint"))?;
+            table_names(&mut session)
+        };
+        let r =
+            tables.and_then(|t: Vec<String>| export_in(&mut session, &name, &t, page_bytes, sink));
+        // Its pages stay allocated in the files until it is dropped. A process that stops
+        // before this drops it at its next open (`drop_export_checkpoints`).
+        if let Err(c) = retry_busy(
+            || session.checkpoint(Some(&format!("drop=({name})"))),
+            "drop export checkpoint",
+        ) {
+            tracing::warn!(error = %c, checkpoint = %name, "export checkpoint left for the next open");
+        }
         r
     }
+}
+
+/// Named checkpoints made for exports are called this, then a number.
+const EXPORT_CHECKPOINT: &str = "bulwark_export_";
+static NEXT_EXPORT: AtomicU64 = AtomicU64::new(0);
+
+/// The export checkpoints in the files' metadata, which lists each file's checkpoints by
+/// name.
+fn export_checkpoint_names(session: &mut Session) -> Result<Vec<String>> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut meta = session
+        .open_cursor("metadata:", None)
+        .map_err(|c| wt_error(c, "open metadata cursor"))?;
+    while meta.next().map_err(|c| wt_error(c, "metadata next"))? {
+        let config = meta
+            .value_str()
+            .map_err(|c| wt_error(c, "metadata value"))?;
+        for (at, _) in config.match_indices(EXPORT_CHECKPOINT) {
+            let digits: String = config[at + EXPORT_CHECKPOINT.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if !digits.is_empty() {
+                names.insert(format!("{EXPORT_CHECKPOINT}{digits}"));
+            }
+        }
+    }
+    Ok(names.into_iter().collect())
+}
+
+/// Drops the export checkpoints a process that stopped mid-export left behind.
+fn drop_export_checkpoints(session: &mut Session) -> Result<()> {
+    let names = export_checkpoint_names(session)?;
+    if names.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(checkpoints = ?names, "dropping export checkpoints left by an earlier process");
+    session
+        .checkpoint(Some(&format!("drop=({})", names.join(","))))
+        .map_err(|c| wt_error(c, "drop export checkpoints"))
 }
 
 /// Our tables, sorted, from WiredTiger's metadata.
@@ -627,20 +720,27 @@ fn table_names(session: &mut Session) -> Result<Vec<String>> {
     Ok(names)
 }
 
-fn export_in(session: &mut Session, page_bytes: usize, sink: &mut ExportSink<'_>) -> Result<()> {
+fn export_in(
+    session: &mut Session,
+    checkpoint: &str,
+    tables: &[String],
+    page_bytes: usize,
+    sink: &mut ExportSink<'_>,
+) -> Result<()> {
     let mut keys = KeyBuf::default();
-    for name in table_names(session)? {
+    let config = format!("checkpoint={checkpoint}");
+    for name in tables {
         let mut after: Option<Vec<u8>> = None;
         loop {
             let (page, more) = {
                 let mut c = session
-                    .open_cursor(&table_uri(&name), None)
-                    .map_err(|c| open_error(c, &name))?;
+                    .open_cursor(&table_uri(name), Some(&config))
+                    .map_err(|c| open_error(c, name))?;
                 export_page(&mut c, &mut keys, after.as_deref(), page_bytes)
                     .map_err(|c| wt_error(c, "export read"))?
             };
             let last = page.last().map(|(k, _)| k.clone());
-            sink(&name, page)?;
+            sink(name, page)?;
             match last {
                 Some(k) if more => after = Some(k),
                 _ => break,
