@@ -43,6 +43,8 @@ pub struct Session {
     next_cancel: Option<CancellationToken>,
     /// When the router read the command being run (its `maxTimeMS` counts from here).
     pub request_started: Instant,
+    /// The logical session this connection used last (`session_cache.rs`).
+    pub recent_session: crate::session_cache::Recent,
 }
 
 /// Serves one client over a plain TCP or a TLS stream.
@@ -78,6 +80,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             ops: registration.slot.clone(),
             next_cancel: None,
             request_started: Instant::now(),
+            recent_session: Default::default(),
         };
         // Over the configured connection rate, a connection waits its turn, or is closed
         // at once when too many already wait.

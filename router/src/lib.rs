@@ -22,6 +22,7 @@ pub mod listener;
 pub mod read_preference;
 pub mod refusal;
 pub mod runtime_lag;
+pub mod session_cache;
 pub mod shard_client;
 pub mod sharding;
 pub mod staleness;

@@ -56,6 +56,8 @@ pub struct RouterState {
     pub lag: Arc<crate::runtime_lag::RuntimeLag>,
     /// What each connection is running (`currentOp`, `killOp`).
     pub current_ops: Arc<crate::current_ops::CurrentOps>,
+    /// The logical sessions commands named (`$listLocalSessions`).
+    pub sessions: crate::session_cache::SessionCache,
 }
 
 impl RouterState {
@@ -180,6 +182,7 @@ async fn serve_inner(
         waits: Default::default(),
         lag: Default::default(),
         current_ops: Default::default(),
+        sessions: Default::default(),
         host: format!(
             "{}:{}",
             hostname::get()

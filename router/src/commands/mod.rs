@@ -94,12 +94,12 @@ const LOCAL: &[(&str, LocalFn, Rule)] = &[
     ("endSessions", sessions::end_sessions, Rule::Open),
     (
         "killAllSessions",
-        sessions::kill_sessions,
+        sessions::kill_all_sessions,
         Rule::Cluster(acts(&[KillAnySession])),
     ),
     (
         "killAllSessionsByPattern",
-        sessions::kill_sessions,
+        sessions::kill_all_sessions,
         Rule::Cluster(acts(&[KillAnySession])),
     ),
     ("killSessions", sessions::kill_sessions, Rule::Authenticated),
@@ -429,6 +429,14 @@ pub async fn dispatch(
             ErrorCode::SearchNotEnabled,
             search_indexes::NOT_ENABLED,
         ));
+    }
+    if let Some(lsid) = cmd.get("lsid") {
+        sessions::touch(session, lsid)?;
+    }
+    if name == "aggregate" && starts_with_stage(&cmd, "$listLocalSessions") {
+        session.state.counters.add(session.id, Op::Command, 1);
+        authz::authorize(session, db, name, &cmd, Rule::Authenticated).await?;
+        return Box::pin(sessions::list_local_sessions(session, db, &cmd)).await;
     }
     if name == "aggregate" && starts_with_stage(&cmd, "$currentOp") {
         session.state.counters.add(session.id, Op::Command, 1);

@@ -1,11 +1,40 @@
-//! Logical session commands. The router keeps no server-side session state yet (no
-//! transactions, no retryable-write table), so ending or killing sessions has nothing to
-//! release; `startSession` hands out a fresh id as mongos does.
+//! Logical session commands and `$listLocalSessions`, over the router's session cache
+//! (`session_cache.rs`). There are no multi-document transactions yet, so ending or
+//! killing a session releases its cache entry and nothing else; retryable-write records
+//! live with the shards' data and expire there.
 
 use bson::{doc, Bson, Document};
-use wire::{MongoError, MongoResult};
+use wire::{ErrorCode, MongoError, MongoResult};
 
+use crate::auth::authz::{self, acts};
+use crate::auth::roles::{Action, Target};
 use crate::conn::Session;
+use crate::session_cache::{lsid_id, uid, Owners, SessionKey};
+
+/// `user@db` of the connection's user, `None` when no one is authenticated.
+fn user_name(session: &Session) -> Option<String> {
+    session
+        .auth
+        .user
+        .as_ref()
+        .map(|u| format!("{}@{}", u.user, u.db))
+}
+
+/// Records the session a command names (`lsid`) in the router's cache. Under access
+/// control an unauthenticated command is refused anyway, and records nothing.
+pub fn touch(session: &mut Session, lsid: &Bson) -> MongoResult<()> {
+    if session.state.auth.enabled && session.auth.user.is_none() {
+        return Ok(());
+    }
+    let Some(id) = lsid_id(lsid) else {
+        // Not a session id: the shard that gets the command refuses it.
+        return Ok(());
+    };
+    let user = user_name(session);
+    session
+        .recent_session
+        .touch(&session.state.sessions, id, user.as_deref())
+}
 
 fn session_list<'a>(cmd: &'a Document, name: &str) -> MongoResult<&'a Vec<Bson>> {
     match cmd.get(name) {
@@ -16,24 +45,199 @@ fn session_list<'a>(cmd: &'a Document, name: &str) -> MongoResult<&'a Vec<Bson>>
     }
 }
 
-pub fn end_sessions(_: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
-    session_list(cmd, "endSessions")?;
+/// The session ids of `{<name>: [{id: <UUID>}, ...]}`.
+fn session_ids(cmd: &Document, name: &str) -> MongoResult<Vec<[u8; 16]>> {
+    session_list(cmd, name)?
+        .iter()
+        .map(|e| {
+            lsid_id(e).ok_or_else(|| {
+                MongoError::type_mismatch(format!(
+                    "each element of '{name}' must be a session id: {{id: <UUID>}}"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The connection user's sessions of these ids.
+fn own_sessions(session: &mut Session, ids: Vec<[u8; 16]>) -> Vec<SessionKey> {
+    let user = user_name(session);
+    let uid = session.recent_session.uid(user.as_deref());
+    ids.into_iter().map(|id| SessionKey { id, uid }).collect()
+}
+
+fn end_own(session: &mut Session, cmd: &Document, name: &str) -> MongoResult<Document> {
+    let ids = session_ids(cmd, name)?;
+    for key in own_sessions(session, ids) {
+        session.state.sessions.end(&key);
+    }
     Ok(Document::new())
 }
 
-pub fn kill_sessions(_: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
+pub fn end_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
+    end_own(session, cmd, "endSessions")
+}
+
+/// `killSessions`: the connection user's sessions of these ids.
+pub fn kill_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
+    end_own(session, cmd, "killSessions")
+}
+
+/// `killAllSessions: [{user, db}, ...]` (every user's when empty) and
+/// `killAllSessionsByPattern: [{uid} | {users: [...]} | {lsid}, ...]`. Both need
+/// `killAnySession` on the cluster (checked before this runs).
+pub fn kill_all_sessions(
+    session: &mut Session,
+    _db: &str,
+    cmd: &Document,
+) -> MongoResult<Document> {
     let name = cmd.keys().next().map(String::as_str).unwrap_or_default();
-    session_list(cmd, name)?;
+    let list = session_list(cmd, name)?;
+    let cache = &session.state.sessions;
+    if list.is_empty() {
+        cache.end_all(&Owners::All);
+    }
+    for e in list {
+        let Bson::Document(e) = e else {
+            return Err(MongoError::type_mismatch(format!(
+                "each element of '{name}' must be an object"
+            )));
+        };
+        if name == "killAllSessions" {
+            cache.end_all(&Owners::Only(vec![user_uid(e)?]));
+        } else if let Some(lsid) = e.get("lsid") {
+            let id = lsid_id(lsid)
+                .ok_or_else(|| MongoError::type_mismatch("'lsid' must be {id: <UUID>}"))?;
+            let uid = match lsid.as_document().and_then(|d| d.get("uid")) {
+                Some(Bson::Binary(b)) => b.bytes.as_slice().try_into().ok(),
+                _ => None,
+            };
+            match uid {
+                Some(uid) => cache.end(&SessionKey { id, uid }),
+                None => cache.end_all_with_id(&id),
+            }
+        } else if let Some(Bson::Binary(b)) = e.get("uid") {
+            let uid = b
+                .bytes
+                .as_slice()
+                .try_into()
+                .map_err(|_| MongoError::bad_value("'uid' must be 32 bytes (SHA-256)"))?;
+            cache.end_all(&Owners::Only(vec![uid]));
+        } else if let Some(Bson::Array(users)) = e.get("users") {
+            let uids = users.iter().map(user_of).collect::<MongoResult<_>>()?;
+            cache.end_all(&Owners::Only(uids));
+        } else {
+            return Err(MongoError::bad_value(
+                "a killAllSessionsByPattern pattern is {lsid}, {uid} or {users}; roles are not supported",
+            ));
+        }
+    }
     Ok(Document::new())
 }
 
-pub fn refresh_sessions(_: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
-    session_list(cmd, "refreshSessions")?;
+/// The uid of `{user, db}`.
+fn user_uid(e: &Document) -> MongoResult<[u8; 32]> {
+    match (e.get_str("user"), e.get_str("db")) {
+        (Ok(u), Ok(d)) => Ok(uid(Some(&format!("{u}@{d}")))),
+        _ => Err(MongoError::type_mismatch(
+            "a user is given as {user: <name>, db: <database>}",
+        )),
+    }
+}
+
+fn user_of(b: &Bson) -> MongoResult<[u8; 32]> {
+    match b {
+        Bson::Document(d) => user_uid(d),
+        _ => Err(MongoError::type_mismatch(
+            "a user is given as {user: <name>, db: <database>}",
+        )),
+    }
+}
+
+pub fn refresh_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
+    let ids = session_ids(cmd, "refreshSessions")?;
+    let user = user_name(session);
+    for id in ids {
+        session
+            .recent_session
+            .touch(&session.state.sessions, id, user.as_deref())?;
+    }
     Ok(Document::new())
 }
 
-pub fn start_session(_: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
-    Ok(
-        doc! {"id": {"id": bson::Binary {subtype: bson::spec::BinarySubtype::Uuid, bytes: bson::Uuid::new().bytes().to_vec()}}, "timeoutMinutes": 30},
-    )
+/// A fresh session, in the cache from now on, as mongos hands out.
+pub fn start_session(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+    let id = bson::Uuid::new().bytes();
+    let user = user_name(session);
+    session
+        .recent_session
+        .touch(&session.state.sessions, id, user.as_deref())?;
+    let timeout_minutes = crate::session_cache::SESSION_TIMEOUT.as_secs() / 60;
+    Ok(doc! {
+        "id": {"id": bson::Binary {subtype: bson::spec::BinarySubtype::Uuid, bytes: id.to_vec()}},
+        "timeoutMinutes": timeout_minutes as i32,
+    })
+}
+
+/// `{aggregate: 1, pipeline: [{$listLocalSessions: {}|{allUsers: true}|{users: [...]}},
+/// ...]}` on admin: the cached sessions, through the rest of the pipeline.
+pub async fn list_local_sessions(
+    session: &mut Session,
+    db: &str,
+    cmd: &Document,
+) -> MongoResult<Document> {
+    let on_database = match cmd.get("aggregate") {
+        Some(Bson::Int32(1) | Bson::Int64(1)) => true,
+        Some(Bson::Double(d)) => *d == 1.0,
+        _ => false,
+    };
+    if db != "admin" || !on_database {
+        return Err(MongoError::new(
+            ErrorCode::InvalidNamespace,
+            "$listLocalSessions must be run against the 'admin' database with {aggregate: 1}",
+        ));
+    }
+    let stages = super::current_op::pipeline_stages(cmd)?;
+    let spec = match stages[0].get("$listLocalSessions") {
+        Some(Bson::Document(d)) => d,
+        _ => {
+            return Err(MongoError::type_mismatch(
+                "$listLocalSessions options must be specified in an object",
+            ))
+        }
+    };
+    let all_users = spec.get_bool("allUsers").unwrap_or(false);
+    let users = match spec.get("users") {
+        None => None,
+        Some(Bson::Array(a)) => Some(a.iter().map(user_of).collect::<MongoResult<Vec<_>>>()?),
+        Some(_) => return Err(MongoError::type_mismatch("'users' must be an array")),
+    };
+    let own = {
+        let user = user_name(session);
+        session.recent_session.uid(user.as_deref())
+    };
+    let owners = match (all_users, users) {
+        (true, Some(_)) => {
+            return Err(MongoError::bad_value(
+                "$listLocalSessions takes allUsers or users, not both",
+            ))
+        }
+        (true, None) => Owners::All,
+        (false, Some(uids)) => Owners::Only(uids),
+        (false, None) if session.state.auth.enabled => Owners::Only(vec![own]),
+        (false, None) => Owners::All,
+    };
+    // Other users' sessions need listSessions on the cluster.
+    if !matches!(&owners, Owners::Only(uids) if uids.iter().all(|u| *u == own)) {
+        let need = acts(&[Action::ListSessions]);
+        authz::require(session, Target::Cluster, need, "aggregate", db, cmd).await?;
+    }
+    let rest = query::agg::Pipeline::parse(&stages[1..])?;
+    let batch = rest.run(
+        session.state.sessions.list(&owners),
+        &query::agg::NoCollections,
+    )?;
+    Ok(doc! {
+        "cursor": {"firstBatch": batch, "id": 0_i64, "ns": "admin.$cmd.aggregate"},
+    })
 }

@@ -1,0 +1,325 @@
+//! The router's logical session cache: the sessions commands named (`lsid`), with when
+//! each was last used and by whom, as mongos keeps them in memory. `$listLocalSessions`
+//! lists them; `startSession` adds one; `endSessions` and `killSessions` remove them.
+//!
+//! A session is the driver's `lsid.id` together with the user who runs it (`uid`, the
+//! SHA-256 of `user@db`, of the empty string without authentication), so two users
+//! naming the same id hold two sessions, as in MongoDB.
+//!
+//! Every command carries an `lsid` (drivers use implicit sessions), so the cache sits on
+//! the hot path. It is split in [`SHARDS`] locks by id, and a connection touches it only
+//! when the session it names differs from the one it touched last, a second has gone by
+//! since, or some session was ended meanwhile ([`Recent`]): a driver's connection runs
+//! the sessions of its pool one after another, so the shared locks are taken a few times
+//! a second per connection, not per command. The count of ends is read on every command
+//! and written only when sessions end, so its cache line stays shared.
+//!
+//! The cache is bounded ([`MAX_SESSIONS`], MongoDB's `maxSessions` default): a new
+//! session beyond it gets `TooManyLogicalSessions` (261) unless expired ones (unused for
+//! [`SESSION_TIMEOUT`], `localLogicalSessionTimeoutMinutes`) make room.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use bson::{doc, Bson, Document};
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+use wire::{ErrorCode, MongoError, MongoResult};
+
+/// Locks the cache is split into.
+const SHARDS: usize = 64;
+/// Sessions the cache holds at most (MongoDB's `maxSessions` default).
+pub const MAX_SESSIONS: usize = 1_000_000;
+/// A session unused for this long is gone (`localLogicalSessionTimeoutMinutes`: 30).
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How stale a session's `lastUse` may be before a connection touches it again.
+const TOUCH_EVERY: Duration = Duration::from_secs(1);
+
+/// A logical session: the driver's id and the SHA-256 of its user's name.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct SessionKey {
+    pub id: [u8; 16],
+    pub uid: [u8; 32],
+}
+
+/// The id of `lsid` (`{id: <UUID>, ...}`), or `None` for anything else.
+pub fn lsid_id(lsid: &Bson) -> Option<[u8; 16]> {
+    let Bson::Document(d) = lsid else { return None };
+    let Some(Bson::Binary(b)) = d.get("id") else {
+        return None;
+    };
+    b.bytes.as_slice().try_into().ok()
+}
+
+impl SessionKey {
+    fn shard(&self) -> usize {
+        // The id is random (a v4 UUID): its first byte spreads sessions evenly.
+        usize::from(self.id[0]) % SHARDS
+    }
+}
+
+/// The SHA-256 of `user@db` ("" without authentication), as MongoDB's `uid`.
+pub fn uid(user: Option<&str>) -> [u8; 32] {
+    Sha256::digest(user.unwrap_or("").as_bytes()).into()
+}
+
+struct Entry {
+    last_use: SystemTime,
+    /// For the expiry test: `SystemTime` may step.
+    touched: Instant,
+    /// `user@db`, when authenticated.
+    user: Option<String>,
+}
+
+/// Which sessions `$listLocalSessions` asks for.
+pub enum Owners {
+    All,
+    /// These uids.
+    Only(Vec<[u8; 32]>),
+}
+
+pub struct SessionCache {
+    shards: Vec<Mutex<HashMap<SessionKey, Entry>>>,
+    per_shard: usize,
+    /// How many times sessions were ended: a connection that touched a session before
+    /// the last end touches it again.
+    ends: AtomicU64,
+}
+
+impl Default for SessionCache {
+    fn default() -> Self {
+        SessionCache::with_capacity(MAX_SESSIONS)
+    }
+}
+
+impl SessionCache {
+    pub fn with_capacity(max: usize) -> SessionCache {
+        SessionCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            per_shard: max.div_ceil(SHARDS).max(1),
+            ends: AtomicU64::new(0),
+        }
+    }
+
+    /// Records a use of `key` now, adding the session if it is new.
+    pub fn touch(&self, key: SessionKey, user: Option<&str>) -> MongoResult<()> {
+        let now = Instant::now();
+        let mut shard = self.shards[key.shard()].lock();
+        if let Some(e) = shard.get_mut(&key) {
+            e.last_use = SystemTime::now();
+            e.touched = now;
+            return Ok(());
+        }
+        if shard.len() >= self.per_shard {
+            shard.retain(|_, e| now.duration_since(e.touched) < SESSION_TIMEOUT);
+            if shard.len() >= self.per_shard {
+                return Err(MongoError::new(
+                    ErrorCode::TooManyLogicalSessions,
+                    format!(
+                        "Unable to add session into the cache because the number of active \
+                         sessions is too high (at most {} per router)",
+                        self.per_shard * SHARDS
+                    ),
+                ));
+            }
+        }
+        shard.insert(
+            key,
+            Entry {
+                last_use: SystemTime::now(),
+                touched: now,
+                user: user.map(str::to_owned),
+            },
+        );
+        Ok(())
+    }
+
+    /// Ends `key` here (`endSessions`, `killSessions`).
+    pub fn end(&self, key: &SessionKey) {
+        self.shards[key.shard()].lock().remove(key);
+        self.ends.fetch_add(1, Ordering::Release);
+    }
+
+    /// Ends the sessions of this id, whoever's they are (`killAllSessionsByPattern`).
+    pub fn end_all_with_id(&self, id: &[u8; 16]) {
+        let probe = SessionKey {
+            id: *id,
+            uid: [0; 32],
+        };
+        self.shards[probe.shard()].lock().retain(|k, _| k.id != *id);
+        self.ends.fetch_add(1, Ordering::Release);
+    }
+
+    /// Ends every session of these owners (`killAllSessions`).
+    pub fn end_all(&self, owners: &Owners) {
+        for shard in &self.shards {
+            shard.lock().retain(|k, _| !owners.include(&k.uid));
+        }
+        self.ends.fetch_add(1, Ordering::Release);
+    }
+
+    /// The live sessions of `owners`, in `$listLocalSessions`'s shape.
+    pub fn list(&self, owners: &Owners) -> Vec<Document> {
+        let now = Instant::now();
+        let mut out = Vec::new();
+        for shard in &self.shards {
+            let mut shard = shard.lock();
+            shard.retain(|_, e| now.duration_since(e.touched) < SESSION_TIMEOUT);
+            for (k, e) in shard.iter().filter(|(k, _)| owners.include(&k.uid)) {
+                let mut d = doc! {
+                    "_id": {"id": binary(bson::spec::BinarySubtype::Uuid, &k.id),
+                            "uid": binary(bson::spec::BinarySubtype::Generic, &k.uid)},
+                    "lastUse": bson::DateTime::from_system_time(e.last_use),
+                };
+                if let Some(u) = &e.user {
+                    d.insert("user", doc! {"name": u});
+                }
+                out.push(d);
+            }
+        }
+        out
+    }
+}
+
+impl Owners {
+    fn include(&self, uid: &[u8; 32]) -> bool {
+        match self {
+            Owners::All => true,
+            Owners::Only(uids) => uids.contains(uid),
+        }
+    }
+}
+
+fn binary(subtype: bson::spec::BinarySubtype, bytes: &[u8]) -> Bson {
+    Bson::Binary(bson::Binary {
+        subtype,
+        bytes: bytes.to_vec(),
+    })
+}
+
+/// A connection's side of the cache: the session it touched last, when, and how many
+/// ends the cache had counted then (it touches the shared cache again only for another
+/// session, after [`TOUCH_EVERY`], or after an end), and its user's uid, hashed once per
+/// user instead of once per command.
+#[derive(Default)]
+pub struct Recent {
+    last: Option<(SessionKey, Instant, u64)>,
+    owner: Option<(String, [u8; 32])>,
+}
+
+impl Recent {
+    /// Touches the session `id` of `user` (`user@db`) in `cache`, unless this connection
+    /// did so within [`TOUCH_EVERY`].
+    pub fn touch(
+        &mut self,
+        cache: &SessionCache,
+        id: [u8; 16],
+        user: Option<&str>,
+    ) -> MongoResult<()> {
+        let key = SessionKey {
+            id,
+            uid: self.uid(user),
+        };
+        let now = Instant::now();
+        let ends = cache.ends.load(Ordering::Acquire);
+        if let Some((last, at, seen)) = &self.last {
+            if *last == key && *seen == ends && now.duration_since(*at) < TOUCH_EVERY {
+                return Ok(());
+            }
+        }
+        cache.touch(key, user)?;
+        self.last = Some((key, now, ends));
+        Ok(())
+    }
+
+    /// The uid of `user` (`user@db`, `None` without authentication).
+    pub fn uid(&mut self, user: Option<&str>) -> [u8; 32] {
+        let name = user.unwrap_or("");
+        match &self.owner {
+            Some((cached, uid)) if cached == name => *uid,
+            _ => {
+                let h = uid(user);
+                self.owner = Some((name.to_owned(), h));
+                h
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lsid(n: u8) -> Bson {
+        Bson::Document(doc! {"id": binary(bson::spec::BinarySubtype::Uuid, &[n; 16])})
+    }
+
+    #[test]
+    fn a_session_is_its_id_and_its_user() {
+        let cache = SessionCache::default();
+        let id = lsid_id(&lsid(1)).unwrap();
+        let a = SessionKey {
+            id,
+            uid: uid(Some("ann@admin")),
+        };
+        let b = SessionKey {
+            id,
+            uid: uid(Some("bob@admin")),
+        };
+        cache.touch(a, Some("ann@admin")).unwrap();
+        cache.touch(b, Some("bob@admin")).unwrap();
+        cache.touch(a, Some("ann@admin")).unwrap();
+        assert_eq!(cache.list(&Owners::All).len(), 2);
+        let anns = cache.list(&Owners::Only(vec![uid(Some("ann@admin"))]));
+        assert_eq!(anns.len(), 1);
+        assert_eq!(
+            anns[0].get_document("user").unwrap().get_str("name"),
+            Ok("ann@admin")
+        );
+        let id = anns[0].get_document("_id").unwrap();
+        assert_eq!(id.get_binary_generic("uid").unwrap().len(), 32);
+        cache.end(&a);
+        assert_eq!(cache.list(&Owners::All).len(), 1);
+        assert!(lsid_id(&Bson::Int32(1)).is_none());
+    }
+
+    #[test]
+    fn a_full_cache_refuses_new_sessions_and_keeps_serving_known_ones() {
+        let cache = SessionCache::with_capacity(SHARDS);
+        // Ids with the same first byte share a shard, which holds one session.
+        let first = SessionKey {
+            id: [7; 16],
+            uid: uid(None),
+        };
+        let mut second = first;
+        second.id[1] = 8;
+        cache.touch(first, None).unwrap();
+        let err = cache.touch(second, None).unwrap_err();
+        assert_eq!(err.code, ErrorCode::TooManyLogicalSessions as i32);
+        cache.touch(first, None).unwrap();
+        cache.end(&first);
+        cache.touch(second, None).unwrap();
+    }
+
+    #[test]
+    fn a_connection_touches_the_shared_cache_again_only_when_it_must() {
+        let cache = SessionCache::default();
+        let mut recent = Recent::default();
+        let id = lsid_id(&lsid(3)).unwrap();
+        let key = SessionKey { id, uid: uid(None) };
+        recent.touch(&cache, id, None).unwrap();
+        let first = cache.list(&Owners::All)[0].get_datetime("lastUse").copied();
+        std::thread::sleep(Duration::from_millis(5));
+        // Within the second, the same session is not touched again...
+        recent.touch(&cache, id, None).unwrap();
+        assert_eq!(
+            cache.list(&Owners::All)[0].get_datetime("lastUse").copied(),
+            first
+        );
+        // ...but one ended meanwhile (by any connection) is added again at its next use.
+        cache.end(&key);
+        recent.touch(&cache, id, None).unwrap();
+        assert_eq!(cache.list(&Owners::All).len(), 1);
+    }
+}
