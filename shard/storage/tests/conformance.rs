@@ -247,3 +247,35 @@ fn wiredtiger_export_checkpoints_left_by_a_stopped_process_are_dropped_at_open()
     assert_eq!(e.export_checkpoints().unwrap(), Vec::<String>::new());
     assert_eq!(e.get("t", b"k").unwrap(), Some(1u32.to_be_bytes().to_vec()));
 }
+
+/// A table dropped while an export reads it (the applier applying a drop on the member
+/// that serves a snapshot) is dropped, not refused as busy (a refused drop would stop
+/// that member's replication): the export's checkpoint does not hold it. The export then
+/// fails, and the member copying it asks again.
+#[test]
+fn wiredtiger_a_drop_during_an_export_goes_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = with_statistics(dir.path());
+    for t in ["a", "b"] {
+        e.create_table(t).unwrap();
+        for i in 0..100u32 {
+            put_u32(&e, t, &i.to_be_bytes(), i);
+        }
+    }
+    let mut drops = Vec::new();
+    let r = e.export(200, &mut |table, _| {
+        if drops.is_empty() {
+            assert_eq!(table, "a");
+            drops.push(e.drop_table("a"));
+            drops.push(e.drop_table("b"));
+        }
+        Ok(())
+    });
+    assert!(drops.iter().all(Result::is_ok), "{drops:?}");
+    assert!(
+        matches!(r, Err(storage::StorageError::NoSuchTable(_))),
+        "{r:?}"
+    );
+    assert_eq!(e.list_tables().unwrap(), Vec::<String>::new());
+    assert_eq!(e.export_checkpoints().unwrap(), Vec::<String>::new());
+}
