@@ -153,4 +153,14 @@ async fn under_access_control_a_user_lists_their_own_sessions_unless_allowed_mor
         Err(2),
         "allUsers and users together"
     );
+
+    // killSessions ends only the caller's own sessions of those ids, unless the caller
+    // may kill any session.
+    let kill = doc! {"killSessions": [r.id().clone()]};
+    app.database("admin").run_command(kill).await.unwrap();
+    assert!(listed(&root, doc! {}).await.unwrap().contains(&roots));
+    let kill = doc! {"killSessions": [s.id().clone()]};
+    root.database("admin").run_command(kill).await.unwrap();
+    let everyone = listed(&root, doc! {"allUsers": true}).await.unwrap();
+    assert!(!everyone.contains(&apps), "{everyone:?}");
 }

@@ -78,9 +78,21 @@ pub fn end_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoRe
     end_own(session, cmd, "endSessions")
 }
 
-/// `killSessions`: the connection user's sessions of these ids.
+/// `killSessions`: the sessions of these ids, the connection user's own or, for a user
+/// who may `killAnySession` (its privileges were refreshed when this command was
+/// authorized), anyone's.
 pub fn kill_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
-    end_own(session, cmd, "killSessions")
+    let any = session.auth.user.as_ref().is_some_and(|u| {
+        u.privileges
+            .allows(Target::Cluster, acts(&[Action::KillAnySession]))
+    });
+    if !any {
+        return end_own(session, cmd, "killSessions");
+    }
+    for id in session_ids(cmd, "killSessions")? {
+        session.state.sessions.end_all_with_id(&id);
+    }
+    Ok(Document::new())
 }
 
 /// `killAllSessions: [{user, db}, ...]` (every user's when empty) and
