@@ -14,11 +14,18 @@
 //! a second per connection, not per command. The count of ends is read on every command
 //! and written only when sessions end, so its cache line stays shared.
 //!
-//! The cache is bounded ([`MAX_SESSIONS`], MongoDB's `maxSessions` default): a new
-//! session beyond it gets `TooManyLogicalSessions` (261) unless expired ones (unused for
-//! [`SESSION_TIMEOUT`], `localLogicalSessionTimeoutMinutes`) make room.
+//! The cache is bounded ([`MAX_SESSIONS`], MongoDB's `maxSessions` default, a share of
+//! it per lock): a new session beyond it gets `TooManyLogicalSessions` (261) unless
+//! expired ones (unused for [`SESSION_TIMEOUT`], `localLogicalSessionTimeoutMinutes`)
+//! make room. Session ids are chosen by clients, so the lock a session falls under is
+//! picked by a hash keyed at random when the router starts: no client can aim its
+//! sessions at one lock's share and refuse everyone else's there. A full share looks for
+//! expired sessions at most once a second, so a storm of new sessions against it does
+//! not scan it under its lock each time.
 
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -35,6 +42,8 @@ pub const MAX_SESSIONS: usize = 1_000_000;
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// How stale a session's `lastUse` may be before a connection touches it again.
 const TOUCH_EVERY: Duration = Duration::from_secs(1);
+/// How often a full share of the cache looks for expired sessions.
+const PRUNE_EVERY: Duration = Duration::from_secs(1);
 
 /// A logical session: the driver's id and the SHA-256 of its user's name.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -50,13 +59,6 @@ pub fn lsid_id(lsid: &Bson) -> Option<[u8; 16]> {
         return None;
     };
     b.bytes.as_slice().try_into().ok()
-}
-
-impl SessionKey {
-    fn shard(&self) -> usize {
-        // The id is random (a v4 UUID): its first byte spreads sessions evenly.
-        usize::from(self.id[0]) % SHARDS
-    }
 }
 
 /// The SHA-256 of `user@db` ("" without authentication), as MongoDB's `uid`.
@@ -79,9 +81,25 @@ pub enum Owners {
     Only(Vec<[u8; 32]>),
 }
 
+/// One lock's share of the cache.
+struct Shard {
+    sessions: HashMap<SessionKey, Entry>,
+    /// When this share last looked for expired sessions because it was full.
+    pruned: Option<Instant>,
+}
+
+impl Shard {
+    fn prune(&mut self, now: Instant) {
+        self.sessions
+            .retain(|_, e| now.duration_since(e.touched) < SESSION_TIMEOUT);
+    }
+}
+
 pub struct SessionCache {
-    shards: Vec<Mutex<HashMap<SessionKey, Entry>>>,
+    shards: Vec<Mutex<Shard>>,
     per_shard: usize,
+    /// Picks a session's shard from its id, keyed at random per router.
+    seed: RandomState,
     /// How many times sessions were ended: a connection that touched a session before
     /// the last end touches it again.
     ends: AtomicU64,
@@ -96,24 +114,42 @@ impl Default for SessionCache {
 impl SessionCache {
     pub fn with_capacity(max: usize) -> SessionCache {
         SessionCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        sessions: HashMap::new(),
+                        pruned: None,
+                    })
+                })
+                .collect(),
             per_shard: max.div_ceil(SHARDS).max(1),
+            seed: RandomState::new(),
             ends: AtomicU64::new(0),
         }
+    }
+
+    fn shard_of(&self, id: &[u8; 16]) -> &Mutex<Shard> {
+        &self.shards[(self.seed.hash_one(id) % SHARDS as u64) as usize]
     }
 
     /// Records a use of `key` now, adding the session if it is new.
     pub fn touch(&self, key: SessionKey, user: Option<&str>) -> MongoResult<()> {
         let now = Instant::now();
-        let mut shard = self.shards[key.shard()].lock();
-        if let Some(e) = shard.get_mut(&key) {
+        let mut shard = self.shard_of(&key.id).lock();
+        if let Some(e) = shard.sessions.get_mut(&key) {
             e.last_use = SystemTime::now();
             e.touched = now;
             return Ok(());
         }
-        if shard.len() >= self.per_shard {
-            shard.retain(|_, e| now.duration_since(e.touched) < SESSION_TIMEOUT);
-            if shard.len() >= self.per_shard {
+        if shard.sessions.len() >= self.per_shard {
+            if shard
+                .pruned
+                .is_none_or(|t| now.duration_since(t) >= PRUNE_EVERY)
+            {
+                shard.prune(now);
+                shard.pruned = Some(now);
+            }
+            if shard.sessions.len() >= self.per_shard {
                 return Err(MongoError::new(
                     ErrorCode::TooManyLogicalSessions,
                     format!(
@@ -124,7 +160,7 @@ impl SessionCache {
                 ));
             }
         }
-        shard.insert(
+        shard.sessions.insert(
             key,
             Entry {
                 last_use: SystemTime::now(),
@@ -135,26 +171,24 @@ impl SessionCache {
         Ok(())
     }
 
-    /// Ends `key` here (`endSessions`, `killSessions`).
-    pub fn end(&self, key: &SessionKey) {
-        self.shards[key.shard()].lock().remove(key);
+    /// Ends these sessions here (`endSessions`, `killSessions`).
+    pub fn end(&self, keys: &[SessionKey]) {
+        for key in keys {
+            self.shard_of(&key.id).lock().sessions.remove(key);
+        }
         self.ends.fetch_add(1, Ordering::Release);
     }
 
     /// Ends the sessions of this id, whoever's they are (`killAllSessionsByPattern`).
     pub fn end_all_with_id(&self, id: &[u8; 16]) {
-        let probe = SessionKey {
-            id: *id,
-            uid: [0; 32],
-        };
-        self.shards[probe.shard()].lock().retain(|k, _| k.id != *id);
+        self.shard_of(id).lock().sessions.retain(|k, _| k.id != *id);
         self.ends.fetch_add(1, Ordering::Release);
     }
 
     /// Ends every session of these owners (`killAllSessions`).
     pub fn end_all(&self, owners: &Owners) {
         for shard in &self.shards {
-            shard.lock().retain(|k, _| !owners.include(&k.uid));
+            shard.lock().sessions.retain(|k, _| !owners.include(&k.uid));
         }
         self.ends.fetch_add(1, Ordering::Release);
     }
@@ -165,8 +199,12 @@ impl SessionCache {
         let mut out = Vec::new();
         for shard in &self.shards {
             let mut shard = shard.lock();
-            shard.retain(|_, e| now.duration_since(e.touched) < SESSION_TIMEOUT);
-            for (k, e) in shard.iter().filter(|(k, _)| owners.include(&k.uid)) {
+            shard.prune(now);
+            for (k, e) in shard
+                .sessions
+                .iter()
+                .filter(|(k, _)| owners.include(&k.uid))
+            {
                 let mut d = doc! {
                     "_id": {"id": binary(bson::spec::BinarySubtype::Uuid, &k.id),
                             "uid": binary(bson::spec::BinarySubtype::Generic, &k.uid)},
@@ -279,26 +317,32 @@ mod tests {
         );
         let id = anns[0].get_document("_id").unwrap();
         assert_eq!(id.get_binary_generic("uid").unwrap().len(), 32);
-        cache.end(&a);
+        cache.end(&[a]);
         assert_eq!(cache.list(&Owners::All).len(), 1);
         assert!(lsid_id(&Bson::Int32(1)).is_none());
     }
 
     #[test]
     fn a_full_cache_refuses_new_sessions_and_keeps_serving_known_ones() {
+        // One session per shard.
         let cache = SessionCache::with_capacity(SHARDS);
-        // Ids with the same first byte share a shard, which holds one session.
-        let first = SessionKey {
-            id: [7; 16],
+        let key = |b: u8| SessionKey {
+            id: [b; 16],
             uid: uid(None),
         };
-        let mut second = first;
-        second.id[1] = 8;
+        let first = key(7);
+        let same_shard = |k: &SessionKey| {
+            k.id != first.id && std::ptr::eq(cache.shard_of(&k.id), cache.shard_of(&first.id))
+        };
+        let second = (0..=255u8)
+            .map(key)
+            .find(same_shard)
+            .expect("256 ids over 64 shards: one shares the first's");
         cache.touch(first, None).unwrap();
         let err = cache.touch(second, None).unwrap_err();
         assert_eq!(err.code, ErrorCode::TooManyLogicalSessions as i32);
         cache.touch(first, None).unwrap();
-        cache.end(&first);
+        cache.end(&[first]);
         cache.touch(second, None).unwrap();
     }
 
@@ -318,7 +362,7 @@ mod tests {
             first
         );
         // ...but one ended meanwhile (by any connection) is added again at its next use.
-        cache.end(&key);
+        cache.end(&[key]);
         recent.touch(&cache, id, None).unwrap();
         assert_eq!(cache.list(&Owners::All).len(), 1);
     }

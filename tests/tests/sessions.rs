@@ -60,9 +60,13 @@ async fn sessions_are_listed_until_they_end_and_the_pipeline_runs_after_the_stag
         .unwrap();
     assert_eq!(docs, vec![doc! {"dummy": "dummy field"}]);
 
-    // Only on admin, with {aggregate: 1}.
-    let err = client
+    // On any database, with {aggregate: 1}; not on a collection.
+    let on_app = client
         .database("app")
+        .aggregate(vec![doc! {"$listLocalSessions": {}}])
+        .await;
+    assert!(on_app.is_ok(), "{on_app:?}");
+    let err = coll
         .aggregate(vec![doc! {"$listLocalSessions": {}}])
         .await
         .unwrap_err();
@@ -70,6 +74,7 @@ async fn sessions_are_listed_until_they_end_and_the_pipeline_runs_after_the_stag
         matches!(*err.kind, ErrorKind::Command(ref e) if e.code == 73),
         "{err}"
     );
+    assert_eq!(listed(&other, doc! {"all": true}).await, Err(40415));
 
     client
         .database("admin")
@@ -148,19 +153,50 @@ async fn under_access_control_a_user_lists_their_own_sessions_unless_allowed_mor
     );
     let roots_only = listed(&root, others).await.unwrap();
     assert!(roots_only.contains(&roots) && !roots_only.contains(&apps));
+    let both = doc! {"allUsers": true, "users": [{"user": "app", "db": "admin"}]};
     assert_eq!(
-        listed(&root, doc! {"allUsers": true, "users": []}).await,
-        Err(2),
+        listed(&root, both).await,
+        Err(140),
         "allUsers and users together"
     );
+    // An empty list of users is the caller.
+    let own = listed(&app, doc! {"users": []}).await.unwrap();
+    assert!(own.contains(&apps) && !own.contains(&roots), "{own:?}");
 
-    // killSessions ends only the caller's own sessions of those ids, unless the caller
-    // may kill any session.
+    // killSessions: by id alone, the caller's own session of that id.
     let kill = doc! {"killSessions": [r.id().clone()]};
     app.database("admin").run_command(kill).await.unwrap();
     assert!(listed(&root, doc! {}).await.unwrap().contains(&roots));
-    let kill = doc! {"killSessions": [s.id().clone()]};
+    // With another user's uid: only for a user who may kill any session.
+    let roots_doc = session_doc(&root, &roots).await;
+    let denied = app
+        .database("admin")
+        .run_command(doc! {"killSessions": [roots_doc]})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(*denied.kind, ErrorKind::Command(ref c) if c.code == 13),
+        "{denied}"
+    );
+    let kill = doc! {"killSessions": [session_doc(&root, &apps).await]};
     root.database("admin").run_command(kill).await.unwrap();
     let everyone = listed(&root, doc! {"allUsers": true}).await.unwrap();
     assert!(!everyone.contains(&apps), "{everyone:?}");
+    assert!(everyone.contains(&roots), "{everyone:?}");
+}
+
+/// The `_id` (`{id, uid}`) `$listLocalSessions` gives the session of id `id`.
+async fn session_doc(client: &mongodb::Client, id: &Bson) -> Document {
+    let docs: Vec<Document> = client
+        .database("admin")
+        .aggregate(vec![doc! {"$listLocalSessions": {"allUsers": true}}])
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    docs.into_iter()
+        .map(|d| d.get_document("_id").unwrap().clone())
+        .find(|s| s.get("id") == Some(id))
+        .expect("the session is listed")
 }

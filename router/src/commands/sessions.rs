@@ -66,32 +66,53 @@ fn own_sessions(session: &mut Session, ids: Vec<[u8; 16]>) -> Vec<SessionKey> {
     ids.into_iter().map(|id| SessionKey { id, uid }).collect()
 }
 
-fn end_own(session: &mut Session, cmd: &Document, name: &str) -> MongoResult<Document> {
-    let ids = session_ids(cmd, name)?;
-    for key in own_sessions(session, ids) {
-        session.state.sessions.end(&key);
-    }
+pub fn end_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
+    let ids = session_ids(cmd, "endSessions")?;
+    let keys = own_sessions(session, ids);
+    session.state.sessions.end(&keys);
     Ok(Document::new())
 }
 
-pub fn end_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
-    end_own(session, cmd, "endSessions")
-}
-
-/// `killSessions`: the sessions of these ids, the connection user's own or, for a user
-/// who may `killAnySession` (its privileges were refreshed when this command was
-/// authorized), anyone's.
-pub fn kill_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
-    let any = session.auth.user.as_ref().is_some_and(|u| {
-        u.privileges
-            .allows(Target::Cluster, acts(&[Action::KillAnySession]))
-    });
-    if !any {
-        return end_own(session, cmd, "killSessions");
+/// `killSessions: [{id, uid?}, ...]`: the caller's sessions of these ids, or the ones of
+/// the `uid` given, which for another user's needs `killAnySession` (the caller's
+/// privileges were refreshed when this command was authorized). An empty list ends all
+/// the caller's sessions.
+pub fn kill_sessions(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
+    let list = session_list(cmd, "killSessions")?;
+    let user = user_name(session);
+    let own = session.recent_session.uid(user.as_deref());
+    if list.is_empty() {
+        session.state.sessions.end_all(&Owners::Only(vec![own]));
+        return Ok(Document::new());
     }
-    for id in session_ids(cmd, "killSessions")? {
-        session.state.sessions.end_all_with_id(&id);
+    let may_kill_any = !session.state.auth.enabled
+        || session.auth.user.as_ref().is_some_and(|u| {
+            u.privileges
+                .allows(Target::Cluster, acts(&[Action::KillAnySession]))
+        });
+    let mut keys = Vec::with_capacity(list.len());
+    for e in list {
+        let id = lsid_id(e).ok_or_else(|| {
+            MongoError::type_mismatch("each element of 'killSessions' must be {id: <UUID>}")
+        })?;
+        let uid = match e.as_document().and_then(|d| d.get("uid")) {
+            None => own,
+            Some(Bson::Binary(b)) => b
+                .bytes
+                .as_slice()
+                .try_into()
+                .map_err(|_| MongoError::bad_value("'uid' must be 32 bytes (SHA-256)"))?,
+            Some(_) => return Err(MongoError::type_mismatch("'uid' must be binary data")),
+        };
+        if uid != own && !may_kill_any {
+            return Err(MongoError::new(
+                ErrorCode::Unauthorized,
+                format!("not authorized on {db} to kill another user's sessions"),
+            ));
+        }
+        keys.push(SessionKey { id, uid });
     }
+    session.state.sessions.end(&keys);
     Ok(Document::new())
 }
 
@@ -125,7 +146,7 @@ pub fn kill_all_sessions(
                 _ => None,
             };
             match uid {
-                Some(uid) => cache.end(&SessionKey { id, uid }),
+                Some(uid) => cache.end(&[SessionKey { id, uid }]),
                 None => cache.end_all_with_id(&id),
             }
         } else if let Some(Bson::Binary(b)) = e.get("uid") {
@@ -203,10 +224,10 @@ pub async fn list_local_sessions(
         Some(Bson::Double(d)) => *d == 1.0,
         _ => false,
     };
-    if db != "admin" || !on_database {
+    if !on_database {
         return Err(MongoError::new(
             ErrorCode::InvalidNamespace,
-            "$listLocalSessions must be run against the 'admin' database with {aggregate: 1}",
+            "$listLocalSessions must be run against the database with {aggregate: 1}, not a collection",
         ));
     }
     let stages = super::current_op::pipeline_stages(cmd)?;
@@ -218,9 +239,24 @@ pub async fn list_local_sessions(
             ))
         }
     };
-    let all_users = spec.get_bool("allUsers").unwrap_or(false);
+    if let Some(unknown) = spec
+        .keys()
+        .find(|k| !["allUsers", "users"].contains(&k.as_str()))
+    {
+        return Err(MongoError::new(
+            ErrorCode::Location40415,
+            format!("BSON field '$listLocalSessions.{unknown}' is an unknown field."),
+        ));
+    }
+    let all_users = match spec.get("allUsers") {
+        None => false,
+        Some(Bson::Boolean(b)) => *b,
+        Some(_) => return Err(MongoError::type_mismatch("'allUsers' must be a boolean")),
+    };
+    // An empty list of users means the caller, as no list does.
     let users = match spec.get("users") {
         None => None,
+        Some(Bson::Array(a)) if a.is_empty() => None,
         Some(Bson::Array(a)) => Some(a.iter().map(user_of).collect::<MongoResult<Vec<_>>>()?),
         Some(_) => return Err(MongoError::type_mismatch("'users' must be an array")),
     };
@@ -230,8 +266,9 @@ pub async fn list_local_sessions(
     };
     let owners = match (all_users, users) {
         (true, Some(_)) => {
-            return Err(MongoError::bad_value(
-                "$listLocalSessions takes allUsers or users, not both",
+            return Err(MongoError::new(
+                ErrorCode::UnsupportedFormat,
+                "allUsers and users are mutually exclusive",
             ))
         }
         (true, None) => Owners::All,

@@ -242,10 +242,16 @@ fn wiredtiger_export_checkpoints_left_by_a_stopped_process_are_dropped_at_open()
     }));
     assert!(cut_short.is_err());
     assert_eq!(e.export_checkpoints().unwrap().len(), 1);
+    // A table whose name looks like one is not taken for one.
+    e.create_table("bulwark_export_7").unwrap();
     drop(e);
     let e = with_statistics(dir.path());
     assert_eq!(e.export_checkpoints().unwrap(), Vec::<String>::new());
     assert_eq!(e.get("t", b"k").unwrap(), Some(1u32.to_be_bytes().to_vec()));
+    assert!(e
+        .list_tables()
+        .unwrap()
+        .contains(&"bulwark_export_7".to_string()));
 }
 
 /// A table dropped while an export reads it (the applier applying a drop on the member

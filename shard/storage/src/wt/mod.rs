@@ -198,7 +198,10 @@ impl WiredTigerEngine {
         let mut ddl = conn
             .open_session(SESSION_CONFIG)
             .map_err(|c| wt_error(c, "open_session"))?;
-        drop_export_checkpoints(&mut ddl)?;
+        if let Err(e) = drop_export_checkpoints(&mut ddl) {
+            // Not a reason to refuse the data: such a checkpoint only holds disk space.
+            tracing::warn!(error = %e, "export checkpoints left by an earlier process were not dropped");
+        }
         let inner = Arc::new(Inner {
             id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
             slots: Mutex::new(Vec::new()),
@@ -676,15 +679,23 @@ fn export_checkpoint_names(session: &mut Session) -> Result<Vec<String>> {
         .open_cursor("metadata:", None)
         .map_err(|c| wt_error(c, "open metadata cursor"))?;
     while meta.next().map_err(|c| wt_error(c, "metadata next"))? {
+        // A file's entry lists its checkpoints as `checkpoint=(<name>=(...),...)`. Other
+        // entries may hold a table's name, which may look like one.
+        if !meta
+            .key_str()
+            .map_err(|c| wt_error(c, "metadata key"))?
+            .starts_with("file:")
+        {
+            continue;
+        }
         let config = meta
             .value_str()
             .map_err(|c| wt_error(c, "metadata value"))?;
         for (at, _) in config.match_indices(EXPORT_CHECKPOINT) {
-            let digits: String = config[at + EXPORT_CHECKPOINT.len()..]
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect();
-            if !digits.is_empty() {
+            let listed = at > 0 && matches!(config.as_bytes()[at - 1], b'(' | b',');
+            let rest = &config[at + EXPORT_CHECKPOINT.len()..];
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            if listed && !digits.is_empty() && rest[digits.len()..].starts_with("=(") {
                 names.insert(format!("{EXPORT_CHECKPOINT}{digits}"));
             }
         }
