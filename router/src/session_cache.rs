@@ -61,9 +61,18 @@ pub fn lsid_id(lsid: &Bson) -> Option<[u8; 16]> {
     b.bytes.as_slice().try_into().ok()
 }
 
+/// Who runs a session: `(user, db)`, or `None` without authentication.
+pub type Owner<'a> = Option<(&'a str, &'a str)>;
+
 /// The SHA-256 of `user@db` ("" without authentication), as MongoDB's `uid`.
-pub fn uid(user: Option<&str>) -> [u8; 32] {
-    Sha256::digest(user.unwrap_or("").as_bytes()).into()
+pub fn uid(owner: Owner) -> [u8; 32] {
+    let mut h = Sha256::new();
+    if let Some((user, db)) = owner {
+        h.update(user.as_bytes());
+        h.update(b"@");
+        h.update(db.as_bytes());
+    }
+    h.finalize().into()
 }
 
 struct Entry {
@@ -133,7 +142,7 @@ impl SessionCache {
     }
 
     /// Records a use of `key` now, adding the session if it is new.
-    pub fn touch(&self, key: SessionKey, user: Option<&str>) -> MongoResult<()> {
+    pub fn touch(&self, key: SessionKey, owner: Owner) -> MongoResult<()> {
         let now = Instant::now();
         let mut shard = self.shard_of(&key.id).lock();
         if let Some(e) = shard.sessions.get_mut(&key) {
@@ -165,7 +174,7 @@ impl SessionCache {
             Entry {
                 last_use: SystemTime::now(),
                 touched: now,
-                user: user.map(str::to_owned),
+                user: owner.map(|(user, db)| format!("{user}@{db}")),
             },
         );
         Ok(())
@@ -243,21 +252,17 @@ fn binary(subtype: bson::spec::BinarySubtype, bytes: &[u8]) -> Bson {
 #[derive(Default)]
 pub struct Recent {
     last: Option<(SessionKey, Instant, u64)>,
-    owner: Option<(String, [u8; 32])>,
+    /// `(user, db, uid)`; the empty user and database without authentication.
+    owner: Option<(String, String, [u8; 32])>,
 }
 
 impl Recent {
-    /// Touches the session `id` of `user` (`user@db`) in `cache`, unless this connection
-    /// did so within [`TOUCH_EVERY`].
-    pub fn touch(
-        &mut self,
-        cache: &SessionCache,
-        id: [u8; 16],
-        user: Option<&str>,
-    ) -> MongoResult<()> {
+    /// Touches the session `id` of `owner` in `cache`, unless this connection did so
+    /// within [`TOUCH_EVERY`]. Allocates nothing when it does not.
+    pub fn touch(&mut self, cache: &SessionCache, id: [u8; 16], owner: Owner) -> MongoResult<()> {
         let key = SessionKey {
             id,
-            uid: self.uid(user),
+            uid: self.uid(owner),
         };
         let now = Instant::now();
         let ends = cache.ends.load(Ordering::Acquire);
@@ -266,19 +271,19 @@ impl Recent {
                 return Ok(());
             }
         }
-        cache.touch(key, user)?;
+        cache.touch(key, owner)?;
         self.last = Some((key, now, ends));
         Ok(())
     }
 
-    /// The uid of `user` (`user@db`, `None` without authentication).
-    pub fn uid(&mut self, user: Option<&str>) -> [u8; 32] {
-        let name = user.unwrap_or("");
+    /// The uid of `owner`, hashed again only when the connection's user changed.
+    pub fn uid(&mut self, owner: Owner) -> [u8; 32] {
+        let (user, db) = owner.unwrap_or(("", ""));
         match &self.owner {
-            Some((cached, uid)) if cached == name => *uid,
+            Some((u, d, cached)) if u == user && d == db => *cached,
             _ => {
-                let h = uid(user);
-                self.owner = Some((name.to_owned(), h));
+                let h = uid(owner);
+                self.owner = Some((user.to_owned(), db.to_owned(), h));
                 h
             }
         }
@@ -299,17 +304,17 @@ mod tests {
         let id = lsid_id(&lsid(1)).unwrap();
         let a = SessionKey {
             id,
-            uid: uid(Some("ann@admin")),
+            uid: uid(Some(("ann", "admin"))),
         };
         let b = SessionKey {
             id,
-            uid: uid(Some("bob@admin")),
+            uid: uid(Some(("bob", "admin"))),
         };
-        cache.touch(a, Some("ann@admin")).unwrap();
-        cache.touch(b, Some("bob@admin")).unwrap();
-        cache.touch(a, Some("ann@admin")).unwrap();
+        cache.touch(a, Some(("ann", "admin"))).unwrap();
+        cache.touch(b, Some(("bob", "admin"))).unwrap();
+        cache.touch(a, Some(("ann", "admin"))).unwrap();
         assert_eq!(cache.list(&Owners::All).len(), 2);
-        let anns = cache.list(&Owners::Only(vec![uid(Some("ann@admin"))]));
+        let anns = cache.list(&Owners::Only(vec![uid(Some(("ann", "admin")))]));
         assert_eq!(anns.len(), 1);
         assert_eq!(
             anns[0].get_document("user").unwrap().get_str("name"),
@@ -320,6 +325,10 @@ mod tests {
         cache.end(&[a]);
         assert_eq!(cache.list(&Owners::All).len(), 1);
         assert!(lsid_id(&Bson::Int32(1)).is_none());
+        // MongoDB's digests: of "user@db", and of "" without authentication.
+        let digest = |s: &str| -> [u8; 32] { Sha256::digest(s.as_bytes()).into() };
+        assert_eq!(uid(Some(("ann", "admin"))), digest("ann@admin"));
+        assert_eq!(uid(None), digest(""));
     }
 
     #[test]

@@ -8,16 +8,14 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::auth::authz::{self, acts};
 use crate::auth::roles::{Action, Target};
+use crate::auth::ConnAuth;
 use crate::conn::Session;
-use crate::session_cache::{lsid_id, uid, Owners, SessionKey};
+use crate::session_cache::{lsid_id, uid, Owner, Owners, SessionKey};
 
-/// `user@db` of the connection's user, `None` when no one is authenticated.
-fn user_name(session: &Session) -> Option<String> {
-    session
-        .auth
-        .user
-        .as_ref()
-        .map(|u| format!("{}@{}", u.user, u.db))
+/// The connection's user, `None` when no one is authenticated. Takes the field, not the
+/// session, so that the session's cache state can be borrowed beside it.
+fn owner(auth: &ConnAuth) -> Owner<'_> {
+    auth.user.as_ref().map(|u| (u.user.as_str(), u.db.as_str()))
 }
 
 /// Records the session a command names (`lsid`) in the router's cache. Under access
@@ -30,10 +28,9 @@ pub fn touch(session: &mut Session, lsid: &Bson) -> MongoResult<()> {
         // Not a session id: the shard that gets the command refuses it.
         return Ok(());
     };
-    let user = user_name(session);
     session
         .recent_session
-        .touch(&session.state.sessions, id, user.as_deref())
+        .touch(&session.state.sessions, id, owner(&session.auth))
 }
 
 fn session_list<'a>(cmd: &'a Document, name: &str) -> MongoResult<&'a Vec<Bson>> {
@@ -61,8 +58,7 @@ fn session_ids(cmd: &Document, name: &str) -> MongoResult<Vec<[u8; 16]>> {
 
 /// The connection user's sessions of these ids.
 fn own_sessions(session: &mut Session, ids: Vec<[u8; 16]>) -> Vec<SessionKey> {
-    let user = user_name(session);
-    let uid = session.recent_session.uid(user.as_deref());
+    let uid = session.recent_session.uid(owner(&session.auth));
     ids.into_iter().map(|id| SessionKey { id, uid }).collect()
 }
 
@@ -79,8 +75,7 @@ pub fn end_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoRe
 /// the caller's sessions.
 pub fn kill_sessions(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     let list = session_list(cmd, "killSessions")?;
-    let user = user_name(session);
-    let own = session.recent_session.uid(user.as_deref());
+    let own = session.recent_session.uid(owner(&session.auth));
     if list.is_empty() {
         session.state.sessions.end_all(&Owners::Only(vec![own]));
         return Ok(Document::new());
@@ -171,7 +166,7 @@ pub fn kill_all_sessions(
 /// The uid of `{user, db}`.
 fn user_uid(e: &Document) -> MongoResult<[u8; 32]> {
     match (e.get_str("user"), e.get_str("db")) {
-        (Ok(u), Ok(d)) => Ok(uid(Some(&format!("{u}@{d}")))),
+        (Ok(u), Ok(d)) => Ok(uid(Some((u, d)))),
         _ => Err(MongoError::type_mismatch(
             "a user is given as {user: <name>, db: <database>}",
         )),
@@ -189,11 +184,10 @@ fn user_of(b: &Bson) -> MongoResult<[u8; 32]> {
 
 pub fn refresh_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
     let ids = session_ids(cmd, "refreshSessions")?;
-    let user = user_name(session);
     for id in ids {
         session
             .recent_session
-            .touch(&session.state.sessions, id, user.as_deref())?;
+            .touch(&session.state.sessions, id, owner(&session.auth))?;
     }
     Ok(Document::new())
 }
@@ -201,10 +195,9 @@ pub fn refresh_sessions(session: &mut Session, _db: &str, cmd: &Document) -> Mon
 /// A fresh session, in the cache from now on, as mongos hands out.
 pub fn start_session(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
     let id = bson::Uuid::new().bytes();
-    let user = user_name(session);
     session
         .recent_session
-        .touch(&session.state.sessions, id, user.as_deref())?;
+        .touch(&session.state.sessions, id, owner(&session.auth))?;
     let timeout_minutes = crate::session_cache::SESSION_TIMEOUT.as_secs() / 60;
     Ok(doc! {
         "id": {"id": bson::Binary {subtype: bson::spec::BinarySubtype::Uuid, bytes: id.to_vec()}},
@@ -260,10 +253,7 @@ pub async fn list_local_sessions(
         Some(Bson::Array(a)) => Some(a.iter().map(user_of).collect::<MongoResult<Vec<_>>>()?),
         Some(_) => return Err(MongoError::type_mismatch("'users' must be an array")),
     };
-    let own = {
-        let user = user_name(session);
-        session.recent_session.uid(user.as_deref())
-    };
+    let own = session.recent_session.uid(owner(&session.auth));
     let owners = match (all_users, users) {
         (true, Some(_)) => {
             return Err(MongoError::new(
