@@ -92,12 +92,7 @@ pub fn kill_sessions(session: &mut Session, db: &str, cmd: &Document) -> MongoRe
         })?;
         let uid = match e.as_document().and_then(|d| d.get("uid")) {
             None => own,
-            Some(Bson::Binary(b)) => b
-                .bytes
-                .as_slice()
-                .try_into()
-                .map_err(|_| MongoError::bad_value("'uid' must be 32 bytes (SHA-256)"))?,
-            Some(_) => return Err(MongoError::type_mismatch("'uid' must be binary data")),
+            Some(u) => uid_field(u)?,
         };
         if uid != own && !may_kill_any {
             return Err(MongoError::new(
@@ -136,21 +131,15 @@ pub fn kill_all_sessions(
         } else if let Some(lsid) = e.get("lsid") {
             let id = lsid_id(lsid)
                 .ok_or_else(|| MongoError::type_mismatch("'lsid' must be {id: <UUID>}"))?;
-            let uid = match lsid.as_document().and_then(|d| d.get("uid")) {
-                Some(Bson::Binary(b)) => b.bytes.as_slice().try_into().ok(),
-                _ => None,
-            };
-            match uid {
-                Some(uid) => cache.end(&[SessionKey { id, uid }]),
+            match lsid.as_document().and_then(|d| d.get("uid")) {
+                Some(u) => cache.end(&[SessionKey {
+                    id,
+                    uid: uid_field(u)?,
+                }]),
                 None => cache.end_all_with_id(&id),
             }
-        } else if let Some(Bson::Binary(b)) = e.get("uid") {
-            let uid = b
-                .bytes
-                .as_slice()
-                .try_into()
-                .map_err(|_| MongoError::bad_value("'uid' must be 32 bytes (SHA-256)"))?;
-            cache.end_all(&Owners::Only(vec![uid]));
+        } else if let Some(u) = e.get("uid") {
+            cache.end_all(&Owners::Only(vec![uid_field(u)?]));
         } else if let Some(Bson::Array(users)) = e.get("users") {
             let uids = users.iter().map(user_of).collect::<MongoResult<_>>()?;
             cache.end_all(&Owners::Only(uids));
@@ -161,6 +150,18 @@ pub fn kill_all_sessions(
         }
     }
     Ok(Document::new())
+}
+
+/// A `uid` field: the 32 bytes of a SHA-256.
+fn uid_field(b: &Bson) -> MongoResult<[u8; 32]> {
+    match b {
+        Bson::Binary(b) => b
+            .bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| MongoError::bad_value("'uid' must be 32 bytes (SHA-256)")),
+        _ => Err(MongoError::type_mismatch("'uid' must be binary data")),
+    }
 }
 
 /// The uid of `{user, db}`.
@@ -206,7 +207,7 @@ pub fn start_session(session: &mut Session, _db: &str, _cmd: &Document) -> Mongo
 }
 
 /// `{aggregate: 1, pipeline: [{$listLocalSessions: {}|{allUsers: true}|{users: [...]}},
-/// ...]}` on admin: the cached sessions, through the rest of the pipeline.
+/// ...]}` on a database: the cached sessions, through the rest of the pipeline.
 pub async fn list_local_sessions(
     session: &mut Session,
     db: &str,
@@ -277,6 +278,6 @@ pub async fn list_local_sessions(
         &query::agg::NoCollections,
     )?;
     Ok(doc! {
-        "cursor": {"firstBatch": batch, "id": 0_i64, "ns": "admin.$cmd.aggregate"},
+        "cursor": {"firstBatch": batch, "id": 0_i64, "ns": format!("{db}.$cmd.aggregate")},
     })
 }
