@@ -195,9 +195,7 @@ impl WiredTigerEngine {
         std::fs::create_dir_all(dir)?;
         let conn = Connection::open(dir, &options.config_string())
             .map_err(|c| wt_error(c, "wiredtiger_open"))?;
-        let mut ddl = conn
-            .open_session(SESSION_CONFIG)
-            .map_err(|c| wt_error(c, "open_session"))?;
+        let mut ddl = data_session(&conn)?;
         if let Err(e) = drop_export_checkpoints(&mut ddl) {
             // Not a reason to refuse the data: such a checkpoint only holds disk space.
             tracing::warn!(error = %e, "export checkpoints left by an earlier process were not dropped");
@@ -227,11 +225,7 @@ impl WiredTigerEngine {
     /// The named checkpoints exports hold now (each keeps its pages allocated in the files
     /// until the export ends).
     pub fn export_checkpoints(&self) -> Result<Vec<String>> {
-        let mut session = self
-            .inner
-            .conn
-            .open_session(SESSION_CONFIG)
-            .map_err(|c| wt_error(c, "open_session"))?;
+        let mut session = data_session(&self.inner.conn)?;
         export_checkpoint_names(&mut session)
     }
 
@@ -239,11 +233,7 @@ impl WiredTigerEngine {
     /// "transaction range of IDs currently pinned"): WiredTiger keeps every version newer
     /// than that transaction's snapshot. Needs [`WtOptions::statistics`].
     pub fn pinned_transaction_ids(&self) -> Result<i64> {
-        let mut session = self
-            .inner
-            .conn
-            .open_session(SESSION_CONFIG)
-            .map_err(|c| wt_error(c, "open_session"))?;
+        let mut session = data_session(&self.inner.conn)?;
         let mut stats = session
             .open_cursor("statistics:", None)
             .map_err(|c| wt_error(c, "open statistics cursor"))?;
@@ -295,10 +285,7 @@ impl Inner {
     #[cold]
     fn register_thread(&self, list: &mut Vec<(u64, Arc<SessionSlot>)>) -> Result<Arc<SessionSlot>> {
         list.retain(|(id, slot)| *id != self.id && !slot.closed.load(Ordering::Acquire));
-        let session = self
-            .conn
-            .open_session(SESSION_CONFIG)
-            .map_err(|c| wt_error(c, "open_session"))?;
+        let session = data_session(&self.conn)?;
         let slot = Arc::new(SessionSlot {
             state: Mutex::new(Some(SessionState {
                 cursors: HashMap::new(),
@@ -315,10 +302,7 @@ impl Inner {
     }
 
     fn checkpoint_with_new_session(&self) -> Result<()> {
-        let mut s = self
-            .conn
-            .open_session(SESSION_CONFIG)
-            .map_err(|c| wt_error(c, "open_session"))?;
+        let mut s = data_session(&self.conn)?;
         s.checkpoint(None).map_err(|c| wt_error(c, "checkpoint"))
     }
 }
@@ -637,11 +621,7 @@ impl Engine for WiredTigerEngine {
     /// opens its cursor afresh and closes it before `sink` runs: a cursor left open would
     /// make a concurrent `drop_table` of that table wait (EBUSY).
     fn export(&self, page_bytes: usize, sink: &mut ExportSink<'_>) -> Result<()> {
-        let mut session = self
-            .inner
-            .conn
-            .open_session(SESSION_CONFIG)
-            .map_err(|c| wt_error(c, "open_session"))?;
+        let mut session = data_session(&self.inner.conn)?;
         let name = format!(
             "{EXPORT_CHECKPOINT}{}",
             NEXT_EXPORT.fetch_add(1, Ordering::Relaxed)
@@ -867,6 +847,12 @@ fn retry_busy(mut op: impl FnMut() -> ffi::WtResult<()>, what: &str) -> Result<(
             Err(c) => return Err(wt_error(c, what)),
         }
     }
+}
+
+/// A new session with the data sessions' configuration.
+fn data_session(conn: &Connection) -> Result<Session> {
+    conn.open_session(SESSION_CONFIG)
+        .map_err(|c| wt_error(c, "open_session"))
 }
 
 fn wt_error(code: Code, what: &str) -> StorageError {
