@@ -6,7 +6,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
+
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::repl::Unresolved;
 
 use bson::{doc, Bson, Document};
 use query::matcher::Matcher;
@@ -122,7 +126,7 @@ impl CollectionMeta {
 
     /// The earlier ownerships something still reads with (see `retired`).
     pub fn older_readers(&self) -> Vec<Arc<Ownership>> {
-        let mut retired = self.retired.lock().unwrap();
+        let mut retired = self.retired.lock();
         retired.retain(|w| w.strong_count() > 0);
         retired.iter().filter_map(Weak::upgrade).collect()
     }
@@ -130,7 +134,7 @@ impl CollectionMeta {
     /// A copy owning `ownership` instead; the one it replaces is retired.
     pub fn with_ownership(&self, ownership: Ownership) -> CollectionMeta {
         if let Some(old) = &self.ownership {
-            let mut retired = self.retired.lock().unwrap();
+            let mut retired = self.retired.lock();
             retired.retain(|w| w.strong_count() > 0);
             retired.push(Arc::downgrade(old));
         }
@@ -156,6 +160,9 @@ pub struct Catalog {
     /// Per database: DDL routed to it as its primary shard holds it shared; entering a
     /// move's critical section takes it exclusively, so no collection appears unseen.
     ddl: Mutex<HashMap<String, Arc<RwLock<()>>>>,
+    /// On a replica-set member: entries whose proposer gave up at `wtimeout`. Writers wait
+    /// for their outcome under the collection's lock (see [`Catalog::exclusive`]).
+    unresolved: OnceLock<Arc<Unresolved>>,
 }
 
 /// What the catalog table holds: collections by namespace, placements by database, and
@@ -179,6 +186,7 @@ impl Catalog {
             any_placement: AtomicBool::new(!placements.is_empty()),
             placements: RwLock::new(placements),
             ddl: Mutex::new(HashMap::new()),
+            unresolved: OnceLock::new(),
         })
     }
 
@@ -187,7 +195,7 @@ impl Catalog {
         if !self.any_placement.load(Ordering::Relaxed) {
             return None;
         }
-        self.placements.read().unwrap().get(db).copied()
+        self.placements.read().get(db).copied()
     }
 
     /// Records `placement` for `db` (replicated with the catalog table).
@@ -197,7 +205,7 @@ impl Catalog {
         db: &str,
         placement: DbPlacement,
     ) -> MongoResult<()> {
-        let mut placements = self.placements.write().unwrap();
+        let mut placements = self.placements.write();
         let mut batch = WriteBatch::default();
         batch.put(
             CATALOG_TABLE,
@@ -213,7 +221,7 @@ impl Catalog {
     /// Forgets `db`'s placement (the database was dropped: a new one of the same name
     /// starts again at version 1 wherever it is placed).
     pub fn clear_placement(&self, engine: &dyn Engine, db: &str) -> MongoResult<()> {
-        let mut placements = self.placements.write().unwrap();
+        let mut placements = self.placements.write();
         if placements.remove(db).is_none() {
             return Ok(());
         }
@@ -222,14 +230,36 @@ impl Catalog {
         engine.write(&batch).map_err(storage_to_mongo)
     }
 
+    /// Makes writers wait for the outcome of `unresolved` entries (a member's).
+    pub fn await_unresolved_of(&self, unresolved: Arc<Unresolved>) {
+        let _ = self.unresolved.set(unresolved);
+    }
+
+    fn await_unresolved(&self) {
+        if let Some(u) = self.unresolved.get() {
+            u.wait();
+        }
+    }
+
+    /// A collection's `write_lock`, exclusively, once no timed-out write is unresolved:
+    /// what a writer reads under it (pre-images, metadata) then includes every write
+    /// proposed before it.
+    pub fn exclusive<'a>(&self, lock: &'a RwLock<()>) -> RwLockWriteGuard<'a, ()> {
+        let guard = lock.write();
+        self.await_unresolved();
+        guard
+    }
+
+    /// [`Catalog::exclusive`], shared (inserts).
+    pub fn shared<'a>(&self, lock: &'a RwLock<()>) -> RwLockReadGuard<'a, ()> {
+        let guard = lock.read();
+        self.await_unresolved();
+        guard
+    }
+
     /// The lock DDL on `db` holds shared while a move's critical section may begin.
     pub fn ddl_lock(&self, db: &str) -> Arc<RwLock<()>> {
-        self.ddl
-            .lock()
-            .unwrap()
-            .entry(db.to_string())
-            .or_default()
-            .clone()
+        self.ddl.lock().entry(db.to_string()).or_default().clone()
     }
 
     /// Re-reads the catalog table: a replica-set member calls this after applying a
@@ -240,7 +270,7 @@ impl Catalog {
         // from the map until the next reload, and the next write to it would create it
         // again with a new table, orphaning the documents already written: the chaos
         // runner's lost-write checker caught exactly that on concurrent first writes.
-        let mut current = self.collections.write().unwrap();
+        let mut current = self.collections.write();
         let (mut map, placements, max_table) = read_catalog(engine)?;
         // A collection keeps its write lock across reloads: commands holding it must
         // still exclude each other.
@@ -254,7 +284,7 @@ impl Catalog {
                 // replaces, as the primary did: its cursors may still read with it.
                 if let Some(replaced) = &old.ownership {
                     if fresh.ownership.as_ref().map(|o| o.as_ref()) != Some(replaced.as_ref()) {
-                        let mut retired = fresh.retired.lock().unwrap();
+                        let mut retired = fresh.retired.lock();
                         retired.retain(|w| w.strong_count() > 0);
                         retired.push(Arc::downgrade(replaced));
                     }
@@ -266,21 +296,20 @@ impl Catalog {
         if !placements.is_empty() {
             self.any_placement.store(true, Ordering::Relaxed);
         }
-        *self.placements.write().unwrap() = placements;
-        let mut next = self.next_table.lock().unwrap();
+        *self.placements.write() = placements;
+        let mut next = self.next_table.lock();
         *next = (*next).max(max_table + 1);
         Ok(())
     }
 
     pub fn get(&self, ns: &str) -> Option<Arc<CollectionMeta>> {
-        self.collections.read().unwrap().get(ns).cloned()
+        self.collections.read().get(ns).cloned()
     }
 
     /// The namespace of the collection stored in `table` (a scan: for rare callers).
     pub fn namespace_of_table(&self, table: &str) -> Option<String> {
         self.collections
             .read()
-            .unwrap()
             .values()
             .find(|m| m.table == table)
             .map(|m| m.ns())
@@ -290,7 +319,6 @@ impl Catalog {
         let prefix = format!("{db}.");
         self.collections
             .read()
-            .unwrap()
             .range(prefix.clone()..)
             .take_while(|(k, _)| k.starts_with(&prefix))
             .map(|(_, v)| v.clone())
@@ -301,7 +329,6 @@ impl Catalog {
         let mut dbs: Vec<String> = self
             .collections
             .read()
-            .unwrap()
             .values()
             .map(|m| m.db.clone())
             .collect();
@@ -310,7 +337,7 @@ impl Catalog {
     }
 
     pub fn new_table_name(&self, prefix: &str) -> String {
-        let mut n = self.next_table.lock().unwrap();
+        let mut n = self.next_table.lock();
         let name = format!("{prefix}{}", *n);
         *n += 1;
         name
@@ -330,7 +357,17 @@ impl Catalog {
         if let Some(existing) = self.get(&ns) {
             return Ok((existing, false));
         }
-        let mut map = self.collections.write().unwrap();
+        // A create that timed out may still apply: creating again would give the
+        // collection a second table. Its outcome reloads the catalog, which takes this
+        // lock, so it is awaited with the lock free.
+        let mut map = loop {
+            let map = self.collections.write();
+            if !self.unresolved.get().is_some_and(|u| u.pending()) {
+                break map;
+            }
+            drop(map);
+            self.await_unresolved();
+        };
         if let Some(existing) = map.get(&ns) {
             return Ok((existing.clone(), false));
         }
@@ -370,10 +407,7 @@ impl Catalog {
 
     pub fn install(&self, meta: CollectionMeta) -> Arc<CollectionMeta> {
         let meta = Arc::new(meta);
-        self.collections
-            .write()
-            .unwrap()
-            .insert(meta.ns(), meta.clone());
+        self.collections.write().insert(meta.ns(), meta.clone());
         meta
     }
 
@@ -383,12 +417,15 @@ impl Catalog {
         engine: &dyn Engine,
         ns: &str,
     ) -> MongoResult<Option<Arc<CollectionMeta>>> {
-        let Some(meta) = self.collections.write().unwrap().remove(ns) else {
+        let Some(meta) = self.get(ns) else {
             return Ok(None);
         };
+        // Forgotten here only once the catalog row's removal is replicated: a drop that
+        // fails (not primary) leaves the collection as every member still has it.
         let mut batch = WriteBatch::default();
         batch.delete(CATALOG_TABLE, ns.as_bytes().to_vec());
         engine.write(&batch).map_err(storage_to_mongo)?;
+        self.collections.write().remove(ns);
         engine.drop_table(&meta.table).map_err(storage_to_mongo)?;
         for i in &meta.indexes {
             engine.drop_table(&i.table).map_err(storage_to_mongo)?;
@@ -405,7 +442,7 @@ impl Catalog {
         to_name: &str,
     ) -> MongoResult<()> {
         validate_namespace(to_db, to_name)?;
-        let mut map = self.collections.write().unwrap();
+        let mut map = self.collections.write();
         let Some(old) = map.remove(from) else {
             return Err(MongoError::new(
                 ErrorCode::NamespaceNotFound,

@@ -1,9 +1,9 @@
 //! Cursors: the query executor (`FindCursor`), materialised results, and the table of
 //! open cursors that `getMore` and `killCursors` use. Idle cursors time out.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document};
@@ -244,7 +244,7 @@ impl Cursors {
     }
 
     pub fn park(&self, id: i64, ns: String, source: Box<dyn CursorSource>) {
-        self.open.lock().unwrap().insert(
+        self.open.lock().insert(
             id,
             Parked {
                 ns,
@@ -264,7 +264,7 @@ impl Cursors {
     }
 
     pub fn take(&self, id: i64, ns: &str) -> MongoResult<Box<dyn CursorSource>> {
-        let mut open = self.open.lock().unwrap();
+        let mut open = self.open.lock();
         match open.get(&id) {
             Some(p) if p.ns != ns => Err(MongoError::new(
                 ErrorCode::Unauthorized,
@@ -276,20 +276,20 @@ impl Cursors {
     }
 
     pub fn kill(&self, id: i64) -> bool {
-        self.open.lock().unwrap().remove(&id).is_some()
+        self.open.lock().remove(&id).is_some()
     }
 
     /// Closes cursors idle longer than the timeout; returns how many.
     pub fn reap(&self) -> usize {
         let now = Instant::now();
-        let mut open = self.open.lock().unwrap();
+        let mut open = self.open.lock();
         let before = open.len();
         open.retain(|_, p| now.duration_since(p.last_used) < self.idle_timeout);
         before - open.len()
     }
 
     pub fn len(&self) -> usize {
-        self.open.lock().unwrap().len()
+        self.open.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {

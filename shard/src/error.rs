@@ -35,3 +35,49 @@ pub fn storage_to_mongo(e: storage::StorageError) -> wire::MongoError {
         e => wire::MongoError::internal(format!("storage error: {e}")),
     }
 }
+
+/// Runs one command, turning a panic inside it (a bug) into that command's
+/// `InternalError` reply. Nothing a command holds poisons (the shard's locks are
+/// `parking_lot`'s), so the process, the collection and the next command are unaffected.
+pub fn contain_panic(
+    command: &str,
+    f: impl FnOnce() -> wire::MongoResult<bson::Document>,
+) -> wire::MongoResult<bson::Document> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".to_string());
+        tracing::error!(command, panic = %what, "a command panicked; it fails alone");
+        Err(wire::MongoError::internal(format!(
+            "command {command} failed with an internal error: {what}"
+        )))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_command_fails_alone_and_poisons_no_lock() {
+        let lock = parking_lot::RwLock::new(());
+        let reply = contain_panic("update", || {
+            let _held = lock.write();
+            let s = "é";
+            // A byte index inside a character, as a careless slice of client input.
+            let cut = s.len() - 1;
+            Ok(bson::doc! {"cut": &s[..cut]})
+        });
+        let e = reply.unwrap_err();
+        assert_eq!(e.code, wire::ErrorCode::InternalError as i32);
+        assert!(e.message.contains("update"), "{}", e.message);
+        // The next command takes the same lock as if nothing had happened.
+        let next = contain_panic("insert", || {
+            let _held = lock.write();
+            Ok(bson::doc! {"n": 1})
+        });
+        assert_eq!(next.unwrap(), bson::doc! {"n": 1});
+    }
+}

@@ -7,8 +7,8 @@
 //! nothing behind. Writes check one flag when no migration runs; the flag lives in the
 //! collection's metadata, so there is no shared map to look up on the write path.
 
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 
 use bson::Bson;
 
@@ -21,7 +21,7 @@ pub struct MoveLog {
 impl MoveLog {
     /// Starts recording (a migration out of this collection begins).
     pub fn start(&self) {
-        let mut ids = self.ids.lock().unwrap();
+        let mut ids = self.ids.lock();
         ids.clear();
         self.active.store(true, Ordering::SeqCst);
     }
@@ -29,14 +29,14 @@ impl MoveLog {
     /// Stops recording and forgets what was recorded.
     pub fn stop(&self) {
         self.active.store(false, Ordering::SeqCst);
-        self.ids.lock().unwrap().clear();
+        self.ids.lock().clear();
     }
 
     /// Notes a committed write to the document with `_id` `id`.
     pub fn record(&self, id: &Bson) {
         // Relaxed: the flag is written only when a migration starts or ends.
         if self.active.load(Ordering::Relaxed) {
-            self.ids.lock().unwrap().push(id.clone());
+            self.ids.lock().push(id.clone());
         }
     }
 
@@ -47,7 +47,7 @@ impl MoveLog {
         if !self.active.load(Ordering::SeqCst) {
             return None;
         }
-        let mut ids = self.ids.lock().unwrap();
+        let mut ids = self.ids.lock();
         let mut seen = std::collections::HashSet::new();
         ids.retain(|id| seen.insert(crate::keys::id_key(id)));
         let at = limit.min(ids.len());
@@ -57,7 +57,7 @@ impl MoveLog {
 
     /// Ids recorded and not yet drained.
     pub fn pending(&self) -> usize {
-        self.ids.lock().unwrap().len()
+        self.ids.lock().len()
     }
 }
 

@@ -250,6 +250,15 @@ impl Node {
         });
         let catalog =
             Catalog::load(base.as_ref()).map_err(|e| ShardError::Catalog(e.to_string()))?;
+        catalog.await_unresolved_of(replica.unresolved.clone());
+        let reload_slot = node_slot.clone();
+        replica.unresolved.then(Box::new(move || {
+            if let Some(node) = reload_slot.get().and_then(Weak::upgrade) {
+                if let Err(e) = node.catalog.reload(node.engine.as_ref()) {
+                    tracing::error!(error = %e, "catalog reload failed");
+                }
+            }
+        }));
         let node = Arc::new(Node {
             engine,
             catalog,
@@ -317,36 +326,38 @@ impl Node {
             return e.to_document();
         }
         let run = || {
-            self.read_concern(cmd, spec.writes, deadline)?;
-            let routed = Routing {
-                shard_version: crate::shard_version::received(cmd)?,
-                db_version: crate::db_placement::received(cmd)?,
-            };
-            // Routed to the database's primary shard: run only if this is it. DDL holds
-            // the database's DDL lock, so a move's critical section sees every collection.
-            let _ddl = match routed.db_version {
-                Some(v) => {
-                    crate::db_placement::check(db, self.catalog.placement(db), v, spec.writes)?;
-                    let ddl = spec.writes && !HOT_WRITES.contains(&name.as_str());
-                    ddl.then(|| self.catalog.ddl_lock(db))
-                }
-                None => None,
-            };
-            let _ddl_guard = _ddl.as_ref().map(|l| l.read().unwrap());
-            let Some(v) = routed.shard_version else {
-                return self.run_in_session(db, cmd, raw_documents, deadline, routed, spec.run);
-            };
-            // Routed to a sharded collection: run only at the router's version.
-            let coll = cmd
-                .iter()
-                .next()
-                .and_then(|(_, c)| c.as_str())
-                .unwrap_or("");
-            let ns = format!("{db}.{coll}");
-            let meta = self.catalog.get(&ns);
-            crate::shard_version::check(|| ns.clone(), meta.as_deref(), &v, spec.writes)?;
-            // Handlers ignore the field: no copy of the command to remove it.
-            self.run_in_session(db, cmd, raw_documents, deadline, routed, spec.run)
+            crate::error::contain_panic(name, || {
+                self.read_concern(cmd, spec.writes, deadline)?;
+                let routed = Routing {
+                    shard_version: crate::shard_version::received(cmd)?,
+                    db_version: crate::db_placement::received(cmd)?,
+                };
+                // Routed to the database's primary shard: run only if this is it. DDL holds
+                // the database's DDL lock, so a move's critical section sees every collection.
+                let _ddl = match routed.db_version {
+                    Some(v) => {
+                        crate::db_placement::check(db, self.catalog.placement(db), v, spec.writes)?;
+                        let ddl = spec.writes && !HOT_WRITES.contains(&name.as_str());
+                        ddl.then(|| self.catalog.ddl_lock(db))
+                    }
+                    None => None,
+                };
+                let _ddl_guard = _ddl.as_ref().map(|l| l.read());
+                let Some(v) = routed.shard_version else {
+                    return self.run_in_session(db, cmd, raw_documents, deadline, routed, spec.run);
+                };
+                // Routed to a sharded collection: run only at the router's version.
+                let coll = cmd
+                    .iter()
+                    .next()
+                    .and_then(|(_, c)| c.as_str())
+                    .unwrap_or("");
+                let ns = format!("{db}.{coll}");
+                let meta = self.catalog.get(&ns);
+                crate::shard_version::check(|| ns.clone(), meta.as_deref(), &v, spec.writes)?;
+                // Handlers ignore the field: no copy of the command to remove it.
+                self.run_in_session(db, cmd, raw_documents, deadline, routed, spec.run)
+            })
         };
         let result = match &self.replica {
             None => run(),
@@ -518,6 +529,12 @@ fn member_admits(
     let primary = status.role == raft::StateRole::Leader;
     if status.installing_snapshot {
         return Err(installing_snapshot());
+    }
+    if let Some(why) = &status.halted {
+        return Err(MongoError::new(
+            ErrorCode::NotPrimaryOrSecondary,
+            format!("node is not in primary or recovering state: replication stopped: {why}"),
+        ));
     }
     if writes {
         if !status.writable {

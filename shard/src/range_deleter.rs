@@ -308,7 +308,7 @@ fn delete_range(
     let mut kept = false;
     loop {
         let lock = meta.write_lock.clone();
-        let _guard = lock.write().unwrap();
+        let _guard = node.catalog.exclusive(&lock);
         // Ownership changes under this lock: read the newest snapshot now.
         let current = match node.catalog.get(&meta.ns()) {
             Some(m) if m.uuid == meta.uuid => m,

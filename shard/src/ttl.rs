@@ -104,7 +104,7 @@ pub fn expire_once(node: &Node) -> wire::MongoResult<usize> {
                     ..Default::default()
                 };
                 let lock = meta.write_lock.clone();
-                let _guard = lock.write().unwrap();
+                let _guard = node.catalog.exclusive(&lock);
                 let current = node.catalog.get(&meta.ns()).unwrap_or(meta.clone());
                 for d in collect(node.engine.as_ref(), &current, &args, &Deadline::default())? {
                     delete_document(node.engine.as_ref(), &current, &d)?;

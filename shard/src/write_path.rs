@@ -126,7 +126,7 @@ fn commit(
     crate::ops::check_before_write()?;
     // Flips are staged onto the newest metadata, under the catalog's flip lock until the
     // new metadata is installed (see `Catalog::flips`).
-    let _flipping = (!flips.is_empty()).then(|| catalog.flips.lock().unwrap());
+    let _flipping = (!flips.is_empty()).then(|| catalog.flips.lock());
     let updated = if flips.is_empty() {
         None
     } else {
@@ -230,12 +230,22 @@ pub fn insert_new(
             }
         }
     }
-    if staged_ok && docs.len() > 1 && {
+    if staged_ok && docs.len() > 1 {
         before_write(0..docs.len());
-        commit(engine, catalog, meta, batch, &flips, &[]).is_ok()
-    } {
-        docs.iter().for_each(|d| meta.moves.record(&d.id));
-        return Vec::new();
+        match commit(engine, catalog, meta, batch, &flips, &[]) {
+            Ok(()) => {
+                docs.iter().for_each(|d| meta.moves.record(&d.id));
+                return Vec::new();
+            }
+            // Applied, and only the replication wait ran out: one by one, each document
+            // would now collide with itself. As for any statement, the timed-out one is
+            // the last the command ran (see `write_concern`).
+            Err(e) if e.code == ErrorCode::WriteConcernFailed as i32 => {
+                docs.iter().for_each(|d| meta.moves.record(&d.id));
+                return vec![(docs.len() - 1, e)];
+            }
+            Err(_) => {}
+        }
     }
     let mut errors = Vec::new();
     for (i, d) in docs.iter().enumerate() {

@@ -45,7 +45,7 @@ fn out(ctx: &Ctx, db: &str, coll: &str, results: Vec<Document>) -> MongoResult<(
     let target = format!("{db}.{coll}");
     if let Some(existing) = catalog.get(&target) {
         let lock = existing.write_lock.clone();
-        let _guard = lock.write().unwrap();
+        let _guard = ctx.node.catalog.exclusive(&lock);
         catalog.drop_collection(engine, &target)?;
     }
     catalog.rename(engine, &meta.ns(), db, coll)
@@ -57,7 +57,7 @@ fn merge(ctx: &Ctx, spec: &MergeSpec, results: Vec<Document>) -> MongoResult<()>
     let db = spec.db.as_deref().unwrap_or(ctx.db);
     let (meta, _) = catalog.create_collection(engine, db, &spec.coll, Document::new())?;
     let lock = meta.write_lock.clone();
-    let _guard = lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&lock);
     for doc in results {
         ctx.deadline.check()?;
         let meta = catalog.get(&meta.ns()).unwrap_or_else(|| meta.clone());

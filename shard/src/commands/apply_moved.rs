@@ -20,7 +20,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let deletes: Vec<Bson> = opt_array(cmd, "deletes")?.cloned().unwrap_or_default();
     let meta = create_on_write(ctx, coll)?;
     let lock = meta.write_lock.clone();
-    let _guard = lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&lock);
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     if cmd.contains_key("min") {
         arriving_range_is_clear(ctx, &meta, cmd)?;

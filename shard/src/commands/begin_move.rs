@@ -28,7 +28,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         return Ok(doc! {"began": false});
     };
     let lock = meta.write_lock.clone();
-    let _guard = lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&lock);
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let unchanged = stored_exactly(ctx.engine, &meta, pre)?;
     let intent_key = key(&meta, id);

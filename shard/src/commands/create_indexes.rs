@@ -42,7 +42,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let created_coll = existing(ctx, coll).is_none();
     let meta = create_on_write(ctx, coll)?;
     let lock = meta.write_lock.clone();
-    let _guard = lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&lock);
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let before = meta.indexes.len() as i32 + 1;
     let mut indexes = meta.indexes.clone();

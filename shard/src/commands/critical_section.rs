@@ -19,7 +19,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     }
     let (meta, _) = owned(ctx, cmd)?;
     let lock = meta.write_lock.clone();
-    let _guard = lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&lock);
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let (_, owner) = owned(ctx, cmd)?;
     // Only the migration that began at this version may change it: a newer version means

@@ -34,13 +34,13 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     }
     let ddl = catalog.ddl_lock(ctx.db);
     {
-        let _no_ddl = ddl.write().unwrap();
+        let _no_ddl = ddl.write();
         catalog.set_placement(ctx.engine, ctx.db, placement)?;
     }
     // Writes that checked before the placement changed finish before their lock is free;
     // those after it see the critical section under the lock and are refused.
     for meta in catalog.list(ctx.db) {
-        drop(meta.write_lock.write().unwrap());
+        drop(catalog.exclusive(&meta.write_lock));
     }
     Ok(doc! {"primary": primary, "critical": critical})
 }

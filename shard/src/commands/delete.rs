@@ -83,7 +83,7 @@ fn run_one(
         return Ok(0);
     };
     let lock = meta.write_lock.clone();
-    let _guard = lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&lock);
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     ctx.check_owner(&meta)?;
     let hint = super::args::opt_hint(d);

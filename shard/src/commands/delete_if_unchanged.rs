@@ -35,7 +35,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         return Ok(doc! {"n": 0});
     };
     let lock = meta.write_lock.clone();
-    let _guard = lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&lock);
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     if !crate::doc_moves::stored_exactly(ctx.engine, &meta, expected)? {
         return Ok(doc! {"n": 0});

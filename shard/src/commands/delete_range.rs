@@ -28,7 +28,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     // the usual deletion finishes here rather than in the background.
     wait_for_older_readers(&meta);
     let lock = meta.write_lock.clone();
-    let _guard = lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&lock);
     let (meta, owner) = owned(ctx, cmd)?;
     let after = cmd.get_binary_generic("after").ok().map(Vec::as_slice);
     let b = delete_batch(ctx.engine, &meta, &owner, &min, &max, after)?;

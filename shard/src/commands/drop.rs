@@ -13,7 +13,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         return Ok(Document::new());
     };
     let lock = meta.write_lock.clone();
-    let _guard = lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&lock);
     let dropped = ctx.node.catalog.drop_collection(ctx.engine, &ns)?;
     let was = dropped.map(|m| m.indexes.len() as i32 + 1).unwrap_or(0);
     Ok(doc! {"nIndexesWas": was, "ns": ns})

@@ -9,7 +9,7 @@ use crate::node::Ctx;
 pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     for meta in ctx.node.catalog.list(ctx.db) {
         let lock = meta.write_lock.clone();
-        let _guard = lock.write().unwrap();
+        let _guard = ctx.node.catalog.exclusive(&lock);
         ctx.node.catalog.drop_collection(ctx.engine, &meta.ns())?;
     }
     ctx.node.catalog.clear_placement(ctx.engine, ctx.db)?;

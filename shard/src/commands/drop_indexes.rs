@@ -10,7 +10,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
     let meta = existing_or(ctx, coll, |ns| format!("ns not found {ns}"))?;
     let lock = meta.write_lock.clone();
-    let _guard = lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&lock);
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let was = meta.indexes.len() as i32 + 1;
     let not_found = |what: String| {

@@ -44,7 +44,10 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     reply.insert("isWritablePrimary", status.writable);
     reply.insert(
         "secondary",
-        !me.arbiter && status.role != raft::StateRole::Leader && !status.installing_snapshot,
+        !me.arbiter
+            && status.role != raft::StateRole::Leader
+            && !status.installing_snapshot
+            && status.halted.is_none(),
     );
     reply.insert("arbiterOnly", me.arbiter);
     reply.insert("setName", config.set_name.clone());

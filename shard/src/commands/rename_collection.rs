@@ -47,7 +47,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             "Can't rename a collection to itself",
         ));
     }
-    let _guard = source.write_lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&source.write_lock);
     if let Some(target) = catalog.get(to) {
         if !drop_target {
             return Err(MongoError::new(
@@ -55,7 +55,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                 "target namespace exists",
             ));
         }
-        let _t = target.write_lock.write().unwrap();
+        let _t = ctx.node.catalog.exclusive(&target.write_lock);
         catalog.drop_collection(ctx.engine, to)?;
     }
     catalog.rename(ctx.engine, from, to_db, to_coll)?;

@@ -8,6 +8,9 @@ use crate::node::Ctx;
 
 const PRIMARY: i32 = 1;
 const SECONDARY: i32 = 2;
+/// MongoDB's state for a member that holds data but serves no reads: here, one whose
+/// replication stopped (a storage failure it cannot get past by itself).
+const RECOVERING: i32 = 3;
 /// MongoDB's state for a member copying its data from another (initial sync).
 const STARTUP2: i32 = 5;
 const ARBITER: i32 = 7;
@@ -26,6 +29,8 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
             ARBITER
         } else if is_self && status.installing_snapshot {
             STARTUP2
+        } else if is_self && status.halted.is_some() {
+            RECOVERING
         } else if m.id == status.leader {
             PRIMARY
         } else {
@@ -48,6 +53,7 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
                 PRIMARY => "PRIMARY",
                 ARBITER => "ARBITER",
                 STARTUP2 => "STARTUP2",
+                RECOVERING => "RECOVERING",
                 DOWN => "(not reachable/healthy)",
                 _ => "SECONDARY",
             },
@@ -62,12 +68,19 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
             d.insert("self", true);
             d.insert("uptime", ctx.node.started.elapsed().as_secs() as i64);
         }
+        if is_self {
+            if let Some(why) = &status.halted {
+                d.insert("infoMessage", format!("replication stopped: {why}"));
+            }
+        }
         members.push(Bson::Document(d));
     }
     let my_state = if config.me().map_err(MongoError::internal)?.arbiter {
         ARBITER
     } else if status.installing_snapshot {
         STARTUP2
+    } else if status.halted.is_some() {
+        RECOVERING
     } else if status.role == raft::StateRole::Leader {
         PRIMARY
     } else {

@@ -21,7 +21,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     )?;
     let meta = create_on_write(ctx, coll)?;
     let lock = meta.write_lock.clone();
-    let _guard = lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&lock);
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     let held = meta.ownership.as_deref();
     // Another epoch replaces what is held: the router read it from the catalog just now.

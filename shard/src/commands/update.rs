@@ -139,7 +139,7 @@ fn run_one(
         }
     };
     let lock = meta.write_lock.clone();
-    let _guard = lock.write().unwrap();
+    let _guard = ctx.node.catalog.exclusive(&lock);
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
     ctx.check_owner(&meta)?;
     let args = FindArgs {

@@ -63,16 +63,20 @@ struct Context {
     on_catalog_change: Arc<dyn Fn() + Send + Sync>,
     /// Where the applier reports progress to the Raft thread.
     events: Sender<Event>,
+    /// The last entry the log held when the member started. Up to it, entries may be
+    /// replayed over tables that are already gone (see `write_replayed`).
+    replay_until: u64,
 }
 
 impl Applier {
-    /// Starts the thread; `applied` is the index the data holds now.
+    /// Starts the thread; `applied` is the index the data holds now, `replay_until` the
+    /// last entry in the log at start.
     pub fn start(
         name: String,
         engine: Arc<dyn Engine>,
         on_catalog_change: Arc<dyn Fn() + Send + Sync>,
         events: Sender<Event>,
-        applied: u64,
+        (applied, replay_until): (u64, u64),
     ) -> std::io::Result<Applier> {
         let progress = Arc::new(Progress::default());
         progress.state.lock().applied = applied;
@@ -81,6 +85,7 @@ impl Applier {
             engine,
             on_catalog_change,
             events,
+            replay_until,
         };
         let shared = progress.clone();
         let thread = std::thread::Builder::new()
@@ -224,7 +229,7 @@ fn apply_one(
                 key: APPLIED_KEY,
                 value: &applied,
             });
-            match engine.write_refs(&ops) {
+            match write_replayed(ctx, &mut ops, index) {
                 Ok(()) => {}
                 Err(StorageError::KeyExists { table }) => {
                     write_applied(engine, index, term)?;
@@ -248,6 +253,28 @@ fn apply_one(
         (ctx.on_catalog_change)();
     }
     Ok(Ok(()))
+}
+
+/// Writes an entry's ops. WiredTiger makes a table's create and drop durable at once, but
+/// rows and the applied index only at the next checkpoint; so after a crash the log is
+/// replayed from the checkpoint over tables that later entries dropped. Those entries'
+/// ops on such a table are skipped (the table's data is gone, as the later drop would
+/// leave it; its catalog row goes with that drop's entry). Entries after the log's end at
+/// start never meet a missing table: there it stays a failure.
+fn write_replayed(
+    ctx: &Context,
+    ops: &mut Vec<WriteOpRef<'_>>,
+    index: u64,
+) -> Result<(), StorageError> {
+    loop {
+        match ctx.engine.write_refs(ops) {
+            Err(StorageError::NoSuchTable(t)) if index <= ctx.replay_until && t != REPL_TABLE => {
+                tracing::warn!(index, table = %t, "replayed entry names a table a later entry dropped: its ops there are skipped");
+                ops.retain(|o| o.table() != t);
+            }
+            r => return r,
+        }
+    }
 }
 
 /// Records an entry that changed no data as applied (the index, with its term, is
@@ -297,7 +324,7 @@ mod tests {
             engine.clone(),
             Arc::new(|| {}),
             events,
-            10,
+            (10, 0),
         )
         .unwrap();
         let (first, first_done) = sync_channel(1);
@@ -331,12 +358,60 @@ mod tests {
         applier.stop();
     }
 
+    /// An entry written to a table, a checkpoint before it, then the table's drop (durable
+    /// at once in WiredTiger) and a crash: at restart the table is gone while the log
+    /// replays the write.
+    fn replay_over_a_dropped_table(replay_until: u64) -> (Arc<dyn Engine>, Result<u64, String>) {
+        let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
+        engine.create_table(REPL_TABLE).unwrap();
+        engine.create_table("kept").unwrap();
+        let (events, _reports) = channel();
+        let mut applier = Applier::start(
+            "apply-test".into(),
+            engine.clone(),
+            Arc::new(|| {}),
+            events,
+            (1, replay_until),
+        )
+        .unwrap();
+        let mut b = WriteBatch::new();
+        b.insert("dropped", b"k".to_vec(), b"v".to_vec());
+        b.put("kept", b"k".to_vec(), b"v".to_vec());
+        applier.apply(
+            vec![
+                entry(2, OplogEntry::Write(b)),
+                entry(3, OplogEntry::DropTable("dropped".into())),
+            ],
+            Vec::new(),
+        );
+        let outcome = applier.wait_for(3);
+        applier.stop();
+        (engine, outcome)
+    }
+
+    #[test]
+    fn a_replayed_write_to_a_table_a_later_entry_dropped_is_skipped() {
+        let (engine, outcome) = replay_over_a_dropped_table(3);
+        assert_eq!(outcome, Ok(3));
+        assert_eq!(
+            engine.get("kept", b"k").unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
+        assert!(engine.get("dropped", b"k").is_err(), "not created again");
+    }
+
+    #[test]
+    fn a_write_to_a_missing_table_after_the_replay_stops_the_member() {
+        let (_, outcome) = replay_over_a_dropped_table(1);
+        assert!(outcome.unwrap_err().contains("no such table"));
+    }
+
     #[test]
     fn waiting_on_a_stopped_applier_ends() {
         let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
         let (events, _reports) = channel();
         let mut applier =
-            Applier::start("apply-test".into(), engine, Arc::new(|| {}), events, 3).unwrap();
+            Applier::start("apply-test".into(), engine, Arc::new(|| {}), events, (3, 0)).unwrap();
         applier.stop();
         assert_eq!(applier.wait_for(3), Ok(3));
         assert_eq!(applier.wait_for(4), Err("the applier stopped".to_string()));
@@ -347,7 +422,7 @@ mod tests {
         let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
         let (events, reports) = channel();
         let applier =
-            Applier::start("apply-test".into(), engine, Arc::new(|| {}), events, 0).unwrap();
+            Applier::start("apply-test".into(), engine, Arc::new(|| {}), events, (0, 0)).unwrap();
         let garbage = Entry {
             index: 1,
             term: 1,

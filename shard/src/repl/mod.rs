@@ -197,6 +197,77 @@ pub struct Replica {
     /// The other members that hold data.
     pub peers: peers::Peers,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Entries proposed here whose proposer gave up at `wtimeout` (see `Unresolved`).
+    pub unresolved: Arc<Unresolved>,
+}
+
+/// Entries whose proposer stopped waiting at its `wtimeout` and whose outcome (applied,
+/// refused as a duplicate, or erased by a change of primary) is not known yet.
+#[derive(Default)]
+pub struct Unresolved {
+    count: std::sync::atomic::AtomicUsize,
+    lock: Mutex<()>,
+    resolved: parking_lot::Condvar,
+    /// Runs once an entry's outcome is known, before writers may go on: the member's
+    /// catalog reload, so that they read metadata the entry may have changed.
+    then: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl Unresolved {
+    /// Counts the entry `wait` will answer as unresolved until it answers. The driver
+    /// answers every proposer (applied, refused, stepped down or stopped), so this ends.
+    fn hold(self: &Arc<Self>, wait: std::sync::mpsc::Receiver<Result<u64, ProposeError>>) {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let outcome = Arc::new(Mutex::new(Some(wait)));
+        let (this, theirs) = (self.clone(), outcome.clone());
+        let spawned = std::thread::Builder::new()
+            .name("wtimeout-outcome".into())
+            .spawn(move || this.resolve(&theirs));
+        if let Err(e) = spawned {
+            // No thread to wait on: the timed-out writer waits itself (slower, still right).
+            tracing::warn!(error = %e, "waiting inline for a timed-out write's outcome");
+            self.resolve(&outcome);
+        }
+    }
+
+    /// Sets what runs after each outcome (see `then`).
+    pub fn then(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.then.set(f);
+    }
+
+    /// Whether an entry is unresolved now.
+    pub fn pending(&self) -> bool {
+        self.count.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+
+    fn resolve(
+        &self,
+        outcome: &Mutex<Option<std::sync::mpsc::Receiver<Result<u64, ProposeError>>>>,
+    ) {
+        if let Some(wait) = outcome.lock().take() {
+            let _ = wait.recv();
+        }
+        if let Some(then) = self.then.get() {
+            then();
+        }
+        let _held = self.lock.lock();
+        self.count.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.resolved.notify_all();
+    }
+
+    /// Returns once every entry whose proposer gave up at its `wtimeout` has an outcome.
+    /// A writer calls it holding its collection's lock, before it reads pre-images or the
+    /// collection's metadata, so that it never builds on a state that lacks such an entry.
+    pub fn wait(&self) {
+        use std::sync::atomic::Ordering;
+        if self.count.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut held = self.lock.lock();
+        while self.count.load(Ordering::SeqCst) > 0 {
+            self.resolved.wait(&mut held);
+        }
+    }
 }
 
 impl Replica {
@@ -304,7 +375,10 @@ impl Replica {
                     base.clone(),
                     on_catalog_change.clone(),
                     tx.clone(),
-                    applied,
+                    (
+                        applied,
+                        raft::Storage::last_index(log.storage()).unwrap_or(applied),
+                    ),
                 )
                 .map_err(|e| e.to_string())?,
             )
@@ -380,6 +454,7 @@ impl Replica {
                 faults,
                 peers: data_peers,
                 thread: Mutex::new(Some(thread)),
+                unresolved: Arc::default(),
             }),
             service,
         ))
@@ -418,10 +493,22 @@ impl Replica {
             .map_err(|_| ProposeError::Shutdown)?;
         // The wait shows in `currentOp` and the slow-operation log as replication.
         crate::ops::replicating(|| {
-            let index = match scope.wtimeout {
-                Some(t) => wait.recv_timeout(t).unwrap_or(Err(ProposeError::Timeout)),
-                None => wait.recv().unwrap_or(Err(ProposeError::Shutdown)),
-            }?;
+            let index = match scope.wtimeout.map(|t| wait.recv_timeout(t)) {
+                Some(Ok(outcome)) => outcome?,
+                Some(Err(_)) => {
+                    // Past `wtimeout` the entry is still in flight. The caller answers
+                    // with a write concern error and frees the collection's lock, but the
+                    // next writer must not read its pre-images (or the catalog) before
+                    // this entry's outcome is known: its own entry would undo this one
+                    // (lost `$inc`s, an index key that disagrees with its document). So
+                    // the entry stays unresolved until the driver answers it, and every
+                    // writer waits for unresolved entries under its collection's lock
+                    // (`Replica::await_unresolved`).
+                    self.unresolved.hold(wait);
+                    return Err(ProposeError::Timeout);
+                }
+                None => wait.recv().unwrap_or(Err(ProposeError::Shutdown))?,
+            };
             // Applied here means a majority holds it; `w: N` above that waits for more.
             if scope.w as usize > self.majority() {
                 let limit = scope.wtimeout.map(|t| started + t);
