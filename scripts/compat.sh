@@ -77,6 +77,21 @@ AUTH_PID=$!
 trap 'kill $PID $AUTH_PID 2>/dev/null || true; wait $PID $AUTH_PID 2>/dev/null || true; rm -rf "$DATA"' EXIT
 wait_port "$AUTH_PORT"
 PORT=$AUTH_PORT run_suite crud "${FLOOR_CRUD:-93}" --user compat --password compat-password
+# A clean stop after the whole run: Ctrl-C checkpoints and exits 0 (within 5 s is the
+# target; 60 s bounds the wait, and the time is printed).
+stop_cleanly() { # pid name
+  local started=$SECONDS rc=0
+  kill -INT "$1"
+  ( sleep 60; kill -9 "$1" 2>/dev/null ) &
+  local watchdog=$!
+  wait "$1" || rc=$?
+  kill "$watchdog" 2>/dev/null || true
+  echo "== $2 stopped with exit code $rc after $((SECONDS - started)) s"
+  [ "$rc" -eq 0 ] || { echo "== $2 did not stop cleanly"; status=1; }
+}
+stop_cleanly "$PID" "bulwark local"
+stop_cleanly "$AUTH_PID" "bulwark local --auth"
+
 if [ $status -ne 0 ]; then
   echo "== bulwark log tail"; tail -50 "$LOG"
   echo "== bulwark --auth log tail"; tail -30 "$AUTH_LOG" 2>/dev/null || true

@@ -197,10 +197,24 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
     for r in routers {
         r.await?.context("router")?;
     }
-    for m in running {
-        m.stop().await.context("shard member")?;
-    }
+    // The links hold every member's node: a member's storage closes only once they are
+    // gone. Members then stop side by side, each with its final checkpoint.
+    drop(links);
+    stop_members(running).await?;
     println!("Bulwark stopped.");
+    Ok(())
+}
+
+/// Stops every member at once and waits until each one's storage has closed.
+async fn stop_members(running: Vec<shard::service::RunningMember>) -> anyhow::Result<()> {
+    let stops: Vec<_> = running
+        .into_iter()
+        .map(|m| (m.id, tokio::spawn(m.stop())))
+        .collect();
+    for (id, stop) in stops {
+        stop.await?
+            .with_context(|| format!("stopping shard member {id}"))?;
+    }
     Ok(())
 }
 
