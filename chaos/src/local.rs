@@ -54,6 +54,8 @@ pub struct LocalOptions {
     pub router_env: Vec<(String, String)>,
     /// Extra top-level TOML lines for every member's config.
     pub member_settings: String,
+    /// Extra lines in every member's `[replication]` table.
+    pub replication_settings: String,
     /// CPUs every process runs on (`taskset -c` syntax), so that a load generator on the
     /// others measures the cluster, not the competition between them.
     pub cpus: Option<String>,
@@ -124,9 +126,10 @@ impl LocalCluster {
             std::fs::write(
                 &config,
                 format!(
-                    "listen = \"127.0.0.1:{}\"\ndir = \"{}\"\ncache_mb = 64\n{member_settings}\n[replication]\nset_name = \"shard0\"\nme = {id}\nmembers = [\n{}\n]\n",
+                    "listen = \"127.0.0.1:{}\"\ndir = \"{}\"\ncache_mb = 64\n{member_settings}\n[replication]\nset_name = \"shard0\"\nme = {id}\n{}\nmembers = [\n{}\n]\n",
                     member_port(i),
                     dir.join(format!("member{id}")).display(),
+                    options.replication_settings,
                     peers.join("\n")
                 ),
             )?;

@@ -106,6 +106,13 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let options = LocalOptions {
                 router_env,
+                // Power losses find the most to replay with a checkpoint every second: one
+                // often falls between a collection's creation and its drop.
+                replication_settings: if args.scenario == Scenario::PowerLoss {
+                    "compact_interval_secs = 1".into()
+                } else {
+                    String::new()
+                },
                 ..Default::default()
             };
             let mut cluster = LocalCluster::start(bin, &dir, args.base_port, &options)

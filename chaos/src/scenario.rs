@@ -36,6 +36,10 @@ pub enum Scenario {
     PartitionSite,
     /// Restart every member in turn (SIGTERM), secondaries first, the primary last.
     RollingRestart,
+    /// SIGKILL every member at once, moments after DDL (a collection created, written and
+    /// dropped), restart them all, wait until the set serves again; repeated through the
+    /// fault window.
+    PowerLoss,
     /// Not a fault: the open-loop experiment of "Where a MongoDB request waits" (50%,
     /// 130%, 50% of measured capacity with 100 ms deadlines), with pools of 100, tiny
     /// pools, and deadlines and admission switched off (local target).
@@ -160,6 +164,13 @@ pub async fn fault<C: Cluster>(
             (label, json!({ "primary_before": id, "site": site }))
         }
         Scenario::Overload => anyhow::bail!("overload runs on its own (overload::run)"),
+        Scenario::PowerLoss => {
+            let rounds = power_losses(cluster, admin, window, now_secs).await?;
+            (
+                "power loss of every member".into(),
+                json!({ "rounds": rounds }),
+            )
+        }
         Scenario::RollingRestart => {
             let p = cluster.primary(admin).await?;
             let mut order: Vec<usize> = (0..cluster.member_count()).filter(|&i| i != p).collect();
@@ -183,6 +194,68 @@ pub async fn fault<C: Cluster>(
         ended_at: now_secs(),
         storm_checks,
     })
+}
+
+/// How long after the DDL each power loss comes, in turn: at once, while the drop may be
+/// replicating, and after it.
+const POWER_LOSS_DELAYS_MS: [u64; 4] = [0, 20, 150, 600];
+
+/// Power losses until `window` has passed (at least one): DDL, a pause, every member
+/// killed, every member restarted, then the set must be healthy again.
+async fn power_losses<C: Cluster>(
+    cluster: &mut C,
+    admin: &mongodb::Client,
+    window: Duration,
+    now_secs: impl Fn() -> f64,
+) -> anyhow::Result<Vec<Value>> {
+    let started = std::time::Instant::now();
+    let mut rounds = Vec::new();
+    while rounds.is_empty() || started.elapsed() < window {
+        let n = rounds.len();
+        let delay = Duration::from_millis(POWER_LOSS_DELAYS_MS[n % POWER_LOSS_DELAYS_MS.len()]);
+        let ddl = ddl_before_power_loss(admin, n).await;
+        tokio::time::sleep(delay).await;
+        let at = now_secs();
+        for i in 0..cluster.member_count() {
+            cluster.kill_member(i)?;
+        }
+        for i in 0..cluster.member_count() {
+            cluster.start_member(i)?;
+        }
+        for i in 0..cluster.member_count() {
+            cluster.wait_member_up(admin, i).await?;
+        }
+        let healthy = cluster.wait_healthy().await?;
+        rounds.push(
+            json!({ "at_secs": at, "after_ddl_ms": delay.as_millis() as u64,
+                            "ddl": ddl, "healthy_after_secs": healthy.as_secs_f64() }),
+        );
+    }
+    Ok(rounds)
+}
+
+/// A collection created, indexed, written and dropped, and a second one created and
+/// written: what a crash right after must replay. Says how far it got (a command may fail
+/// while the set is still recovering from the previous round).
+async fn ddl_before_power_loss(admin: &mongodb::Client, n: usize) -> String {
+    let db = admin.database("chaos_ddl");
+    let steps = async {
+        let gone = db.collection::<bson::Document>(&format!("dropped{n}"));
+        gone.insert_one(doc! {"_id": n as i64, "k": 1}).await?;
+        db.run_command(doc! {"createIndexes": format!("dropped{n}"),
+        "indexes": [{"key": {"k": 1}, "name": "k_1", "unique": true}]})
+            .await?;
+        gone.insert_one(doc! {"_id": -(n as i64) - 1, "k": 2})
+            .await?;
+        gone.drop().await?;
+        let kept = db.collection::<bson::Document>(&format!("kept{n}"));
+        kept.insert_one(doc! {"_id": n as i64}).await?;
+        Ok::<_, mongodb::error::Error>(())
+    };
+    match steps.await {
+        Ok(()) => "done".into(),
+        Err(e) => format!("failed: {e}"),
+    }
 }
 
 async fn storm_for<C: Cluster>(
