@@ -234,6 +234,9 @@ async fn power_losses<C: Cluster>(
     Ok(rounds)
 }
 
+/// Longer than the members' checkpoint interval in this scenario (`run.rs`).
+const CHECKPOINT_GAP: Duration = Duration::from_millis(1500);
+
 /// A collection created, indexed, written and dropped, and a second one created and
 /// written: what a crash right after must replay. Says how far it got (a command may fail
 /// while the set is still recovering from the previous round).
@@ -245,6 +248,9 @@ async fn ddl_before_power_loss(admin: &mongodb::Client, n: usize) -> String {
         db.run_command(doc! {"createIndexes": format!("dropped{n}"),
         "indexes": [{"key": {"k": 1}, "name": "k_1", "unique": true}]})
             .await?;
+        // A checkpoint (every second in this scenario) between the create and the drop:
+        // the replay then starts after the create and meets the dropped table.
+        tokio::time::sleep(CHECKPOINT_GAP).await;
         gone.insert_one(doc! {"_id": -(n as i64) - 1, "k": 2})
             .await?;
         gone.drop().await?;
