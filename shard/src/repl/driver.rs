@@ -318,8 +318,13 @@ impl Driver {
             Event::TransferLeader(to) => self.raw.transfer_leader(to),
             Event::Freeze(until) => self.frozen_until = until,
             Event::Compact(durable) => {
+                // Compaction appends a state record: after a failed write the file may end
+                // in part of one, and anything appended behind it would be misread at the
+                // next open. The member stops (fail-stop) rather than write on.
                 if let Err(e) = self.compact(durable) {
-                    error!(error = %e, "log compaction failed");
+                    error!(error = %e, "log compaction failed: replication stopped");
+                    self.status.write().halted = Some(format!("log compaction failed: {e}"));
+                    return true;
                 }
             }
             Event::SnapshotServing(to) => {
