@@ -152,13 +152,18 @@ impl Expr {
 
     /// Evaluates against `root` (which is `$$ROOT` and `$$CURRENT`). A missing result is
     /// `Bson::Undefined`.
+    ///
+    /// A result nested deeper than [`crate::depth::MAX_VALUE_DEPTH`] is Overflow (15): a
+    /// pipeline could otherwise deepen a document a little more at every stage.
     pub fn eval(&self, root: &Document, vars: &Variables) -> MongoResult<Bson> {
         let mut cx = Cx {
             root,
             vars,
             locals: Vec::new(),
         };
-        self.ev(&mut cx)
+        let v = self.ev(&mut cx)?;
+        crate::depth::check_value_depth(&v)?;
+        Ok(v)
     }
 
     /// Evaluates with `$$CURRENT` (and so plain field paths) bound to `current` while
@@ -174,7 +179,9 @@ impl Expr {
             vars,
             locals: vec![("CURRENT", Bson::Document(current.clone()))],
         };
-        self.ev(&mut cx)
+        let v = self.ev(&mut cx)?;
+        crate::depth::check_value_depth(&v)?;
+        Ok(v)
     }
 
     /// Like [`Expr::eval`], with a missing result as `None`.
@@ -752,6 +759,7 @@ fn parse_node(spec: &Bson) -> MongoResult<Node> {
 }
 
 fn parse_path_string(s: &str) -> MongoResult<Node> {
+    crate::depth::check_path(s)?;
     if let Some(var) = s.strip_prefix("$$") {
         let mut parts = var.split('.');
         let name = parts.next().unwrap_or_default().to_string();
@@ -837,32 +845,20 @@ fn parse_doc(d: &Document) -> MongoResult<Node> {
     if let Some((first, _)) = d.iter().next() {
         if first.starts_with('$') {
             if d.len() != 1 {
-                return Err(err(
-                    15983,
-                    format!(
-                        "an expression specification must contain exactly one field, the name of the expression. Found {} fields in {}",
-                        d.len(),
-                        d
-                    ),
-                ));
+                return Err(doc_error(15983, d, ""));
             }
-            let (name, arg) = d.iter().next().unwrap();
-            return parse_operator(name, arg);
+            if let Some((name, arg)) = d.iter().next() {
+                return parse_operator(name, arg);
+            }
         }
     }
     let mut fields = Vec::with_capacity(d.len());
     for (k, v) in d {
         if k.starts_with('$') {
-            return Err(err(
-                16404,
-                format!("FieldPath field names may not start with '$'. Found '{k}'"),
-            ));
+            return Err(doc_error(16404, d, k));
         }
         if k.contains('.') {
-            return Err(err(
-                16412,
-                format!("FieldPath field names may not contain '.'. Found '{k}'"),
-            ));
+            return Err(doc_error(16412, d, k));
         }
         fields.push((k.clone(), Expr::parse(v)?));
     }
@@ -881,6 +877,29 @@ fn parse_doc(d: &Document) -> MongoResult<Node> {
     Ok(Node::Object(fields))
 }
 
+#[cold]
+#[inline(never)]
+fn doc_error(code: i32, d: &Document, k: &str) -> MongoError {
+    match code {
+        15983 => err(
+            code,
+            format!(
+                "an expression specification must contain exactly one field, the name of the expression. Found {} fields in {}",
+                d.len(),
+                d
+            ),
+        ),
+        16404 => err(
+            code,
+            format!("FieldPath field names may not start with '$'. Found '{k}'"),
+        ),
+        _ => err(
+            code,
+            format!("FieldPath field names may not contain '.'. Found '{k}'"),
+        ),
+    }
+}
+
 fn args_of(arg: &Bson) -> MongoResult<Vec<Expr>> {
     match arg {
         Bson::Array(a) => a.iter().map(Expr::parse).collect(),
@@ -892,6 +911,10 @@ fn boxed(e: Expr) -> Box<Expr> {
     Box::new(e)
 }
 
+// Parsing recurses once per level of expression nesting (up to the document depth
+// limit), through `parse_node`, `parse_doc` and `parse_operator`: their frames are kept
+// small by building error messages in cold functions and splitting the named and
+// positional argument forms out.
 fn parse_operator(name: &str, arg: &Bson) -> MongoResult<Node> {
     match name {
         "$literal" => return Ok(Node::Const(arg.clone())),
@@ -905,10 +928,7 @@ fn parse_operator(name: &str, arg: &Bson) -> MongoResult<Node> {
         _ => {}
     }
     let Some(op) = op_from_name(name) else {
-        return Err(MongoError::new(
-            ErrorCode::InvalidPipelineOperator,
-            format!("Unrecognized expression '{name}'"),
-        ));
+        return Err(unknown_expression(name));
     };
     match op {
         Op::RegexMatch | Op::RegexFind | Op::RegexFindAll => return parse_regex(op, arg),
@@ -924,7 +944,7 @@ fn parse_operator(name: &str, arg: &Bson) -> MongoResult<Node> {
         }
         _ => {}
     }
-    let (all, required) = named_params(op);
+    let (all, _) = named_params(op);
     let named_form = match arg {
         Bson::Document(d) => {
             !all.is_empty()
@@ -933,38 +953,103 @@ fn parse_operator(name: &str, arg: &Bson) -> MongoResult<Node> {
         _ => false,
     };
     if named_form || (arity(op).is_none() && !all.is_empty()) {
-        let Bson::Document(d) = arg else {
-            return Err(err(
-                named_args_code(op),
-                format!("{} only supports an object as its argument", op_name(op)),
+        parse_named(op, arg)
+    } else {
+        parse_positional(op, arg)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn unknown_expression(name: &str) -> MongoError {
+    MongoError::new(
+        ErrorCode::InvalidPipelineOperator,
+        format!("Unrecognized expression '{name}'"),
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn named_arg_error(code: i32, op: Op, what: &str) -> MongoError {
+    err(code, format!("{} {what}", op_name(op)))
+}
+
+#[inline(never)]
+fn parse_named(op: Op, arg: &Bson) -> MongoResult<Node> {
+    let (all, required) = named_params(op);
+    let Bson::Document(d) = arg else {
+        return Err(named_arg_error(
+            named_args_code(op),
+            op,
+            "only supports an object as its argument",
+        ));
+    };
+    let mut slots: Vec<Option<Expr>> = vec![None; all.len()];
+    for (k, v) in d {
+        let Some(i) = all.iter().position(|p| p == k) else {
+            return Err(named_arg_error(
+                unknown_arg_code(op),
+                op,
+                &format!("found an unknown argument: {k}"),
             ));
         };
-        let mut slots: Vec<Option<Expr>> = vec![None; all.len()];
-        for (k, v) in d {
-            let Some(i) = all.iter().position(|p| p == k) else {
-                return Err(err(
-                    unknown_arg_code(op),
-                    format!("{} found an unknown argument: {}", op_name(op), k),
-                ));
-            };
-            slots[i] = Some(match (op, k.as_str()) {
-                (Op::SortArray, "sortBy") => Expr::constant(v.clone()),
-                _ => Expr::parse(v)?,
-            });
-        }
-        for r in required {
-            if slots[all.iter().position(|p| p == r).unwrap()].is_none() {
-                return Err(err(
-                    missing_arg_code(op),
-                    format!("{} requires '{}' to be specified", op_name(op), r),
-                ));
-            }
-        }
-        if op == Op::SortArray {
-            validate_sort_by(slots[1].as_ref().and_then(Expr::as_constant).unwrap())?;
-        }
-        return Ok(Node::Named(op, slots));
+        slots[i] = Some(match (op, k.as_str()) {
+            (Op::SortArray, "sortBy") => Expr::constant(v.clone()),
+            _ => Expr::parse(v)?,
+        });
     }
+    for (i, p) in all.iter().enumerate() {
+        if required.contains(p) && slots[i].is_none() {
+            return Err(named_arg_error(
+                missing_arg_code(op),
+                op,
+                &format!("requires '{p}' to be specified"),
+            ));
+        }
+    }
+    if op == Op::SortArray {
+        let spec = slots
+            .get(1)
+            .and_then(Option::as_ref)
+            .and_then(Expr::as_constant)
+            .cloned()
+            .unwrap_or(Bson::Null);
+        validate_sort_by(&spec)?;
+    }
+    Ok(Node::Named(op, slots))
+}
+
+#[cold]
+#[inline(never)]
+fn arity_error(op: Op, min: usize, max: usize, n: usize) -> MongoError {
+    let msg = if min == max {
+        format!(
+            "Expression {} takes exactly {} arguments. {} were passed in.",
+            op_name(op),
+            min,
+            n
+        )
+    } else if max == usize::MAX {
+        format!(
+            "Expression {} takes at least {} arguments, and {} were passed in.",
+            op_name(op),
+            min,
+            n
+        )
+    } else {
+        format!(
+            "Expression {} takes at least {} arguments, and at most {}, but {} were passed in.",
+            op_name(op),
+            min,
+            max,
+            n
+        )
+    };
+    err(16020, msg)
+}
+
+#[inline(never)]
+fn parse_positional(op: Op, arg: &Bson) -> MongoResult<Node> {
     // `{$rand: {}}` is MongoDB's documented spelling of a zero-argument call.
     let args = match (op, arg) {
         (Op::Rand, Bson::Document(d)) if d.is_empty() => Vec::new(),
@@ -972,30 +1057,7 @@ fn parse_operator(name: &str, arg: &Bson) -> MongoResult<Node> {
     };
     let (min, max) = arity(op).unwrap_or((1, 1));
     if args.len() < min || args.len() > max {
-        let msg = if min == max {
-            format!(
-                "Expression {} takes exactly {} arguments. {} were passed in.",
-                op_name(op),
-                min,
-                args.len()
-            )
-        } else if max == usize::MAX {
-            format!(
-                "Expression {} takes at least {} arguments, and {} were passed in.",
-                op_name(op),
-                min,
-                args.len()
-            )
-        } else {
-            format!(
-                "Expression {} takes at least {} arguments, and at most {}, but {} were passed in.",
-                op_name(op),
-                min,
-                max,
-                args.len()
-            )
-        };
-        return Err(err(16020, msg));
+        return Err(arity_error(op, min, max, args.len()));
     }
     if is_date_part(op) {
         // `{$year: "$d"}` and `{$year: ["$d"]}` both mean {date: ...}.
@@ -1488,26 +1550,8 @@ impl Expr {
             Node::Const(v) => Ok(v.clone()),
             Node::Field(p) => Ok(cx.field(p)),
             Node::Var(name, p) => cx.var(name, p),
-            Node::Object(fields) => {
-                let mut out = Document::new();
-                for (k, e) in fields {
-                    let v = e.ev(cx)?;
-                    if !matches!(v, Bson::Undefined) {
-                        out.insert(k.clone(), v);
-                    }
-                }
-                Ok(Bson::Document(out))
-            }
-            Node::Array(items) => {
-                let mut out = Vec::with_capacity(items.len());
-                for e in items {
-                    match e.ev(cx)? {
-                        Bson::Undefined => out.push(Bson::Null),
-                        v => out.push(v),
-                    }
-                }
-                Ok(Bson::Array(out))
-            }
+            Node::Object(fields) => ev_object(fields, cx),
+            Node::Array(items) => ev_array(items, cx),
             Node::Cond(c) => {
                 if truthy(&c.0.ev(cx)?) {
                     c.1.ev(cx)
@@ -1515,132 +1559,20 @@ impl Expr {
                     c.2.ev(cx)
                 }
             }
-            Node::Switch(branches, default) => {
-                for (case, then) in branches {
-                    if truthy(&case.ev(cx)?) {
-                        return then.ev(cx);
-                    }
-                }
-                match default {
-                    Some(d) => d.ev(cx),
-                    None => Err(err(
-                        40066,
-                        "$switch could not find a matching branch for an input, and no default was specified.",
-                    )),
-                }
-            }
-            Node::Let(vars, body) => {
-                let mut vals = Vec::with_capacity(vars.len());
-                for (n, e) in vars {
-                    vals.push((n.as_str(), e.ev(cx)?));
-                }
-                let depth = cx.locals.len();
-                cx.locals.extend(vals);
-                let r = body.ev(cx);
-                cx.locals.truncate(depth);
-                r
-            }
+            Node::Switch(branches, default) => ev_switch(branches, default, cx),
+            Node::Let(vars, body) => ev_let(vars, body, cx),
             Node::Filter {
                 input,
                 name,
                 cond,
                 limit,
-            } => {
-                let input = input.ev(cx)?;
-                let limit = match limit {
-                    None => None,
-                    Some(l) => match l.ev(cx)? {
-                        v if is_nullish(&v) => None,
-                        v => match as_int_exact(&v) {
-                            Some(n) if n >= 1 && n <= i32::MAX as i64 => Some(n as usize),
-                            Some(_) => return Err(err(327391, "$filter: limit must be greater than 0")),
-                            None => {
-                                return Err(err(
-                                    327392,
-                                    format!("$filter: limit must be represented as a 32-bit integral value: {v}"),
-                                ))
-                            }
-                        },
-                    },
-                };
-                let items = match input {
-                    Bson::Array(a) => a,
-                    v if is_nullish(&v) => return Ok(Bson::Null),
-                    v => {
-                        return Err(err(
-                            28651,
-                            format!("input to $filter must be an array not {}", type_name(&v)),
-                        ))
-                    }
-                };
-                let mut out = Vec::new();
-                let depth = cx.locals.len();
-                for item in items {
-                    cx.locals.push((name.as_str(), item));
-                    let keep = cond.ev(cx).map(|v| truthy(&v));
-                    let item = cx.locals.pop().unwrap().1;
-                    if keep? {
-                        out.push(item);
-                        if limit.is_some_and(|l| out.len() >= l) {
-                            break;
-                        }
-                    }
-                }
-                cx.locals.truncate(depth);
-                Ok(Bson::Array(out))
-            }
-            Node::Map { input, name, body } => {
-                let items = match input.ev(cx)? {
-                    Bson::Array(a) => a,
-                    v if is_nullish(&v) => return Ok(Bson::Null),
-                    v => {
-                        return Err(err(
-                            16883,
-                            format!("input to $map must be an array not {}", type_name(&v)),
-                        ))
-                    }
-                };
-                let mut out = Vec::with_capacity(items.len());
-                for item in items {
-                    cx.locals.push((name.as_str(), item));
-                    let r = body.ev(cx);
-                    cx.locals.pop();
-                    out.push(match r? {
-                        Bson::Undefined => Bson::Null,
-                        v => v,
-                    });
-                }
-                Ok(Bson::Array(out))
-            }
+            } => ev_filter(input, name, cond, limit, cx),
+            Node::Map { input, name, body } => ev_map(input, name, body, cx),
             Node::Reduce {
                 input,
                 initial,
                 body,
-            } => {
-                let items = match input.ev(cx)? {
-                    Bson::Array(a) => a,
-                    v if is_nullish(&v) => return Ok(Bson::Null),
-                    v => {
-                        return Err(err(
-                            40080,
-                            format!(
-                                "$reduce requires that 'input' be an array, found: {}",
-                                type_name(&v)
-                            ),
-                        ))
-                    }
-                };
-                let mut acc = initial.ev(cx)?;
-                for item in items {
-                    cx.locals.push(("value", acc));
-                    cx.locals.push(("this", item));
-                    let r = body.ev(cx);
-                    cx.locals.pop();
-                    cx.locals.pop();
-                    acc = r?;
-                }
-                Ok(acc)
-            }
+            } => ev_reduce(input, initial, body, cx),
             Node::Regex { op, input, regex } => eval_regex(*op, input, regex, cx),
             Node::Op(op, args) => self.eval_op(*op, args, cx),
             Node::Named(op, slots) => eval_named(*op, slots, cx),
@@ -1686,6 +1618,201 @@ impl Expr {
     }
 }
 
+// Separate functions keep `ev`'s frame small: it is on the stack once per level of
+// expression nesting.
+#[inline(never)]
+fn ev_object<'e>(fields: &'e [(String, Expr)], cx: &mut Cx<'_, 'e>) -> MongoResult<Bson> {
+    let mut out = Document::new();
+    for (k, e) in fields {
+        let v = e.ev(cx)?;
+        if !matches!(v, Bson::Undefined) {
+            out.insert(k.clone(), v);
+        }
+    }
+    Ok(Bson::Document(out))
+}
+
+// Separate functions keep `ev`'s frame small: it is on the stack once per level of
+// expression nesting.
+#[inline(never)]
+fn ev_array<'e>(items: &'e [Expr], cx: &mut Cx<'_, 'e>) -> MongoResult<Bson> {
+    let mut out = Vec::with_capacity(items.len());
+    for e in items {
+        match e.ev(cx)? {
+            Bson::Undefined => out.push(Bson::Null),
+            v => out.push(v),
+        }
+    }
+    Ok(Bson::Array(out))
+}
+
+// Separate functions keep `ev`'s frame small: it is on the stack once per level of
+// expression nesting.
+#[inline(never)]
+fn ev_switch<'e>(
+    branches: &'e [(Expr, Expr)],
+    default: &'e Option<Box<Expr>>,
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    for (case, then) in branches {
+        if truthy(&case.ev(cx)?) {
+            return then.ev(cx);
+        }
+    }
+    match default {
+        Some(d) => d.ev(cx),
+        None => Err(err(
+            40066,
+            "$switch could not find a matching branch for an input, and no default was specified.",
+        )),
+    }
+}
+
+// Separate functions keep `ev`'s frame small: it is on the stack once per level of
+// expression nesting.
+#[inline(never)]
+fn ev_let<'e>(
+    vars: &'e [(String, Expr)],
+    body: &'e Expr,
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let mut vals = Vec::with_capacity(vars.len());
+    for (n, e) in vars {
+        vals.push((n.as_str(), e.ev(cx)?));
+    }
+    let depth = cx.locals.len();
+    cx.locals.extend(vals);
+    let r = body.ev(cx);
+    cx.locals.truncate(depth);
+    r
+}
+
+// Separate functions keep `ev`'s frame small: it is on the stack once per level of
+// expression nesting.
+#[inline(never)]
+fn ev_filter<'e>(
+    input: &'e Expr,
+    name: &'e str,
+    cond: &'e Expr,
+    limit: &'e Option<Box<Expr>>,
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let input = input.ev(cx)?;
+    let limit = match limit {
+        None => None,
+        Some(l) => match l.ev(cx)? {
+            v if is_nullish(&v) => None,
+            v => match as_int_exact(&v) {
+                Some(n) if n >= 1 && n <= i32::MAX as i64 => Some(n as usize),
+                Some(_) => return Err(err(327391, "$filter: limit must be greater than 0")),
+                None => {
+                    return Err(err(
+                        327392,
+                        format!(
+                            "$filter: limit must be represented as a 32-bit integral value: {v}"
+                        ),
+                    ))
+                }
+            },
+        },
+    };
+    let items = match input {
+        Bson::Array(a) => a,
+        v if is_nullish(&v) => return Ok(Bson::Null),
+        v => {
+            return Err(err(
+                28651,
+                format!("input to $filter must be an array not {}", type_name(&v)),
+            ))
+        }
+    };
+    let mut out = Vec::new();
+    let depth = cx.locals.len();
+    for item in items {
+        cx.locals.push((name, item));
+        let keep = cond.ev(cx).map(|v| truthy(&v));
+        let item = cx.locals.pop().unwrap().1;
+        if keep? {
+            out.push(item);
+            if limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+        }
+    }
+    cx.locals.truncate(depth);
+    Ok(Bson::Array(out))
+}
+
+// Separate functions keep `ev`'s frame small: it is on the stack once per level of
+// expression nesting.
+#[inline(never)]
+fn ev_map<'e>(
+    input: &'e Expr,
+    name: &'e str,
+    body: &'e Expr,
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let items = match input.ev(cx)? {
+        Bson::Array(a) => a,
+        v if is_nullish(&v) => return Ok(Bson::Null),
+        v => {
+            return Err(err(
+                16883,
+                format!("input to $map must be an array not {}", type_name(&v)),
+            ))
+        }
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        cx.locals.push((name, item));
+        let r = body.ev(cx);
+        cx.locals.pop();
+        out.push(match r? {
+            Bson::Undefined => Bson::Null,
+            v => v,
+        });
+    }
+    Ok(Bson::Array(out))
+}
+
+// Separate functions keep `ev`'s frame small: it is on the stack once per level of
+// expression nesting.
+#[inline(never)]
+fn ev_reduce<'e>(
+    input: &'e Expr,
+    initial: &'e Expr,
+    body: &'e Expr,
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let items = match input.ev(cx)? {
+        Bson::Array(a) => a,
+        v if is_nullish(&v) => return Ok(Bson::Null),
+        v => {
+            return Err(err(
+                40080,
+                format!(
+                    "$reduce requires that 'input' be an array, found: {}",
+                    type_name(&v)
+                ),
+            ))
+        }
+    };
+    let mut acc = initial.ev(cx)?;
+    for item in items {
+        cx.locals.push(("value", acc));
+        cx.locals.push(("this", item));
+        let r = body.ev(cx);
+        cx.locals.pop();
+        cx.locals.pop();
+        acc = r?;
+        // The accumulator feeds back into the body: without a bound,
+        // `in: ["$$value"]` nests one level per element, past any stack.
+        crate::depth::check_value_depth(&acc)?;
+    }
+    Ok(acc)
+}
+
+#[inline(never)]
 fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
     use Op::*;
     let name = op_name(op);
@@ -1713,6 +1840,11 @@ fn eval_simple(op: Op, mut v: Vec<Bson>, cx: &mut Cx) -> MongoResult<Bson> {
         }
         Not => Ok(Bson::Boolean(!truthy(&v[0]))),
         Concat => {
+            let total = v.iter().try_fold(0usize, |n, x| match x {
+                Bson::String(p) => n.checked_add(p.len()),
+                _ => Some(n),
+            });
+            check_string_size(total)?;
             let mut s = String::new();
             for x in &v {
                 match x {
@@ -3355,6 +3487,7 @@ const WHITESPACE: &[char] = &[
     '\u{200a}', '\u{2028}', '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}',
 ];
 
+#[inline(never)]
 fn eval_regex<'e>(
     op: Op,
     input: &'e Expr,
@@ -3539,6 +3672,17 @@ fn range(v: &[Bson]) -> MongoResult<Bson> {
     if step == 0 {
         return Err(err(34449, "$range requires a non-zero step value"));
     }
+    // mongod's estimate (sizeof(vector) + length * sizeof(Value)) against
+    // internalQueryMaxRangeBytes: ExceededMemoryLimit (146) rather than a huge allocation.
+    let steps = (end - start) / step;
+    let length = if steps >= 0 { 1 + steps } else { 0 };
+    let mem_needed = 24 + length * 16;
+    if mem_needed >= MAX_RANGE_BYTES {
+        return Err(MongoError::new(
+            ErrorCode::ExceededMemoryLimit,
+            format!("$range would use too much memory ({mem_needed} bytes) and cannot spill to disk. Memory limit: {MAX_RANGE_BYTES} bytes"),
+        ));
+    }
     let mut out = Vec::new();
     let mut i = start;
     while (step > 0 && i < end) || (step < 0 && i > end) {
@@ -3546,6 +3690,29 @@ fn range(v: &[Bson]) -> MongoResult<Bson> {
         i += step;
     }
     Ok(Bson::Array(out))
+}
+
+/// mongod's `internalQueryMaxRangeBytes`.
+const MAX_RANGE_BYTES: i64 = 100 * 1024 * 1024;
+
+/// mongod's `BufferMaxSize`: a string an expression builds may not exceed it.
+const MAX_STRING_BYTES: usize = 64 * 1024 * 1024;
+
+/// mongod's BufBuilder error (13548) for a string that would outgrow [`MAX_STRING_BYTES`].
+fn check_string_size(len: Option<usize>) -> MongoResult<()> {
+    match len {
+        Some(n) if n <= MAX_STRING_BYTES => Ok(()),
+        n => Err(err(
+            13548,
+            format!(
+                "BufBuilder attempted to grow() to {} bytes, past the 64MB limit.",
+                n.map_or_else(
+                    || "more than 18446744073709551615".to_string(),
+                    |n| n.to_string()
+                )
+            ),
+        )),
+    }
 }
 
 fn array_to_object(v: Bson) -> MongoResult<Bson> {
@@ -4016,500 +4183,671 @@ fn convert(v: Bson, to: ElementType) -> MongoResult<Bson> {
 // Named-argument operators
 
 fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> MongoResult<Bson> {
+    // One small function per operator: expressions nest (up to the document depth
+    // limit) through here, so this frame and theirs must stay small.
     let name = op_name(op);
-    // Evaluates an optional slot; absent → None.
-    macro_rules! arg {
-        ($i:expr) => {
-            match &slots[$i] {
-                Some(e) => Some(e.ev(cx)?),
-                None => None,
-            }
-        };
-    }
     match op {
-        Op::Trim | Op::LTrim | Op::RTrim => {
-            let input = arg!(0).unwrap();
-            let chars = arg!(1);
-            let s = match &input {
-                Bson::String(s) => s,
-                x if is_nullish(x) => return Ok(Bson::Null),
-                x => {
-                    return Err(err(
-                        50699,
-                        format!(
-                        "{name} requires its input to be a string, got {x} (of type {}) instead.",
-                        type_name(x)
-                    ),
-                    ))
-                }
-            };
-            let set: Vec<char> = match &chars {
-                None => WHITESPACE.to_vec(),
-                Some(x) if is_nullish(x) => return Ok(Bson::Null),
-                Some(Bson::String(c)) => c.chars().collect(),
-                Some(x) => {
-                    return Err(err(
-                        50700,
-                        format!(
-                            "{name} requires 'chars' to be a string, got {x} (of type {}) instead.",
-                            type_name(x)
-                        ),
-                    ))
-                }
-            };
-            let pred = |c: char| set.contains(&c);
-            Ok(Bson::String(
-                match op {
-                    Op::Trim => s.trim_matches(pred),
-                    Op::LTrim => s.trim_start_matches(pred),
-                    _ => s.trim_end_matches(pred),
-                }
-                .to_string(),
-            ))
-        }
-        Op::ReplaceOne | Op::ReplaceAll => {
-            let vals = [arg!(0).unwrap(), arg!(1).unwrap(), arg!(2).unwrap()];
-            let names = ["input", "find", "replacement"];
-            let codes = [51746, 51745, 51744];
-            let mut strs: Vec<&str> = Vec::new();
-            let mut null = false;
-            for i in 0..3 {
-                match &vals[i] {
-                    Bson::String(s) => strs.push(s),
-                    x if is_nullish(x) => {
-                        null = true;
-                        strs.push("");
-                    }
-                    x => {
-                        return Err(err(
-                            codes[i],
-                            format!(
-                                "{name} requires that '{}' be a string, found: {}",
-                                names[i],
-                                type_name(x)
-                            ),
-                        ))
-                    }
-                }
-            }
-            if null {
-                return Ok(Bson::Null);
-            }
-            Ok(Bson::String(if op == Op::ReplaceOne {
-                strs[0].replacen(strs[1], strs[2], 1)
-            } else if strs[1].is_empty() {
-                // Like MongoDB: an empty 'find' matches between every character.
-                let mut out = String::from(strs[2]);
-                for c in strs[0].chars() {
-                    out.push(c);
-                    out.push_str(strs[2]);
-                }
-                out
-            } else {
-                strs[0].replace(strs[1], strs[2])
-            }))
-        }
-        Op::Zip => {
-            let inputs = arg!(0).unwrap();
-            let longest = match arg!(1) {
-                None => false,
-                Some(Bson::Boolean(b)) => b,
-                Some(x) => {
-                    return Err(err(
-                        34463,
-                        format!("useLongestLength must be a bool, found {}", type_name(&x)),
-                    ))
-                }
-            };
-            let defaults = match arg!(2) {
-                None => None,
-                Some(Bson::Array(a)) => Some(a),
-                Some(x) => {
-                    return Err(err(
-                        34462,
-                        format!(
-                            "defaults must be an array of expressions, found {}",
-                            type_name(&x)
-                        ),
-                    ))
-                }
-            };
-            let Bson::Array(inputs) = inputs else {
-                return Err(err(
-                    34461,
-                    format!(
-                        "inputs must be an array of expressions, found {}",
-                        type_name(&inputs)
-                    ),
-                ));
-            };
-            if defaults.is_some() && !longest {
-                return Err(err(
-                    34466,
-                    "cannot specify defaults unless useLongestLength is true",
-                ));
-            }
-            if defaults.as_ref().is_some_and(|d| d.len() != inputs.len()) {
-                return Err(err(34467, "defaults and inputs must have the same length"));
-            }
-            let mut arrays = Vec::with_capacity(inputs.len());
-            for x in inputs {
-                match x {
-                    Bson::Array(a) => arrays.push(a),
-                    x if is_nullish(&x) => return Ok(Bson::Null),
-                    x => {
-                        return Err(err(
-                            34468,
-                            format!("$zip found a non-array expression in input: {x}"),
-                        ))
-                    }
-                }
-            }
-            let n = if longest {
-                arrays.iter().map(Vec::len).max().unwrap_or(0)
-            } else {
-                arrays.iter().map(Vec::len).min().unwrap_or(0)
-            };
-            let out = (0..n)
-                .map(|i| {
-                    Bson::Array(
-                        arrays
-                            .iter()
-                            .enumerate()
-                            .map(|(j, a)| {
-                                a.get(i).cloned().unwrap_or_else(|| {
-                                    defaults.as_ref().map_or(Bson::Null, |d| d[j].clone())
-                                })
-                            })
-                            .collect(),
-                    )
-                })
-                .collect();
-            Ok(Bson::Array(out))
-        }
-        Op::SortArray => {
-            let input = arg!(0).unwrap();
-            let spec = slots[1].as_ref().and_then(Expr::as_constant).unwrap();
-            let mut arr = match input {
-                Bson::Array(a) => a,
-                x if is_nullish(&x) => return Ok(Bson::Null),
-                x => {
-                    return Err(err(
-                        2942504,
-                        format!(
-                        "The input argument to $sortArray must be an array, but was of type: {}",
-                        type_name(&x)
-                    ),
-                    ))
-                }
-            };
-            sort_values(&mut arr, spec)?;
-            Ok(Bson::Array(arr))
-        }
-        Op::FirstN | Op::LastN | Op::MaxN | Op::MinN => {
-            let input = arg!(0).unwrap();
-            let n = arg!(1).unwrap();
-            let n = parse_n(name, &n)?;
-            let mut arr = match input {
-                Bson::Array(a) => a,
-                x => {
-                    return Err(err(
-                        5788200,
-                        format!(
-                            "Input must be an array, but found {}",
-                            type_name_or_missing(&x)
-                        ),
-                    ))
-                }
-            };
-            match op {
-                Op::FirstN => arr.truncate(n),
-                Op::LastN => {
-                    let k = arr.len().saturating_sub(n);
-                    arr.drain(..k);
-                }
-                _ => {
-                    arr.retain(|x| !is_nullish(x));
-                    if op == Op::MaxN {
-                        arr.sort_by(|a, b| compare_values(b, a));
-                    } else {
-                        arr.sort_by(compare_values);
-                    }
-                    arr.truncate(n);
-                }
-            }
-            Ok(Bson::Array(arr))
-        }
-        Op::Convert => {
-            let input = arg!(0).unwrap();
-            if is_nullish(&input) {
-                return Ok(arg!(3).unwrap_or(Bson::Null));
-            }
-            let to = arg!(1).unwrap();
-            if is_nullish(&to) {
-                return Ok(Bson::Null);
-            }
-            let to = target_type(&to)?;
-            match convert(input, to) {
-                Ok(v) => Ok(v),
-                Err(e) if e.code == 241 && slots[2].is_some() => Ok(arg!(2).unwrap()),
-                Err(e) => Err(e),
-            }
-        }
-        Op::DateToString => {
-            let date = arg!(0).unwrap();
-            if is_nullish(&date) {
-                return Ok(arg!(3).unwrap_or(Bson::Null));
-            }
-            let format = match arg!(1) {
-                None => None,
-                Some(Bson::String(s)) => Some(s),
-                Some(x) if is_nullish(&x) => return Ok(Bson::Null),
-                Some(x) => {
-                    return Err(err(18533, format!("$dateToString requires that 'format' be a string, found: {} with value {x}", type_name(&x))))
-                }
-            };
-            let Some(tz) = timezone_arg(arg!(2))? else {
-                return Ok(Bson::Null);
-            };
-            let ms = date_millis(&date)?;
-            let off = tz.offset_at(ms);
-            let fmt = format.as_deref().unwrap_or(if tz.is_utc() {
-                "%Y-%m-%dT%H:%M:%S.%LZ"
-            } else {
-                "%Y-%m-%dT%H:%M:%S.%L"
-            });
-            Ok(Bson::String(format_date(fmt, ms, off)?))
-        }
-        Op::DateFromString => {
-            let s = arg!(0).unwrap();
-            let s = match s {
-                Bson::String(s) => s,
-                x if is_nullish(&x) => return Ok(arg!(4).unwrap_or(Bson::Null)),
-                x => {
-                    let e = conversion_failure(format!("$dateFromString requires that 'dateString' be a string, found: {} with value {x}", type_name(&x)));
-                    return match &slots[3] {
-                        Some(_) => Ok(arg!(3).unwrap()),
-                        None => Err(e),
-                    };
-                }
-            };
-            let format = match arg!(1) {
-                None => None,
-                Some(Bson::String(f)) => Some(f),
-                Some(x) if is_nullish(&x) => return Ok(Bson::Null),
-                Some(x) => {
-                    return Err(err(
-                        40684,
-                        format!(
-                            "$dateFromString requires that 'format' be a string, found: {}",
-                            type_name(&x)
-                        ),
-                    ))
-                }
-            };
-            let Some(tz) = timezone_arg(arg!(2))? else {
-                return Ok(Bson::Null);
-            };
-            match parse_date_string(&s, format.as_deref(), tz.fixed_offset()) {
-                Ok(d) => Ok(Bson::DateTime(d)),
-                Err(msg) => match &slots[3] {
-                    Some(_) => Ok(arg!(3).unwrap()),
-                    None => Err(conversion_failure(msg)),
-                },
-            }
-        }
-        Op::DateToParts => {
-            let date = arg!(0).unwrap();
-            if is_nullish(&date) {
-                return Ok(Bson::Null);
-            }
-            let Some(tz) = timezone_arg(arg!(1))? else {
-                return Ok(Bson::Null);
-            };
-            let iso = match arg!(2) {
-                None => false,
-                Some(Bson::Boolean(b)) => b,
-                Some(x) if is_nullish(&x) => return Ok(Bson::Null),
-                Some(x) => {
-                    return Err(err(
-                        40521,
-                        format!("iso8601 must evaluate to a bool, found {}", type_name(&x)),
-                    ))
-                }
-            };
-            let ms = date_millis(&date)?;
-            let p = Parts::of(ms + tz.offset_at(ms));
-            Ok(Bson::Document(if iso {
-                let (wy, w) = p.iso_week();
-                bson::doc! {"isoWeekYear": wy as i32, "isoWeek": w as i32, "isoDayOfWeek": p.iso_dow() as i32,
-                "hour": p.hour as i32, "minute": p.minute as i32, "second": p.second as i32, "millisecond": p.ms as i32}
-            } else {
-                bson::doc! {"year": p.year as i32, "month": p.month as i32, "day": p.day as i32,
-                "hour": p.hour as i32, "minute": p.minute as i32, "second": p.second as i32, "millisecond": p.ms as i32}
-            }))
-        }
+        Op::Trim | Op::LTrim | Op::RTrim => named_trim(op, name, slots, cx),
+        Op::ReplaceOne | Op::ReplaceAll => named_replace(op, name, slots, cx),
+        Op::Zip => named_zip(op, name, slots, cx),
+        Op::SortArray => named_sort_array(op, name, slots, cx),
+        Op::FirstN | Op::LastN | Op::MaxN | Op::MinN => named_first_last_n(op, name, slots, cx),
+        Op::Convert => named_convert(op, name, slots, cx),
+        Op::DateToString => named_date_to_string(op, name, slots, cx),
+        Op::DateFromString => named_date_from_string(op, name, slots, cx),
+        Op::DateToParts => named_date_to_parts(op, name, slots, cx),
         Op::DateFromParts => date_from_parts(slots, cx),
-        Op::DateAdd | Op::DateSubtract => {
-            let start = arg!(0).unwrap();
-            let unit = arg!(1).unwrap();
-            let amount = arg!(2).unwrap();
-            let tz = arg!(3);
-            if is_nullish(&start) || is_nullish(&unit) || is_nullish(&amount) {
-                return Ok(Bson::Null);
-            }
-            let Some(tz) = timezone_arg(tz)? else {
-                return Ok(Bson::Null);
-            };
-            let ms = date_millis(&start)?;
-            let unit = time_unit(name, &unit)?;
-            let Some(mut amount) = as_int_exact(&amount) else {
-                return Err(err(
-                    5166405,
-                    format!("{name} expects integer amount of time units"),
-                ));
-            };
-            if op == Op::DateSubtract {
-                amount = -amount;
-            }
-            Ok(Bson::DateTime(DateTime::from_millis(date_add(
-                ms, unit, amount, &tz,
-            )?)))
-        }
-        Op::DateDiff => {
-            let start = arg!(0).unwrap();
-            let end = arg!(1).unwrap();
-            let unit = arg!(2).unwrap();
-            let tz = arg!(3);
-            let sow = arg!(4);
-            if is_nullish(&start) || is_nullish(&end) || is_nullish(&unit) {
-                return Ok(Bson::Null);
-            }
-            let Some(tz) = timezone_arg(tz)? else {
-                return Ok(Bson::Null);
-            };
-            let (s, e) = (date_millis(&start)?, date_millis(&end)?);
-            let unit = time_unit(name, &unit)?;
-            let sow = start_of_week(sow)?;
-            Ok(Bson::Int64(date_diff(s, e, unit, &tz, sow)))
-        }
-        Op::DateTrunc => {
-            let date = arg!(0).unwrap();
-            let unit = arg!(1).unwrap();
-            let bin = arg!(2);
-            let tz = arg!(3);
-            let sow = arg!(4);
-            if is_nullish(&date) || is_nullish(&unit) {
-                return Ok(Bson::Null);
-            }
-            let Some(tz) = timezone_arg(tz)? else {
-                return Ok(Bson::Null);
-            };
-            let ms = date_millis(&date)?;
-            let unit = time_unit(name, &unit)?;
-            let bin = match bin {
-                None => 1,
-                Some(b) if is_nullish(&b) => return Ok(Bson::Null),
-                Some(b) => match as_int_exact(&b) {
-                    Some(n) if n > 0 => n,
-                    _ => return Err(err(5439017, format!("$dateTrunc requires 'binSize' to be a positive 64-bit integer, but got value '{b}'"))),
-                },
-            };
-            let sow = start_of_week(sow)?;
-            Ok(Bson::DateTime(DateTime::from_millis(date_trunc(
-                ms, unit, bin, &tz, sow,
-            ))))
-        }
-        Op::GetField => {
-            let field = arg!(0).unwrap();
-            let Bson::String(field) = field else {
-                return Err(err(
-                    3041704,
-                    format!(
-                        "$getField requires 'field' to evaluate to type String, but got {}",
-                        type_name_or_missing(&field)
-                    ),
-                ));
-            };
-            let input = match arg!(1) {
-                Some(v) => v,
-                None => cx.field(&[]),
-            };
-            match input {
-                Bson::Document(d) => Ok(d.get(&field).cloned().unwrap_or(MISSING)),
-                Bson::Undefined => Ok(MISSING),
-                Bson::Null => Ok(Bson::Null),
-                _ => Ok(MISSING),
-            }
-        }
-        Op::SetField | Op::UnsetField => {
-            let field = arg!(0).unwrap();
-            let Bson::String(field) = field else {
-                return Err(err(
-                    4161106,
-                    format!(
-                        "{name} requires 'field' to evaluate to type String, but got {}",
-                        type_name_or_missing(&field)
-                    ),
-                ));
-            };
-            let input = arg!(1).unwrap();
-            let value = if op == Op::SetField {
-                arg!(2).unwrap()
-            } else {
-                MISSING
-            };
-            let mut d = match input {
-                Bson::Document(d) => d,
-                x if is_nullish(&x) => return Ok(Bson::Null),
-                x => {
-                    return Err(err(
-                        4161105,
-                        format!(
-                            "{name} requires 'input' to evaluate to type Object, but got {}",
-                            type_name(&x)
-                        ),
-                    ))
-                }
-            };
-            if matches!(value, Bson::Undefined) {
-                d.remove(&field);
-            } else {
-                d.insert(field, value);
-            }
-            Ok(Bson::Document(d))
-        }
-        _ if is_date_part(op) => {
-            let date = arg!(0).unwrap();
-            if is_nullish(&date) {
-                return Ok(Bson::Null);
-            }
-            let Some(tz) = timezone_arg(arg!(1))? else {
-                return Ok(Bson::Null);
-            };
-            let ms = date_millis(&date)?;
-            let p = Parts::of(ms + tz.offset_at(ms));
-            let v = match op {
-                Op::Year => p.year as i32,
-                Op::Month => p.month as i32,
-                Op::DayOfMonth => p.day as i32,
-                Op::Hour => p.hour as i32,
-                Op::Minute => p.minute as i32,
-                Op::Second => p.second as i32,
-                Op::Millisecond => p.ms as i32,
-                Op::DayOfWeek => p.dow as i32 + 1,
-                Op::DayOfYear => p.doy as i32,
-                Op::Week => p.week_sunday() as i32,
-                Op::IsoWeek => p.iso_week().1 as i32,
-                Op::IsoWeekYear => p.iso_week().0 as i32,
-                _ => p.iso_dow() as i32,
-            };
-            Ok(Bson::Int32(v))
-        }
+        Op::DateAdd | Op::DateSubtract => named_date_add(op, name, slots, cx),
+        Op::DateDiff => named_date_diff(op, name, slots, cx),
+        Op::DateTrunc => named_date_trunc(op, name, slots, cx),
+        Op::GetField => named_get_field(op, name, slots, cx),
+        Op::SetField | Op::UnsetField => named_set_field(op, name, slots, cx),
+        _ if is_date_part(op) => named_date_part(op, name, slots, cx),
         _ => Err(MongoError::internal(format!(
             "operator {name} has no named form"
         ))),
     }
+}
+
+/// Evaluates an optional named argument; absent → None.
+fn arg<'e>(slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>, i: usize) -> MongoResult<Option<Bson>> {
+    match slots.get(i) {
+        Some(Some(e)) => Ok(Some(e.ev(cx)?)),
+        _ => Ok(None),
+    }
+}
+
+/// Evaluates a required named argument (parsing guarantees it is present).
+fn req<'e>(slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>, i: usize) -> MongoResult<Bson> {
+    arg(slots, cx, i)?.ok_or_else(|| MongoError::internal("missing required argument"))
+}
+
+#[inline(never)]
+fn named_trim<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let input = req(slots, cx, 0)?;
+    let chars = arg(slots, cx, 1)?;
+    let s = match &input {
+        Bson::String(s) => s,
+        x if is_nullish(x) => return Ok(Bson::Null),
+        x => {
+            return Err(err(
+                50699,
+                format!(
+                    "{name} requires its input to be a string, got {x} (of type {}) instead.",
+                    type_name(x)
+                ),
+            ))
+        }
+    };
+    let set: Vec<char> = match &chars {
+        None => WHITESPACE.to_vec(),
+        Some(x) if is_nullish(x) => return Ok(Bson::Null),
+        Some(Bson::String(c)) => c.chars().collect(),
+        Some(x) => {
+            return Err(err(
+                50700,
+                format!(
+                    "{name} requires 'chars' to be a string, got {x} (of type {}) instead.",
+                    type_name(x)
+                ),
+            ))
+        }
+    };
+    let pred = |c: char| set.contains(&c);
+    Ok(Bson::String(
+        match op {
+            Op::Trim => s.trim_matches(pred),
+            Op::LTrim => s.trim_start_matches(pred),
+            _ => s.trim_end_matches(pred),
+        }
+        .to_string(),
+    ))
+}
+
+#[inline(never)]
+fn named_replace<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let vals = [req(slots, cx, 0)?, req(slots, cx, 1)?, req(slots, cx, 2)?];
+    let names = ["input", "find", "replacement"];
+    let codes = [51746, 51745, 51744];
+    let mut strs: Vec<&str> = Vec::new();
+    let mut null = false;
+    for i in 0..3 {
+        match &vals[i] {
+            Bson::String(s) => strs.push(s),
+            x if is_nullish(x) => {
+                null = true;
+                strs.push("");
+            }
+            x => {
+                return Err(err(
+                    codes[i],
+                    format!(
+                        "{name} requires that '{}' be a string, found: {}",
+                        names[i],
+                        type_name(x)
+                    ),
+                ))
+            }
+        }
+    }
+    if null {
+        return Ok(Bson::Null);
+    }
+    // The result's size, before building it: a short 'find' with a long
+    // 'replacement' multiplies the input.
+    let (input, find, repl) = (strs[0], strs[1], strs[2]);
+    let matches = if op == Op::ReplaceOne {
+        usize::from(find.is_empty() || input.contains(find))
+    } else if find.is_empty() {
+        input.chars().count() + 1
+    } else {
+        input.matches(find).count()
+    };
+    check_string_size(
+        matches
+            .checked_mul(repl.len())
+            .and_then(|n| n.checked_add(input.len())),
+    )?;
+    Ok(Bson::String(if op == Op::ReplaceOne {
+        strs[0].replacen(strs[1], strs[2], 1)
+    } else if strs[1].is_empty() {
+        // Like MongoDB: an empty 'find' matches between every character.
+        let mut out = String::from(strs[2]);
+        for c in strs[0].chars() {
+            out.push(c);
+            out.push_str(strs[2]);
+        }
+        out
+    } else {
+        strs[0].replace(strs[1], strs[2])
+    }))
+}
+
+#[inline(never)]
+fn named_zip<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let inputs = req(slots, cx, 0)?;
+    let longest = match arg(slots, cx, 1)? {
+        None => false,
+        Some(Bson::Boolean(b)) => b,
+        Some(x) => {
+            return Err(err(
+                34463,
+                format!("useLongestLength must be a bool, found {}", type_name(&x)),
+            ))
+        }
+    };
+    let defaults = match arg(slots, cx, 2)? {
+        None => None,
+        Some(Bson::Array(a)) => Some(a),
+        Some(x) => {
+            return Err(err(
+                34462,
+                format!(
+                    "defaults must be an array of expressions, found {}",
+                    type_name(&x)
+                ),
+            ))
+        }
+    };
+    let Bson::Array(inputs) = inputs else {
+        return Err(err(
+            34461,
+            format!(
+                "inputs must be an array of expressions, found {}",
+                type_name(&inputs)
+            ),
+        ));
+    };
+    if defaults.is_some() && !longest {
+        return Err(err(
+            34466,
+            "cannot specify defaults unless useLongestLength is true",
+        ));
+    }
+    if defaults.as_ref().is_some_and(|d| d.len() != inputs.len()) {
+        return Err(err(34467, "defaults and inputs must have the same length"));
+    }
+    let mut arrays = Vec::with_capacity(inputs.len());
+    for x in inputs {
+        match x {
+            Bson::Array(a) => arrays.push(a),
+            x if is_nullish(&x) => return Ok(Bson::Null),
+            x => {
+                return Err(err(
+                    34468,
+                    format!("$zip found a non-array expression in input: {x}"),
+                ))
+            }
+        }
+    }
+    let n = if longest {
+        arrays.iter().map(Vec::len).max().unwrap_or(0)
+    } else {
+        arrays.iter().map(Vec::len).min().unwrap_or(0)
+    };
+    let out = (0..n)
+        .map(|i| {
+            Bson::Array(
+                arrays
+                    .iter()
+                    .enumerate()
+                    .map(|(j, a)| {
+                        a.get(i).cloned().unwrap_or_else(|| {
+                            defaults.as_ref().map_or(Bson::Null, |d| d[j].clone())
+                        })
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    Ok(Bson::Array(out))
+}
+
+#[inline(never)]
+fn named_sort_array<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let input = req(slots, cx, 0)?;
+    let spec = slots[1].as_ref().and_then(Expr::as_constant).unwrap();
+    let mut arr = match input {
+        Bson::Array(a) => a,
+        x if is_nullish(&x) => return Ok(Bson::Null),
+        x => {
+            return Err(err(
+                2942504,
+                format!(
+                    "The input argument to $sortArray must be an array, but was of type: {}",
+                    type_name(&x)
+                ),
+            ))
+        }
+    };
+    sort_values(&mut arr, spec)?;
+    Ok(Bson::Array(arr))
+}
+
+#[inline(never)]
+fn named_first_last_n<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let input = req(slots, cx, 0)?;
+    let n = req(slots, cx, 1)?;
+    let n = parse_n(name, &n)?;
+    let mut arr = match input {
+        Bson::Array(a) => a,
+        x => {
+            return Err(err(
+                5788200,
+                format!(
+                    "Input must be an array, but found {}",
+                    type_name_or_missing(&x)
+                ),
+            ))
+        }
+    };
+    match op {
+        Op::FirstN => arr.truncate(n),
+        Op::LastN => {
+            let k = arr.len().saturating_sub(n);
+            arr.drain(..k);
+        }
+        _ => {
+            arr.retain(|x| !is_nullish(x));
+            if op == Op::MaxN {
+                arr.sort_by(|a, b| compare_values(b, a));
+            } else {
+                arr.sort_by(compare_values);
+            }
+            arr.truncate(n);
+        }
+    }
+    Ok(Bson::Array(arr))
+}
+
+#[inline(never)]
+fn named_convert<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let input = req(slots, cx, 0)?;
+    if is_nullish(&input) {
+        return Ok(arg(slots, cx, 3)?.unwrap_or(Bson::Null));
+    }
+    let to = req(slots, cx, 1)?;
+    if is_nullish(&to) {
+        return Ok(Bson::Null);
+    }
+    let to = target_type(&to)?;
+    match convert(input, to) {
+        Ok(v) => Ok(v),
+        Err(e) if e.code == 241 && slots[2].is_some() => Ok(req(slots, cx, 2)?),
+        Err(e) => Err(e),
+    }
+}
+
+#[inline(never)]
+fn named_date_to_string<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let date = req(slots, cx, 0)?;
+    if is_nullish(&date) {
+        return Ok(arg(slots, cx, 3)?.unwrap_or(Bson::Null));
+    }
+    let format = match arg(slots, cx, 1)? {
+        None => None,
+        Some(Bson::String(s)) => Some(s),
+        Some(x) if is_nullish(&x) => return Ok(Bson::Null),
+        Some(x) => {
+            return Err(err(
+                18533,
+                format!(
+                    "$dateToString requires that 'format' be a string, found: {} with value {x}",
+                    type_name(&x)
+                ),
+            ))
+        }
+    };
+    let Some(tz) = timezone_arg(arg(slots, cx, 2)?)? else {
+        return Ok(Bson::Null);
+    };
+    let ms = date_millis(&date)?;
+    let off = tz.offset_at(ms);
+    let fmt = format.as_deref().unwrap_or(if tz.is_utc() {
+        "%Y-%m-%dT%H:%M:%S.%LZ"
+    } else {
+        "%Y-%m-%dT%H:%M:%S.%L"
+    });
+    Ok(Bson::String(format_date(fmt, ms, off)?))
+}
+
+#[inline(never)]
+fn named_date_from_string<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let s = req(slots, cx, 0)?;
+    let s = match s {
+        Bson::String(s) => s,
+        x if is_nullish(&x) => return Ok(arg(slots, cx, 4)?.unwrap_or(Bson::Null)),
+        x => {
+            let e = conversion_failure(format!(
+                "$dateFromString requires that 'dateString' be a string, found: {} with value {x}",
+                type_name(&x)
+            ));
+            return match &slots[3] {
+                Some(_) => Ok(req(slots, cx, 3)?),
+                None => Err(e),
+            };
+        }
+    };
+    let format = match arg(slots, cx, 1)? {
+        None => None,
+        Some(Bson::String(f)) => Some(f),
+        Some(x) if is_nullish(&x) => return Ok(Bson::Null),
+        Some(x) => {
+            return Err(err(
+                40684,
+                format!(
+                    "$dateFromString requires that 'format' be a string, found: {}",
+                    type_name(&x)
+                ),
+            ))
+        }
+    };
+    let Some(tz) = timezone_arg(arg(slots, cx, 2)?)? else {
+        return Ok(Bson::Null);
+    };
+    match parse_date_string(&s, format.as_deref(), tz.fixed_offset()) {
+        Ok(d) => Ok(Bson::DateTime(d)),
+        Err(msg) => match &slots[3] {
+            Some(_) => Ok(req(slots, cx, 3)?),
+            None => Err(conversion_failure(msg)),
+        },
+    }
+}
+
+#[inline(never)]
+fn named_date_to_parts<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let date = req(slots, cx, 0)?;
+    if is_nullish(&date) {
+        return Ok(Bson::Null);
+    }
+    let Some(tz) = timezone_arg(arg(slots, cx, 1)?)? else {
+        return Ok(Bson::Null);
+    };
+    let iso = match arg(slots, cx, 2)? {
+        None => false,
+        Some(Bson::Boolean(b)) => b,
+        Some(x) if is_nullish(&x) => return Ok(Bson::Null),
+        Some(x) => {
+            return Err(err(
+                40521,
+                format!("iso8601 must evaluate to a bool, found {}", type_name(&x)),
+            ))
+        }
+    };
+    let ms = date_millis(&date)?;
+    let p = Parts::of(tz.local(ms));
+    Ok(Bson::Document(if iso {
+        let (wy, w) = p.iso_week();
+        bson::doc! {"isoWeekYear": wy as i32, "isoWeek": w as i32, "isoDayOfWeek": p.iso_dow() as i32,
+        "hour": p.hour as i32, "minute": p.minute as i32, "second": p.second as i32, "millisecond": p.ms as i32}
+    } else {
+        bson::doc! {"year": p.year as i32, "month": p.month as i32, "day": p.day as i32,
+        "hour": p.hour as i32, "minute": p.minute as i32, "second": p.second as i32, "millisecond": p.ms as i32}
+    }))
+}
+
+#[inline(never)]
+fn named_date_add<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let start = req(slots, cx, 0)?;
+    let unit = req(slots, cx, 1)?;
+    let amount = req(slots, cx, 2)?;
+    let tz = arg(slots, cx, 3)?;
+    if is_nullish(&start) || is_nullish(&unit) || is_nullish(&amount) {
+        return Ok(Bson::Null);
+    }
+    let Some(tz) = timezone_arg(tz)? else {
+        return Ok(Bson::Null);
+    };
+    let ms = date_millis(&start)?;
+    let unit = time_unit(name, &unit)?;
+    let Some(mut amount) = as_int_exact(&amount) else {
+        return Err(err(
+            5166405,
+            format!("{name} expects integer amount of time units"),
+        ));
+    };
+    if op == Op::DateSubtract {
+        // i64::MIN cannot be negated (mongod: 6045000).
+        amount = amount.checked_neg().ok_or_else(|| {
+            err(
+                6045000,
+                format!("invalid $dateSubtract 'amount' parameter value: {amount}"),
+            )
+        })?;
+    }
+    Ok(Bson::DateTime(DateTime::from_millis(date_add(
+        ms, unit, amount, &tz,
+    )?)))
+}
+
+#[inline(never)]
+fn named_date_diff<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let start = req(slots, cx, 0)?;
+    let end = req(slots, cx, 1)?;
+    let unit = req(slots, cx, 2)?;
+    let tz = arg(slots, cx, 3)?;
+    let sow = arg(slots, cx, 4)?;
+    if is_nullish(&start) || is_nullish(&end) || is_nullish(&unit) {
+        return Ok(Bson::Null);
+    }
+    let Some(tz) = timezone_arg(tz)? else {
+        return Ok(Bson::Null);
+    };
+    let (s, e) = (date_millis(&start)?, date_millis(&end)?);
+    let unit = time_unit(name, &unit)?;
+    let sow = start_of_week(sow)?;
+    Ok(Bson::Int64(date_diff(s, e, unit, &tz, sow)?))
+}
+
+#[inline(never)]
+fn named_date_trunc<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let date = req(slots, cx, 0)?;
+    let unit = req(slots, cx, 1)?;
+    let bin = arg(slots, cx, 2)?;
+    let tz = arg(slots, cx, 3)?;
+    let sow = arg(slots, cx, 4)?;
+    if is_nullish(&date) || is_nullish(&unit) {
+        return Ok(Bson::Null);
+    }
+    let Some(tz) = timezone_arg(tz)? else {
+        return Ok(Bson::Null);
+    };
+    let ms = date_millis(&date)?;
+    let unit = time_unit(name, &unit)?;
+    let bin = match bin {
+        None => 1,
+        Some(b) if is_nullish(&b) => return Ok(Bson::Null),
+        Some(b) => match as_int_exact(&b) {
+            Some(n) if n > 0 => n,
+            _ => return Err(err(5439017, format!("$dateTrunc requires 'binSize' to be a positive 64-bit integer, but got value '{b}'"))),
+        },
+    };
+    let sow = start_of_week(sow)?;
+    Ok(Bson::DateTime(DateTime::from_millis(date_trunc(
+        ms, unit, bin, &tz, sow,
+    )?)))
+}
+
+#[inline(never)]
+fn named_get_field<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let field = req(slots, cx, 0)?;
+    let Bson::String(field) = field else {
+        return Err(err(
+            3041704,
+            format!(
+                "$getField requires 'field' to evaluate to type String, but got {}",
+                type_name_or_missing(&field)
+            ),
+        ));
+    };
+    let input = match arg(slots, cx, 1)? {
+        Some(v) => v,
+        None => cx.field(&[]),
+    };
+    match input {
+        Bson::Document(d) => Ok(d.get(&field).cloned().unwrap_or(MISSING)),
+        Bson::Undefined => Ok(MISSING),
+        Bson::Null => Ok(Bson::Null),
+        _ => Ok(MISSING),
+    }
+}
+
+#[inline(never)]
+fn named_set_field<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let field = req(slots, cx, 0)?;
+    let Bson::String(field) = field else {
+        return Err(err(
+            4161106,
+            format!(
+                "{name} requires 'field' to evaluate to type String, but got {}",
+                type_name_or_missing(&field)
+            ),
+        ));
+    };
+    let input = req(slots, cx, 1)?;
+    let value = if op == Op::SetField {
+        req(slots, cx, 2)?
+    } else {
+        MISSING
+    };
+    let mut d = match input {
+        Bson::Document(d) => d,
+        x if is_nullish(&x) => return Ok(Bson::Null),
+        x => {
+            return Err(err(
+                4161105,
+                format!(
+                    "{name} requires 'input' to evaluate to type Object, but got {}",
+                    type_name(&x)
+                ),
+            ))
+        }
+    };
+    if matches!(value, Bson::Undefined) {
+        d.remove(&field);
+    } else {
+        d.insert(field, value);
+    }
+    Ok(Bson::Document(d))
+}
+
+#[inline(never)]
+fn named_date_part<'e>(
+    op: Op,
+    name: &'static str,
+    slots: &'e [Option<Expr>],
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let _ = (op, name);
+    let date = req(slots, cx, 0)?;
+    if is_nullish(&date) {
+        return Ok(Bson::Null);
+    }
+    let Some(tz) = timezone_arg(arg(slots, cx, 1)?)? else {
+        return Ok(Bson::Null);
+    };
+    let ms = date_millis(&date)?;
+    let p = Parts::of(tz.local(ms));
+    let v = match op {
+        Op::Year => p.year as i32,
+        Op::Month => p.month as i32,
+        Op::DayOfMonth => p.day as i32,
+        Op::Hour => p.hour as i32,
+        Op::Minute => p.minute as i32,
+        Op::Second => p.second as i32,
+        Op::Millisecond => p.ms as i32,
+        Op::DayOfWeek => p.dow as i32 + 1,
+        Op::DayOfYear => p.doy as i32,
+        Op::Week => p.week_sunday() as i32,
+        Op::IsoWeek => p.iso_week().1 as i32,
+        Op::IsoWeekYear => p.iso_week().0 as i32,
+        _ => p.iso_dow() as i32,
+    };
+    Ok(Bson::Int32(v))
 }
 
 fn parse_n(name: &str, n: &Bson) -> MongoResult<usize> {
@@ -4541,6 +4879,7 @@ pub(crate) fn sort_values(arr: &mut [Bson], spec: &Bson) -> MongoResult<()> {
                             "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
                         )),
                     };
+                crate::depth::check_path(k)?;
                 fields.push((k.split('.').map(str::to_string).collect(), desc));
             }
             let key = |v: &Bson, path: &[String], desc: bool| -> Bson {
@@ -4704,6 +5043,10 @@ impl Tz {
     fn offset_at(&self, _ms: i64) -> i64 {
         self.offset_ms
     }
+    /// Local time of `ms`; saturates within ~100 hours of the representable range.
+    fn local(&self, ms: i64) -> i64 {
+        ms.saturating_add(self.offset_at(ms))
+    }
     fn fixed_offset(&self) -> i64 {
         self.offset_ms
     }
@@ -4810,7 +5153,7 @@ const MONTH_NAMES: [&str; 12] = [
 ];
 
 fn format_date(fmt: &str, ms: i64, off: i64) -> MongoResult<String> {
-    let p = Parts::of(ms + off);
+    let p = Parts::of(ms.saturating_add(off));
     let mut out = String::with_capacity(fmt.len() + 8);
     let mut chars = fmt.chars();
     while let Some(c) = chars.next() {
@@ -4940,9 +5283,9 @@ impl Scan<'_> {
             return Err("expected a number".into());
         }
         std::str::from_utf8(&self.b[start..self.i])
-            .unwrap()
-            .parse()
-            .map_err(|_| "bad number".into())
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .ok_or_else(|| "bad number".into())
     }
     fn eat(&mut self, c: u8) -> bool {
         if self.b.get(self.i) == Some(&c) {
@@ -4965,21 +5308,27 @@ impl Scan<'_> {
                 Ok(Some(0))
             }
             Some(b'+') | Some(b'-') => {
-                let rest = std::str::from_utf8(&self.b[self.i..]).unwrap();
-                let len = rest.len().min(6);
-                let cand = &rest[..len];
+                // Candidates are cut by bytes, which may fall inside a multi-byte
+                // character of the client's string: such a cut is simply no offset.
                 for l in [6usize, 5, 3] {
-                    if l <= cand.len() {
-                        if let Some(o) = parse_offset(&cand[..l]) {
-                            self.i += l;
-                            return Ok(Some(o));
-                        }
+                    let Some(cand) = self.b.get(self.i..self.i + l) else {
+                        continue;
+                    };
+                    let Ok(cand) = std::str::from_utf8(cand) else {
+                        continue;
+                    };
+                    if let Some(o) = parse_offset(cand) {
+                        self.i += l;
+                        return Ok(Some(o));
                     }
                 }
                 Err("invalid time zone offset".into())
             }
             _ => {
-                let rest = std::str::from_utf8(&self.b[self.i..]).unwrap().trim();
+                let rest = self.b.get(self.i..).unwrap_or_default();
+                let rest = std::str::from_utf8(rest)
+                    .map_err(|_| "invalid time zone".to_string())?
+                    .trim();
                 if rest == "UTC" || rest == "GMT" {
                     self.i = self.b.len();
                     return Ok(Some(0));
@@ -5085,6 +5434,7 @@ fn parse_with_format(s: &str, fmt: &str, f: &mut Fields) -> Result<(), String> {
     Ok(())
 }
 
+#[inline(never)]
 fn date_from_parts<'e>(slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> MongoResult<Bson> {
     const NAMES: [&str; 10] = [
         "year",
@@ -5281,7 +5631,7 @@ fn date_add(ms: i64, unit: Unit, amount: i64, tz: &Tz) -> MongoResult<i64> {
             .ok_or_else(overflow);
     }
     let off = tz.offset_at(ms);
-    let local = ms + off;
+    let local = tz.local(ms);
     let p = Parts::of(local);
     let months = amount.checked_mul(months_of(unit)).ok_or_else(overflow)?;
     let total = (p.year * 12 + p.month as i64 - 1)
@@ -5296,10 +5646,12 @@ fn date_add(ms: i64, unit: Unit, amount: i64, tz: &Tz) -> MongoResult<i64> {
     Ok(days_from_civil(y, m, d) * MS_PER_DAY + time - off)
 }
 
-fn date_diff(s: i64, e: i64, unit: Unit, tz: &Tz, sow: i64) -> i64 {
-    let (ls, le) = (s + tz.offset_at(s), e + tz.offset_at(e));
-    match unit {
-        Unit::Millisecond => le - ls,
+fn date_diff(s: i64, e: i64, unit: Unit, tz: &Tz, sow: i64) -> MongoResult<i64> {
+    let (ls, le) = (tz.local(s), tz.local(e));
+    Ok(match unit {
+        Unit::Millisecond => le
+            .checked_sub(ls)
+            .ok_or_else(|| err(5166308, "dateDiff overflowed"))?,
         Unit::Week => {
             let w = |l: i64| (l.div_euclid(MS_PER_DAY) + 4 - sow).div_euclid(7);
             w(le) - w(ls)
@@ -5320,33 +5672,44 @@ fn date_diff(s: i64, e: i64, unit: Unit, tz: &Tz, sow: i64) -> i64 {
                 _ => b.year - a.year,
             }
         }
-    }
+    })
 }
 
-fn date_trunc(ms: i64, unit: Unit, bin: i64, tz: &Tz, sow: i64) -> i64 {
-    let off = tz.offset_at(ms);
-    let local = ms + off;
-    const REF_2000: i64 = 946_684_800_000;
+fn date_trunc(ms: i64, unit: Unit, bin: i64, tz: &Tz, sow: i64) -> MongoResult<i64> {
+    // In i128: a huge binSize or a date near the ends of the range must not overflow.
+    let off = tz.offset_at(ms) as i128;
+    let local = ms as i128 + off;
+    let bin = bin as i128;
+    const REF_2000: i128 = 946_684_800_000;
+    let day = MS_PER_DAY as i128;
     let truncated = match unit {
         Unit::Week => {
             // The first `startOfWeek` day on or after 2000-01-01 (a Saturday).
-            let reference = REF_2000 + (sow - 6).rem_euclid(7) * MS_PER_DAY;
-            let size = 7 * MS_PER_DAY * bin;
+            let reference = REF_2000 + (sow as i128 - 6).rem_euclid(7) * day;
+            let size = 7 * day * bin;
             reference + (local - reference).div_euclid(size) * size
         }
         u if fixed_unit_ms(u).is_some() => {
-            let size = fixed_unit_ms(u).unwrap().saturating_mul(bin);
+            let size = fixed_unit_ms(u).unwrap_or(1) as i128 * bin;
             REF_2000 + (local - REF_2000).div_euclid(size) * size
         }
         _ => {
-            let p = Parts::of(local);
-            let months = (p.year - 2000) * 12 + p.month as i64 - 1;
-            let step = months_of(unit) * bin;
+            let p = Parts::of(tz.local(ms));
+            let months = (p.year as i128 - 2000) * 12 + p.month as i128 - 1;
+            let step = months_of(unit) as i128 * bin;
             let t = months.div_euclid(step) * step + 2000 * 12;
-            days_from_civil(t.div_euclid(12), t.rem_euclid(12) as u32 + 1, 1) * MS_PER_DAY
+            let year = t.div_euclid(12);
+            if !(-300_000_000..=300_000_000).contains(&year) {
+                return Err(date_trunc_overflow());
+            }
+            days_from_civil(year as i64, t.rem_euclid(12) as u32 + 1, 1) as i128 * day
         }
     };
-    truncated - off
+    i64::try_from(truncated - off).map_err(|_| date_trunc_overflow())
+}
+
+fn date_trunc_overflow() -> MongoError {
+    MongoError::new(ErrorCode::Overflow, "$dateTrunc overflowed")
 }
 
 /// `$divide` on two evaluated values (shared with `$avg` on decimals).

@@ -208,7 +208,12 @@ struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
     invert: bool,
+    /// Open documents and arrays: a corrupt key must not recurse without bound.
+    depth: usize,
 }
+
+/// Deepest value a key decodes to (keys come from documents of bounded depth).
+const MAX_DECODE_DEPTH: usize = 2 * crate::depth::MAX_VALUE_DEPTH;
 
 impl Reader<'_> {
     fn byte(&mut self) -> MongoResult<u8> {
@@ -249,11 +254,21 @@ impl Reader<'_> {
         self.body(t)
     }
 
+    fn enter(&mut self) -> MongoResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_DECODE_DEPTH {
+            return Err(corrupt());
+        }
+        Ok(())
+    }
+
     fn doc_fields(&mut self) -> MongoResult<Document> {
+        self.enter()?;
         let mut d = Document::new();
         loop {
             let t = self.byte()?;
             if t == END {
+                self.depth -= 1;
                 return Ok(d);
             }
             let k = self.string()?;
@@ -262,7 +277,29 @@ impl Reader<'_> {
         }
     }
 
+    /// Containers recurse here, in a small frame; scalars are decoded in `scalar`.
     fn body(&mut self, t: u8) -> MongoResult<Bson> {
+        match t {
+            tag::DOCUMENT => Ok(Bson::Document(self.doc_fields()?)),
+            tag::ARRAY => {
+                self.enter()?;
+                let mut a = Vec::new();
+                loop {
+                    let t = self.byte()?;
+                    if t == END {
+                        break;
+                    }
+                    a.push(self.body(t)?);
+                }
+                self.depth -= 1;
+                Ok(Bson::Array(a))
+            }
+            _ => self.scalar(t),
+        }
+    }
+
+    #[inline(never)]
+    fn scalar(&mut self, t: u8) -> MongoResult<Bson> {
         Ok(match t {
             tag::MIN_KEY => Bson::MinKey,
             tag::MAX_KEY => Bson::MaxKey,
@@ -300,22 +337,11 @@ impl Reader<'_> {
             }
             tag::STRING => Bson::String(self.string()?),
             tag::CODE => Bson::JavaScriptCode(self.string()?),
-            tag::DOCUMENT => Bson::Document(self.doc_fields()?),
-            tag::ARRAY => {
-                let mut a = Vec::new();
-                loop {
-                    let t = self.byte()?;
-                    if t == END {
-                        break;
-                    }
-                    a.push(self.body(t)?);
-                }
-                Bson::Array(a)
-            }
             tag::BINARY => {
                 let len = u32::from_be_bytes(self.bytes::<4>()?) as usize;
                 let subtype = BinarySubtype::from(self.byte()?);
-                let mut bytes = Vec::with_capacity(len);
+                // The length is read from the key: never reserve more than remains.
+                let mut bytes = Vec::with_capacity(len.min(self.buf.len() - self.pos));
                 for _ in 0..len {
                     bytes.push(self.byte()?);
                 }
@@ -361,6 +387,7 @@ pub fn decode_value(buf: &[u8]) -> MongoResult<(Bson, usize)> {
         buf,
         pos: 0,
         invert: false,
+        depth: 0,
     };
     let v = r.value()?;
     Ok((v, r.pos))
@@ -369,10 +396,15 @@ pub fn decode_value(buf: &[u8]) -> MongoResult<(Bson, usize)> {
 /// Decodes a compound key produced by [`encode_key`] with the same `descending` flags.
 pub fn decode_key(buf: &[u8], descending: &[bool], count: usize) -> MongoResult<Vec<Bson>> {
     let mut pos = 0;
-    let mut out = Vec::with_capacity(count);
+    let mut out = Vec::with_capacity(count.min(buf.len()));
     for i in 0..count {
         let invert = descending.get(i).copied().unwrap_or(false);
-        let mut r = Reader { buf, pos, invert };
+        let mut r = Reader {
+            buf,
+            pos,
+            invert,
+            depth: 0,
+        };
         out.push(r.value()?);
         pos = r.pos;
     }

@@ -3,6 +3,7 @@
 //! and aggregation. No I/O here; every function is table-testable.
 
 pub mod agg;
+pub mod depth;
 pub mod expr;
 pub mod keystring;
 pub mod matcher;
@@ -14,4 +15,10 @@ pub mod shard_key;
 pub mod sort;
 pub mod update;
 
+pub use depth::check_document_depth;
 pub use wire::{ErrorCode, MongoError, MongoResult};
+
+#[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
+mod robust_tests;

@@ -309,6 +309,7 @@ fn parse_filter(filter: &Document, ctx: Ctx) -> MongoResult<Node> {
                 }
             }
         } else {
+            crate::depth::check_path(k)?;
             children.push(Node::Path(k.clone(), parse_path_value(v)?));
         }
     }
@@ -418,6 +419,10 @@ fn parse_bits_mask(op: &str, v: &Bson) -> MongoResult<Vec<u32>> {
     }
 }
 
+/// Parses `{$op: ...}` under a path. Filters nest (to the document depth limit) through
+/// `$elemMatch`, `$not` and `$all`, which are handled here in a small frame; the other
+/// operators are parsed by `parse_leaf_operator`, whose large frame is never on the
+/// recursive path.
 fn parse_operators(d: &Document) -> MongoResult<Vec<Pred>> {
     let mut preds = Vec::new();
     // $regex and $options pair up regardless of their order.
@@ -427,188 +432,210 @@ fn parse_operators(d: &Document) -> MongoResult<Vec<Pred>> {
         return Err(MongoError::bad_value("$options needs a $regex"));
     }
     for (k, v) in d {
-        if !k.starts_with('$') {
-            return Err(MongoError::bad_value(format!("unknown operator: {k}")));
-        }
         match k.as_str() {
-            "$eq" => preds.push(Pred::Eq(v.clone())),
-            "$ne" => {
-                if matches!(v, Bson::RegularExpression(_)) {
-                    return Err(MongoError::bad_value("Can't have regex as arg to $ne."));
-                }
-                preds.push(Pred::Not(vec![Pred::Eq(v.clone())]))
-            }
-            "$gt" => preds.push(Pred::Cmp(CmpOp::Gt, v.clone())),
-            "$gte" => preds.push(Pred::Cmp(CmpOp::Gte, v.clone())),
-            "$lt" => preds.push(Pred::Cmp(CmpOp::Lt, v.clone())),
-            "$lte" => preds.push(Pred::Cmp(CmpOp::Lte, v.clone())),
-            "$in" => preds.push(parse_in_list("$in", v)?),
-            "$nin" => preds.push(Pred::Not(vec![parse_in_list("$nin", v)?])),
-            "$exists" => preds.push(Pred::Exists(is_truthy(v))),
-            "$type" => {
-                let sels = match v {
-                    Bson::Array(items) => items
-                        .iter()
-                        .map(parse_type_selector)
-                        .collect::<MongoResult<Vec<_>>>()?,
-                    other => vec![parse_type_selector(other)?],
-                };
-                preds.push(Pred::Type(sels));
-            }
-            "$mod" => {
-                let Bson::Array(items) = v else {
-                    return Err(MongoError::bad_value("malformed mod, needs to be an array"));
-                };
-                if items.len() < 2 {
-                    return Err(MongoError::bad_value("malformed mod, not enough elements"));
-                }
-                if items.len() > 2 {
-                    return Err(MongoError::bad_value("malformed mod, too many elements"));
-                }
-                let divisor = number_arg(&items[0])
-                    .ok_or_else(|| MongoError::bad_value("malformed mod, divisor not a number"))?;
-                let remainder = number_arg(&items[1]).ok_or_else(|| {
-                    MongoError::bad_value("malformed mod, remainder not a number")
-                })?;
-                if divisor == 0 {
-                    return Err(MongoError::bad_value("divisor cannot be 0"));
-                }
-                preds.push(Pred::Mod { divisor, remainder });
-            }
-            "$regex" => {
-                let options = match options_arg {
-                    None => None,
-                    Some(Bson::String(s)) => Some(s.as_str()),
-                    Some(_) => return Err(MongoError::bad_value("$options has to be a string")),
-                };
-                let re = match v {
-                    Bson::String(p) => Re::new(p, options.unwrap_or(""))?,
-                    Bson::RegularExpression(r) => {
-                        if options.is_some() && !r.options.is_empty() {
-                            return Err(MongoError::location(
-                                51075,
-                                "options set in both $regex and $options",
-                            ));
-                        }
-                        Re::new(&r.pattern, options.unwrap_or(&r.options))?
-                    }
-                    _ => return Err(MongoError::bad_value("$regex has to be a string")),
-                };
-                preds.push(Pred::Regex(re));
-            }
-            "$options" => {}
-            "$size" => {
-                let n = match v {
-                    n if order::is_number(n) => order::as_i64_exact(n)
-                        .ok_or_else(|| MongoError::bad_value("$size must be a whole number"))?,
-                    _ => return Err(MongoError::bad_value("$size needs a number")),
-                };
-                if n < 0 {
-                    return Err(MongoError::bad_value("$size may not be negative"));
-                }
-                preds.push(Pred::Size(n as usize));
-            }
-            "$all" => {
-                let Bson::Array(items) = v else {
-                    return Err(MongoError::bad_value("$all needs an array"));
-                };
-                if items.is_empty() {
-                    preds.push(Pred::Never);
-                    continue;
-                }
-                let is_elem_match = |e: &Bson| matches!(e, Bson::Document(d) if d.keys().next().map(String::as_str) == Some("$elemMatch"));
-                if is_elem_match(&items[0]) {
-                    for item in items {
-                        if !is_elem_match(item) {
-                            return Err(MongoError::bad_value(
-                                "$all/$elemMatch has to be consistent",
-                            ));
-                        }
-                        let Bson::Document(d) = item else {
-                            unreachable!()
-                        };
-                        preds.extend(parse_operators(d)?);
-                    }
-                } else {
-                    for item in items {
-                        match item {
-                            Bson::RegularExpression(r) => {
-                                preds.push(Pred::Regex(Re::new(&r.pattern, &r.options)?))
-                            }
-                            Bson::Document(d) if is_operator_doc(d) => {
-                                return Err(MongoError::bad_value("no $ expressions in $all"))
-                            }
-                            other => preds.push(Pred::Eq(other.clone())),
-                        }
-                    }
-                }
-            }
-            "$elemMatch" => {
-                let Bson::Document(sub) = v else {
-                    return Err(MongoError::bad_value("$elemMatch needs an Object"));
-                };
-                let sub_ctx = Ctx {
-                    in_elem_match: true,
-                };
-                let value_mode = match sub.keys().next() {
-                    Some(first) => {
-                        first.starts_with('$')
-                            && !matches!(
-                                first.as_str(),
-                                "$and"
-                                    | "$or"
-                                    | "$nor"
-                                    | "$expr"
-                                    | "$where"
-                                    | "$jsonSchema"
-                                    | "$comment"
-                                    | "$alwaysTrue"
-                                    | "$alwaysFalse"
-                                    | "$text"
-                            )
-                    }
-                    None => false,
-                };
-                if value_mode {
-                    preds.push(Pred::ElemMatchVal(parse_operators(sub)?));
-                } else {
-                    preds.push(Pred::ElemMatchObj(Box::new(parse_filter(sub, sub_ctx)?)));
-                }
-            }
-            "$not" => match v {
-                Bson::RegularExpression(r) => preds.push(Pred::Not(vec![Pred::Regex(Re::new(
-                    &r.pattern, &r.options,
-                )?)])),
-                Bson::Document(sub) => {
-                    if sub.is_empty() {
-                        return Err(MongoError::bad_value("$not cannot be empty"));
-                    }
-                    if !is_operator_doc(sub) {
-                        return Err(MongoError::bad_value(format!(
-                            "unknown operator: {}",
-                            sub.keys().next().unwrap()
-                        )));
-                    }
-                    preds.push(Pred::Not(parse_operators(sub)?));
-                }
-                _ => return Err(MongoError::bad_value("$not needs a regex or a document")),
-            },
-            "$bitsAllSet" => preds.push(Pred::Bits(BitsOp::AllSet, parse_bits_mask(k, v)?)),
-            "$bitsAnySet" => preds.push(Pred::Bits(BitsOp::AnySet, parse_bits_mask(k, v)?)),
-            "$bitsAllClear" => preds.push(Pred::Bits(BitsOp::AllClear, parse_bits_mask(k, v)?)),
-            "$bitsAnyClear" => preds.push(Pred::Bits(BitsOp::AnyClear, parse_bits_mask(k, v)?)),
-            "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within" | "$box"
-            | "$center" | "$centerSphere" | "$polygon" | "$geometry" | "$maxDistance"
-            | "$minDistance" => {
-                return Err(MongoError::bad_value(format!(
-                    "geospatial operator {k} is not supported"
-                )))
-            }
-            "$comment" => {}
-            _ => return Err(MongoError::bad_value(format!("unknown operator: {k}"))),
+            "$all" => parse_all(v, &mut preds)?,
+            "$elemMatch" => preds.push(parse_elem_match(v)?),
+            "$not" => preds.push(parse_not(v)?),
+            _ => parse_leaf_operator(k, v, options_arg, &mut preds)?,
         }
     }
     Ok(preds)
+}
+
+fn parse_all(v: &Bson, preds: &mut Vec<Pred>) -> MongoResult<()> {
+    let Bson::Array(items) = v else {
+        return Err(MongoError::bad_value("$all needs an array"));
+    };
+    if items.is_empty() {
+        preds.push(Pred::Never);
+        return Ok(());
+    }
+    let is_elem_match = |e: &Bson| matches!(e, Bson::Document(d) if d.keys().next().map(String::as_str) == Some("$elemMatch"));
+    if is_elem_match(&items[0]) {
+        for item in items {
+            if !is_elem_match(item) {
+                return Err(MongoError::bad_value(
+                    "$all/$elemMatch has to be consistent",
+                ));
+            }
+            let Bson::Document(d) = item else {
+                unreachable!()
+            };
+            preds.extend(parse_operators(d)?);
+        }
+    } else {
+        for item in items {
+            match item {
+                Bson::RegularExpression(r) => {
+                    preds.push(Pred::Regex(Re::new(&r.pattern, &r.options)?))
+                }
+                Bson::Document(d) if is_operator_doc(d) => {
+                    return Err(MongoError::bad_value("no $ expressions in $all"))
+                }
+                other => preds.push(Pred::Eq(other.clone())),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parse_elem_match(v: &Bson) -> MongoResult<Pred> {
+    let Bson::Document(sub) = v else {
+        return Err(MongoError::bad_value("$elemMatch needs an Object"));
+    };
+    let sub_ctx = Ctx {
+        in_elem_match: true,
+    };
+    let value_mode = match sub.keys().next() {
+        Some(first) => {
+            first.starts_with('$')
+                && !matches!(
+                    first.as_str(),
+                    "$and"
+                        | "$or"
+                        | "$nor"
+                        | "$expr"
+                        | "$where"
+                        | "$jsonSchema"
+                        | "$comment"
+                        | "$alwaysTrue"
+                        | "$alwaysFalse"
+                        | "$text"
+                )
+        }
+        None => false,
+    };
+    if value_mode {
+        Ok(Pred::ElemMatchVal(parse_operators(sub)?))
+    } else {
+        Ok(Pred::ElemMatchObj(Box::new(parse_filter(sub, sub_ctx)?)))
+    }
+}
+
+fn parse_not(v: &Bson) -> MongoResult<Pred> {
+    match v {
+        Bson::RegularExpression(r) => Ok(Pred::Not(vec![Pred::Regex(Re::new(
+            &r.pattern, &r.options,
+        )?)])),
+        Bson::Document(sub) => {
+            if sub.is_empty() {
+                return Err(MongoError::bad_value("$not cannot be empty"));
+            }
+            if !is_operator_doc(sub) {
+                return Err(MongoError::bad_value(format!(
+                    "unknown operator: {}",
+                    sub.keys().next().unwrap()
+                )));
+            }
+            Ok(Pred::Not(parse_operators(sub)?))
+        }
+        _ => Err(MongoError::bad_value("$not needs a regex or a document")),
+    }
+}
+
+/// The operators of `{path: {$op: ...}}` that do not nest filters.
+#[inline(never)]
+fn parse_leaf_operator(
+    k: &str,
+    v: &Bson,
+    options_arg: Option<&Bson>,
+    preds: &mut Vec<Pred>,
+) -> MongoResult<()> {
+    if !k.starts_with('$') {
+        return Err(MongoError::bad_value(format!("unknown operator: {k}")));
+    }
+    match k {
+        "$eq" => preds.push(Pred::Eq(v.clone())),
+        "$ne" => {
+            if matches!(v, Bson::RegularExpression(_)) {
+                return Err(MongoError::bad_value("Can't have regex as arg to $ne."));
+            }
+            preds.push(Pred::Not(vec![Pred::Eq(v.clone())]))
+        }
+        "$gt" => preds.push(Pred::Cmp(CmpOp::Gt, v.clone())),
+        "$gte" => preds.push(Pred::Cmp(CmpOp::Gte, v.clone())),
+        "$lt" => preds.push(Pred::Cmp(CmpOp::Lt, v.clone())),
+        "$lte" => preds.push(Pred::Cmp(CmpOp::Lte, v.clone())),
+        "$in" => preds.push(parse_in_list("$in", v)?),
+        "$nin" => preds.push(Pred::Not(vec![parse_in_list("$nin", v)?])),
+        "$exists" => preds.push(Pred::Exists(is_truthy(v))),
+        "$type" => {
+            let sels = match v {
+                Bson::Array(items) => items
+                    .iter()
+                    .map(parse_type_selector)
+                    .collect::<MongoResult<Vec<_>>>()?,
+                other => vec![parse_type_selector(other)?],
+            };
+            preds.push(Pred::Type(sels));
+        }
+        "$mod" => {
+            let Bson::Array(items) = v else {
+                return Err(MongoError::bad_value("malformed mod, needs to be an array"));
+            };
+            if items.len() < 2 {
+                return Err(MongoError::bad_value("malformed mod, not enough elements"));
+            }
+            if items.len() > 2 {
+                return Err(MongoError::bad_value("malformed mod, too many elements"));
+            }
+            let divisor = number_arg(&items[0])
+                .ok_or_else(|| MongoError::bad_value("malformed mod, divisor not a number"))?;
+            let remainder = number_arg(&items[1])
+                .ok_or_else(|| MongoError::bad_value("malformed mod, remainder not a number"))?;
+            if divisor == 0 {
+                return Err(MongoError::bad_value("divisor cannot be 0"));
+            }
+            preds.push(Pred::Mod { divisor, remainder });
+        }
+        "$regex" => {
+            let options = match options_arg {
+                None => None,
+                Some(Bson::String(s)) => Some(s.as_str()),
+                Some(_) => return Err(MongoError::bad_value("$options has to be a string")),
+            };
+            let re = match v {
+                Bson::String(p) => Re::new(p, options.unwrap_or(""))?,
+                Bson::RegularExpression(r) => {
+                    if options.is_some() && !r.options.is_empty() {
+                        return Err(MongoError::location(
+                            51075,
+                            "options set in both $regex and $options",
+                        ));
+                    }
+                    Re::new(&r.pattern, options.unwrap_or(&r.options))?
+                }
+                _ => return Err(MongoError::bad_value("$regex has to be a string")),
+            };
+            preds.push(Pred::Regex(re));
+        }
+        "$options" => {}
+        "$size" => {
+            let n = match v {
+                n if order::is_number(n) => order::as_i64_exact(n)
+                    .ok_or_else(|| MongoError::bad_value("$size must be a whole number"))?,
+                _ => return Err(MongoError::bad_value("$size needs a number")),
+            };
+            if n < 0 {
+                return Err(MongoError::bad_value("$size may not be negative"));
+            }
+            preds.push(Pred::Size(n as usize));
+        }
+        "$bitsAllSet" => preds.push(Pred::Bits(BitsOp::AllSet, parse_bits_mask(k, v)?)),
+        "$bitsAnySet" => preds.push(Pred::Bits(BitsOp::AnySet, parse_bits_mask(k, v)?)),
+        "$bitsAllClear" => preds.push(Pred::Bits(BitsOp::AllClear, parse_bits_mask(k, v)?)),
+        "$bitsAnyClear" => preds.push(Pred::Bits(BitsOp::AnyClear, parse_bits_mask(k, v)?)),
+        "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within" | "$box"
+        | "$center" | "$centerSphere" | "$polygon" | "$geometry" | "$maxDistance"
+        | "$minDistance" => {
+            return Err(MongoError::bad_value(format!(
+                "geospatial operator {k} is not supported"
+            )))
+        }
+        "$comment" => {}
+        _ => return Err(MongoError::bad_value(format!("unknown operator: {k}"))),
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1059,9 +1086,66 @@ fn one_or_many(v: &Bson) -> Vec<&Bson> {
 
 impl Schema {
     pub fn parse(d: &Document) -> MongoResult<Schema> {
+        // Schemas nest (up to the document depth limit) through the keywords that take
+        // sub-schemas; they are parsed here, in a small frame, and every other keyword
+        // in `parse_keyword`, whose frame is large but never on the recursive path.
         let mut s = Schema::default();
         for (k, v) in d {
             match k.as_str() {
+                "properties" => {
+                    let Bson::Document(props) = v else {
+                        return Err(schema_err(
+                            "$jsonSchema keyword 'properties' must be an object",
+                        ));
+                    };
+                    for (name, sub) in props {
+                        s.properties.push((name.clone(), schema_obj(name, sub)?));
+                    }
+                }
+                "patternProperties" => {
+                    let Bson::Document(props) = v else {
+                        return Err(schema_err(
+                            "$jsonSchema keyword 'patternProperties' must be an object",
+                        ));
+                    };
+                    for (pat, sub) in props {
+                        s.pattern_properties
+                            .push((Re::new(pat, "")?, schema_obj(pat, sub)?));
+                    }
+                }
+                "additionalProperties" => s.additional = Some(schema_additional(k, v)?),
+                "items" => {
+                    s.items = Some(match v {
+                        Bson::Document(d) => Items::One(Box::new(Schema::parse(d)?)),
+                        Bson::Array(_) => Items::Tuple(schema_list(k, v)?),
+                        _ => {
+                            return Err(schema_err(
+                                "$jsonSchema keyword 'items' must be an array or an object",
+                            ))
+                        }
+                    })
+                }
+                "additionalItems" => s.additional_items = Some(schema_additional(k, v)?),
+                "allOf" => s.all_of = schema_list(k, v)?,
+                "anyOf" => s.any_of = schema_list(k, v)?,
+                "oneOf" => s.one_of = schema_list(k, v)?,
+                "not" => s.not = Some(Box::new(schema_obj(k, v)?)),
+                _ => Schema::parse_keyword(&mut s, k, v)?,
+            }
+        }
+        if s.types.is_some() && s.json_types.is_some() {
+            return Err(schema_err(
+                "Cannot specify both $jsonSchema keywords 'type' and 'bsonType'",
+            ));
+        }
+        Ok(s)
+    }
+
+    /// The keywords without sub-schemas.
+    #[inline(never)]
+    fn parse_keyword(s: &mut Schema, k: &str, v: &Bson) -> MongoResult<()> {
+        {
+            match k {
                 "bsonType" => {
                     let mut sels = Vec::new();
                     for t in one_or_many(v) {
@@ -1117,28 +1201,6 @@ impl Schema {
                         }
                     }
                 }
-                "properties" => {
-                    let Bson::Document(props) = v else {
-                        return Err(schema_err(
-                            "$jsonSchema keyword 'properties' must be an object",
-                        ));
-                    };
-                    for (name, sub) in props {
-                        s.properties.push((name.clone(), schema_obj(name, sub)?));
-                    }
-                }
-                "patternProperties" => {
-                    let Bson::Document(props) = v else {
-                        return Err(schema_err(
-                            "$jsonSchema keyword 'patternProperties' must be an object",
-                        ));
-                    };
-                    for (pat, sub) in props {
-                        s.pattern_properties
-                            .push((Re::new(pat, "")?, schema_obj(pat, sub)?));
-                    }
-                }
-                "additionalProperties" => s.additional = Some(schema_additional(k, v)?),
                 "minProperties" => s.min_properties = Some(schema_count(k, v)?),
                 "maxProperties" => s.max_properties = Some(schema_count(k, v)?),
                 "minimum" | "maximum" => {
@@ -1194,18 +1256,6 @@ impl Schema {
                         ))
                     }
                 },
-                "items" => {
-                    s.items = Some(match v {
-                        Bson::Document(d) => Items::One(Box::new(Schema::parse(d)?)),
-                        Bson::Array(_) => Items::Tuple(schema_list(k, v)?),
-                        _ => {
-                            return Err(schema_err(
-                                "$jsonSchema keyword 'items' must be an array or an object",
-                            ))
-                        }
-                    })
-                }
-                "additionalItems" => s.additional_items = Some(schema_additional(k, v)?),
                 "minItems" => s.min_items = Some(schema_count(k, v)?),
                 "maxItems" => s.max_items = Some(schema_count(k, v)?),
                 "uniqueItems" => match v {
@@ -1216,10 +1266,6 @@ impl Schema {
                         ))
                     }
                 },
-                "allOf" => s.all_of = schema_list(k, v)?,
-                "anyOf" => s.any_of = schema_list(k, v)?,
-                "oneOf" => s.one_of = schema_list(k, v)?,
-                "not" => s.not = Some(Box::new(schema_obj(k, v)?)),
                 "title" | "description" => {
                     if !matches!(v, Bson::String(_)) {
                         return Err(MongoError::type_mismatch(format!(
@@ -1230,12 +1276,7 @@ impl Schema {
                 other => return Err(schema_err(format!("Unknown $jsonSchema keyword: {other}"))),
             }
         }
-        if s.types.is_some() && s.json_types.is_some() {
-            return Err(schema_err(
-                "Cannot specify both $jsonSchema keywords 'type' and 'bsonType'",
-            ));
-        }
-        Ok(s)
+        Ok(())
     }
 
     /// The top level of a `$jsonSchema` applies to the document as an object.

@@ -88,10 +88,15 @@ pub struct PathValue<'a> {
 /// * a scalar met before the last component, or an absent field, yields one missing value;
 /// * the value at the end of the path is yielded, and if it is an array and `expand_leaf`
 ///   is set, each of its elements is yielded too (`expanded == true`).
+///
+/// A value reached twice in the same state (same remaining path, same array position) is
+/// walked once: with numeric components, an array of documents is both indexed and
+/// traversed, and without this the walk (and its output) grows exponentially with depth.
 pub fn traverse<'a>(doc: &'a Document, path: &str, expand_leaf: bool) -> Vec<PathValue<'a>> {
     let comps: Vec<&str> = path.split('.').collect();
     let mut out = Vec::new();
-    walk_doc(doc, &comps, None, expand_leaf, &mut out);
+    let mut w = Walk::new(&comps, expand_leaf);
+    w.doc(doc, &comps, None, &mut out);
     out
 }
 
@@ -103,34 +108,70 @@ pub fn traverse_value<'a>(v: &'a Bson, path: &str, expand_leaf: bool) -> Vec<Pat
         path.split('.').collect()
     };
     let mut out = Vec::new();
-    walk_value(v, &comps, None, expand_leaf, &mut out);
+    let mut w = Walk::new(&comps, expand_leaf);
+    w.value(v, &comps, None, &mut out);
     out
 }
 
-fn walk_doc<'a>(
-    d: &'a Document,
-    comps: &[&str],
-    pos: Option<usize>,
+/// States already walked: (value address, components left, array position).
+type Seen = HashSet<(usize, usize, Option<usize>)>;
+
+struct Walk {
     expand: bool,
-    out: &mut Vec<PathValue<'a>>,
-) {
-    match d.get(comps[0]) {
-        None => out.push(PathValue {
-            value: None,
-            array_pos: pos,
-            expanded: false,
-        }),
-        Some(v) => walk_value(v, &comps[1..], pos, expand, out),
+    /// Only paths with a numeric component can reach a value twice.
+    seen: Option<Seen>,
+}
+
+impl Walk {
+    fn new(comps: &[&str], expand: bool) -> Walk {
+        let numeric = comps.iter().any(|c| array_index(c).is_some());
+        Walk {
+            expand,
+            seen: numeric.then(HashSet::new),
+        }
+    }
+
+    fn doc<'a>(
+        &mut self,
+        d: &'a Document,
+        comps: &[&str],
+        pos: Option<usize>,
+        out: &mut Vec<PathValue<'a>>,
+    ) {
+        match d.get(comps[0]) {
+            None => out.push(PathValue {
+                value: None,
+                array_pos: pos,
+                expanded: false,
+            }),
+            Some(v) => self.value(v, &comps[1..], pos, out),
+        }
+    }
+
+    fn value<'a>(
+        &mut self,
+        v: &'a Bson,
+        rest: &[&str],
+        pos: Option<usize>,
+        out: &mut Vec<PathValue<'a>>,
+    ) {
+        if let Some(seen) = &mut self.seen {
+            if !seen.insert((v as *const Bson as usize, rest.len(), pos)) {
+                return;
+            }
+        }
+        walk_value(self, v, rest, pos, out)
     }
 }
 
 fn walk_value<'a>(
+    w: &mut Walk,
     v: &'a Bson,
     rest: &[&str],
     pos: Option<usize>,
-    expand: bool,
     out: &mut Vec<PathValue<'a>>,
 ) {
+    let expand = w.expand;
     if rest.is_empty() {
         out.push(PathValue {
             value: Some(v),
@@ -151,16 +192,17 @@ fn walk_value<'a>(
         return;
     }
     match v {
-        Bson::Document(d) => walk_doc(d, rest, pos, expand, out),
+        Bson::Document(d) => w.doc(d, rest, pos, out),
         Bson::Array(arr) => {
             if let Some(i) = array_index(rest[0]) {
                 if let Some(e) = arr.get(i) {
-                    walk_value(e, &rest[1..], pos, expand, out);
+                    w.value(e, &rest[1..], pos, out);
                 }
             }
             for (i, e) in arr.iter().enumerate() {
-                if let Bson::Document(d) = e {
-                    walk_doc(d, rest, pos.or(Some(i)), expand, out);
+                if matches!(e, Bson::Document(_)) {
+                    // Same as walking the element's document with the whole rest.
+                    w.value(e, rest, pos.or(Some(i)), out);
                 }
             }
         }
@@ -206,49 +248,62 @@ fn not_viable(field: &str, container: &Bson) -> MongoError {
 /// Sets the value at a dotted path, creating intermediate documents. A numeric component
 /// under an array sets that element (padding with nulls). A scalar in the way, or a
 /// non-numeric component under an array, is a `PathNotViable` (28) error.
+///
+/// A path of more than [`crate::depth::MAX_PATH_COMPONENTS`] components is Overflow (15),
+/// and padding an array with more than 1500000 nulls is CannotBackfillArray (34); the
+/// walk is iterative.
 pub fn set_path(doc: &mut Document, path: &str, value: Bson) -> MongoResult<()> {
+    crate::depth::check_path(path)?;
     let comps: Vec<&str> = path.split('.').collect();
     if comps.iter().any(|c| c.is_empty()) {
         return Err(MongoError::bad_value(format!(
             "empty path component in '{path}'"
         )));
     }
-    set_in_doc(doc, &comps, value)
-}
-
-fn set_in_doc(d: &mut Document, comps: &[&str], value: Bson) -> MongoResult<()> {
-    if comps.len() == 1 {
-        d.insert(comps[0], value);
+    let (last, parents) = comps.split_last().expect("split yields a component");
+    if parents.is_empty() {
+        doc.insert(*last, value);
         return Ok(());
     }
-    if !d.contains_key(comps[0]) {
-        d.insert(comps[0], Document::new());
+    let first = parents[0];
+    if !doc.contains_key(first) {
+        doc.insert(first, Document::new());
     }
-    let child = d.get_mut(comps[0]).expect("just inserted");
-    set_in_value(child, &comps[1..], value)
-}
-
-fn set_in_value(v: &mut Bson, comps: &[&str], value: Bson) -> MongoResult<()> {
-    match v {
-        Bson::Document(d) => set_in_doc(d, comps, value),
-        Bson::Array(arr) => {
-            let Some(i) = array_index(comps[0]) else {
-                return Err(not_viable(comps[0], v));
-            };
-            while arr.len() <= i {
-                arr.push(Bson::Null);
+    let mut cur = doc.get_mut(first).expect("just inserted");
+    for (i, comp) in comps.iter().enumerate().skip(1) {
+        let is_last = i + 1 == comps.len();
+        cur = match cur {
+            Bson::Document(d) => {
+                if is_last {
+                    d.insert(*comp, value);
+                    return Ok(());
+                }
+                if !d.contains_key(*comp) {
+                    d.insert(*comp, Document::new());
+                }
+                d.get_mut(*comp).expect("just inserted")
             }
-            if comps.len() == 1 {
-                arr[i] = value;
-                return Ok(());
+            Bson::Array(arr) => {
+                let Some(idx) = array_index(comp) else {
+                    return Err(not_viable(comp, &Bson::Array(arr.clone())));
+                };
+                crate::update::check_backfill(arr.len(), idx)?;
+                while arr.len() <= idx {
+                    arr.push(Bson::Null);
+                }
+                if is_last {
+                    arr[idx] = value;
+                    return Ok(());
+                }
+                if matches!(arr[idx], Bson::Null) {
+                    arr[idx] = Bson::Document(Document::new());
+                }
+                &mut arr[idx]
             }
-            if matches!(arr[i], Bson::Null) {
-                arr[i] = Bson::Document(Document::new());
-            }
-            set_in_value(&mut arr[i], &comps[1..], value)
-        }
-        other => Err(not_viable(comps[0], other)),
+            other => return Err(not_viable(comp, other)),
+        };
     }
+    Ok(())
 }
 
 /// Removes the value at a dotted path and returns it. Documents lose the field; an

@@ -115,6 +115,7 @@ impl Parser {
         v: &Bson,
         out: &mut Vec<(String, PNode)>,
     ) -> MongoResult<()> {
+        crate::depth::check_path(full)?;
         let (path, positional) = match full.strip_suffix(".$") {
             Some(p) => (p, true),
             None => (full, false),
@@ -353,7 +354,9 @@ impl Apply<'_> {
                         let mut wrapper = Document::new();
                         wrapper.insert("x", Bson::Array(arr.clone()));
                         if let Some(Some(i)) = m.matches_with_position(&wrapper) {
-                            out.insert(k.clone(), Bson::Array(vec![arr[i].clone()]));
+                            if let Some(e) = arr.get(i) {
+                                out.insert(k.clone(), Bson::Array(vec![e.clone()]));
+                            }
                         }
                     }
                 }

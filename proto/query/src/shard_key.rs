@@ -55,6 +55,7 @@ impl ShardKey {
         let mut fields = Vec::new();
         let mut hashed = None;
         for (i, (name, v)) in pattern.iter().enumerate() {
+            crate::depth::check_path(name)?;
             if name.is_empty() || name.starts_with('$') || name.split('.').any(str::is_empty) {
                 return Err(MongoError::bad_value(format!(
                     "shard key field '{name}' is not a valid field name"

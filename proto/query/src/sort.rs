@@ -62,6 +62,7 @@ impl SortSpec {
                 natural = Some(asc);
                 continue;
             }
+            crate::depth::check_path(k)?;
             for comp in k.split('.') {
                 if comp.is_empty() {
                     return Err(MongoError::new(

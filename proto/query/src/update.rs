@@ -120,6 +120,9 @@ impl UpdateSpec {
 
     /// Applies the update to `doc` and reports whether it changed. On error `doc` is left
     /// untouched (the update works on a copy), so a failed write needs no undo.
+    ///
+    /// A result nested deeper than `wire::MAX_NESTING_DEPTH` is refused with MongoDB's
+    /// storage error (Overflow, 15).
     pub fn apply(&self, doc: &mut Document, ctx: &UpdateContext) -> MongoResult<bool> {
         match &self.kind {
             Kind::Modifiers(m) => m.apply(doc, ctx),
@@ -174,6 +177,7 @@ impl UpdateSpec {
             .unwrap_or_else(|| Bson::ObjectId(bson::oid::ObjectId::new()));
         validate_id(&id)?;
         doc = with_id_first(doc, id);
+        crate::depth::check_document_depth(&doc)?;
         Ok(doc)
     }
 }
@@ -184,6 +188,9 @@ impl UpdateSpec {
 pub fn upsert_seed(filter: &Document) -> MongoResult<Document> {
     let mut eqs: Vec<(String, Bson)> = Vec::new();
     collect_equalities(filter, &mut eqs);
+    for (path, _) in &eqs {
+        crate::depth::check_path(path)?;
+    }
     for (i, (a, _)) in eqs.iter().enumerate() {
         for (b, _) in eqs.iter().skip(i + 1) {
             if a == b {
@@ -411,6 +418,9 @@ impl ModifierUpdate {
             };
             for (path, value) in fields {
                 let parts = parse_update_path(path, &filters, &mut used)?;
+                if creates_path(op) {
+                    crate::depth::check_update_path(path)?;
+                }
                 if op == "$rename" {
                     m.add_rename(path, parts, value, &filters, &mut used)?;
                     continue;
@@ -450,6 +460,7 @@ impl ModifierUpdate {
             )));
         };
         let to_parts = parse_update_path(to, filters, used)?;
+        crate::depth::check_update_path(to)?;
         let dynamic = |p: &[String]| p.iter().any(|c| c == "$" || is_array_part(c));
         if dynamic(&from_parts) {
             return Err(MongoError::bad_value(format!(
@@ -500,6 +511,11 @@ impl ModifierUpdate {
     }
 }
 
+/// Operators that can create the path they name (and so deepen the document).
+fn creates_path(op: &str) -> bool {
+    !matches!(op, "$unset" | "$pop" | "$pull" | "$pullAll" | "$rename")
+}
+
 fn is_array_part(c: &str) -> bool {
     c.starts_with("$[") && c.ends_with(']')
 }
@@ -516,6 +532,8 @@ fn parse_update_path(
             "An empty update path is not valid.",
         ));
     }
+    // Before splitting: a path of a million components must cost nothing to refuse.
+    crate::depth::check_path(path)?;
     let parts: Vec<String> = path.split('.').map(str::to_owned).collect();
     if parts.iter().any(String::is_empty) {
         return Err(MongoError::new(
@@ -893,6 +911,7 @@ fn parse_push_sort(v: &Bson) -> MongoResult<SortSpec> {
                 if k.is_empty() {
                     return Err(MongoError::bad_value("The $sort field cannot be empty"));
                 }
+                crate::depth::check_path(k)?;
                 let parts: Vec<String> = k.split('.').map(str::to_owned).collect();
                 if parts.iter().any(String::is_empty) {
                     return Err(MongoError::bad_value(format!(
@@ -1098,6 +1117,7 @@ impl ModifierUpdate {
         } else if let Some(id) = new_doc.get("_id") {
             validate_id(id)?;
         }
+        crate::depth::check_document_depth(&new_doc)?;
         *doc = new_doc;
         Ok(true)
     }
@@ -1477,6 +1497,7 @@ fn create_at(base: &mut Bson, parts: &[String], value: Bson) -> MongoResult<()> 
             Bson::Array(a) => {
                 let idx = parse_index(part)
                     .ok_or_else(|| MongoError::internal("non-numeric array component"))?;
+                check_backfill(a.len(), idx)?;
                 while a.len() < idx {
                     a.push(Bson::Null);
                 }
@@ -1495,6 +1516,23 @@ fn create_at(base: &mut Bson, parts: &[String], value: Bson) -> MongoResult<()> 
                 ))
             }
         };
+    }
+    Ok(())
+}
+
+/// mongod's `kMaxPaddingAllowed`: an update may pad an array with at most this many nulls.
+pub(crate) const MAX_ARRAY_PADDING: usize = 1_500_000;
+
+/// Refuses padding an array of `len` elements up to index `idx` with more than
+/// [`MAX_ARRAY_PADDING`] nulls: CannotBackfillArray (34), as mongod's `maybePadTo`.
+pub(crate) fn check_backfill(len: usize, idx: usize) -> MongoResult<()> {
+    if idx.saturating_sub(len) > MAX_ARRAY_PADDING {
+        return Err(MongoError {
+            code: 34,
+            code_name: Cow::Borrowed("CannotBackfillArray"),
+            message: format!("can't backfill more than {MAX_ARRAY_PADDING} elements"),
+            extra: None,
+        });
     }
     Ok(())
 }
@@ -1715,7 +1753,7 @@ fn perform_push(spec: &PushSpec, arr: &mut Vec<Bson>) -> bool {
             None => len,
             Some(p) if p > len => len,
             Some(p) if p >= 0 => p,
-            Some(p) if -p < len => len + p,
+            Some(p) if p.unsigned_abs() < len as u64 => len + p,
             Some(_) => 0,
         } as usize;
         arr.splice(at..at, spec.each.iter().cloned());
@@ -1852,6 +1890,7 @@ fn apply_replacement(r: &Document, doc: &mut Document) -> MongoResult<bool> {
     if identical_docs(doc, &new_doc) {
         return Ok(false);
     }
+    crate::depth::check_document_depth(&new_doc)?;
     *doc = new_doc;
     Ok(true)
 }
@@ -1952,6 +1991,7 @@ fn apply_pipeline(
     if identical_docs(doc, &cur) {
         return Ok(false);
     }
+    crate::depth::check_document_depth(&cur)?;
     *doc = cur;
     Ok(true)
 }

@@ -62,6 +62,7 @@ impl Lookup {
                             ),
                         ));
                     };
+                    crate::depth::check_path(s)?;
                     if s.is_empty() || s.starts_with('$') || s.split('.').any(str::is_empty) {
                         return Err(MongoError::location(
                             16410,
@@ -193,54 +194,78 @@ fn key(v: &Bson) -> Vec<u8> {
 /// leaf both an array and its elements. A missing branch contributes null.
 pub(crate) fn match_values(d: &Document, path: &[String]) -> Vec<Bson> {
     let mut out = Vec::new();
-    collect_doc(d, path, &mut out, true);
+    Collect::new(path, true).doc(d, path, &mut out);
     out
 }
 
-fn collect_doc(d: &Document, path: &[String], out: &mut Vec<Bson>, whole_arrays: bool) {
-    match d.get(&path[0]) {
-        Some(x) => collect(x, &path[1..], out, whole_arrays),
-        None => out.push(Bson::Null),
-    }
+/// A walk of a path through a document. A numeric component both indexes an array and
+/// is looked up in its documents, so a value can be reached twice with the same path
+/// left; it is walked once (otherwise the walk grows exponentially with depth).
+struct Collect {
+    whole_arrays: bool,
+    seen: Option<HashSet<(usize, usize)>>,
 }
 
-fn collect(v: &Bson, path: &[String], out: &mut Vec<Bson>, whole_arrays: bool) {
-    if path.is_empty() {
-        if let Bson::Array(a) = v {
-            if whole_arrays {
+impl Collect {
+    fn new(path: &[String], whole_arrays: bool) -> Collect {
+        let numeric = path.iter().any(|c| c.parse::<usize>().is_ok());
+        Collect {
+            whole_arrays,
+            seen: numeric.then(HashSet::new),
+        }
+    }
+
+    fn doc(&mut self, d: &Document, path: &[String], out: &mut Vec<Bson>) {
+        match d.get(&path[0]) {
+            Some(x) => self.value(x, &path[1..], out),
+            None => out.push(Bson::Null),
+        }
+    }
+
+    fn value(&mut self, v: &Bson, path: &[String], out: &mut Vec<Bson>) {
+        if let Some(seen) = &mut self.seen {
+            if !seen.insert((v as *const Bson as usize, path.len())) {
+                return;
+            }
+        }
+        let whole_arrays = self.whole_arrays;
+        if path.is_empty() {
+            if let Bson::Array(a) = v {
+                if whole_arrays {
+                    out.push(v.clone());
+                }
+                out.extend(a.iter().cloned());
+                if a.is_empty() && !whole_arrays {
+                    out.push(Bson::Null);
+                }
+            } else {
                 out.push(v.clone());
             }
-            out.extend(a.iter().cloned());
-            if a.is_empty() && !whole_arrays {
-                out.push(Bson::Null);
-            }
-        } else {
-            out.push(v.clone());
+            return;
         }
-        return;
-    }
-    match v {
-        Bson::Document(d) => collect_doc(d, path, out, whole_arrays),
-        Bson::Array(a) => {
-            if let Ok(i) = path[0].parse::<usize>() {
-                if let Some(e) = a.get(i) {
-                    collect(e, &path[1..], out, whole_arrays);
+        match v {
+            Bson::Document(d) => self.doc(d, path, out),
+            Bson::Array(a) => {
+                if let Ok(i) = path[0].parse::<usize>() {
+                    if let Some(e) = a.get(i) {
+                        self.value(e, &path[1..], out);
+                    }
+                }
+                for e in a {
+                    if matches!(e, Bson::Document(_)) {
+                        self.value(e, path, out);
+                    }
                 }
             }
-            for e in a {
-                if matches!(e, Bson::Document(_)) {
-                    collect(e, path, out, whole_arrays);
-                }
-            }
+            _ => out.push(Bson::Null),
         }
-        _ => out.push(Bson::Null),
     }
 }
 
 /// The values of `localField` to look up: array elements, or null when missing.
 fn local_values(d: &Document, path: &[String]) -> Vec<Bson> {
     let mut out = Vec::new();
-    collect_doc(d, path, &mut out, false);
+    Collect::new(path, false).doc(d, path, &mut out);
     if out.is_empty() {
         out.push(Bson::Null);
     }
@@ -290,6 +315,9 @@ impl GraphLookup {
         let mut max_depth = None;
         let mut restrict = None;
         let path_arg = |k: &str, v: &Bson| -> MongoResult<Vec<String>> {
+            if let Bson::String(s) = v {
+                crate::depth::check_path(s)?;
+            }
             match v {
                 Bson::String(s)
                     if !s.is_empty() && !s.starts_with('$') && !s.split('.').any(str::is_empty) =>

@@ -286,6 +286,7 @@ pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
                 };
                 let mut seen = std::collections::HashSet::new();
                 for f in &fields {
+                    crate::depth::check_path(f)?;
                     if !seen.insert(f.clone()) {
                         return Err(MongoError::location(31465, format!("Found a duplicate field '{f}'")));
                     }

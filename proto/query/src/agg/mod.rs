@@ -320,6 +320,7 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
                 _ => return Err(err(31002, "$unset specification must be a string or an array")),
             };
             for p in &paths {
+                crate::depth::check_path(p)?;
                 if p.is_empty() || p.starts_with('$') || p.split('.').any(str::is_empty) {
                     return Err(err(
                         31002,
@@ -676,6 +677,8 @@ fn run_stage(
                     Bson::Array(res.into_iter().map(Bson::Document).collect()),
                 );
             }
+            // Each $facet nests its input two levels deeper: a chain of them must stop.
+            crate::depth::check_computed_document(&out)?;
             vec![out]
         }
         Stage::Sample(n) => {
@@ -847,6 +850,10 @@ impl Unwind {
                 ))
             }
         };
+        crate::depth::check_path(&path)?;
+        if let Some(index) = &index {
+            crate::depth::check_path(index)?;
+        }
         let Some(p) = path.strip_prefix('$') else {
             return Err(err(
                 28818,

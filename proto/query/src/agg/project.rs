@@ -75,7 +75,8 @@ impl Tree {
     }
 }
 
-fn check_field_name(k: &str) -> MongoResult<()> {
+fn check_field_name(k: &str, full: &str) -> MongoResult<()> {
+    crate::depth::check_path(full)?;
     if k.is_empty() {
         return Err(MongoError::location(
             40352,
@@ -202,7 +203,7 @@ fn parse_project_level(spec: &Document, prefix: &str, tree: &mut Tree) -> MongoR
         } else {
             format!("{prefix}.{k}")
         };
-        check_field_name(k)?;
+        check_field_name(k, &full)?;
         let parts: Vec<&str> = k.split('.').collect();
         let item = match v {
             Bson::Boolean(b) => {
@@ -445,7 +446,7 @@ fn parse_set_level(spec: &Document, prefix: &str, tree: &mut Tree) -> MongoResul
         } else {
             format!("{prefix}.{k}")
         };
-        check_field_name(k)?;
+        check_field_name(k, &full)?;
         let parts: Vec<&str> = k.split('.').collect();
         match v {
             Bson::Document(d)

@@ -45,7 +45,7 @@ impl SortKeys {
         let mut keyed: Vec<(Vec<Bson>, Document)> =
             docs.into_iter().map(|d| (self.key(&d), d)).collect();
         match limit {
-            Some(k) if k > 0 && k * 4 < keyed.len() => {
+            Some(k) if k > 0 && k < keyed.len() / 4 => {
                 // Stable top-k: order by (key, original position).
                 let mut idx: Vec<usize> = (0..keyed.len()).collect();
                 let cmp = |a: &usize, b: &usize| {
