@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod catalog;
+pub mod catalog_sync;
 pub mod commands;
 pub mod config;
 pub mod cursor;

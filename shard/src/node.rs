@@ -38,6 +38,8 @@ pub struct Node {
     pub admission: crate::admission::Admission,
     /// Operations in progress (`currentOp`, `killOp`).
     pub ops: Arc<crate::ops::Registry>,
+    /// Whether the in-memory catalog reflects every applied catalog change (a member's).
+    pub catalog_sync: Arc<crate::catalog_sync::CatalogSync>,
 }
 
 /// The versions a router routed a command with.
@@ -186,6 +188,7 @@ impl Node {
             sessions: SessionLocks::default(),
             admission: Default::default(),
             ops: Default::default(),
+            catalog_sync: Default::default(),
         }))
     }
 
@@ -216,24 +219,30 @@ impl Node {
         let (reload_tx, reload_rx) = std::sync::mpsc::channel::<()>();
         let slot = node_slot.clone();
         let rollback_slot = node_slot.clone();
+        let catalog_sync = Arc::new(crate::catalog_sync::CatalogSync::default());
+        let sync = catalog_sync.clone();
         std::thread::Builder::new()
             .name("catalog-reload".into())
             .spawn(move || {
                 while reload_rx.recv().is_ok() {
                     while reload_rx.try_recv().is_ok() {}
+                    let covered = sync.reloading();
                     let Some(node) = slot.get().and_then(Weak::upgrade) else {
                         continue;
                     };
-                    if let Err(e) = node.catalog.reload(node.engine.as_ref()) {
-                        tracing::error!(error = %e, "catalog reload failed");
+                    match node.catalog.reload(node.engine.as_ref()) {
+                        Ok(()) => sync.reloaded(covered),
+                        Err(e) => tracing::error!(error = %e, "catalog reload failed"),
                     }
                 }
             })?;
+        let changed = catalog_sync.clone();
         let (replica, service) = Replica::start(
             repl,
             base.clone(),
             &dir.join("raft"),
             Arc::new(move || {
+                changed.changed();
                 let _ = reload_tx.send(());
             }),
             Box::new(move |table: &str| {
@@ -268,6 +277,7 @@ impl Node {
             sessions: SessionLocks::default(),
             admission: Default::default(),
             ops: Default::default(),
+            catalog_sync,
         });
         let _ = node_slot.set(Arc::downgrade(&node));
         Ok((node, service, closed))
@@ -362,7 +372,9 @@ impl Node {
         let result = match &self.replica {
             None => run(),
             Some(_) if spec.anywhere => run(),
-            Some(replica) => match member_admits(replica, spec.writes, &opts) {
+            Some(replica) => match member_admits(replica, spec.writes, &opts)
+                .and_then(|scope| self.catalog_current(spec.writes).map(|()| scope))
+            {
                 Ok(scope) => repl::with_scope(scope, run).map_or_else(
                     |e| write_concern::from_error(e, &opts.write_concern),
                     |r| write_concern::from_write_errors(r, &opts.write_concern),
@@ -566,6 +578,24 @@ fn member_admits(
         ));
     }
     Ok(repl::WriteScope::default())
+}
+
+/// How long a write waits for the catalog to reflect the catalog changes applied.
+const CATALOG_SYNC_WAIT: Duration = Duration::from_secs(10);
+
+impl Node {
+    /// A write on a member runs only on a catalog that reflects every catalog change
+    /// applied here (see `catalog_sync`); a member whose reload lags past
+    /// `CATALOG_SYNC_WAIT` answers as a primary not yet ready, so the write is retried.
+    fn catalog_current(&self, writes: bool) -> MongoResult<()> {
+        if !writes || self.catalog_sync.wait(CATALOG_SYNC_WAIT) {
+            return Ok(());
+        }
+        Err(MongoError::new(
+            ErrorCode::NotWritablePrimary,
+            "not primary: the catalog is still being reloaded",
+        ))
+    }
 }
 
 /// What a member whose data is being replaced by a snapshot's answers: drivers and

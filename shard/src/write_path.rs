@@ -26,8 +26,11 @@ pub struct NewDoc<'a> {
 }
 
 impl<'a> NewDoc<'a> {
-    /// From a parsed document that already has `_id` first.
+    /// From a parsed document that already has `_id` first. Parsed documents may have
+    /// been built here (upserts, `$out`, `$merge`), so their depth is checked: raw ones
+    /// came within the wire's nesting limit.
     pub fn parsed(doc: &'a Document) -> MongoResult<NewDoc<'a>> {
+        query::check_document_depth(doc)?;
         let id = doc
             .get("_id")
             .cloned()
@@ -286,6 +289,7 @@ pub fn replace_document(
         .get("_id")
         .ok_or_else(|| MongoError::internal("document without _id"))?;
     let rk = id_key(id);
+    query::check_document_depth(new)?;
     let bytes = bson::to_vec(new).map_err(invalid_bson)?;
     check_size(bytes.len())?;
     let mut batch = WriteBatch::default();
