@@ -181,3 +181,56 @@ def test_compressed_connection(client):
         finally:
             c.drop_database("py_compressed")
             c.close()
+
+
+def test_hostile_updates_fail_alone(db):
+    """One update must never take the cluster down or leave the collection unwritable."""
+    c = db.hostile
+    # A dotted path of 100,000 parts overflowed a worker's stack and aborted every node.
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        c.update_one({}, {"$set": {".".join(["a"] * 100000): 1}}, upsert=True)
+    assert e.value.code == 15, e.value.details
+    # A date string cut inside a multi-byte character panicked, and the panic poisoned
+    # the collection's lock: every later insert failed until a restart.
+    c.insert_one({"_id": 1, "s": "2020-01-01T00:00+0000é"})
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        c.update_one({}, [{"$set": {"d": {"$dateFromString": {"dateString": "$s"}}}}])
+    assert e.value.code == 241, e.value.details
+    c.insert_one({"_id": 2})
+    c.update_one({"_id": 2}, {"$set": {"x": 1}})
+    assert c.count_documents({}) == 2
+    db.client.admin.command("ping")
+
+
+def test_wtimeout_loses_no_update(client, db):
+    """Updates that return at their wtimeout are applied: the next ones build on them."""
+    import threading
+
+    from pymongo.errors import WriteConcernError
+    from pymongo.write_concern import WriteConcern
+
+    c = db.get_collection("wt", write_concern=WriteConcern(w="majority", wtimeout=1))
+    c.insert_one({"_id": 1, "n": 0})
+    counts = {"ok": 0, "wce": 0, "other": 0}
+    lock = threading.Lock()
+
+    def work():
+        for _ in range(100):
+            try:
+                c.update_one({"_id": 1}, {"$inc": {"n": 1}})
+                key = "ok"
+            except WriteConcernError:
+                key = "wce"
+            except pymongo.errors.PyMongoError:
+                key = "other"
+            with lock:
+                counts[key] += 1
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    n = db.wt.find_one({"_id": 1})["n"]
+    applied = counts["ok"] + counts["wce"]
+    assert applied <= n <= applied + counts["other"], (n, counts)
