@@ -12,16 +12,20 @@ cd "$(dirname "$0")/.."
 BIN=${BULWARK_BIN:-target/debug/bulwark}
 [ -x "$BIN" ] || cargo build --bin bulwark
 OUT=${CHAOS_OUT:-target/chaos}
-SCENARIOS=${SCENARIOS:-connection-storm kill-primary partition-site pause-primary}
+SCENARIOS=${SCENARIOS:-connection-storm kill-primary partition-site pause-primary power-loss}
+# The seed rotates with the commit (so every submission runs a different schedule) and is
+# printed with every scenario: CHAOS_SEED=N reproduces a run.
+SEED=${CHAOS_SEED:-$(( 0x$(git rev-parse --short=7 HEAD 2>/dev/null || echo 1) ))}
+echo "== chaos seed $SEED (CHAOS_SEED=$SEED reproduces it)"
 DURATION=${CHAOS_DURATION:-40}
 mkdir -p "$OUT"
 status=0
 for s in $SCENARIOS; do
   echo "== chaos $s (${DURATION}s, local target)"
   # Bounded: the runner's own limits end a stuck cluster long before this.
-  if ! timeout 600 "$BIN" chaos "$s" --target local --seed "${CHAOS_SEED:-1}" --duration "$DURATION" \
+  if ! timeout 600 "$BIN" chaos "$s" --target local --seed "$SEED" --duration "$DURATION" \
       --report "$OUT/$s.json" --dir "$OUT/$s-cluster" 2>"$OUT/$s.log"; then
-    echo "== chaos $s FAILED (report $OUT/$s.json, cluster logs in $OUT/$s-cluster, runner log $OUT/$s.log)"
+    echo "== chaos $s FAILED with seed $SEED (report $OUT/$s.json, cluster logs in $OUT/$s-cluster, runner log $OUT/$s.log)"
     tail -20 "$OUT/$s.log"
     for f in "$OUT/$s-cluster"/*.log; do [ -f "$f" ] && { echo "-- $f"; tail -15 "$f"; }; done
     status=1
@@ -42,9 +46,9 @@ if [ -n "$COMPOSE_SCENARIOS" ]; then
     tail -1 "$OUT/compose-up.log"
     for s in $COMPOSE_SCENARIOS; do
       echo "== chaos $s (${DURATION}s, compose target)"
-      if ! timeout 600 "$BIN" chaos "$s" --target compose --seed "${CHAOS_SEED:-1}" --duration "$DURATION" \
+      if ! timeout 600 "$BIN" chaos "$s" --target compose --seed "$SEED" --duration "$DURATION" \
           --report "$OUT/compose-$s.json" 2>"$OUT/compose-$s.log"; then
-        echo "== chaos $s on compose FAILED (report $OUT/compose-$s.json, runner log $OUT/compose-$s.log)"
+        echo "== chaos $s on compose FAILED with seed $SEED (report $OUT/compose-$s.json, runner log $OUT/compose-$s.log)"
         tail -20 "$OUT/compose-$s.log"
         for c in $(bash deploy/cluster.sh compose ps -q 2>/dev/null); do
           echo "-- $(docker inspect -f '{{.Name}}' "$c")"; docker logs --tail 10 "$c" 2>&1 || true
