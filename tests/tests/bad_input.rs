@@ -116,3 +116,48 @@ async fn unacknowledged_writes_with_more_to_come_get_no_reply_but_apply() {
         1
     );
 }
+
+/// Hostile updates (issue: one aborted every node, one poisoned the collection) fail
+/// alone; unsupported find options are refused, not ignored; the collection stays usable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_commands_fail_alone_and_unsupported_options_are_refused() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let db = client.database("hostile");
+    let coll = db.collection::<Document>("c");
+    let long_path = vec!["a"; 100_000].join(".");
+    let e = coll
+        .update_one(doc! {}, doc! {"$set": {long_path: 1}})
+        .upsert(true)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("code: 15,"), "Overflow (15): {e}");
+    coll.insert_one(doc! {"_id": 1, "s": "2020-01-01T00:00+0000é"})
+        .await
+        .unwrap();
+    let pipeline = vec![doc! {"$set": {"d": {"$dateFromString": {"dateString": "$s"}}}}];
+    let e = coll.update_one(doc! {}, pipeline).await.unwrap_err();
+    assert!(
+        e.to_string().contains("241") || e.to_string().contains("ConversionFailure"),
+        "{e}"
+    );
+    for (option, value) in [
+        ("min", bson::Bson::Document(doc! {"_id": 0})),
+        ("max", bson::Bson::Document(doc! {"_id": 9})),
+        ("returnKey", bson::Bson::Boolean(true)),
+        ("showRecordId", bson::Bson::Boolean(true)),
+        ("sort", bson::Bson::Document(doc! {"$natural": 1})),
+    ] {
+        let reply = db
+            .run_command(doc! {"find": "c", option: value})
+            .await
+            .unwrap_err();
+        assert!(
+            reply.to_string().contains("not supported"),
+            "{option}: {reply}"
+        );
+    }
+    coll.insert_one(doc! {"_id": 2}).await.unwrap();
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2);
+    cluster.stop().await;
+}

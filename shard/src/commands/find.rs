@@ -1,14 +1,36 @@
 //! `find`: filter, projection, sort, skip, limit, batchSize, singleBatch, hint.
 
 use bson::{doc, Bson, Document};
-use wire::{MongoError, MongoResult};
+use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::args::{collection_name, existing, ns, opt_bool, opt_count, opt_doc, opt_i64};
 use crate::cursor::{batch_reply, DEFAULT_FIRST_BATCH};
 use crate::node::Ctx;
 use crate::read::{open_find, FindArgs};
 
+/// `find` options MongoDB has and Bulwark does not implement: refused, never ignored (an
+/// ignored `min` or `$natural` order would quietly return other documents or order).
+const UNSUPPORTED: &[&str] = &["min", "max", "returnKey", "showRecordId"];
+
+fn refuse_unsupported(cmd: &Document) -> MongoResult<()> {
+    let set = |v: &Bson| !matches!(v, Bson::Boolean(false) | Bson::Null);
+    if let Some(k) = UNSUPPORTED.iter().find(|k| cmd.get(**k).is_some_and(set)) {
+        return Err(MongoError::new(
+            ErrorCode::NotImplemented,
+            format!("find's '{k}' option is not supported"),
+        ));
+    }
+    if opt_doc(cmd, "sort")?.is_some_and(|s| s.contains_key("$natural")) {
+        return Err(MongoError::new(
+            ErrorCode::NotImplemented,
+            "sorting by $natural is not supported",
+        ));
+    }
+    Ok(())
+}
+
 pub fn parse(cmd: &Document) -> MongoResult<FindArgs> {
+    refuse_unsupported(cmd)?;
     if let Some(Bson::Boolean(true)) = cmd.get("tailable") {
         return Err(MongoError::bad_value(
             "error processing query: tailable cursor requested on non capped collection",
