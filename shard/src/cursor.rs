@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document};
 use query::matcher::Matcher;
+use query::memory::{approx_size, MemoryBudget};
 use query::projection::Projection;
 use query::sort::SortSpec;
 use storage::Engine;
@@ -66,10 +67,25 @@ pub trait CursorSource: Send {
         deadline: &Deadline,
     ) -> MongoResult<Vec<Document>>;
     fn exhausted(&self) -> bool;
+    /// About how much memory the cursor holds between batches (results computed ahead).
+    fn held_bytes(&self) -> usize {
+        0
+    }
 }
 
-/// Already computed results (aggregation, listCollections, ...).
-pub struct Materialized(pub VecDeque<Document>);
+/// Already computed results (aggregation, listCollections, ...), with about how many
+/// bytes they still hold.
+pub struct Materialized {
+    docs: VecDeque<Document>,
+    bytes: usize,
+}
+
+impl Materialized {
+    pub fn new(docs: VecDeque<Document>) -> Materialized {
+        let bytes = docs.iter().map(approx_size).sum();
+        Materialized { docs, bytes }
+    }
+}
 
 impl CursorSource for Materialized {
     fn next_batch(
@@ -78,14 +94,24 @@ impl CursorSource for Materialized {
         max_docs: usize,
         _: &Deadline,
     ) -> MongoResult<Vec<Document>> {
-        let n = max_docs.min(self.0.len());
-        Ok(self.0.drain(..n).collect())
+        let n = max_docs.min(self.docs.len());
+        let batch: Vec<Document> = self.docs.drain(..n).collect();
+        let sent: usize = batch.iter().map(approx_size).sum();
+        self.bytes = self.bytes.saturating_sub(sent);
+        Ok(batch)
     }
 
     fn exhausted(&self) -> bool {
-        self.0.is_empty()
+        self.docs.is_empty()
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.bytes
     }
 }
+
+/// Documents an in-memory sort reads between checks of its memory.
+const SORT_READ_BATCH: usize = 256;
 
 /// A `find`: scan, filter, (blocking) sort, skip, limit, project.
 pub struct FindCursor {
@@ -100,6 +126,10 @@ pub struct FindCursor {
     pending: VecDeque<Document>,
     scan_done: bool,
     pub returned: u64,
+    /// The command's `allowDiskUse`, for the in-memory sort's error.
+    pub allow_disk_use: bool,
+    /// What the in-memory sort read (held until the cursor ends).
+    sorted_bytes: usize,
 }
 
 impl FindCursor {
@@ -122,6 +152,8 @@ impl FindCursor {
             pending: VecDeque::new(),
             scan_done: false,
             returned: 0,
+            allow_disk_use: false,
+            sorted_bytes: 0,
         }
     }
 
@@ -163,8 +195,20 @@ impl FindCursor {
         if self.sort.is_none() || self.sorted.is_some() {
             return Ok(());
         }
-        self.fill(engine, usize::MAX, deadline)?;
-        let mut all: Vec<Document> = self.pending.drain(..).collect();
+        // Held within MongoDB's 100 MB for a blocking sort, counted as it is read.
+        let mut budget = MemoryBudget::new("Sort", self.allow_disk_use);
+        let mut all = Vec::new();
+        loop {
+            self.fill(engine, SORT_READ_BATCH, deadline)?;
+            if self.pending.is_empty() {
+                break;
+            }
+            for d in self.pending.drain(..) {
+                budget.hold(&d)?;
+                all.push(d);
+            }
+        }
+        self.sorted_bytes = budget.used();
         if let Some(sort) = &self.sort {
             all.sort_by(|a, b| sort.compare(a, b));
         }
@@ -212,6 +256,10 @@ impl CursorSource for FindCursor {
         Ok(out)
     }
 
+    fn held_bytes(&self) -> usize {
+        self.sorted_bytes
+    }
+
     fn exhausted(&self) -> bool {
         if self.remaining == Some(0) {
             return true;
@@ -229,22 +277,58 @@ struct Parked {
     last_used: Instant,
 }
 
+/// Most cursors a member keeps open at once.
+pub const MAX_OPEN_CURSORS: usize = 10_000;
+/// Most memory a member's open cursors may hold between batches (computed results).
+pub const MAX_HELD_BYTES: usize = 1 << 30;
+
 /// Open cursors by id. A cursor is taken out while a getMore runs on it.
 pub struct Cursors {
     open: Mutex<HashMap<i64, Parked>>,
     pub idle_timeout: Duration,
+    limits: (usize, usize),
 }
 
 impl Cursors {
     pub fn new(idle_timeout: Duration) -> Arc<Cursors> {
+        Cursors::with_limits(idle_timeout, MAX_OPEN_CURSORS, MAX_HELD_BYTES)
+    }
+
+    pub fn with_limits(idle_timeout: Duration, count: usize, bytes: usize) -> Arc<Cursors> {
         Arc::new(Cursors {
             open: Mutex::new(HashMap::new()),
             idle_timeout,
+            limits: (count, bytes),
         })
     }
 
-    pub fn park(&self, id: i64, ns: String, source: Box<dyn CursorSource>) {
-        self.open.lock().insert(
+    /// Parks a cursor between batches. A new cursor (not one a getMore is returning) is
+    /// refused when the member already keeps `MAX_OPEN_CURSORS` or their results would
+    /// pass `MAX_HELD_BYTES`: ExceededMemoryLimit (146), rather than a member that runs
+    /// out of memory for clients that open cursors and never read them.
+    pub fn park(
+        &self,
+        id: i64,
+        ns: String,
+        source: Box<dyn CursorSource>,
+        new: bool,
+    ) -> MongoResult<()> {
+        let mut open = self.open.lock();
+        if new {
+            let (count, bytes) = self.limits;
+            if open.len() >= count {
+                return Err(too_many(format!(
+                    "this member keeps {count} open cursors, its limit: close cursors or let idle ones time out"
+                )));
+            }
+            let held: usize = open.values().map(|p| p.source.held_bytes()).sum();
+            if held.saturating_add(source.held_bytes()) > bytes {
+                return Err(too_many(format!(
+                    "open cursors would hold more than {bytes} bytes of results on this member"
+                )));
+            }
+        }
+        open.insert(
             id,
             Parked {
                 ns,
@@ -252,6 +336,7 @@ impl Cursors {
                 last_used: Instant::now(),
             },
         );
+        Ok(())
     }
 
     pub fn new_id() -> i64 {
@@ -297,6 +382,10 @@ impl Cursors {
     }
 }
 
+fn too_many(message: String) -> MongoError {
+    MongoError::new(ErrorCode::ExceededMemoryLimit, message)
+}
+
 /// Runs one batch and either parks the cursor or closes it; returns the reply.
 pub fn batch_reply(
     node: &crate::Node,
@@ -313,7 +402,7 @@ pub fn batch_reply(
         0
     } else {
         let id = existing_id.unwrap_or_else(Cursors::new_id);
-        cursors.park(id, ns.to_string(), source);
+        cursors.park(id, ns.to_string(), source, existing_id.is_none())?;
         id
     };
     let key = if existing_id.is_some() {
@@ -336,11 +425,14 @@ mod tests {
     fn idle_cursors_time_out_and_then_are_not_found() {
         let cursors = Cursors::new(Duration::from_millis(0));
         let id = Cursors::new_id();
-        cursors.park(
-            id,
-            "db.c".into(),
-            Box::new(Materialized(VecDeque::from(vec![doc! {"a": 1}]))),
-        );
+        cursors
+            .park(
+                id,
+                "db.c".into(),
+                Box::new(Materialized::new(VecDeque::from(vec![doc! {"a": 1}]))),
+                true,
+            )
+            .unwrap();
         assert_eq!(cursors.reap(), 1);
         let err = cursors
             .take(id, "db.c")
@@ -352,9 +444,31 @@ mod tests {
     #[test]
     fn a_cursor_is_bound_to_its_namespace() {
         let cursors = Cursors::new(Duration::from_secs(600));
-        cursors.park(7, "db.c".into(), Box::new(Materialized(VecDeque::new())));
+        let empty = || Box::new(Materialized::new(VecDeque::new()));
+        cursors.park(7, "db.c".into(), empty(), true).unwrap();
         assert!(cursors.take(7, "db.other").is_err());
         assert!(cursors.take(7, "db.c").is_ok());
         assert_eq!(cursors.reap(), 0);
+    }
+
+    #[test]
+    fn new_cursors_past_the_limits_are_refused_and_returning_ones_are_not() {
+        let cursors = Cursors::with_limits(Duration::from_secs(600), 2, 1000);
+        let docs = |n: usize| {
+            let d = doc! {"s": "x".repeat(100)};
+            Box::new(Materialized::new(vec![d; n].into()))
+        };
+        cursors.park(1, "db.c".into(), docs(5), true).unwrap();
+        // Five more documents would hold over 1000 bytes.
+        let e = cursors.park(2, "db.c".into(), docs(5), true).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ExceededMemoryLimit as i32);
+        cursors.park(2, "db.c".into(), docs(1), true).unwrap();
+        let e = cursors.park(3, "db.c".into(), docs(0), true).unwrap_err();
+        assert!(e.message.contains("open cursors"), "{}", e.message);
+        // A getMore puts its cursor back whatever the others hold.
+        let back = cursors.take(1, "db.c").unwrap();
+        cursors.park(9, "db.c".into(), docs(9), false).unwrap();
+        cursors.park(1, "db.c".into(), back, false).unwrap();
+        assert_eq!(cursors.len(), 3);
     }
 }

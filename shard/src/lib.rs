@@ -15,6 +15,7 @@ pub mod migration;
 pub mod moves;
 pub mod node;
 pub mod ops;
+pub mod pipeline_cursor;
 pub mod plan;
 pub mod point_read;
 pub mod range_deleter;

@@ -24,6 +24,8 @@ pub struct FindArgs {
     pub hint: Option<Bson>,
     /// Variables for `$expr` (the command's `let`).
     pub vars: Option<query::expr::Variables>,
+    /// The command's `allowDiskUse` (only an in-memory sort's error depends on it).
+    pub allow_disk_use: bool,
 }
 
 pub fn open_find(meta: &CollectionMeta, args: &FindArgs) -> MongoResult<(FindCursor, Plan)> {
@@ -43,10 +45,9 @@ pub fn open_find(meta: &CollectionMeta, args: &FindArgs) -> MongoResult<(FindCur
     let scan = Scan::new(meta, &plan.access);
     let sort = if plan.sort_provided { None } else { sort };
     let limit = args.limit.filter(|&l| l > 0);
-    Ok((
-        FindCursor::new(scan, matcher, projection, args.skip, limit, sort),
-        plan,
-    ))
+    let mut cursor = FindCursor::new(scan, matcher, projection, args.skip, limit, sort);
+    cursor.allow_disk_use = args.allow_disk_use;
+    Ok((cursor, plan))
 }
 
 /// All matching documents (unprojected), in sort order, up to `limit`.

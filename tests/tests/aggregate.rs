@@ -138,3 +138,57 @@ async fn out_and_merge_write_collections() {
     );
     let _ = Bson::Null;
 }
+
+/// The code of a failed command, whatever its kind.
+fn code_of(e: &mongodb::error::Error) -> i32 {
+    match *e.kind {
+        mongodb::error::ErrorKind::Command(ref c) => c.code,
+        ref other => panic!("expected a command error, got {other:?}"),
+    }
+}
+
+/// Blocking stages hold at most MongoDB's 100 MB (292 without allowDiskUse, 146 with it,
+/// as Bulwark does not spill), while streaming stages read a collection larger than that
+/// batch by batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_stages_are_bounded_and_streaming_ones_are_not() {
+    let cluster = TestCluster::start().await;
+    let db = cluster.client().await.database("agg_memory");
+    let big = db.collection::<Document>("big");
+    let mb = "x".repeat(1 << 20);
+    for chunk in 0..11 {
+        let docs = (0..10).map(|i| doc! {"_id": chunk * 10 + i, "k": i, "s": mb.clone()});
+        big.insert_many(docs).await.unwrap();
+    }
+    let group = vec![doc! {"$group": {"_id": "$k", "n": {"$sum": 1}}}];
+    let e = big.aggregate(group.clone()).await.unwrap_err();
+    assert_eq!(code_of(&e), 292, "{e}");
+    let e = big.aggregate(group).allow_disk_use(true).await.unwrap_err();
+    assert_eq!(code_of(&e), 146, "{e}");
+    let e = match big.find(doc! {}).sort(doc! {"k": 1}).await {
+        Err(e) => e,
+        Ok(c) => c.try_collect::<Vec<_>>().await.unwrap_err(),
+    };
+    assert_eq!(code_of(&e), 292, "{e}");
+    // 110 MB through streaming stages: fine.
+    let streamed = run(
+        &big,
+        vec![
+            doc! {"$match": {"k": {"$gte": 0}}},
+            doc! {"$project": {"k": 1}},
+        ],
+    )
+    .await;
+    assert_eq!(streamed.len(), 110);
+    // A blocking stage whose input is small after the streaming stages: fine too.
+    let counted = run(
+        &big,
+        vec![
+            doc! {"$project": {"k": 1}},
+            doc! {"$group": {"_id": null, "n": {"$sum": 1}}},
+        ],
+    )
+    .await;
+    assert_eq!(counted[0].get_i32("n").unwrap(), 110);
+    cluster.stop().await;
+}

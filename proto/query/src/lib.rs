@@ -7,6 +7,7 @@ pub mod depth;
 pub mod expr;
 pub mod keystring;
 pub mod matcher;
+pub mod memory;
 pub mod order;
 pub mod ownership;
 pub mod path;

@@ -7,29 +7,30 @@ use std::collections::VecDeque;
 use bson::{doc, Bson, Document};
 use query::agg::{AggContext, Pipeline};
 use query::expr::Variables;
+use query::memory::MemoryBudget;
 use wire::{MongoError, MongoResult};
 
-use super::args::{existing, materialized_reply, opt_array, opt_doc};
+use super::args::{cursor_reply, existing, materialized_reply, opt_array, opt_bool, opt_doc};
 use crate::cursor::DEFAULT_FIRST_BATCH;
 use crate::node::Ctx;
-use crate::read::{collect, FindArgs};
+use crate::pipeline_cursor::{drain_bounded, PipelineCursor};
+use crate::read::{open_find, FindArgs};
 
 struct ShardAggContext<'a, 'b> {
     ctx: &'a Ctx<'b>,
     vars: Variables,
+    allow_disk_use: bool,
 }
 
 impl AggContext for ShardAggContext<'_, '_> {
+    /// Another collection, whole, within a blocking stage's memory.
     fn collection_docs(&self, coll: &str) -> MongoResult<Vec<Document>> {
-        match existing(self.ctx, coll) {
-            None => Ok(Vec::new()),
-            Some(meta) => collect(
-                self.ctx.engine,
-                &meta,
-                &FindArgs::default(),
-                &self.ctx.deadline,
-            ),
-        }
+        let Some(meta) = existing(self.ctx, coll) else {
+            return Ok(Vec::new());
+        };
+        let (mut scan, _) = open_find(&meta, &FindArgs::default())?;
+        let budget = MemoryBudget::new("Reading another collection", self.allow_disk_use);
+        drain_bounded(&mut scan, self.ctx.engine, &self.ctx.deadline, budget)
     }
 
     fn variables(&self) -> Variables {
@@ -98,7 +99,8 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             skip_first = true;
         }
     }
-    let pipeline = Pipeline::parse(if skip_first {
+    let allow_disk_use = opt_bool(cmd, "allowDiskUse")?.unwrap_or(false);
+    let mut pipeline = Pipeline::parse(if skip_first {
         &stages[1..]
     } else {
         &stages[..]
@@ -120,11 +122,25 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                     vars: Some(vars.clone()),
                     ..Default::default()
                 };
-                input = collect(ctx.engine, &meta, &args, &ctx.deadline)?;
+                let (scan, _) = open_find(&meta, &args)?;
+                let (stream, rest) = pipeline.split_streaming(vars.clone());
+                let mut source = PipelineCursor::new(scan, stream);
+                if !rest.blocks() {
+                    // Nothing needs the whole input: the cursor streams from storage.
+                    let ns = format!("{}.{c}", ctx.db);
+                    return cursor_reply(ctx, cmd, &ns, Box::new(source), DEFAULT_FIRST_BATCH);
+                }
+                let budget = MemoryBudget::new(rest.first_stage_name(), allow_disk_use);
+                input = drain_bounded(&mut source, ctx.engine, &ctx.deadline, budget)?;
+                pipeline = rest;
             }
         }
     }
-    let agg_ctx = ShardAggContext { ctx, vars };
+    let agg_ctx = ShardAggContext {
+        ctx,
+        vars,
+        allow_disk_use,
+    };
     let results = pipeline.run(input, &agg_ctx)?;
     ctx.deadline.check()?;
     let results = super::aggregate_output::write(ctx, &pipeline, results)?;

@@ -162,20 +162,25 @@ pub fn materialized_reply(
     docs: std::collections::VecDeque<Document>,
     default_batch: usize,
 ) -> MongoResult<Document> {
+    let source = Box::new(crate::cursor::Materialized::new(docs));
+    cursor_reply(ctx, cmd, ns, source, default_batch)
+}
+
+/// Replies with the first batch of `source` and parks the rest as a cursor; the batch
+/// size comes from the command's `cursor.batchSize`.
+pub fn cursor_reply(
+    ctx: &Ctx,
+    cmd: &Document,
+    ns: &str,
+    source: Box<dyn crate::cursor::CursorSource>,
+    default_batch: usize,
+) -> MongoResult<Document> {
     let batch_size = opt_doc(cmd, "cursor")?
         .map(|c| opt_count(c, "batchSize"))
         .transpose()?
         .flatten();
     let max = batch_size.map(|b| b as usize).unwrap_or(default_batch);
-    crate::cursor::batch_reply(
-        ctx.node,
-        ns,
-        Box::new(crate::cursor::Materialized(docs)),
-        None,
-        max,
-        false,
-        &ctx.deadline,
-    )
+    crate::cursor::batch_reply(ctx.node, ns, source, None, max, false, &ctx.deadline)
 }
 
 /// The member's replica, or MongoDB's error for a node that is not in a replica set.

@@ -52,6 +52,7 @@ pub fn parse(cmd: &Document) -> MongoResult<FindArgs> {
         limit,
         hint: super::args::opt_hint(cmd),
         vars: super::args::let_vars(cmd)?,
+        allow_disk_use: opt_bool(cmd, "allowDiskUse")?.unwrap_or(false),
     })
 }
 

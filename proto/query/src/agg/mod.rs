@@ -11,6 +11,7 @@ mod lookup;
 mod merge;
 mod project;
 mod sortkey;
+mod stream;
 
 #[cfg(test)]
 mod tests;
@@ -23,6 +24,7 @@ use crate::matcher::Matcher;
 use crate::{ErrorCode, MongoError, MongoResult};
 
 pub use merge::{merge_document, MergeAction, MergeSpec, OutputStage, WhenMatched, WhenNotMatched};
+pub use stream::Stream;
 
 use group::{Accumulator, Group};
 use lookup::{GraphLookup, Lookup};
