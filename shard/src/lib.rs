@@ -27,6 +27,7 @@ pub mod service;
 pub mod shard_version;
 pub mod throughput_probe;
 pub mod ttl;
+pub mod unsupported;
 pub mod write_concern;
 pub mod write_path;
 

@@ -147,6 +147,10 @@ async fn hostile_commands_fail_alone_and_unsupported_options_are_refused() {
         ("returnKey", bson::Bson::Boolean(true)),
         ("showRecordId", bson::Bson::Boolean(true)),
         ("sort", bson::Bson::Document(doc! {"$natural": 1})),
+        (
+            "collation",
+            bson::Bson::Document(doc! {"locale": "en", "strength": 2}),
+        ),
     ] {
         let reply = db
             .run_command(doc! {"find": "c", option: value})
@@ -156,6 +160,13 @@ async fn hostile_commands_fail_alone_and_unsupported_options_are_refused() {
             reply.to_string().contains("not supported"),
             "{option}: {reply}"
         );
+    }
+    for create in [
+        doc! {"create": "capped", "capped": true, "size": 4096},
+        doc! {"create": "validated", "validator": {"a": {"$type": "int"}}},
+    ] {
+        let e = db.run_command(create.clone()).await.unwrap_err();
+        assert!(e.to_string().contains("not supported"), "{create}: {e}");
     }
     coll.insert_one(doc! {"_id": 2}).await.unwrap();
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2);

@@ -71,7 +71,7 @@ async fn unsharded_collections_move_whole_under_writes_and_stale_routers_follow(
     )
     .await
     .unwrap();
-    db.run_command(doc! {"create": "capped", "capped": true, "size": 1_000_000_i64})
+    db.run_command(doc! {"create": "opts", "storageEngine": {"wiredTiger": {"configString": ""}}})
         .await
         .unwrap();
     // A sharded collection of the same database: its chunks stay where they are.
@@ -142,18 +142,18 @@ async fn unsharded_collections_move_whole_under_writes_and_stale_routers_follow(
     let dup = u.insert_one(doc! {"_id": -3, "k": 5}).await.unwrap_err();
     assert_eq!(code(&dup), Some(11000), "{dup}");
     let names: Vec<String> = db.list_collection_names().await.unwrap();
-    for n in ["u", "capped", "s"] {
+    for n in ["u", "opts", "s"] {
         assert!(names.contains(&n.to_string()), "{n} not listed: {names:?}");
     }
-    let capped = db
+    let opts = db
         .list_collections()
-        .filter(doc! {"name": "capped"})
+        .filter(doc! {"name": "opts"})
         .await
         .unwrap()
         .try_collect::<Vec<_>>()
         .await
         .unwrap();
-    assert_eq!(capped[0].options.capped, Some(true), "{capped:?}");
+    assert!(opts[0].options.storage_engine.is_some(), "{opts:?}");
     // The sharded collection did not move and still answers whole.
     assert_eq!(s.count_documents(doc! {}).await.unwrap(), 200);
     assert_eq!(

@@ -1,4 +1,5 @@
-//! `create`: an empty collection with options (capped and validators are stored, not enforced).
+//! `create`: an empty collection with options (those Bulwark does not implement are
+//! refused: `crate::unsupported`).
 
 use bson::{Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
@@ -20,6 +21,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             "views are not supported",
         ));
     }
+    crate::unsupported::check_create_options(cmd)?;
     let mut options = Document::new();
     for (k, v) in cmd.iter().skip(1) {
         match k.as_str() {
