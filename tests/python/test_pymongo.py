@@ -209,8 +209,8 @@ def test_wtimeout_loses_no_update(client, db):
     from pymongo.errors import WriteConcernError
     from pymongo.write_concern import WriteConcern
 
+    db.wt.insert_one({"_id": 1, "n": 0})
     c = db.get_collection("wt", write_concern=WriteConcern(w="majority", wtimeout=1))
-    c.insert_one({"_id": 1, "n": 0})
     counts = {"ok": 0, "wce": 0, "other": 0}
     lock = threading.Lock()
 
