@@ -55,7 +55,9 @@ run_suite() { # group floor-percent [suite options...]
   fi
 }
 run_suite crud "${FLOOR_CRUD:-93}"
-run_suite collection-management "${FLOOR_COLLECTION_MANAGEMENT:-55}"
+# Six of its seven tests create time-series collections or enable change-stream
+# pre-/post-images, which Bulwark refuses (docs/compat.md); the clustered-index one passes.
+run_suite collection-management "${FLOOR_COLLECTION_MANAGEMENT:-14}"
 run_suite index-management "${FLOOR_INDEX_MANAGEMENT:-60}"
 run_suite run-command "${FLOOR_RUN_COMMAND:-80}"
 # Retryable writes and reads: the driver's retries against the router's error labels and

@@ -41,14 +41,22 @@ pub fn check_create_options(cmd: &Document) -> MongoResult<()> {
         ("capped", "capped collections (capped, size, max)"),
         ("validator", "document validation (validator)"),
         ("timeseries", "time-series collections (timeseries)"),
-        (
-            "clusteredIndex",
-            "clustered collection options (clusteredIndex)",
-        ),
         ("expireAfterSeconds", "expireAfterSeconds on a collection"),
     ];
     if let Some((_, what)) = REFUSED.iter().find(|(k, _)| set(cmd.get(*k))) {
         return Err(not_implemented(what));
+    }
+    // Every collection is stored clustered by `_id`: asking for exactly that is honoured.
+    if let Some(clustered) = cmd.get("clusteredIndex") {
+        let by_id = clustered.as_document().is_some_and(|c| {
+            c.get_document("key").ok() == Some(&bson::doc! {"_id": 1})
+                && c.get_bool("unique") == Ok(true)
+        });
+        if !by_id {
+            return Err(not_implemented(
+                "a clusteredIndex other than {key: {_id: 1}, unique: true}",
+            ));
+        }
     }
     let images = cmd
         .get_document("changeStreamPreAndPostImages")
@@ -93,11 +101,13 @@ mod tests {
         assert!(
             check_create_options(&doc! {"create": "c", "capped": false, "validator": {}}).is_ok()
         );
+        let clustered = doc! {"create": "c", "clusteredIndex": {"key": {"_id": 1}, "unique": true}};
+        assert!(check_create_options(&clustered).is_ok());
         for refused in [
             doc! {"create": "c", "capped": true, "size": 1000},
             doc! {"create": "c", "validator": {"a": {"$exists": true}}},
             doc! {"create": "c", "timeseries": {"timeField": "t"}},
-            doc! {"create": "c", "clusteredIndex": {"key": {"_id": 1}, "unique": true}},
+            doc! {"create": "c", "clusteredIndex": {"key": {"a": 1}, "unique": true}},
             doc! {"create": "c", "changeStreamPreAndPostImages": {"enabled": true}},
             doc! {"create": "c", "collation": {"locale": "fr"}},
         ] {
