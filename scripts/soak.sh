@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs chaos scenarios many times with different seeds and writes a summary table:
-# runs, seeds, and the lost, duplicated, unexpected and linearizability-violation counts
-# summed over the runs, plus how many runs failed any checker. Each run's report stays in
+# runs, seeds, and the lost, duplicated, unexpected, linearizability-violation, diverged
+# (dbHash) and invalid (validate) counts summed over the runs, plus how many runs failed
+# any checker. Each run's report stays in
 # $OUT; a failed run keeps its cluster's logs.
 #
 #   RUNS=100 SCENARIOS="kill-primary partition-site power-loss" bash scripts/soak.sh
@@ -16,8 +17,8 @@ FIRST_SEED=${FIRST_SEED:-1}
 OUT=${SOAK_OUT:-target/soak}
 SUMMARY=$OUT/summary.md
 mkdir -p "$OUT"
-echo "| scenario | runs | seeds | failed runs | lost | duplicated | unexpected | linearizability violations |" >"$SUMMARY"
-echo "|---|---|---|---|---|---|---|---|" >>"$SUMMARY"
+echo "| scenario | runs | seeds | failed runs | lost | duplicated | unexpected | linearizability violations | diverged collections | invalid validates |" >"$SUMMARY"
+echo "|---|---|---|---|---|---|---|---|---|---|" >>"$SUMMARY"
 for s in $SCENARIOS; do
   failed=0
   for i in $(seq 0 $((RUNS - 1))); do
@@ -35,7 +36,7 @@ for s in $SCENARIOS; do
   python3 - "$s" "$RUNS" "$FIRST_SEED" "$failed" "$OUT" >>"$SUMMARY" <<'PY'
 import glob, json, sys
 s, runs, first, failed, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-lost = dup = unexpected = violations = 0
+lost = dup = unexpected = violations = diverged = invalid = 0
 for seed in range(first, first + runs):
     try:
         r = json.load(open(f"{out}/{s}-{seed}.json"))
@@ -44,7 +45,10 @@ for seed in range(first, first + runs):
     w = r["checkers"]["no_lost_or_duplicated_writes"]["report"]
     lost += len(w["lost"]); dup += len(w["duplicated"]); unexpected += len(w["unexpected"])
     violations += len(r["checkers"]["linearizable_registers"]["violations"])
-print(f"| {s} | {runs} | {first}-{first + runs - 1} | {failed} | {lost} | {dup} | {unexpected} | {violations} |")
+    agree = r["checkers"].get("members_agree", {}).get("report", {})
+    diverged += len(agree.get("differing") or [])
+    invalid += len(agree.get("invalid") or [])
+print(f"| {s} | {runs} | {first}-{first + runs - 1} | {failed} | {lost} | {dup} | {unexpected} | {violations} | {diverged} | {invalid} |")
 PY
 done
 cat "$SUMMARY"

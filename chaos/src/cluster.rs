@@ -28,6 +28,11 @@ pub trait Cluster {
     fn member_site(&self, i: usize) -> &str;
     /// The member's `host:port` as the replica set names it (replSetGetStatus `name`).
     fn member_host(&self, i: usize) -> String;
+    /// Where the runner itself can send member `i` commands (its gRPC command service,
+    /// as routers do), when it can (the checks that compare members need it).
+    fn member_command_addr(&self, _i: usize) -> Option<String> {
+        None
+    }
     fn router_count(&self) -> usize;
     fn router_site(&self, r: usize) -> &str;
     /// Where the router's nonces come from ("user" by default, "os" for the comparison).

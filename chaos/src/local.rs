@@ -256,6 +256,11 @@ impl Cluster for LocalCluster {
         format!("127.0.0.1:{}", self.members[i].port)
     }
 
+    /// The member's own port, past its links: its processes need no cluster key.
+    fn member_command_addr(&self, i: usize) -> Option<String> {
+        Some(self.member_host(i))
+    }
+
     fn router_count(&self) -> usize {
         self.routers.len()
     }

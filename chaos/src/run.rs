@@ -9,13 +9,17 @@ use clap::ValueEnum;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::check::{lost_writes, recovery};
+use crate::check::{lost_writes, members_agree, recovery};
 use crate::cluster::{client, Cluster, SITES};
 use crate::compose::ComposeCluster;
 use crate::local::{LocalCluster, LocalOptions};
 use crate::scenario::{self, Scenario};
 use crate::timeline;
 use crate::workload::{self, Clock, Shape};
+
+/// How long the members may take to agree after the run (they have stopped being
+/// written to; a member restarted late may still be catching up).
+const MEMBERS_AGREE_WITHIN: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Target {
@@ -160,14 +164,19 @@ async fn run_on<C: Cluster>(
     println!("{pre}s + {fault_secs}s fault + {post}s");
     let admin = client(&cluster.uri(cluster.router_of("A"))).await?;
     // The histories' values are unique within a run only: start from empty collections
-    // (the compose cluster keeps an earlier run's data).
-    for coll in ["lists", "registers"] {
-        admin
-            .database("chaos")
-            .collection::<bson::Document>(coll)
-            .drop()
+    // (the compose cluster keeps an earlier run's data). Each gets a secondary index (the
+    // lists' is multikey), whose upkeep through the fault `validate` checks afterwards.
+    for (coll, field) in [("lists", "vals"), ("registers", "v")] {
+        let c = admin.database("chaos").collection::<bson::Document>(coll);
+        c.drop()
             .await
             .with_context(|| format!("dropping chaos.{coll} before the run"))?;
+        let index = mongodb::IndexModel::builder()
+            .keys(bson::doc! {field: 1})
+            .build();
+        c.create_index(index)
+            .await
+            .with_context(|| format!("indexing chaos.{coll} before the run"))?;
     }
     let mut clients = Vec::new();
     for site in SITES {
@@ -222,7 +231,8 @@ async fn run_on<C: Cluster>(
     let lin = crate::check::linearizable::check(&history);
     let lin_ok = lin.is_empty();
     let storm_ok = f.storm_checks.iter().all(|s| s.ok());
-    let passed = lost.ok() && rec.ok() && lin_ok && storm_ok;
+    let agree = members_agree::check(cluster, MEMBERS_AGREE_WITHIN).await;
+    let passed = lost.ok() && rec.ok() && lin_ok && storm_ok && agree.ok();
 
     let tl = timeline::from_history(
         &history,
@@ -250,6 +260,7 @@ async fn run_on<C: Cluster>(
             "linearizable_registers": { "passed": lin_ok, "violations": lin },
             "recovery": { "passed": rec.ok(), "report": rec },
             "storm_served": { "passed": storm_ok, "reports": f.storm_checks },
+            "members_agree": { "passed": agree.ok(), "report": &agree },
         },
         "healthy_again_after_secs": healed.as_secs_f64(),
         "timeline": &tl,
@@ -276,6 +287,7 @@ async fn run_on<C: Cluster>(
         args.recovery_bound,
         rec.longest_outage_secs
     );
+    println!("{}", agree.summary());
     if let Some(storm) = report["fault"]["details"].as_object() {
         println!(
             "fault details: {}",

@@ -27,6 +27,10 @@ pub enum EngineKind {
 
 pub struct Node {
     pub engine: Arc<dyn Engine>,
+    /// The storage under `engine`: on a replica-set member WiredTiger itself, below
+    /// replication, so a write to it reaches this member only (tests that damage one
+    /// member's data); on a standalone node the same engine as `engine`.
+    pub base: Arc<dyn Engine>,
     pub catalog: Catalog,
     pub cursors: Arc<Cursors>,
     pub started: Instant,
@@ -180,6 +184,7 @@ impl Node {
         let catalog =
             Catalog::load(engine.as_ref()).map_err(|e| ShardError::Catalog(e.to_string()))?;
         Ok(Arc::new(Node {
+            base: engine.clone(),
             engine,
             catalog,
             cursors: Cursors::new(cursor_timeout),
@@ -270,6 +275,7 @@ impl Node {
         }));
         let node = Arc::new(Node {
             engine,
+            base,
             catalog,
             cursors: Cursors::new(cursor_timeout),
             started: Instant::now(),
@@ -595,6 +601,13 @@ impl Node {
             ErrorCode::NotWritablePrimary,
             "not primary: the catalog is still being reloaded",
         ))
+    }
+
+    /// For a read that compares metadata across members (`dbHash`, `validate`): waits, at
+    /// most `CATALOG_SYNC_WAIT`, until the in-memory catalog reflects every catalog change
+    /// applied here (a secondary reloads it on its own thread); false if it still does not.
+    pub fn await_catalog(&self) -> bool {
+        self.catalog_sync.wait(CATALOG_SYNC_WAIT)
     }
 }
 

@@ -11,6 +11,7 @@ use storage::{Engine, KeyRange};
 use wire::MongoResult;
 
 use crate::catalog::CollectionMeta;
+use crate::cursor::Deadline;
 use crate::error::storage_to_mongo;
 use crate::plan::Access;
 use crate::write_path::decode_document;
@@ -20,6 +21,32 @@ pub const PAGE: usize = 256;
 
 /// One page of a scan: record keys with their documents.
 pub type Page = Vec<(Vec<u8>, Document)>;
+
+/// Calls `f` with every row of `table` in key order (a record table's order is `_id`
+/// order), reading [`PAGE`] rows at a time so that one page is in memory. The deadline
+/// is checked before each page (a kill point) without yielding the read ticket: callers
+/// may hold a collection lock.
+pub fn each_row(
+    engine: &dyn Engine,
+    table: &str,
+    deadline: &Deadline,
+    mut f: impl FnMut(&[u8], &[u8]) -> MongoResult<()>,
+) -> MongoResult<()> {
+    let mut range = KeyRange::all();
+    loop {
+        deadline.check_holding()?;
+        let page = engine
+            .scan(table, &range, false, PAGE)
+            .map_err(storage_to_mongo)?;
+        for (k, v) in &page {
+            f(k, v)?;
+        }
+        match page.last() {
+            Some((last, _)) if page.len() == PAGE => range.start = Bound::Excluded(last.clone()),
+            _ => return Ok(()),
+        }
+    }
+}
 
 pub struct Scan {
     table: String,

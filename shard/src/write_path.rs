@@ -62,7 +62,7 @@ impl<'a> NewDoc<'a> {
 }
 
 /// One index's entries for one document, as storage keys.
-fn entries(
+pub(crate) fn entries(
     index: &IndexMeta,
     doc: &Document,
     record_key: &[u8],

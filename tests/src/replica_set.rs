@@ -181,6 +181,36 @@ impl TestReplicaSet {
         self.members[i].as_ref()
     }
 
+    /// Runs `cmd` on running member `i` itself, past the routers, as a read that may go
+    /// to a secondary (`secondaryOk`).
+    pub async fn run_on_member(&self, i: usize, db: &str, cmd: bson::Document) -> bson::Document {
+        let node = self.member(i).expect("a running member").node.clone();
+        let db = db.to_string();
+        tokio::task::spawn_blocking(move || {
+            let opts = shard::node::RunOptions {
+                secondary_ok: true,
+                ..Default::default()
+            };
+            node.run_command_with(&db, &cmd, opts)
+        })
+        .await
+        .expect("the command's thread")
+    }
+
+    /// Waits (bounded by `limit`, as a liveness check) until member `i` has applied
+    /// everything the primary has committed.
+    pub async fn wait_caught_up(&self, i: usize, limit: Duration) {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            let commit = self.primary().map(|p| self.status(p).commit);
+            if commit.is_some_and(|c| self.status(i).applied >= c) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("member {i} did not catch up within {limit:?}");
+    }
+
     /// The member that is a writable primary now, if any.
     pub fn primary(&self) -> Option<usize> {
         (0..self.members.len()).find(|&i| self.writable(i))

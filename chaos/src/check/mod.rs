@@ -3,5 +3,6 @@
 
 pub mod linearizable;
 pub mod lost_writes;
+pub mod members_agree;
 pub mod recovery;
 pub mod storm;

@@ -38,6 +38,8 @@ const READS: &[&str] = &[
     "listIndexes",
     "collStats",
     "dbStats",
+    "dbHash",
+    "validate",
     "explain",
     "replSetGetStatus",
     "replSetStepDown",

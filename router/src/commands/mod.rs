@@ -373,6 +373,8 @@ pub const FORWARDED: &[(&str, Op, Rule)] = &[
         Rule::Collection(acts(&[CollStats])),
     ),
     ("dbStats", Op::Command, Rule::Db(acts(&[DbStats]))),
+    ("dbHash", Op::Command, Rule::Db(acts(&[DbHash]))),
+    ("validate", Op::Command, Rule::Collection(acts(&[Validate]))),
     (
         "replSetGetStatus",
         Op::Command,

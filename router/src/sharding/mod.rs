@@ -547,10 +547,12 @@ pub fn collection_of<'a>(name: &str, cmd: &'a Document) -> Option<&'a str> {
     match name {
         "insert" | "update" | "delete" | "find" | "count" | "distinct" | "findAndModify"
         | "findandmodify" | "create" | "drop" | "createIndexes" | "listIndexes" | "dropIndexes"
-        | "deleteIndexes" | "collStats" | "killCursors" | "aggregate" => match cmd.get(name) {
-            Some(Bson::String(c)) => Some(c.as_str()),
-            _ => None,
-        },
+        | "deleteIndexes" | "collStats" | "validate" | "killCursors" | "aggregate" => {
+            match cmd.get(name) {
+                Some(Bson::String(c)) => Some(c.as_str()),
+                _ => None,
+            }
+        }
         "getMore" => cmd.get_str("collection").ok(),
         _ => None,
     }

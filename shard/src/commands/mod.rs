@@ -16,6 +16,7 @@ mod create;
 mod create_indexes;
 mod critical_section;
 mod current_op;
+mod db_hash;
 mod db_placement;
 mod db_stats;
 mod delete;
@@ -54,6 +55,7 @@ mod set_ownership;
 mod sleep;
 mod split_points;
 pub mod update;
+mod validate;
 
 pub type Handler = fn(&Ctx, &Document) -> MongoResult<Document>;
 
@@ -262,6 +264,18 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "dbStats",
         run: db_stats::run,
+        writes: false,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "dbHash",
+        run: db_hash::run,
+        writes: false,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "validate",
+        run: validate::run,
         writes: false,
         anywhere: false,
     },

@@ -102,6 +102,7 @@ async fn dispatch(ctx: &Ctx<'_>, name: &str, cmd: Document) -> MongoResult<Docum
             whole_collection::everywhere(ctx, cmd).await
         }
         "collStats" => whole_collection::coll_stats(ctx, cmd).await,
+        "validate" => whole_collection::validate(ctx, cmd).await,
         "listIndexes" | "create" => whole_collection::on_primary(ctx, cmd).await,
         _ => Err(MongoError::new(
             ErrorCode::IllegalOperation,

@@ -1,12 +1,13 @@
 //! Commands about a sharded collection as a whole: index changes go to every shard that
 //! holds part of it (and the primary shard), `drop` removes it everywhere and from the
-//! catalog, `collStats` adds the shards' figures up, and the rest is answered by the
-//! primary shard (every shard has the same indexes and options).
+//! catalog, `collStats` adds the shards' figures up, `validate` is valid when every
+//! shard's is, and the rest is answered by the primary shard (every shard has the same
+//! indexes and options).
 
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoResult};
 
-use super::{count_value, number, Ctx};
+use super::{count_value, number, Answer, Ctx};
 use crate::sharding::catalog;
 
 /// The shards holding the collection: those with chunks, and the primary shard.
@@ -23,10 +24,7 @@ async fn holders(ctx: &Ctx<'_>) -> MongoResult<Vec<String>> {
 /// Runs `cmd` on every holder; the first reply, with each shard's under `raw`.
 pub async fn everywhere(ctx: &Ctx<'_>, cmd: Document) -> MongoResult<Document> {
     let answers = ctx.each(&holders(ctx).await?, &cmd).await?;
-    let mut raw = Document::new();
-    for a in &answers {
-        raw.insert(a.shard.host.clone(), a.reply.clone());
-    }
+    let raw = by_shard_host(&answers);
     let mut out = answers
         .into_iter()
         .next()
@@ -34,6 +32,24 @@ pub async fn everywhere(ctx: &Ctx<'_>, cmd: Document) -> MongoResult<Document> {
         .unwrap_or_default();
     out.insert("raw", raw);
     Ok(out)
+}
+
+/// `validate` on every holder, as mongos answers it: each shard's result under `raw`,
+/// and `valid` when every shard's is.
+pub async fn validate(ctx: &Ctx<'_>, cmd: Document) -> MongoResult<Document> {
+    let answers = ctx.each(&holders(ctx).await?, &cmd).await?;
+    let valid = answers
+        .iter()
+        .all(|a| a.reply.get_bool("valid").unwrap_or(false));
+    Ok(doc! {"raw": by_shard_host(&answers), "valid": valid})
+}
+
+/// The shards' replies by shard (`name/host1,host2,...`).
+fn by_shard_host(answers: &[Answer]) -> Document {
+    answers
+        .iter()
+        .map(|a| (a.shard.host.clone(), Bson::Document(a.reply.clone())))
+        .collect()
 }
 
 pub async fn on_primary(ctx: &Ctx<'_>, cmd: Document) -> MongoResult<Document> {
