@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test Bulwark has, in tiers (see ARCHITECTURE.md):
 #   1. unit tests of every crate, and the integration crate (in-process clusters driven by
-#      the Rust `mongodb` driver);
+#      the Rust `mongodb` driver); then the query crate's libFuzzer target over its corpus
+#      (proto/query/fuzz/replay.sh, stable Rust with RUSTC_BOOTSTRAP=1);
 #   2. pymongo tests against a live `bulwark local`;
 #   3. MongoDB's specification suites (via pymongo's test tree) against the same cluster,
 #      each with a pass-rate floor so a regression fails the run;
@@ -14,8 +15,11 @@ echo "== tier 1: cargo tests"
 cargo build --bin bulwark
 cargo test --workspace --no-fail-fast
 
-echo "== tier 2/3: live cluster"
 status=0
+echo "== tier 1b: the query fuzz target replays its corpus and fuzzes for 60 s"
+bash proto/query/fuzz/replay.sh || status=1
+
+echo "== tier 2/3: live cluster"
 bash scripts/compat.sh || status=1
 
 echo "== tier 4: chaos"
