@@ -96,23 +96,8 @@ const QUERY_OPS: &[&str] = &[
     "$comment",
 ];
 
-const UPDATE_OPS: &[&str] = &[
-    "$set",
-    "$unset",
-    "$inc",
-    "$mul",
-    "$min",
-    "$max",
-    "$rename",
-    "$setOnInsert",
-    "$currentDate",
-    "$push",
-    "$addToSet",
-    "$pop",
-    "$pull",
-    "$pullAll",
-    "$bit",
-];
+/// Every update operator the server knows.
+const UPDATE_OPS: &[&str] = crate::update::MODIFIERS;
 
 /// Expression operators with a typical positional argument count (None: named form).
 const EXPR_OPS: &[(&str, Option<usize>)] = &[

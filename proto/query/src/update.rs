@@ -375,7 +375,9 @@ enum BitOp {
     Xor,
 }
 
-const MODIFIERS: &[&str] = &[
+/// The update operators (`$set`, ...): a document whose keys are not all among them is
+/// refused.
+pub const MODIFIERS: &[&str] = &[
     "$set",
     "$unset",
     "$inc",
