@@ -409,6 +409,12 @@ impl Session {
                     .to_document();
             }
         };
+        // `$external` holds users authenticated elsewhere (SASL on that database).
+        if db != "$external" {
+            if let Err(e) = wire::namespace::check_db(&db) {
+                return e.to_document();
+            }
+        }
         if self.app_name.is_none() && matches!(name.as_str(), "hello" | "isMaster" | "ismaster") {
             self.app_name = cmd
                 .get_document("client")

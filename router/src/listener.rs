@@ -197,6 +197,7 @@ async fn serve_inner(
     tasks.spawn(state.shard.clone().monitor(shutdown.clone()));
     state.lag.spawn(&tasks, shutdown.clone());
     crate::auth::setup::spawn_bootstrap(&tasks, &state, shutdown.clone());
+    crate::auth::revocation::spawn(&tasks, &state.auth, shutdown.clone());
     crate::sharding::balancer::spawn(&tasks, &state, shutdown.clone());
     sweeper::spawn::<MoveRecovery>(&tasks, &state, shutdown.clone());
     sweeper::spawn::<MigrationRecovery>(&tasks, &state, shutdown.clone());

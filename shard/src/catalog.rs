@@ -352,7 +352,7 @@ impl Catalog {
         name: &str,
         options: Document,
     ) -> MongoResult<(Arc<CollectionMeta>, bool)> {
-        validate_namespace(db, name)?;
+        wire::namespace::check(db, name)?;
         let ns = format!("{db}.{name}");
         if let Some(existing) = self.get(&ns) {
             return Ok((existing, false));
@@ -441,7 +441,7 @@ impl Catalog {
         to_db: &str,
         to_name: &str,
     ) -> MongoResult<()> {
-        validate_namespace(to_db, to_name)?;
+        wire::namespace::check(to_db, to_name)?;
         let mut map = self.collections.write();
         let Some(old) = map.remove(from) else {
             return Err(MongoError::new(
@@ -653,24 +653,4 @@ pub fn index_from_spec(spec: &Document, table: String) -> MongoResult<IndexMeta>
         table,
         spec: spec.clone(),
     })
-}
-
-/// MongoDB's namespace rules (db names: no `/\. "$`; collection names: non-empty, no `$` or NUL).
-pub fn validate_namespace(db: &str, coll: &str) -> MongoResult<()> {
-    let invalid = |m: String| MongoError::new(ErrorCode::InvalidNamespace, m);
-    if db.is_empty() || db.len() > 63 || db.contains(['/', '\\', '.', ' ', '"', '$', '\0']) {
-        return Err(invalid(format!("Invalid database name: '{db}'")));
-    }
-    if coll.is_empty() {
-        return Err(invalid("Invalid empty namespace specified".into()));
-    }
-    if coll.contains('\0') || coll.contains('$') || coll.starts_with('.') {
-        return Err(invalid(format!("Invalid collection name: {coll}")));
-    }
-    if db.len() + 1 + coll.len() > 255 {
-        return Err(invalid(format!(
-            "Fully qualified namespace is too long: {db}.{coll}"
-        )));
-    }
-    Ok(())
 }

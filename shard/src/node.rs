@@ -331,6 +331,10 @@ impl Node {
         let Some(name) = cmd.keys().next() else {
             return MongoError::failed_to_parse("empty command").to_document();
         };
+        // Tables are named `{db}.{coll}`: a dotted database would reach another's.
+        if let Err(e) = wire::namespace::check_db(db) {
+            return e.to_document();
+        }
         let Some(spec) = commands::lookup(name) else {
             return MongoError::new(
                 ErrorCode::CommandNotFound,
@@ -485,7 +489,9 @@ impl Node {
             return handler(&ctx, cmd);
         };
         self.sessions.with(lsid, || {
-            let retry = Arc::new(Retry::load(self.engine.as_ref(), lsid, txn)?);
+            let coll = cmd.get_str(name).unwrap_or_default();
+            let ns = format!("{db}.{coll}");
+            let retry = Arc::new(Retry::load(self.engine.as_ref(), lsid, txn, &ns)?);
             let recording = RecordingEngine {
                 inner: self.engine.clone(),
                 retry: retry.clone(),

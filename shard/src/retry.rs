@@ -34,6 +34,9 @@ pub const RETRYABLE: &[&str] = &[
 pub struct Retry {
     key: Vec<u8>,
     txn: i64,
+    /// The namespace the write acts on: a retry must name the same one, or it would read
+    /// back the reply another collection's write recorded.
+    ns: String,
     state: Mutex<State>,
 }
 
@@ -59,7 +62,12 @@ fn present<T>(field: bson::raw::ValueAccessResult<T>) -> MongoResult<Option<T>> 
 impl Retry {
     /// Reads the session's record. A `txn_number` below the newest one this session used
     /// is refused (MongoDB's TransactionTooOld); the same number resumes its statements.
-    pub fn load(engine: &dyn Engine, lsid: &Document, txn_number: i64) -> MongoResult<Retry> {
+    pub fn load(
+        engine: &dyn Engine,
+        lsid: &Document,
+        txn_number: i64,
+        ns: &str,
+    ) -> MongoResult<Retry> {
         let key = session_key(lsid)?;
         let stored = engine
             .get(TXN_TABLE, &key)
@@ -84,6 +92,7 @@ impl Retry {
                 ));
             }
             if newest == txn_number {
+                check_same_namespace(present(record.get_str("n"))?, ns, txn_number)?;
                 if let Some(stmts) = present(record.get_document("s"))? {
                     for element in stmts {
                         let (k, v) = element.map_err(corrupt)?;
@@ -98,6 +107,7 @@ impl Retry {
         Ok(Retry {
             key,
             txn: txn_number,
+            ns: ns.to_string(),
             state: Mutex::new(state),
         })
     }
@@ -143,7 +153,7 @@ impl Retry {
         {
             stmts.insert(id.to_string(), result.clone());
         }
-        let record = doc! {"t": self.txn, "s": stmts, "u": bson::DateTime::now()};
+        let record = doc! {"t": self.txn, "n": &self.ns, "s": stmts, "u": bson::DateTime::now()};
         match bson::to_vec(&record) {
             Ok(bytes) => {
                 batch.put(TXN_TABLE, self.key.clone(), bytes);
@@ -179,6 +189,9 @@ pub fn merge_record(held: Option<&Document>, incoming: &Document) -> Document {
                 stmts.entry(k).or_insert(v);
             }
             let mut merged = doc! {"t": t(held), "s": stmts};
+            if let Ok(ns) = held.get_str("n") {
+                merged.insert("n", ns);
+            }
             if let Some(u) = [held, incoming]
                 .iter()
                 .filter_map(|d| d.get_datetime("u").ok())
@@ -191,7 +204,23 @@ pub fn merge_record(held: Option<&Document>, incoming: &Document) -> Document {
     }
 }
 
-/// `lsid.id` (and `lsid.uid` when present) as the session table's key.
+/// A retry names the namespace its first attempt wrote to (records written before the
+/// namespace was kept name none, and pass).
+fn check_same_namespace(recorded: Option<&str>, ns: &str, txn: i64) -> MongoResult<()> {
+    match recorded {
+        Some(recorded) if recorded != ns => Err(MongoError::location(
+            40606,
+            format!(
+                "retryable write on {ns} is not compatible with the previous write of \
+                 txnNumber {txn} in this session, on {recorded}"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `lsid.id` (and `lsid.uid` when present) as the session table's key. The router sets
+/// `uid` to its authenticated user's, so one user's records are not another's.
 fn session_key(lsid: &Document) -> MongoResult<Vec<u8>> {
     let mut key = match lsid.get("id") {
         Some(Bson::Binary(b)) => b.bytes.clone(),
@@ -359,15 +388,27 @@ mod tests {
             engine.write(&batch).unwrap();
         };
         store(bson::to_vec(&doc! {"t": 7_i64, "s": {"0": Bson::Null, "1": 3}}).unwrap());
-        let retry = Retry::load(&engine, &lsid, 7).unwrap();
+        let retry = Retry::load(&engine, &lsid, 7, "d.c").unwrap();
         assert_eq!(retry.executed(0), Some(Bson::Null));
         assert_eq!(retry.executed(1), Some(Bson::Int32(3)));
-        assert_eq!(Retry::load(&engine, &lsid, 8).unwrap().executed(0), None);
-        let old = Retry::load(&engine, &lsid, 6).err().unwrap();
+        assert_eq!(
+            Retry::load(&engine, &lsid, 8, "d.c").unwrap().executed(0),
+            None
+        );
+        let old = Retry::load(&engine, &lsid, 6, "d.c").err().unwrap();
         assert_eq!(old.code, ErrorCode::TransactionTooOld as i32);
+        // A retry naming another collection than its first attempt is refused: it would
+        // read back that write's reply (a findAndModify's document).
+        store(
+            bson::to_vec(&doc! {"t": 7_i64, "n": "d.c", "s": {"0": {"value": "secret"}}}).unwrap(),
+        );
+        assert!(Retry::load(&engine, &lsid, 7, "d.c").is_ok());
+        let other = Retry::load(&engine, &lsid, 7, "d.other").err().unwrap();
+        assert_eq!(other.code, 40606);
+        assert!(Retry::load(&engine, &lsid, 8, "d.other").is_ok());
         // A well-framed record whose `t` element runs past its end.
         store(vec![12, 0, 0, 0, 0x12, b't', 0, 1, 2, 3, 4, 0]);
-        let corrupt = Retry::load(&engine, &lsid, 8).err().unwrap();
+        let corrupt = Retry::load(&engine, &lsid, 8, "d.c").err().unwrap();
         assert!(
             corrupt.message.contains("corrupt session record"),
             "{corrupt:?}"

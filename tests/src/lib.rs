@@ -22,6 +22,9 @@ pub struct TestCluster {
     pub dir: PathBuf,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
+    /// What another router on the same shard is started with (`add_router`).
+    router_config: router::RouterConfig,
+    shard: router::shard_client::ShardHandle,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -121,12 +124,7 @@ impl TestCluster {
                 .await
                 .expect("shard serve");
         });
-        let s = shutdown.clone();
-        let router_task = tokio::spawn(async move {
-            router::serve_with(router_listener, config, shard, s)
-                .await
-                .expect("router serve");
-        });
+        let router_task = spawn_router(router_listener, config.clone(), shard.clone(), &shutdown);
         TestCluster {
             router_addr,
             node: node_handle,
@@ -134,8 +132,27 @@ impl TestCluster {
             dir: dir.to_path_buf(),
             shutdown,
             tasks: vec![shard_task, router_task],
+            router_config: config,
+            shard,
             _tmp: None,
         }
+    }
+
+    /// Starts another router on the same shard, as a second site's router would be, and
+    /// returns its address.
+    pub async fn add_router(&mut self) -> SocketAddr {
+        let listener = router::listener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config = router::RouterConfig {
+            listen: addr.to_string(),
+            // The bootstrap admin exists already: only the first router creates it.
+            admin_user: String::new(),
+            admin_password: String::new(),
+            ..self.router_config.clone()
+        };
+        let task = spawn_router(listener, config, self.shard.clone(), &self.shutdown);
+        self.tasks.push(task);
+        addr
     }
 
     pub fn uri(&self) -> String {
@@ -153,6 +170,20 @@ impl TestCluster {
             let _ = t.await;
         }
     }
+}
+
+fn spawn_router(
+    listener: tokio::net::TcpListener,
+    config: router::RouterConfig,
+    shard: router::shard_client::ShardHandle,
+    shutdown: &CancellationToken,
+) -> JoinHandle<()> {
+    let s = shutdown.clone();
+    tokio::spawn(async move {
+        router::serve_with(listener, config, shard, s)
+            .await
+            .expect("router serve");
+    })
 }
 
 impl Drop for TestCluster {
@@ -259,10 +290,14 @@ impl ClusterBuilder {
 impl TestCluster {
     /// Client options for this cluster (add credentials or TLS to them).
     pub async fn options(&self) -> mongodb::options::ClientOptions {
-        let mut opts =
-            mongodb::options::ClientOptions::parse(format!("mongodb://{}/", self.router_addr))
-                .await
-                .unwrap();
+        self.options_at(self.router_addr).await
+    }
+
+    /// Client options for one router of this cluster (see `add_router`).
+    pub async fn options_at(&self, router: SocketAddr) -> mongodb::options::ClientOptions {
+        let mut opts = mongodb::options::ClientOptions::parse(format!("mongodb://{router}/"))
+            .await
+            .unwrap();
         opts.server_selection_timeout = Some(Duration::from_secs(10));
         opts.tls = self.client_tls.clone().map(mongodb::options::Tls::Enabled);
         opts
@@ -276,7 +311,20 @@ impl TestCluster {
         source: &str,
         mechanism: mongodb::options::AuthMechanism,
     ) -> mongodb::Client {
-        let mut opts = self.options().await;
+        self.client_as_at(self.router_addr, user, password, source, mechanism)
+            .await
+    }
+
+    /// [`TestCluster::client_as`] through one router of this cluster.
+    pub async fn client_as_at(
+        &self,
+        router: SocketAddr,
+        user: &str,
+        password: &str,
+        source: &str,
+        mechanism: mongodb::options::AuthMechanism,
+    ) -> mongodb::Client {
+        let mut opts = self.options_at(router).await;
         opts.credential = Some(
             mongodb::options::Credential::builder()
                 .username(user.to_string())

@@ -31,6 +31,7 @@ mod compression;
 mod decode;
 mod encode;
 mod message;
+pub mod namespace;
 pub mod op_display;
 mod wire_error;
 

@@ -2,6 +2,8 @@
 //! [`Rule`]; the rule yields what the command needs (target + actions) and the
 //! connection's privileges must cover all of it. When `auth` is off nothing is checked.
 
+use std::borrow::Cow;
+
 use bson::{Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
@@ -40,8 +42,37 @@ pub enum Rule {
 
 /// One thing a command needs: these actions on this target.
 pub struct Need<'a> {
-    pub target: Target<'a>,
+    pub scope: Scope<'a>,
     pub actions: ActionSet,
+}
+
+impl<'a> Need<'a> {
+    pub fn on(target: Target<'a>, actions: ActionSet) -> Need<'a> {
+        let scope = match target {
+            Target::Cluster => Scope::Cluster,
+            Target::Db(d) => Scope::Db(Cow::Borrowed(d)),
+            Target::Collection(d, c) => Scope::Collection(Cow::Borrowed(d), Cow::Borrowed(c)),
+        };
+        Need { scope, actions }
+    }
+}
+
+/// A [`Target`] whose names may be owned: those a parsed pipeline yields are not borrowed
+/// from the command.
+pub enum Scope<'a> {
+    Cluster,
+    Db(Cow<'a, str>),
+    Collection(Cow<'a, str>, Cow<'a, str>),
+}
+
+impl Scope<'_> {
+    pub fn target(&self) -> Target<'_> {
+        match self {
+            Scope::Cluster => Target::Cluster,
+            Scope::Db(d) => Target::Db(d),
+            Scope::Collection(d, c) => Target::Collection(d, c),
+        }
+    }
 }
 
 pub const fn acts(a: &[Action]) -> ActionSet {
@@ -67,7 +98,7 @@ pub async fn authorize(
         ));
     };
     for need in needs(rule, db, cmd)? {
-        if !user.privileges.allows(need.target, need.actions) {
+        if !user.privileges.allows(need.scope.target(), need.actions) {
             return Err(not_authorized(db, name, cmd));
         }
     }
@@ -169,26 +200,11 @@ fn not_authorized(db: &str, name: &str, cmd: &Document) -> MongoError {
 fn needs<'a>(rule: Rule, db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
     Ok(match rule {
         Rule::Open | Rule::Handler | Rule::Authenticated => Vec::new(),
-        Rule::Cluster(actions) => vec![Need {
-            target: Target::Cluster,
-            actions,
-        }],
-        Rule::Db(actions) => vec![Need {
-            target: Target::Db(db),
-            actions,
-        }],
-        Rule::Collection(actions) => vec![Need {
-            target: first_target(db, cmd),
-            actions,
-        }],
-        Rule::Named(actions) => vec![Need {
-            target: named_target(cmd),
-            actions,
-        }],
-        Rule::ConfigDb(actions) => vec![Need {
-            target: Target::Db("config"),
-            actions,
-        }],
+        Rule::Cluster(actions) => vec![Need::on(Target::Cluster, actions)],
+        Rule::Db(actions) => vec![Need::on(Target::Db(db), actions)],
+        Rule::Collection(actions) => vec![Need::on(first_target(db, cmd), actions)],
+        Rule::Named(actions) => vec![Need::on(named_target(cmd), actions)],
+        Rule::ConfigDb(actions) => vec![Need::on(Target::Db("config"), actions)],
         Rule::Custom(f) => f(db, cmd)?,
     })
 }
@@ -206,7 +222,7 @@ fn named_target(cmd: &Document) -> Target<'_> {
 }
 
 /// The collection named by the first field, or the database when it names none.
-fn first_target<'a>(db: &'a str, cmd: &'a Document) -> Target<'a> {
+pub(super) fn first_target<'a>(db: &'a str, cmd: &'a Document) -> Target<'a> {
     match cmd.iter().next() {
         Some((_, Bson::String(c))) => Target::Collection(db, c),
         _ => Target::Db(db),
@@ -230,10 +246,7 @@ pub fn update_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<
     if any_upsert(cmd, "updates") {
         a = a.union(acts(&[Insert]));
     }
-    Ok(vec![Need {
-        target: first_target(db, cmd),
-        actions: a,
-    }])
+    Ok(vec![Need::on(first_target(db, cmd), a)])
 }
 
 pub fn find_and_modify_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
@@ -244,10 +257,7 @@ pub fn find_and_modify_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<
     } else {
         acts(&[Find, Update])
     };
-    Ok(vec![Need {
-        target: first_target(db, cmd),
-        actions: a,
-    }])
+    Ok(vec![Need::on(first_target(db, cmd), a)])
 }
 
 pub fn get_more_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
@@ -255,49 +265,7 @@ pub fn get_more_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Nee
         Some(Bson::String(c)) => Target::Collection(db, c),
         _ => Target::Db(db),
     };
-    Ok(vec![Need {
-        target,
-        actions: acts(&[Find]),
-    }])
-}
-
-/// `aggregate`: find on the source and on `$lookup`/`$unionWith` collections;
-/// insert and remove on a `$out`/`$merge` target.
-pub fn aggregate_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
-    let mut out = vec![Need {
-        target: first_target(db, cmd),
-        actions: acts(&[Find]),
-    }];
-    let Some(Bson::Array(stages)) = cmd.get("pipeline") else {
-        return Ok(out);
-    };
-    let write = acts(&[Insert, Remove]);
-    for stage in stages.iter().filter_map(Bson::as_document) {
-        let Some((name, spec)) = stage.iter().next() else {
-            continue;
-        };
-        let (coll, target_db, actions) = match (name.as_str(), spec) {
-            ("$lookup", Bson::Document(d)) => (d.get_str("from").ok(), None, acts(&[Find])),
-            ("$unionWith", Bson::String(c)) => (Some(c.as_str()), None, acts(&[Find])),
-            ("$unionWith", Bson::Document(d)) => (d.get_str("coll").ok(), None, acts(&[Find])),
-            ("$out", Bson::String(c)) => (Some(c.as_str()), None, write),
-            ("$out", Bson::Document(d)) => (d.get_str("coll").ok(), d.get_str("db").ok(), write),
-            ("$merge", Bson::String(c)) => (Some(c.as_str()), None, write),
-            ("$merge", Bson::Document(d)) => match d.get("into") {
-                Some(Bson::String(c)) => (Some(c.as_str()), None, write),
-                Some(Bson::Document(i)) => (i.get_str("coll").ok(), i.get_str("db").ok(), write),
-                _ => (None, None, write),
-            },
-            _ => continue,
-        };
-        if let Some(c) = coll {
-            out.push(Need {
-                target: Target::Collection(target_db.unwrap_or(db), c),
-                actions,
-            });
-        }
-    }
-    Ok(out)
+    Ok(vec![Need::on(target, acts(&[Find]))])
 }
 
 /// `explain`: whatever the explained command needs.
@@ -332,32 +300,29 @@ pub fn rename_needs<'a>(_db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need
     let (tdb, tcoll) = ns("to")?;
     let mut out = if sdb == tdb {
         vec![
-            Need {
-                target: Target::Collection(sdb, scoll),
-                actions: acts(&[RenameCollectionSameDb]),
-            },
-            Need {
-                target: Target::Collection(tdb, tcoll),
-                actions: acts(&[RenameCollectionSameDb]),
-            },
+            Need::on(
+                Target::Collection(sdb, scoll),
+                acts(&[RenameCollectionSameDb]),
+            ),
+            Need::on(
+                Target::Collection(tdb, tcoll),
+                acts(&[RenameCollectionSameDb]),
+            ),
         ]
     } else {
         vec![
-            Need {
-                target: Target::Collection(sdb, scoll),
-                actions: acts(&[Find, DropCollection]),
-            },
-            Need {
-                target: Target::Collection(tdb, tcoll),
-                actions: acts(&[Insert, CreateIndex]),
-            },
+            Need::on(
+                Target::Collection(sdb, scoll),
+                acts(&[Find, DropCollection]),
+            ),
+            Need::on(Target::Collection(tdb, tcoll), acts(&[Insert, CreateIndex])),
         ]
     };
     if cmd.get_bool("dropTarget").unwrap_or(false) {
-        out.push(Need {
-            target: Target::Collection(tdb, tcoll),
-            actions: acts(&[DropCollection]),
-        });
+        out.push(Need::on(
+            Target::Collection(tdb, tcoll),
+            acts(&[DropCollection]),
+        ));
     }
     Ok(out)
 }
@@ -367,10 +332,7 @@ pub fn rename_needs<'a>(_db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need
 /// `authorizedDatabases: false`; so the command needs the action only then.
 pub fn list_databases_needs<'a>(_db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
     Ok(match cmd.get("authorizedDatabases") {
-        Some(Bson::Boolean(false)) => vec![Need {
-            target: Target::Cluster,
-            actions: acts(&[ListDatabases]),
-        }],
+        Some(Bson::Boolean(false)) => vec![Need::on(Target::Cluster, acts(&[ListDatabases]))],
         _ => Vec::new(),
     })
 }
@@ -409,7 +371,7 @@ mod tests {
         needs(rule, db, cmd)
             .unwrap()
             .into_iter()
-            .all(|n| p.allows(n.target, n.actions))
+            .all(|n| p.allows(n.scope.target(), n.actions))
     }
 
     #[test]

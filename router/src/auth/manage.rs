@@ -158,7 +158,7 @@ pub async fn insert_new(
         }
         r => {
             r?;
-            auth.invalidate();
+            auth.changed().await?;
             Ok(())
         }
     }
@@ -244,7 +244,7 @@ pub async fn check_no_cycle(
 /// Stores a modified user-defined role and makes every connection re-resolve privileges.
 pub async fn replace_role(auth: &AuthState, doc: Document) -> MongoResult<()> {
     auth.store.replace(Kind::Role, doc).await?;
-    auth.invalidate();
+    auth.changed().await?;
     Ok(())
 }
 

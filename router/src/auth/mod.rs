@@ -8,9 +8,11 @@
 //!
 //! Router-wide state is [`AuthState`]; each connection keeps a [`ConnAuth`].
 
+pub mod aggregate_needs;
 pub mod authz;
 pub mod manage;
 pub mod nonce;
+pub mod revocation;
 pub mod roles;
 pub mod sasl;
 pub mod scram;
@@ -93,6 +95,15 @@ impl AuthState {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// After a user or role changed: this router forgets at once, and the cluster-wide
+    /// count tells every other router (`revocation::watch`), existing connections
+    /// included. An error means the change is stored but other routers may not see it
+    /// within `revocation::POLL`: the client hears of it.
+    pub async fn changed(&self) -> MongoResult<()> {
+        self.invalidate();
+        self.store.bump_generation().await
     }
 
     /// Marks the bootstrap admin as being created (`Some`) or settled (`None`).
@@ -206,7 +217,7 @@ impl AuthState {
             Err(e) if e.code == wire::ErrorCode::DuplicateKey as i32 => Ok(false),
             Err(e) => Err(e),
             Ok(()) => {
-                self.invalidate();
+                self.changed().await?;
                 Ok(true)
             }
         }

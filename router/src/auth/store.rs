@@ -50,6 +50,11 @@ pub trait UserStore: Send + Sync {
     /// Deletes one document, or every document of `db` when `name` is `None`.
     async fn delete(&self, kind: Kind, db: &str, name: Option<&str>) -> MongoResult<u64>;
     async fn any(&self, kind: Kind) -> MongoResult<bool>;
+    /// The cluster-wide count of user and role changes, which every router watches
+    /// (`revocation`).
+    async fn generation(&self) -> MongoResult<i64>;
+    /// Counts one change, once it is stored.
+    async fn bump_generation(&self) -> MongoResult<()>;
 }
 
 /// Users and roles kept on the shard, reached with ordinary CRUD commands over the
@@ -75,9 +80,9 @@ impl ShardUserStore {
         crate::shard_client::reply_ok(reply)
     }
 
-    async fn find(&self, kind: Kind, filter: Document, limit: i64) -> MongoResult<Vec<Document>> {
+    async fn find(&self, coll: &str, filter: Document, limit: i64) -> MongoResult<Vec<Document>> {
         let reply = self
-            .call(doc! {"find": kind.collection(), "filter": filter, "limit": limit, "batchSize": limit, "singleBatch": true})
+            .call(doc! {"find": coll, "filter": filter, "limit": limit, "batchSize": limit, "singleBatch": true})
             .await?;
         let batch = reply
             .get_document("cursor")
@@ -90,19 +95,26 @@ impl ShardUserStore {
     }
 }
 
+/// Where the change count lives: MongoDB keeps its auth schema version in this
+/// collection too.
+const GENERATION_COLLECTION: &str = "system.version";
+const GENERATION_ID: &str = "userCacheGeneration";
+
 /// Most users or roles a listing returns (one batch; auth catalogs are small).
 const MAX_LISTED: i64 = 100_000;
 
 #[async_trait::async_trait]
 impl UserStore for ShardUserStore {
     async fn get(&self, kind: Kind, db: &str, name: &str) -> MongoResult<Option<Document>> {
-        let mut found = self.find(kind, doc! {"_id": doc_id(db, name)}, 1).await?;
+        let mut found = self
+            .find(kind.collection(), doc! {"_id": doc_id(db, name)}, 1)
+            .await?;
         Ok(found.pop())
     }
 
     async fn list(&self, kind: Kind, db: Option<&str>) -> MongoResult<Vec<Document>> {
         let filter = db.map(|db| doc! {"db": db}).unwrap_or_default();
-        self.find(kind, filter, MAX_LISTED).await
+        self.find(kind.collection(), filter, MAX_LISTED).await
     }
 
     async fn insert(&self, kind: Kind, doc: Document) -> MongoResult<()> {
@@ -132,6 +144,24 @@ impl UserStore for ShardUserStore {
     }
 
     async fn any(&self, kind: Kind) -> MongoResult<bool> {
-        Ok(!self.find(kind, Document::new(), 1).await?.is_empty())
+        Ok(!self
+            .find(kind.collection(), Document::new(), 1)
+            .await?
+            .is_empty())
+    }
+
+    async fn generation(&self) -> MongoResult<i64> {
+        let found = self
+            .find(GENERATION_COLLECTION, doc! {"_id": GENERATION_ID}, 1)
+            .await?;
+        Ok(found.first().and_then(|d| d.get_i64("n").ok()).unwrap_or(0))
+    }
+
+    async fn bump_generation(&self) -> MongoResult<()> {
+        self.call(doc! {"update": GENERATION_COLLECTION, "updates": [
+            {"q": {"_id": GENERATION_ID}, "u": {"$inc": {"n": 1_i64}}, "upsert": true},
+        ]})
+        .await?;
+        Ok(())
     }
 }

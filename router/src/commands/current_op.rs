@@ -56,7 +56,7 @@ pub async fn command(session: &mut Session, db: &str, cmd: &Document) -> MongoRe
 /// entries as a cursor, through the rest of the pipeline.
 pub async fn aggregate(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     admin_only(db, "$currentOp")?;
-    let stages = pipeline_stages(cmd)?;
+    let stages = query::agg::command_stages(cmd)?;
     let spec = match stages[0].get("$currentOp") {
         Some(Bson::Document(d)) => d.clone(),
         _ => {
@@ -72,21 +72,6 @@ pub async fn aggregate(session: &mut Session, db: &str, cmd: &Document) -> Mongo
     Ok(doc! {
         "cursor": {"firstBatch": batch, "id": 0_i64, "ns": "admin.$cmd.aggregate"},
     })
-}
-
-/// The stages of an `aggregate` command's pipeline, which the caller found to start with
-/// a stage it runs on the router.
-pub fn pipeline_stages(cmd: &Document) -> MongoResult<Vec<Document>> {
-    cmd.get_array("pipeline")
-        .map_err(|_| MongoError::type_mismatch("'pipeline' must be an array"))?
-        .iter()
-        .map(|s| match s {
-            Bson::Document(d) => Ok(d.clone()),
-            _ => Err(MongoError::type_mismatch(
-                "each pipeline stage must be an object",
-            )),
-        })
-        .collect()
 }
 
 fn admin_only(db: &str, what: &str) -> MongoResult<()> {

@@ -24,6 +24,6 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
             format!("Role {name}@{db} not found"),
         ));
     }
-    auth.invalidate();
+    auth.changed().await?;
     Ok(Document::new())
 }

@@ -15,7 +15,7 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
     if auth.store.delete(Kind::User, db, Some(name)).await? == 0 {
         return Err(manage::user_not_found(name, db));
     }
-    auth.invalidate();
+    auth.changed().await?;
     Ok(Document::new())
 }
 
@@ -23,6 +23,6 @@ pub async fn drop_all(session: &mut Session, db: &str, cmd: &Document) -> MongoR
     manage::require_on_db(session, db, cmd, &[Action::DropUser], &[], false).await?;
     let auth = session.state.auth.clone();
     let n = auth.store.delete(Kind::User, db, None).await?;
-    auth.invalidate();
+    auth.changed().await?;
     Ok(doc! {"n": n as i64})
 }

@@ -186,7 +186,11 @@ pub async fn run(
     // under them, so a retry (the driver's, or ours after a failover) applies once.
     let retryable = cmd.contains_key("txnNumber") && !cmd.contains_key("autocommit");
     let session_fields = if retryable {
-        (cmd.remove("lsid"), cmd.remove("txnNumber"))
+        let lsid = cmd.remove("lsid").map(|l| {
+            let (recent, auth) = (&mut session.recent_session, &session.auth);
+            super::sessions::bind_to_user(state.auth.enabled, recent, auth, l)
+        });
+        (lsid, cmd.remove("txnNumber"))
     } else {
         (None, None)
     };

@@ -89,6 +89,6 @@ async fn change(
     }
     doc.insert("roles", RoleName::list_to_bson(&current));
     auth.store.replace(kind, doc).await?;
-    auth.invalidate();
+    auth.changed().await?;
     Ok(Document::new())
 }

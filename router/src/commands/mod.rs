@@ -318,7 +318,7 @@ pub const FORWARDED: &[(&str, Op, Rule)] = &[
     (
         "aggregate",
         Op::Command,
-        Rule::Custom(authz::aggregate_needs),
+        Rule::Custom(crate::auth::aggregate_needs::aggregate_needs),
     ),
     ("explain", Op::Command, Rule::Custom(authz::explain_needs)),
     (
@@ -464,6 +464,9 @@ pub async fn dispatch(
     }
     if let Some((_, op, rule)) = FORWARDED.iter().find(|e| e.0 == name) {
         session.state.counters.add(session.id, *op, 1);
+        if let Some(coll) = crate::sharding::collection_of(name, &cmd) {
+            wire::namespace::check(db, coll)?;
+        }
         authz::authorize(session, db, name, &cmd, *rule).await?;
         // Boxed: inline, every command's future (a refused one's too, and those the
         // router answers itself) would be the size of a forwarded one's, and be moved in

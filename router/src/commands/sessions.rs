@@ -18,6 +18,31 @@ fn owner(auth: &ConnAuth) -> Owner<'_> {
     auth.user.as_ref().map(|u| (u.user.as_str(), u.db.as_str()))
 }
 
+/// A retryable write's `lsid` as the shard keys its records: with access control on,
+/// `uid` is the authenticated user's (whatever the client sent), so a user who learns
+/// another's session id still cannot reach that user's recorded replies.
+pub fn bind_to_user(
+    auth_enabled: bool,
+    recent: &mut crate::session_cache::Recent,
+    auth: &ConnAuth,
+    lsid: Bson,
+) -> Bson {
+    let Bson::Document(mut lsid) = lsid else {
+        return lsid;
+    };
+    if auth_enabled {
+        let uid = recent.uid(owner(auth));
+        lsid.insert(
+            "uid",
+            bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: uid.to_vec(),
+            },
+        );
+    }
+    Bson::Document(lsid)
+}
+
 /// Records the session a command names (`lsid`) in the router's cache. Under access
 /// control an unauthenticated command is refused anyway, and records nothing.
 pub fn touch(session: &mut Session, lsid: &Bson) -> MongoResult<()> {
@@ -224,7 +249,7 @@ pub async fn list_local_sessions(
             "$listLocalSessions must be run against the database with {aggregate: 1}, not a collection",
         ));
     }
-    let stages = super::current_op::pipeline_stages(cmd)?;
+    let stages = query::agg::command_stages(cmd)?;
     let spec = match stages[0].get("$listLocalSessions") {
         Some(Bson::Document(d)) => d,
         _ => {

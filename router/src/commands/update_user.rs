@@ -84,7 +84,7 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
         None => {}
     }
     auth.store.replace(Kind::User, doc).await?;
-    auth.invalidate();
+    auth.changed().await?;
     Ok(Document::new())
 }
 

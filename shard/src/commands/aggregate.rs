@@ -10,7 +10,7 @@ use query::expr::Variables;
 use query::memory::MemoryBudget;
 use wire::{MongoError, MongoResult};
 
-use super::args::{cursor_reply, existing, materialized_reply, opt_array, opt_bool, opt_doc};
+use super::args::{cursor_reply, existing, materialized_reply, opt_bool, opt_doc};
 use crate::cursor::DEFAULT_FIRST_BATCH;
 use crate::node::Ctx;
 use crate::pipeline_cursor::{drain_bounded, PipelineCursor};
@@ -49,22 +49,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                 "Invalid aggregate namespace: the 'aggregate' field must be a collection name or 1",
             )),
         };
-    let stages_raw = opt_array(cmd, "pipeline")?.ok_or_else(|| {
-        MongoError::failed_to_parse(
-            "BSON field 'aggregate.pipeline' is missing but a required field",
-        )
-    })?;
-    let mut stages = Vec::with_capacity(stages_raw.len());
-    for s in stages_raw {
-        match s {
-            Bson::Document(d) => stages.push(d.clone()),
-            _ => {
-                return Err(MongoError::type_mismatch(
-                    "Each element of the 'pipeline' array must be an object",
-                ))
-            }
-        }
-    }
+    let stages = query::agg::command_stages(cmd)?;
     let explain = matches!(cmd.get("explain"), Some(Bson::Boolean(true)));
     let cursor_opts = opt_doc(cmd, "cursor")?;
     if cursor_opts.is_none() && !explain {

@@ -37,11 +37,20 @@ impl Lookup {
         for (k, v) in d {
             match k.as_str() {
                 "from" => match v {
-                    Bson::String(s) => from = Some(s.clone()),
-                    Bson::Document(ns) => match ns.get("coll") {
-                        Some(Bson::String(c)) => from = Some(c.clone()),
-                        _ => return Err(parse_err("$lookup 'from' must have a 'coll' string")),
-                    },
+                    Bson::String(s) => {
+                        wire::namespace::check_collection(s)?;
+                        from = Some(s.clone());
+                    }
+                    // MongoDB takes `{db, coll}` only for a few internal namespaces; any
+                    // other database would be read without the caller being authorized
+                    // on it, so none is taken.
+                    Bson::Document(ns) => {
+                        return Err(parse_err(format!(
+                            "$lookup with syntax {{from: {{db:<>, coll:<>}},..}} is not supported for db: {} and coll: {}",
+                            ns.get_str("db").unwrap_or_default().chars().take(64).collect::<String>(),
+                            ns.get_str("coll").unwrap_or_default().chars().take(128).collect::<String>(),
+                        )))
+                    }
                     _ => {
                         return Err(MongoError::location(
                             4570,
@@ -340,7 +349,10 @@ impl GraphLookup {
         for (k, v) in d {
             match k.as_str() {
                 "from" => match v {
-                    Bson::String(s) => from = Some(s.clone()),
+                    Bson::String(s) => {
+                        wire::namespace::check_collection(s)?;
+                        from = Some(s.clone());
+                    }
                     _ => {
                         return Err(MongoError::location(
                             40103,

@@ -58,6 +58,27 @@ pub enum MergeAction {
     Nothing,
 }
 
+impl OutputStage {
+    /// The target and what the stage does to it.
+    pub(crate) fn access(&self) -> super::CollectionAccess {
+        match self {
+            OutputStage::Out { db, coll } => super::CollectionAccess {
+                db: db.clone(),
+                coll: coll.clone(),
+                access: super::Access::Replace,
+            },
+            OutputStage::Merge(m) => super::CollectionAccess {
+                db: m.db.clone(),
+                coll: m.coll.clone(),
+                access: super::Access::Merge {
+                    inserts: m.when_not_matched == WhenNotMatched::Insert,
+                    updates: !matches!(m.when_matched, WhenMatched::Fail),
+                },
+            },
+        }
+    }
+}
+
 impl MergeSpec {
     /// The values of the `on` fields of `doc`, as the filter that finds its match.
     /// Each must be present and not null, undefined or an array.
@@ -158,20 +179,18 @@ fn wrong_type(stage: &str, k: &str, expected: &str) -> MongoError {
     )
 }
 
-fn check_coll(name: &str) -> MongoResult<()> {
-    if name.is_empty() || name.contains('\0') || name.starts_with('.') || name.contains('$') {
-        return Err(MongoError::new(
-            ErrorCode::InvalidNamespace,
-            format!("Invalid collection name: {name}"),
-        ));
+/// The target of `$out` or `$merge`: a valid collection, in a valid database if named.
+fn check_target(db: Option<&str>, coll: &str) -> MongoResult<()> {
+    if let Some(db) = db {
+        wire::namespace::check_db(db)?;
     }
-    Ok(())
+    wire::namespace::check_collection(coll)
 }
 
 pub(crate) fn parse_out(arg: &Bson) -> MongoResult<OutputStage> {
     match arg {
         Bson::String(c) => {
-            check_coll(c)?;
+            wire::namespace::check_collection(c)?;
             Ok(OutputStage::Out {
                 db: None,
                 coll: c.clone(),
@@ -199,7 +218,7 @@ pub(crate) fn parse_out(arg: &Bson) -> MongoResult<OutputStage> {
                     "BSON field '$out.coll' is missing but a required field",
                 )
             })?;
-            check_coll(&coll)?;
+            check_target(db.as_deref(), &coll)?;
             Ok(OutputStage::Out { db, coll })
         }
         other => Err(MongoError::location(
@@ -223,7 +242,7 @@ pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
     };
     match arg {
         Bson::String(c) => {
-            check_coll(c)?;
+            wire::namespace::check_collection(c)?;
             spec.coll = c.clone();
             return Ok(OutputStage::Merge(spec));
         }
@@ -356,7 +375,7 @@ pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
             "BSON field '$merge.into' is missing but a required field",
         )
     })?;
-    check_coll(&coll)?;
+    check_target(db.as_deref(), &coll)?;
     if has_let && !matches!(spec.when_matched, WhenMatched::Pipeline(_)) {
         return Err(MongoError::location(
             51199,

@@ -221,38 +221,90 @@ impl Pipeline {
     }
 
     /// Names of collections that `$lookup`/`$graphLookup`/`$unionWith` read, including
-    /// nested pipelines (for authorization and for loading them ahead of time).
+    /// nested pipelines (for loading them ahead of time).
     pub fn referenced_collections(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .accesses()
+            .into_iter()
+            .filter(|a| a.access == Access::Read)
+            .map(|a| a.coll)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Every collection the pipeline touches besides its source, at any depth
+    /// (`$facet`, `$lookup` and `$unionWith` sub-pipelines), and how: what authorization
+    /// checks, so that it sees exactly what the shard will run.
+    pub fn accesses(&self) -> Vec<CollectionAccess> {
         let mut out = Vec::new();
+        self.collect_accesses(&mut out);
+        if let Some(output) = &self.output {
+            out.push(output.access());
+        }
+        out
+    }
+
+    fn collect_accesses(&self, out: &mut Vec<CollectionAccess>) {
         for s in &self.stages {
             match s {
                 Stage::Lookup(l) => {
                     if let Some(c) = &l.from {
-                        out.push(c.clone());
+                        out.push(CollectionAccess::read(c));
                     }
                     if let Some(p) = &l.pipeline {
-                        out.extend(p.referenced_collections());
+                        p.collect_accesses(out);
                     }
                 }
-                Stage::GraphLookup(g) => out.push(g.from.clone()),
+                Stage::GraphLookup(g) => out.push(CollectionAccess::read(&g.from)),
                 Stage::UnionWith(c, p) => {
-                    out.push(c.clone());
+                    out.push(CollectionAccess::read(c));
                     if let Some(p) = p {
-                        out.extend(p.referenced_collections());
+                        p.collect_accesses(out);
                     }
                 }
                 Stage::Facet(fs) => {
                     for (_, p) in fs {
-                        out.extend(p.referenced_collections());
+                        p.collect_accesses(out);
                     }
                 }
                 _ => {}
             }
         }
-        out.sort();
-        out.dedup();
-        out
     }
+}
+
+/// A collection a pipeline touches besides its source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionAccess {
+    /// `None`: the aggregation's own database.
+    pub db: Option<String>,
+    pub coll: String,
+    pub access: Access,
+}
+
+impl CollectionAccess {
+    fn read(coll: &str) -> CollectionAccess {
+        CollectionAccess {
+            db: None,
+            coll: coll.to_string(),
+            access: Access::Read,
+        }
+    }
+}
+
+/// How a pipeline uses a collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// `$lookup`, `$graphLookup`, `$unionWith`.
+    Read,
+    /// `$out`: the collection is replaced.
+    Replace,
+    /// `$merge`: documents may be inserted (`whenNotMatched: "insert"`) and matched ones
+    /// written (any `whenMatched` but `fail`: MongoDB performs even `keepExisting` as an
+    /// update, an upsert, so it needs the update privilege too).
+    Merge { inserts: bool, updates: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -491,13 +543,19 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
         "$bucket" => Stage::Bucket(Box::new(Bucket::parse(arg)?)),
         "$bucketAuto" => Stage::BucketAuto(Box::new(BucketAuto::parse(arg)?)),
         "$unionWith" => match arg {
-            Bson::String(c) => Stage::UnionWith(c.clone(), None),
+            Bson::String(c) => {
+                wire::namespace::check_collection(c)?;
+                Stage::UnionWith(c.clone(), None)
+            }
             Bson::Document(d) => {
                 let mut coll = None;
                 let mut pipeline = None;
                 for (k, v) in d {
                     match (k.as_str(), v) {
-                        ("coll", Bson::String(c)) => coll = Some(c.clone()),
+                        ("coll", Bson::String(c)) => {
+                            wire::namespace::check_collection(c)?;
+                            coll = Some(c.clone());
+                        }
                         ("pipeline", Bson::Array(a)) => {
                             let stages = stage_docs(
                                 a,
@@ -567,6 +625,28 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             ))
         }
     })
+}
+
+/// The stages of an `aggregate` command: its `pipeline`, an array of documents.
+pub fn command_stages(cmd: &Document) -> MongoResult<Vec<Document>> {
+    match cmd.get("pipeline") {
+        None => Err(MongoError::new(
+            ErrorCode::Location40414,
+            "BSON field 'aggregate.pipeline' is missing but a required field",
+        )),
+        Some(Bson::Array(stages)) => stages
+            .iter()
+            .map(|s| match s {
+                Bson::Document(d) => Ok(d.clone()),
+                _ => Err(MongoError::type_mismatch(
+                    "Each element of the 'pipeline' array must be an object",
+                )),
+            })
+            .collect(),
+        Some(_) => Err(MongoError::type_mismatch(
+            "BSON field 'aggregate.pipeline' is the wrong type, expected type 'array'",
+        )),
+    }
 }
 
 fn stage_docs(a: &[Bson], code: i32, msg: &str) -> MongoResult<Vec<Document>> {
