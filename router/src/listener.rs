@@ -131,6 +131,25 @@ pub async fn serve_cluster(
     serve_inner(listener, config, config_rs, Some(cluster), shutdown).await
 }
 
+/// With client authentication on, the calls the router makes to members over the
+/// network must be authenticated too: otherwise anyone who reaches a member's port
+/// runs commands as no user at all. A router that would make them without a cluster
+/// key does not start.
+fn require_internal_auth(
+    config: &RouterConfig,
+    has_key: bool,
+    networked: bool,
+) -> Result<(), RouterError> {
+    if config.auth && networked && !has_key {
+        return Err(RouterError::Config(
+            "auth = true needs internal authentication between router and members: set \
+             cluster_key or cluster_key_file (the members need the same key)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Like [`serve`], with the shard handle given (an in-process shard, for example).
 pub async fn serve_with(
     listener: TcpListener,
@@ -151,12 +170,14 @@ async fn serve_inner(
 ) -> Result<(), RouterError> {
     config.validate().map_err(RouterError::Config)?;
     let local = listener.local_addr()?;
-    let shard = shard
-        .with_cluster_key(
-            proto::cluster_key::load(&config.cluster_key, &config.cluster_key_file)
-                .map_err(RouterError::Config)?,
-        )
+    let key = proto::cluster_key::load(&config.cluster_key, &config.cluster_key_file)
         .map_err(RouterError::Config)?;
+    require_internal_auth(
+        &config,
+        key.is_some(),
+        shard.crosses_network() || cluster.is_some(),
+    )?;
+    let shard = shard.with_cluster_key(key).map_err(RouterError::Config)?;
     let state = Arc::new(RouterState {
         auth: Arc::new(crate::auth::setup::auth_state(&config, &shard)?),
         tls: Tls::from_config(&config)?,
@@ -306,4 +327,23 @@ fn admit(
         },
         runtime,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_over_the_network_needs_a_cluster_key() {
+        let config = RouterConfig {
+            auth: true,
+            ..Default::default()
+        };
+        assert!(require_internal_auth(&config, false, true).is_err());
+        assert!(require_internal_auth(&config, true, true).is_ok());
+        // In one process (`bulwark local`'s in-process link) nothing crosses a network.
+        assert!(require_internal_auth(&config, false, false).is_ok());
+        let open = RouterConfig::default();
+        assert!(require_internal_auth(&open, false, true).is_ok());
+    }
 }

@@ -127,6 +127,15 @@ impl ShardHandle {
     }
 
     /// A shard served by this process.
+    /// True when some member is reached over the network (gRPC), where internal
+    /// authentication must guard the calls.
+    pub fn crosses_network(&self) -> bool {
+        self.inner
+            .members
+            .iter()
+            .any(|m| matches!(m.transport, Transport::Grpc(_)))
+    }
+
     pub fn in_process(service: Arc<dyn Shard>) -> ShardHandle {
         ShardHandle::replica_set(
             vec![MemberLink::InProcess {

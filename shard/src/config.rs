@@ -24,6 +24,10 @@ pub struct ShardConfig {
     pub ttl_interval_secs: u64,
     /// Replica-set membership; without it the node runs alone, unreplicated.
     pub replication: Option<crate::repl::ReplConfig>,
+    /// The cluster runs with access control: this member refuses to start without
+    /// internal authentication (a cluster key), since its port would otherwise take
+    /// commands and Raft messages from anyone who reaches it.
+    pub auth: bool,
     /// Shared secret routers must send with every call (empty: none required).
     pub cluster_key: String,
     /// A file holding the cluster key (used when `cluster_key` is empty).
@@ -53,6 +57,7 @@ impl Default for ShardConfig {
             cursor_timeout_secs: 600,
             ttl_interval_secs: 60,
             replication: None,
+            auth: false,
             cluster_key: String::new(),
             cluster_key_file: String::new(),
             read_tickets: 0,
@@ -79,7 +84,14 @@ impl ShardConfig {
         if self.cache_mb < 16 {
             return Err("cache_mb must be at least 16".into());
         }
-        proto::cluster_key::load(&self.cluster_key, &self.cluster_key_file)?;
+        let key = proto::cluster_key::load(&self.cluster_key, &self.cluster_key_file)?;
+        if self.auth && key.is_none() {
+            return Err(
+                "auth = true needs internal authentication: set cluster_key or \
+                 cluster_key_file (routers and the other members need the same key)"
+                    .into(),
+            );
+        }
         Ok(())
     }
 
@@ -98,5 +110,22 @@ impl ShardConfig {
 
     pub fn cursor_timeout(&self) -> Duration {
         Duration::from_secs(self.cursor_timeout_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_with_auth_needs_a_cluster_key() {
+        let mut c = ShardConfig {
+            auth: true,
+            engine: "memory".into(),
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().contains("cluster_key"));
+        c.cluster_key = "k".repeat(32);
+        c.validate().unwrap();
     }
 }

@@ -26,6 +26,7 @@ mod log_replay;
 pub mod log_store;
 mod page_cache;
 pub mod peers;
+pub mod raft_frame;
 pub mod rollback;
 pub mod slog_bridge;
 pub mod snapshot;

@@ -372,6 +372,8 @@ impl RaftService {
     fn deliver(&self, batch: &RaftBatch) -> Result<(), Status> {
         let mut decoded = Vec::with_capacity(batch.messages.len());
         for bytes in &batch.messages {
+            super::raft_frame::check_message(bytes)
+                .map_err(|e| Status::invalid_argument(format!("bad raft message: {e}")))?;
             let m = Message::parse_from_carllerche_bytes(bytes)
                 .map_err(|e| Status::invalid_argument(format!("bad raft message: {e}")))?;
             if !self.faults.is_cut(m.from) {
