@@ -74,6 +74,10 @@ pub struct RouterConfig {
     pub tls_require_client_cert: bool,
     /// Shared secret sent with every router→shard call (the shard must have the same).
     pub cluster_key: String,
+    /// Path of the audit log (JSON lines; empty: off). See `audit`.
+    pub audit_log: String,
+    /// The audit log moves to `<path>.1` past this size, so it takes at most twice it.
+    pub audit_log_max_mb: u64,
     /// A file holding the cluster key (used when `cluster_key` is empty).
     pub cluster_key_file: String,
     /// MongoDB's `enableTestCommands`: allows `configureFailPoint` (drivers' test suites
@@ -117,6 +121,8 @@ impl Default for RouterConfig {
             tls_ca: String::new(),
             tls_require_client_cert: false,
             cluster_key: String::new(),
+            audit_log: String::new(),
+            audit_log_max_mb: 100,
             cluster_key_file: String::new(),
             enable_test_commands: false,
             catalog_cache_ms: 1000,

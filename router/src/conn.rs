@@ -391,6 +391,18 @@ impl Session {
         Some(refused.message(gate.limit(), max_time_ms))
     }
 
+    /// Who this connection is, for the audit log.
+    pub fn actor(&self) -> crate::audit::Actor<'_> {
+        crate::audit::Actor {
+            peer: &self.peer_text,
+            user: self
+                .auth
+                .user
+                .as_ref()
+                .map(|u| (u.user.as_str(), u.db.as_str())),
+        }
+    }
+
     /// Runs a command document and returns the reply (errors become `{ok: 0}` documents).
     pub async fn run(&mut self, cmd: Document) -> Document {
         self.run_with(cmd, Vec::new()).await
@@ -445,7 +457,19 @@ impl Session {
                 "code": code,
                 "codeName": crate::error_labels::code_name(code),
             }),
-            None => commands::dispatch(self, &db, &name, cmd, sequences).await,
+            None => {
+                let audited = self
+                    .state
+                    .audit
+                    .as_ref()
+                    .map(|_| crate::audit::AuditLog::param(&name, &db, &cmd));
+                let result = commands::dispatch(self, &db, &name, cmd, sequences).await;
+                if let (Some(log), Some(param)) = (&self.state.audit, audited) {
+                    let code = result.as_ref().err().map(|e| e.code);
+                    log.command(&self.actor(), &name, param, code);
+                }
+                result
+            }
         };
         let elapsed = started.elapsed();
         let mut reply = match result {

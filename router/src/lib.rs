@@ -3,6 +3,7 @@
 //! cache that can be rebuilt.
 
 pub mod answer_time;
+pub mod audit;
 pub mod auth;
 pub mod cluster_time;
 pub mod commands;

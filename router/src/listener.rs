@@ -44,6 +44,8 @@ pub struct RouterState {
     pub connection_rate: Option<crate::connection_rate::ConnectionRate>,
     pub host: String,
     pub auth: Arc<AuthState>,
+    /// The audit log, when `audit_log` is set.
+    pub audit: Option<crate::audit::AuditLog>,
     /// `None` when `tls_mode` is disabled.
     pub tls: Option<Tls>,
     /// Open cursors: where each lives and who may use it.
@@ -180,6 +182,8 @@ async fn serve_inner(
     let shard = shard.with_cluster_key(key).map_err(RouterError::Config)?;
     let state = Arc::new(RouterState {
         auth: Arc::new(crate::auth::setup::auth_state(&config, &shard)?),
+        audit: crate::audit::AuditLog::open(&config.audit_log, config.audit_log_max_mb)
+            .map_err(RouterError::Config)?,
         tls: Tls::from_config(&config)?,
         shard,
         cluster,

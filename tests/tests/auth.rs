@@ -1287,3 +1287,81 @@ async fn retry_records_belong_to_their_user_and_namespace() {
     let retry = tests::raw_command(&mut alice, 12, fam("secret", "app")).await;
     assert!(format!("{retry}").contains("4111-1111"), "{retry}");
 }
+
+/// Issue 39: an audit log of authentications, authorization failures, user and role
+/// changes and DDL, as JSON lines, with no password in it.
+#[tokio::test]
+async fn the_audit_log_records_who_did_what() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.log");
+    let log_path = path.to_str().unwrap().to_string();
+    let c = TestCluster::builder()
+        .auth()
+        .admin(ROOT.0, ROOT.1)
+        .memory()
+        .router(|r| r.audit_log = log_path)
+        .start()
+        .await;
+    let admin = root(&c).await;
+    create_user(
+        &admin,
+        "admin",
+        "reader",
+        "secret-pw",
+        bson::bson!([{"role": "read", "db": "app"}]),
+    )
+    .await;
+    admin
+        .database("app")
+        .create_collection("made")
+        .await
+        .unwrap();
+    let reader = c
+        .client_as("reader", "secret-pw", "admin", AuthMechanism::ScramSha256)
+        .await;
+    let denied = reader
+        .database("app")
+        .run_command(doc! {"insert": "made", "documents": [{}]})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&denied), 13);
+    let wrong = c
+        .client_as("reader", "wrong", "admin", AuthMechanism::ScramSha256)
+        .await;
+    assert!(wrong
+        .database("app")
+        .run_command(doc! {"ping": 1})
+        .await
+        .is_err());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let events: Vec<(String, i64)> = text
+        .lines()
+        .map(|l| {
+            let v: bson::Document = serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|j| bson::to_document(&j).ok())
+                .unwrap_or_else(|| panic!("not a JSON object: {l}"));
+            (
+                v.get_str("atype").unwrap().to_string(),
+                v.get_i64("result")
+                    .or_else(|_| v.get_i32("result").map(i64::from))
+                    .unwrap(),
+            )
+        })
+        .collect();
+    for expected in [
+        ("authenticate", 0),
+        ("createUser", 0),
+        ("createCollection", 0),
+        ("authCheck", 13),
+        ("authenticate", 18),
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|(a, r)| a == expected.0 && *r == expected.1),
+            "{expected:?} missing from {events:?}"
+        );
+    }
+    assert!(!text.contains("secret-pw"), "a password in the audit log");
+}

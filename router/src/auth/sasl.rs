@@ -132,6 +132,10 @@ pub async fn cont(session: &mut Session, cmd: &Document) -> MongoResult<Document
             let (privileges, roles) = auth.resolve(&record.roles).await?;
             info!(user = %record.user, db = %record.db, mechanism = mech.name(), "authentication succeeded");
             session.state.counters.add(session.id, Op::AuthSucceeded, 1);
+            if let Some(log) = &session.state.audit {
+                let actor = session.actor();
+                log.authentication(&actor, &record.user, &record.db, mech.name(), true);
+            }
             session.auth.user = Some(AuthedUser {
                 user: record.user.clone(),
                 db: record.db.clone(),
@@ -206,6 +210,9 @@ fn payload(cmd: &Document) -> MongoResult<Vec<u8>> {
 fn fail(session: &mut Session, db: &str, user: &str, mech: Mechanism, e: ScramError) -> MongoError {
     session.auth.failures += 1;
     session.state.counters.add(session.id, Op::AuthFailed, 1);
+    if let Some(log) = &session.state.audit {
+        log.authentication(&session.actor(), user, db, mech.name(), false);
+    }
     match e {
         ScramError::Authentication => {
             warn!(user = %truncate(user), %db, mechanism = mech.name(), peer = %session.peer_text, "authentication failed");
