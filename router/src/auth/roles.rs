@@ -135,11 +135,14 @@ pub enum Target<'a> {
 impl Resource {
     fn matches(&self, target: Target) -> bool {
         let system = |c: &str| c.starts_with("system.");
+        // MongoDB's "any normal" resource leaves out `config` (the sharding catalog) and
+        // `local`: the *AnyDatabase roles do not reach them.
+        let normal_db = |d: &str| d != "config" && d != "local";
         match (self, target) {
             (Resource::AnyResource, _) => true,
             (Resource::Cluster, Target::Cluster) => true,
-            (Resource::AnyNormal, Target::Db(_)) => true,
-            (Resource::AnyNormal, Target::Collection(_, c)) => !system(c),
+            (Resource::AnyNormal, Target::Db(d)) => normal_db(d),
+            (Resource::AnyNormal, Target::Collection(d, c)) => normal_db(d) && !system(c),
             (Resource::Db(d), Target::Db(t)) => d == t,
             (Resource::Db(d), Target::Collection(t, c)) => d == t && !system(c),
             (Resource::CollectionInAnyDb(c), Target::Collection(_, t)) => c == t,
@@ -439,13 +442,26 @@ pub fn builtin_privileges(role: &str, db: &str) -> Option<Vec<Privilege>> {
             ),
         ]
     };
+    // What the cluster roles hold on `config` and `local`, which "any database"
+    // privileges do not reach: clusterMonitor reads them, clusterManager also writes.
+    let on = |d: &str, actions| p(Resource::Db(d.into()), actions);
+    let monitor_catalog = || vec![on("config", READ), on("local", READ)];
+    let manage_catalog = || {
+        let write = ActionSet::of(&[Insert, Update, Remove]).union(CLUSTER_MANAGER_ANY_DB);
+        vec![on("config", READ.union(write)), on("local", write)]
+    };
     let cluster_admin = || {
-        vec![
-            cluster(CLUSTER_MONITOR.union(HOST_MANAGER).union(CLUSTER_MANAGER)),
-            any(CLUSTER_MONITOR_ANY_DB
-                .union(CLUSTER_MANAGER_ANY_DB)
-                .union(ActionSet::of(&[DropDatabase]))),
+        [
+            vec![
+                cluster(CLUSTER_MONITOR.union(HOST_MANAGER).union(CLUSTER_MANAGER)),
+                any(CLUSTER_MONITOR_ANY_DB
+                    .union(CLUSTER_MANAGER_ANY_DB)
+                    .union(ActionSet::of(&[DropDatabase]))),
+            ],
+            monitor_catalog(),
+            manage_catalog(),
         ]
+        .concat()
     };
     Some(match role {
         "read" => vec![on_db(READ)],
@@ -453,9 +469,17 @@ pub fn builtin_privileges(role: &str, db: &str) -> Option<Vec<Privilege>> {
         "dbAdmin" => db_admin(),
         "userAdmin" => vec![on_db(USER_ADMIN)],
         "dbOwner" => [vec![on_db(READ_WRITE), on_db(USER_ADMIN)], db_admin()].concat(),
-        "clusterMonitor" => vec![cluster(CLUSTER_MONITOR), any(CLUSTER_MONITOR_ANY_DB)],
+        "clusterMonitor" => [
+            vec![cluster(CLUSTER_MONITOR), any(CLUSTER_MONITOR_ANY_DB)],
+            monitor_catalog(),
+        ]
+        .concat(),
         "hostManager" => vec![cluster(HOST_MANAGER), any(ActionSet::of(&[KillCursors]))],
-        "clusterManager" => vec![cluster(CLUSTER_MANAGER), any(CLUSTER_MANAGER_ANY_DB)],
+        "clusterManager" => [
+            vec![cluster(CLUSTER_MANAGER), any(CLUSTER_MANAGER_ANY_DB)],
+            manage_catalog(),
+        ]
+        .concat(),
         "clusterAdmin" => cluster_admin(),
         "readAnyDatabase" => vec![any(READ), list_dbs()],
         "readWriteAnyDatabase" => vec![any(READ_WRITE), list_dbs()],

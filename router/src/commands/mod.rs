@@ -467,6 +467,13 @@ pub async fn dispatch(
         if let Some(coll) = crate::sharding::collection_of(name, &cmd) {
             wire::namespace::check(db, coll)?;
         }
+        // As mongos: the catalog and the users live there.
+        if name == "dropDatabase" && matches!(db, "admin" | "config") {
+            return Err(MongoError::new(
+                ErrorCode::IllegalOperation,
+                format!("Cannot drop the '{db}' database"),
+            ));
+        }
         authz::authorize(session, db, name, &cmd, *rule).await?;
         // Boxed: inline, every command's future (a refused one's too, and those the
         // router answers itself) would be the size of a forwarded one's, and be moved in
