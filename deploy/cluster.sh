@@ -7,7 +7,8 @@
 #   deploy/cluster.sh image   (re)build the bulwark image from the release binary
 #   deploy/cluster.sh down    stop and remove the containers, networks and data volumes
 #   deploy/cluster.sh key     make deploy/secrets/cluster-key if it does not exist
-#   deploy/cluster.sh key     make deploy/secrets/cluster-key if it does not exist
+#   deploy/cluster.sh certs   make the cluster CA and member certificate in deploy/secrets/
+#                             if they do not exist (mutual TLS between every node)
 #   deploy/cluster.sh compose ARGS...   docker-compose with this project's file and name
 #
 # LAYOUT=replica-set (default: docker-compose.yml, one shard replica set, two members in
@@ -84,6 +85,34 @@ key() {
   echo "made a cluster key in $file"
 }
 
+# The cluster's CA and one member certificate (subjectAltName bulwark-member, the name
+# every node verifies; proto/src/cluster_tls.rs) in deploy/secrets/, kept across runs.
+# Every router and member presents it and requires it of its peers, so a container on a
+# site network without it can neither run commands on a member nor send it Raft messages.
+certs() {
+  local dir=$DEPLOY/secrets
+  if [ -s "$dir/cluster-ca.pem" ] && [ -s "$dir/cluster-member.pem" ] && [ -s "$dir/cluster-member.key" ]; then
+    return
+  fi
+  mkdir -p "$dir"
+  chmod 700 "$dir"
+  local ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+  openssl req -x509 "${ec[@]}" -days 3650 -subj "/CN=Bulwark cluster CA" \
+    -keyout "$dir/cluster-ca.key" -out "$dir/cluster-ca.pem" 2>/dev/null
+  openssl req "${ec[@]}" -subj "/CN=bulwark-member" \
+    -keyout "$dir/cluster-member.key" -out "$dir/cluster-member.csr" 2>/dev/null
+  printf '%s\n' "subjectAltName=DNS:bulwark-member" "basicConstraints=CA:FALSE" \
+    "keyUsage=digitalSignature" "extendedKeyUsage=serverAuth,clientAuth" >"$dir/cluster-member.ext"
+  openssl x509 -req -in "$dir/cluster-member.csr" -CA "$dir/cluster-ca.pem" \
+    -CAkey "$dir/cluster-ca.key" -CAcreateserial -days 3650 \
+    -extfile "$dir/cluster-member.ext" -out "$dir/cluster-member.pem" 2>/dev/null
+  rm -f "$dir/cluster-member.csr" "$dir/cluster-member.ext" "$dir/cluster-ca.srl"
+  # Read by uid 10001 in the containers through a bind mount; the directory keeps others
+  # out. The CA's key stays here: it only signs new member certificates.
+  chmod 644 "$dir/cluster-ca.pem" "$dir/cluster-member.pem" "$dir/cluster-member.key"
+  echo "made the cluster CA and member certificate in $dir"
+}
+
 # The log lines of container $1 since it last started (a restarted container keeps the
 # lines of its earlier runs).
 logs() { docker logs --since "$(docker inspect -f '{{.State.StartedAt}}' "$1")" "$1" 2>&1; }
@@ -158,12 +187,14 @@ case "${1:-}" in
     base
     image
     key
+    certs
     compose up -d --remove-orphans
     wait_healthy
     ;;
   wait) wait_healthy ;;
   image) base; image ;;
   key) key ;;
+  certs) certs ;;
   down) down ;;
   compose) shift; compose "$@" ;;
   *) sed -n '2,22p' "$0"; exit 2 ;;

@@ -127,7 +127,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
                 Duration::from_secs(600),
                 ttl,
                 repl,
-                Some(cluster_key.clone()),
+                proto::cluster_auth::ClusterAuth::key(Some(cluster_key.clone())),
             )
             .await
             .with_context(|| format!("opening {set} member {} in {}", m.id, dir.display()))?;
@@ -146,7 +146,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
                 address: addr.to_string(),
                 service: service.clone(),
             },
-            None => MemberLink::Grpc(addr.to_string()),
+            None => MemberLink::Grpc(addr.to_string(), None),
         });
     let config_handle = |site: &str| {
         let members = sets[0].1.iter().map(|m| links(&m.host)).collect();
@@ -324,8 +324,8 @@ async fn run_single(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Res
         router::shard_client::ShardHandle::in_process(shard::service::in_process(node.clone()));
     let ttl = Duration::from_secs(args.ttl_interval_secs);
     let shard_task = tokio::spawn(async move {
-        let r =
-            shard::serve_with_key(node, shard_listener, ttl, Some(cluster_key), sd1.clone()).await;
+        let auth = proto::cluster_auth::ClusterAuth::key(Some(cluster_key));
+        let r = shard::serve_with_auth(node, shard_listener, ttl, auth, sd1.clone()).await;
         sd1.cancel();
         r
     });

@@ -1,6 +1,8 @@
 //! Internal gRPC API between Bulwark nodes (tonic + prost). Documents stay raw BSON bytes.
 
+pub mod cluster_auth;
 pub mod cluster_key;
+pub mod cluster_tls;
 
 pub mod shard {
     tonic::include_proto!("bulwark.shard.v1");

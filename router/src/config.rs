@@ -80,6 +80,11 @@ pub struct RouterConfig {
     pub audit_log_max_mb: u64,
     /// A file holding the cluster key (used when `cluster_key` is empty).
     pub cluster_key_file: String,
+    /// Mutual TLS to the members (`proto::cluster_tls`): this router's PEM certificate
+    /// and key, and the CA the members' certificates chain to. All three or none.
+    pub tls_cluster_cert: String,
+    pub tls_cluster_key: String,
+    pub tls_cluster_ca: String,
     /// MongoDB's `enableTestCommands`: allows `configureFailPoint` (drivers' test suites
     /// inject errors with it). Never on in production.
     pub enable_test_commands: bool,
@@ -124,6 +129,9 @@ impl Default for RouterConfig {
             audit_log: String::new(),
             audit_log_max_mb: 100,
             cluster_key_file: String::new(),
+            tls_cluster_cert: String::new(),
+            tls_cluster_key: String::new(),
+            tls_cluster_ca: String::new(),
             enable_test_commands: false,
             catalog_cache_ms: 1000,
             balancer_interval_ms: 10_000,
@@ -132,6 +140,16 @@ impl Default for RouterConfig {
 }
 
 impl RouterConfig {
+    /// How this router authenticates to the members.
+    pub fn cluster_auth(&self) -> Result<proto::cluster_auth::ClusterAuth, String> {
+        let tls = [
+            &*self.tls_cluster_cert,
+            &self.tls_cluster_key,
+            &self.tls_cluster_ca,
+        ];
+        proto::cluster_auth::ClusterAuth::load(&self.cluster_key, &self.cluster_key_file, tls)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.max_connections == 0 {
             return Err("max_connections must be positive".into());

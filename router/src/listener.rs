@@ -95,13 +95,16 @@ pub async fn serve(
     config: RouterConfig,
     shutdown: CancellationToken,
 ) -> Result<(), RouterError> {
+    let tls = config.cluster_auth().map_err(RouterError::Config)?.tls;
     if !config.config_servers.is_empty() {
-        let config_rs = ShardHandle::connect_lazy(&config.config_servers, &config.site)?;
-        let links: crate::sharding::LinkFactory =
-            Arc::new(|a: &str| crate::shard_client::MemberLink::Grpc(a.to_string()));
+        let config_rs =
+            ShardHandle::connect_with(&config.config_servers, &config.site, tls.clone())?;
+        let links: crate::sharding::LinkFactory = Arc::new(move |a: &str| {
+            crate::shard_client::MemberLink::Grpc(a.to_string(), tls.clone())
+        });
         return serve_cluster(listener, config, config_rs, links, shutdown).await;
     }
-    let shard = ShardHandle::connect_lazy(&config.shard, &config.site)?;
+    let shard = ShardHandle::connect_with(&config.shard, &config.site, tls)?;
     serve_with(listener, config, shard, shutdown).await
 }
 
@@ -139,13 +142,14 @@ pub async fn serve_cluster(
 /// key does not start.
 fn require_internal_auth(
     config: &RouterConfig,
-    has_key: bool,
+    authenticated: bool,
     networked: bool,
 ) -> Result<(), RouterError> {
-    if config.auth && networked && !has_key {
+    if config.auth && networked && !authenticated {
         return Err(RouterError::Config(
             "auth = true needs internal authentication between router and members: set \
-             cluster_key or cluster_key_file (the members need the same key)"
+             cluster_key or cluster_key_file (the members need the same key), or the \
+             tls_cluster_* certificates"
                 .into(),
         ));
     }
@@ -172,13 +176,10 @@ async fn serve_inner(
 ) -> Result<(), RouterError> {
     config.validate().map_err(RouterError::Config)?;
     let local = listener.local_addr()?;
-    let key = proto::cluster_key::load(&config.cluster_key, &config.cluster_key_file)
-        .map_err(RouterError::Config)?;
-    require_internal_auth(
-        &config,
-        key.is_some(),
-        shard.crosses_network() || cluster.is_some(),
-    )?;
+    let auth = config.cluster_auth().map_err(RouterError::Config)?;
+    let networked = shard.crosses_network() || cluster.is_some();
+    require_internal_auth(&config, auth.is_set(), networked)?;
+    let key = auth.key;
     let shard = shard.with_cluster_key(key).map_err(RouterError::Config)?;
     let state = Arc::new(RouterState {
         auth: Arc::new(crate::auth::setup::auth_state(&config, &shard)?),

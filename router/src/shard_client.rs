@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, Document};
 use parking_lot::RwLock;
+use proto::cluster_tls::ClusterTls;
 use proto::shard::shard_client::ShardClient;
 use proto::shard::shard_server::Shard;
 use proto::shard::CommandRequest;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::forward_gate::ForwardGate;
@@ -92,8 +93,8 @@ enum Transport {
 
 /// One way to reach a member.
 pub enum MemberLink {
-    /// gRPC address (host:port).
-    Grpc(String),
+    /// gRPC address (host:port), and the cluster's TLS when it runs it.
+    Grpc(String, Option<Arc<ClusterTls>>),
     /// A member served by this process: calls go straight to its service.
     InProcess {
         address: String,
@@ -119,9 +120,18 @@ pub struct Forward {
 impl ShardHandle {
     /// A single shard node at a gRPC address (or a comma-separated member list).
     pub fn connect_lazy(addr: &str, site: &str) -> Result<ShardHandle, RouterError> {
+        ShardHandle::connect_with(addr, site, None)
+    }
+
+    /// [`ShardHandle::connect_lazy`] over the cluster's TLS when `tls` is set.
+    pub fn connect_with(
+        addr: &str,
+        site: &str,
+        tls: Option<Arc<ClusterTls>>,
+    ) -> Result<ShardHandle, RouterError> {
         let links = addr
             .split(',')
-            .map(|a| MemberLink::Grpc(a.trim().to_string()))
+            .map(|a| MemberLink::Grpc(a.trim().to_string(), tls.clone()))
             .collect();
         ShardHandle::replica_set(links, site)
     }
@@ -152,7 +162,10 @@ impl ShardHandle {
         let mut members = Vec::new();
         for link in links {
             let (address, transport) = match link {
-                MemberLink::Grpc(a) => (a.clone(), Transport::Grpc(grpc_client(&a)?)),
+                MemberLink::Grpc(a, tls) => {
+                    let client = grpc_client(&a, tls.as_deref())?;
+                    (a, Transport::Grpc(client))
+                }
                 MemberLink::InProcess { address, service } => {
                     (address, Transport::InProcess(service))
                 }
@@ -587,13 +600,8 @@ async fn futures_join_all<F: std::future::Future<Output = ()>>(futs: impl Iterat
     .await;
 }
 
-fn grpc_client(addr: &str) -> Result<ShardClient<Channel>, RouterError> {
-    let url = if addr.starts_with("http") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    };
-    let channel = Endpoint::from_shared(url)
+fn grpc_client(addr: &str, tls: Option<&ClusterTls>) -> Result<ShardClient<Channel>, RouterError> {
+    let channel = proto::cluster_tls::endpoint(addr, tls)
         .map_err(|_| RouterError::ShardAddress(addr.to_string()))?
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(5))

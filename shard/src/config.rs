@@ -32,6 +32,12 @@ pub struct ShardConfig {
     pub cluster_key: String,
     /// A file holding the cluster key (used when `cluster_key` is empty).
     pub cluster_key_file: String,
+    /// Mutual TLS with routers and the other members (`proto::cluster_tls`): this node's
+    /// PEM certificate (with `bulwark-member` as a subject alternative name) and key, and
+    /// the CA every peer's certificate must chain to. All three or none.
+    pub tls_cluster_cert: String,
+    pub tls_cluster_key: String,
+    pub tls_cluster_ca: String,
     /// Commands that may run at once, by kind (0 = automatic: reads one per core, writes
     /// 128, since a write holds its ticket through replication). Others queue first
     /// come, first served.
@@ -60,6 +66,9 @@ impl Default for ShardConfig {
             auth: false,
             cluster_key: String::new(),
             cluster_key_file: String::new(),
+            tls_cluster_cert: String::new(),
+            tls_cluster_key: String::new(),
+            tls_cluster_ca: String::new(),
             read_tickets: 0,
             write_tickets: 0,
             read_tickets_min: 0,
@@ -84,15 +93,25 @@ impl ShardConfig {
         if self.cache_mb < 16 {
             return Err("cache_mb must be at least 16".into());
         }
-        let key = proto::cluster_key::load(&self.cluster_key, &self.cluster_key_file)?;
-        if self.auth && key.is_none() {
+        if self.auth && !self.cluster_auth()?.is_set() {
             return Err(
                 "auth = true needs internal authentication: set cluster_key or \
-                 cluster_key_file (routers and the other members need the same key)"
+                 cluster_key_file (routers and the other members need the same key), or \
+                 the tls_cluster_* certificates"
                     .into(),
             );
         }
         Ok(())
+    }
+
+    /// How this node authenticates to routers and the other members, and they to it.
+    pub fn cluster_auth(&self) -> Result<proto::cluster_auth::ClusterAuth, String> {
+        let tls = [
+            &*self.tls_cluster_cert,
+            &self.tls_cluster_key,
+            &self.tls_cluster_ca,
+        ];
+        proto::cluster_auth::ClusterAuth::load(&self.cluster_key, &self.cluster_key_file, tls)
     }
 
     pub fn engine_kind(&self) -> Result<EngineKind, String> {

@@ -34,7 +34,7 @@ pub mod write_path;
 pub use config::ShardConfig;
 pub use error::ShardError;
 pub use node::{EngineKind, Node};
-pub use service::{serve, serve_with_key, start};
+pub use service::{serve, serve_with_auth, start};
 
 /// The MongoDB server version Bulwark presents (wire version 21 = MongoDB 7.0).
 pub const VERSION: &str = "7.0.0";

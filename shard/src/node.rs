@@ -205,7 +205,7 @@ impl Node {
         cache_mb: usize,
         cursor_timeout: Duration,
         repl: ReplConfig,
-        cluster_key: Option<String>,
+        auth: proto::cluster_auth::ClusterAuth,
         rt: &tokio::runtime::Handle,
     ) -> Result<(Arc<Node>, RaftService, storage::CloseWatch), ShardError> {
         std::fs::create_dir_all(dir)?;
@@ -254,7 +254,7 @@ impl Node {
                 let node = rollback_slot.get().and_then(Weak::upgrade)?;
                 node.catalog.namespace_of_table(table)
             }),
-            cluster_key,
+            auth,
             rt,
         )
         .map_err(ShardError::Catalog)?;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bson::Document;
+use proto::cluster_auth::ClusterAuth;
 use proto::shard::shard_server::{Shard, ShardServer};
 use proto::shard::{CommandReply, CommandRequest};
 use tokio::net::TcpListener;
@@ -188,9 +189,13 @@ fn run_blocking(
 pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(), ShardError> {
     config.validate().map_err(ShardError::Catalog)?;
     let listener = TcpListener::bind(&config.listen).await?;
-    let key = proto::cluster_key::load(&config.cluster_key, &config.cluster_key_file)
-        .map_err(ShardError::Catalog)?;
-    info!(addr = %listener.local_addr()?, cluster_key = key.is_some(), "shard listening");
+    let auth = config.cluster_auth().map_err(ShardError::Catalog)?;
+    info!(
+        addr = %listener.local_addr()?,
+        cluster_key = auth.key.is_some(),
+        tls = auth.tls.is_some(),
+        "shard listening"
+    );
     let ttl = Duration::from_secs(config.ttl_interval_secs);
     if let Some(repl) = config.replication.clone() {
         let member = start_member(
@@ -200,7 +205,7 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
             config.cursor_timeout(),
             ttl,
             repl,
-            key,
+            auth,
         )
         .await?;
         configure_admission(&member.node.admission, &config);
@@ -217,7 +222,7 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
         .await
         .map_err(|e| ShardError::Catalog(e.to_string()))??;
     configure_admission(&node.admission, &config);
-    serve_with_key(node, listener, ttl, key, shutdown).await
+    serve_with_auth(node, listener, ttl, auth, shutdown).await
 }
 
 /// Serves an already opened node on an already bound listener (tests use port 0).
@@ -227,28 +232,30 @@ pub async fn serve(
     ttl_interval: Duration,
     shutdown: CancellationToken,
 ) -> Result<(), ShardError> {
-    serve_member(node, None, listener, ttl_interval, None, shutdown).await
+    let open = ClusterAuth::default();
+    serve_member(node, None, listener, ttl_interval, open, shutdown).await
 }
 
-/// [`serve`], refusing calls that do not carry `cluster_key` when one is given.
-pub async fn serve_with_key(
+/// [`serve`], refusing calls that do not authenticate as `auth` says (the cluster key,
+/// a member certificate over TLS).
+pub async fn serve_with_auth(
     node: Arc<Node>,
     listener: TcpListener,
     ttl_interval: Duration,
-    cluster_key: Option<String>,
+    auth: ClusterAuth,
     shutdown: CancellationToken,
 ) -> Result<(), ShardError> {
-    serve_member(node, None, listener, ttl_interval, cluster_key, shutdown).await
+    serve_member(node, None, listener, ttl_interval, auth, shutdown).await
 }
 
 /// Serves a node, and when it is a replica-set member, the Raft service its peers send
-/// to, on one port; with `cluster_key`, both refuse callers that do not present it.
+/// to, on one port; both refuse callers that do not authenticate as `auth` says.
 pub async fn serve_member(
     node: Arc<Node>,
     raft: Option<RaftService>,
     listener: TcpListener,
     ttl_interval: Duration,
-    cluster_key: Option<String>,
+    auth: ClusterAuth,
     shutdown: CancellationToken,
 ) -> Result<(), ShardError> {
     let background = crate::ttl::spawn_background(node.clone(), ttl_interval, shutdown.clone());
@@ -263,7 +270,7 @@ pub async fn serve_member(
     ));
     let svc = ShardServer::new(Service {
         node: node.clone(),
-        cluster_key,
+        cluster_key: auth.key.clone(),
     })
     .max_decoding_message_size(MAX_GRPC_MESSAGE)
     .max_encoding_message_size(MAX_GRPC_MESSAGE);
@@ -278,7 +285,11 @@ pub async fn serve_member(
             s
         },
     );
-    let result = tonic::transport::Server::builder()
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = &auth.tls {
+        server = server.tls_config(tls.server())?;
+    }
+    let result = server
         .tcp_nodelay(true)
         // HTTP/2's default 64 KiB windows would hold a 100 KiB insert batch for a
         // WINDOW_UPDATE round trip (the router sets the same for replies).
@@ -360,14 +371,14 @@ pub async fn start_member(
     cursor_timeout: Duration,
     ttl_interval: Duration,
     repl: crate::repl::ReplConfig,
-    cluster_key: Option<String>,
+    auth: ClusterAuth,
 ) -> Result<RunningMember, ShardError> {
     let id = repl.me;
     let addr = listener.local_addr()?;
     let rt = tokio::runtime::Handle::current();
-    let key = cluster_key.clone();
+    let member_auth = auth.clone();
     let (node, raft, storage) = tokio::task::spawn_blocking(move || {
-        Node::open_member(&dir, cache_mb, cursor_timeout, repl, key, &rt)
+        Node::open_member(&dir, cache_mb, cursor_timeout, repl, member_auth, &rt)
     })
     .await
     .map_err(|e| ShardError::Catalog(e.to_string()))??;
@@ -377,7 +388,7 @@ pub async fn start_member(
         Some(raft),
         listener,
         ttl_interval,
-        cluster_key,
+        auth,
         shutdown.clone(),
     ));
     Ok(RunningMember {

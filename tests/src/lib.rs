@@ -120,7 +120,8 @@ impl TestCluster {
         };
         let s = shutdown.clone();
         let shard_task = tokio::spawn(async move {
-            shard::serve_with_key(node, shard_listener, Duration::from_secs(1), shard_key, s)
+            let auth = proto::cluster_auth::ClusterAuth::key(shard_key);
+            shard::serve_with_auth(node, shard_listener, Duration::from_secs(1), auth, s)
                 .await
                 .expect("shard serve");
         });

@@ -34,9 +34,18 @@ impl Default for Tuning {
     }
 }
 
+/// The PEM files of a cluster that runs mutual TLS between its nodes.
+#[derive(Clone)]
+pub struct ClusterTlsFiles {
+    pub cert: String,
+    pub key: String,
+    pub ca: String,
+}
+
 pub struct TestReplicaSet {
     pub configs: Vec<MemberConfig>,
     tuning: Tuning,
+    cluster_tls: Option<ClusterTlsFiles>,
     members: Vec<Option<RunningMember>>,
     pub routers: Vec<SocketAddr>,
     router_shutdown: CancellationToken,
@@ -66,6 +75,19 @@ impl TestReplicaSet {
 
     /// Members given as (site, priority, arbiter), tuned.
     pub async fn start_tuned(layout: &[(&str, i64, bool)], tuning: Tuning) -> TestReplicaSet {
+        Self::launch(layout, tuning, None).await
+    }
+
+    /// Three sites whose members and routers talk mutual TLS with these files.
+    pub async fn start_with_cluster_tls(files: ClusterTlsFiles) -> TestReplicaSet {
+        Self::launch(&THREE_SITES, Tuning::default(), Some(files)).await
+    }
+
+    async fn launch(
+        layout: &[(&str, i64, bool)],
+        tuning: Tuning,
+        cluster_tls: Option<ClusterTlsFiles>,
+    ) -> TestReplicaSet {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut listeners = Vec::new();
         for _ in layout {
@@ -88,6 +110,7 @@ impl TestReplicaSet {
         let mut set = TestReplicaSet {
             configs,
             tuning,
+            cluster_tls,
             members: Vec::new(),
             routers: Vec::new(),
             router_shutdown: CancellationToken::new(),
@@ -102,10 +125,14 @@ impl TestReplicaSet {
         for site in SITES {
             let listener = router::listener::bind("127.0.0.1:0").await.unwrap();
             set.routers.push(listener.local_addr().unwrap());
+            let tls = set.cluster_tls.clone();
             let config = router::RouterConfig {
                 listen: listener.local_addr().unwrap().to_string(),
                 shard: hosts.join(","),
                 site: site.into(),
+                tls_cluster_cert: tls.as_ref().map(|t| t.cert.clone()).unwrap_or_default(),
+                tls_cluster_key: tls.as_ref().map(|t| t.key.clone()).unwrap_or_default(),
+                tls_cluster_ca: tls.as_ref().map(|t| t.ca.clone()).unwrap_or_default(),
                 ..Default::default()
             };
             let sd = set.router_shutdown.clone();
@@ -167,9 +194,19 @@ impl TestReplicaSet {
             Duration::from_secs(600),
             Duration::from_secs(1),
             repl,
-            None,
+            self.cluster_auth(),
         )
         .await
+    }
+
+    /// How members authenticate to each other: mutual TLS when the set runs it.
+    fn cluster_auth(&self) -> proto::cluster_auth::ClusterAuth {
+        let tls = self.cluster_tls.as_ref().map(|t| {
+            proto::cluster_tls::ClusterTls::load(&t.cert, &t.key, &t.ca)
+                .expect("cluster TLS files")
+                .expect("all three files")
+        });
+        proto::cluster_auth::ClusterAuth { key: None, tls }
     }
 
     /// A driver client of the router in site `site` (0 = A).

@@ -67,7 +67,7 @@ impl TestShardedCluster {
                     Duration::from_secs(600),
                     Duration::from_secs(1),
                     ReplConfig::new(&set, c.id, configs.clone()),
-                    None,
+                    Default::default(),
                 )
                 .await
                 .expect("start member");

@@ -281,7 +281,7 @@ impl Replica {
         log_dir: &std::path::Path,
         on_catalog_change: Arc<dyn Fn() + Send + Sync>,
         namespace_of: rollback::NamespaceOf,
-        cluster_key: Option<String>,
+        auth: proto::cluster_auth::ClusterAuth,
         rt: &tokio::runtime::Handle,
     ) -> Result<(Arc<Replica>, RaftService), String> {
         config.validate()?;
@@ -348,13 +348,7 @@ impl Replica {
             .filter(|m| m.id != me.id)
             .map(|m| (m.id, m.dial.clone().unwrap_or_else(|| m.host.clone())))
             .collect();
-        let outbox = Outbox::start(
-            &config.set_name,
-            &peers,
-            faults.clone(),
-            cluster_key.as_deref(),
-            rt,
-        );
+        let outbox = Outbox::start(&config.set_name, &peers, faults.clone(), &auth, rt);
         let data_peers = peers::Peers::new(
             peers
                 .iter()
@@ -362,7 +356,7 @@ impl Replica {
                 .cloned()
                 .collect(),
             faults.clone(),
-            cluster_key.clone(),
+            auth.clone(),
             rt,
         );
         let (tx, rx) = channel();
@@ -441,7 +435,7 @@ impl Replica {
             set_name: config.set_name.clone(),
             events: tx.clone(),
             faults: faults.clone(),
-            cluster_key,
+            cluster_key: auth.key,
             engine: Arc::downgrade(&base),
             status: status.clone(),
             arbiter: me.arbiter,

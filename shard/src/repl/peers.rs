@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bson::Document;
+use proto::cluster_auth::ClusterAuth;
 use proto::shard::shard_client::ShardClient;
 use proto::shard::CommandRequest;
-use tonic::transport::Endpoint;
 use tonic::Request;
 
 use super::transport::Faults;
@@ -23,7 +23,7 @@ pub struct Peers {
     /// (member id, gRPC address).
     members: Vec<(u64, String)>,
     faults: Arc<Faults>,
-    cluster_key: Option<String>,
+    auth: ClusterAuth,
     rt: tokio::runtime::Handle,
 }
 
@@ -31,13 +31,13 @@ impl Peers {
     pub fn new(
         members: Vec<(u64, String)>,
         faults: Arc<Faults>,
-        cluster_key: Option<String>,
+        auth: ClusterAuth,
         rt: &tokio::runtime::Handle,
     ) -> Peers {
         Peers {
             members,
             faults,
-            cluster_key,
+            auth,
             rt: rt.clone(),
         }
     }
@@ -61,12 +61,12 @@ impl Peers {
             .map(|(id, addr)| {
                 let (id, addr, bytes) = (*id, addr.clone(), bytes.clone());
                 let cut = self.faults.is_cut(id);
-                let (key, db) = (self.cluster_key.clone(), db.to_string());
+                let (auth, db) = (self.auth.clone(), db.to_string());
                 self.rt.spawn(async move {
                     if cut {
                         return Err(format!("member {id} is unreachable"));
                     }
-                    tokio::time::timeout(timeout, ask(addr, db, bytes, key, timeout))
+                    tokio::time::timeout(timeout, ask(addr, db, bytes, auth, timeout))
                         .await
                         .unwrap_or_else(|_| Err(format!("member {id} did not answer in time")))
                 })
@@ -86,11 +86,11 @@ async fn ask(
     addr: String,
     db: String,
     command: Vec<u8>,
-    key: Option<String>,
+    auth: ClusterAuth,
     timeout: Duration,
 ) -> Result<Document, String> {
-    let channel = Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|e| e.to_string())?
+    let channel = auth
+        .endpoint(&addr)?
         .tcp_nodelay(true)
         .connect_timeout(timeout)
         .connect()
@@ -102,7 +102,7 @@ async fn ask(
         max_time_ms: timeout.as_millis() as u64,
         ..Default::default()
     });
-    if let Some(key) = key.as_ref().and_then(|k| k.parse().ok()) {
+    if let Some(key) = auth.header() {
         req.metadata_mut().insert(proto::cluster_key::HEADER, key);
     }
     let reply = ShardClient::new(channel)

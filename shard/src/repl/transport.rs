@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use proto::cluster_auth::ClusterAuth;
 use proto::raft::raft_client::RaftClient;
 use proto::raft::raft_server::Raft;
 use proto::raft::{RaftAck, RaftBatch, SnapshotChunk, SnapshotRequest};
@@ -27,7 +28,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::metadata::MetadataMap;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
@@ -72,7 +73,7 @@ pub struct Outbox {
     /// What fetching a snapshot from a peer needs (it is not a Raft message).
     addrs: HashMap<u64, String>,
     set_name: String,
-    cluster_key: Option<String>,
+    auth: ClusterAuth,
     rt: tokio::runtime::Handle,
 }
 
@@ -92,22 +93,26 @@ impl Outbox {
         set_name: &str,
         peers: &[(u64, String)],
         faults: Arc<Faults>,
-        cluster_key: Option<&str>,
+        auth: &ClusterAuth,
         rt: &tokio::runtime::Handle,
     ) -> Outbox {
         let mut map = HashMap::new();
         for (id, addr) in peers {
             let (tx, rx) = unbounded_channel();
             map.insert(*id, tx);
-            let key = cluster_key.as_ref().and_then(|k| k.parse().ok());
-            rt.spawn(send_loop(set_name.to_string(), addr.clone(), key, rx));
+            rt.spawn(send_loop(
+                set_name.to_string(),
+                addr.clone(),
+                auth.clone(),
+                rx,
+            ));
         }
         Outbox {
             peers: map,
             faults,
             addrs: peers.iter().cloned().collect(),
             set_name: set_name.to_string(),
-            cluster_key: cluster_key.map(str::to_string),
+            auth: auth.clone(),
             rt: rt.clone(),
         }
     }
@@ -121,8 +126,9 @@ impl Outbox {
             .addrs
             .get(&to)
             .ok_or_else(|| format!("no member {to}"))?;
-        let channel = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| e.to_string())?
+        let channel = self
+            .auth
+            .endpoint(addr)?
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(1))
             .initial_stream_window_size(Some(8 * 1024 * 1024))
@@ -139,7 +145,7 @@ impl Outbox {
             member: me,
             min_index,
         });
-        if let Some(key) = self.cluster_key.as_ref().and_then(|k| k.parse().ok()) {
+        if let Some(key) = self.auth.header() {
             req.metadata_mut().insert(proto::cluster_key::HEADER, key);
         }
         req
@@ -245,13 +251,13 @@ const KEEP_ALIVE: Duration = Duration::from_secs(1);
 async fn send_loop(
     set_name: String,
     addr: String,
-    key: Option<tonic::metadata::AsciiMetadataValue>,
+    auth: ClusterAuth,
     mut rx: UnboundedReceiver<Vec<Message>>,
 ) {
-    let url = format!("http://{addr}");
-    let Ok(endpoint) = Endpoint::from_shared(url) else {
+    let Ok(endpoint) = auth.endpoint(&addr) else {
         return;
     };
+    let key = auth.header();
     // No request timeout: it would end the long-lived stream. Keep-alive pings and
     // `SEND_TIMEOUT` find a dead peer instead.
     let channel = endpoint
@@ -577,7 +583,7 @@ mod tests {
     async fn send_until(peer: &Peer, bytes: usize, done: impl Fn(&Peer) -> bool) {
         let addr = serve(peer.clone()).await;
         let (tx, rx) = unbounded_channel();
-        tokio::spawn(send_loop("s".into(), addr, None, rx));
+        tokio::spawn(send_loop("s".into(), addr, ClusterAuth::default(), rx));
         for _ in 0..400 {
             if done(peer) {
                 return;
