@@ -9,6 +9,8 @@
 #   deploy/cluster.sh key     make deploy/secrets/cluster-key if it does not exist
 #   deploy/cluster.sh certs   make the cluster CA and member certificate in deploy/secrets/
 #                             if they do not exist (mutual TLS between every node)
+#   deploy/cluster.sh stranger  a container without the cluster's certificate is refused
+#                             commands and Raft messages by a member (cluster must be up)
 #   deploy/cluster.sh compose ARGS...   docker-compose with this project's file and name
 #
 # LAYOUT=replica-set (default: docker-compose.yml, one shard replica set, two members in
@@ -85,10 +87,29 @@ key() {
   echo "made a cluster key in $file"
 }
 
-# The cluster's CA and one member certificate (subjectAltName bulwark-member, the name
-# every node verifies; proto/src/cluster_tls.rs) in deploy/secrets/, kept across runs.
-# Every router and member presents it and requires it of its peers, so a container on a
-# site network without it can neither run commands on a member nor send it Raft messages.
+# A CA and one member certificate it signed (subjectAltName bulwark-member, the name
+# every node verifies; proto/src/cluster_tls.rs) in directory $1: $2-ca.pem, $2-ca.key,
+# $2-member.pem, $2-member.key.
+make_pki() {
+  local dir=$1 name=$2
+  local ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+  openssl req -x509 "${ec[@]}" -days 3650 -subj "/CN=Bulwark $name CA" \
+    -keyout "$dir/$name-ca.key" -out "$dir/$name-ca.pem" 2>/dev/null
+  openssl req "${ec[@]}" -subj "/CN=bulwark-member" \
+    -keyout "$dir/$name-member.key" -out "$dir/$name-member.csr" 2>/dev/null
+  printf '%s\n' "subjectAltName=DNS:bulwark-member" "basicConstraints=CA:FALSE" \
+    "keyUsage=digitalSignature" "extendedKeyUsage=serverAuth,clientAuth" >"$dir/$name-member.ext"
+  openssl x509 -req -in "$dir/$name-member.csr" -CA "$dir/$name-ca.pem" \
+    -CAkey "$dir/$name-ca.key" -CAcreateserial -days 3650 \
+    -extfile "$dir/$name-member.ext" -out "$dir/$name-member.pem" 2>/dev/null
+  rm -f "$dir/$name-member.csr" "$dir/$name-member.ext" "$dir/$name-ca.srl"
+  # Read by uid 10001 in the containers through bind mounts. The CA's key stays on the
+  # host: it only signs new member certificates.
+  chmod 644 "$dir/$name-ca.pem" "$dir/$name-member.pem" "$dir/$name-member.key"
+}
+
+# The cluster's CA and member certificate in deploy/secrets/, kept across runs. Every
+# router and member presents it and requires it of its peers.
 certs() {
   local dir=$DEPLOY/secrets
   if [ -s "$dir/cluster-ca.pem" ] && [ -s "$dir/cluster-member.pem" ] && [ -s "$dir/cluster-member.key" ]; then
@@ -96,21 +117,37 @@ certs() {
   fi
   mkdir -p "$dir"
   chmod 700 "$dir"
-  local ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
-  openssl req -x509 "${ec[@]}" -days 3650 -subj "/CN=Bulwark cluster CA" \
-    -keyout "$dir/cluster-ca.key" -out "$dir/cluster-ca.pem" 2>/dev/null
-  openssl req "${ec[@]}" -subj "/CN=bulwark-member" \
-    -keyout "$dir/cluster-member.key" -out "$dir/cluster-member.csr" 2>/dev/null
-  printf '%s\n' "subjectAltName=DNS:bulwark-member" "basicConstraints=CA:FALSE" \
-    "keyUsage=digitalSignature" "extendedKeyUsage=serverAuth,clientAuth" >"$dir/cluster-member.ext"
-  openssl x509 -req -in "$dir/cluster-member.csr" -CA "$dir/cluster-ca.pem" \
-    -CAkey "$dir/cluster-ca.key" -CAcreateserial -days 3650 \
-    -extfile "$dir/cluster-member.ext" -out "$dir/cluster-member.pem" 2>/dev/null
-  rm -f "$dir/cluster-member.csr" "$dir/cluster-member.ext" "$dir/cluster-ca.srl"
-  # Read by uid 10001 in the containers through a bind mount; the directory keeps others
-  # out. The CA's key stays here: it only signs new member certificates.
-  chmod 644 "$dir/cluster-ca.pem" "$dir/cluster-member.pem" "$dir/cluster-member.key"
+  make_pki "$dir" cluster
   echo "made the cluster CA and member certificate in $dir"
+}
+
+# A stranger container on site A's network, from the same image, probes a member
+# (`bulwark probe`): with no certificate, or with a certificate of its own CA (trusting
+# the cluster's), it must be refused both a command and a Raft message; with the
+# cluster's certificate and key (the control, so the check can fail) it is served.
+stranger() {
+  local member=${STRANGER_TARGET:-bulwark-shard0-a1:27100} set=${STRANGER_SET:-shard0}
+  local net=${STRANGER_NET:-bulwark-site-a} tmp s=$DEPLOY/secrets failed=0
+  tmp=$(mktemp -d)
+  chmod 755 "$tmp"
+  make_pki "$tmp" stranger
+  probe() {
+    docker run --rm --network "$net" -v "$tmp:/stranger:ro" \
+      -v "$s/cluster-ca.pem:/cluster/ca.pem:ro" -v "$s/cluster-member.pem:/cluster/member.pem:ro" \
+      -v "$s/cluster-member.key:/cluster/member.key:ro" -v "$s/cluster-key:/cluster/key:ro" \
+      "$BULWARK_IMAGE" probe "$member" "$@"
+  }
+  local own=(--tls-cluster-cert /stranger/stranger-member.pem --tls-cluster-key /stranger/stranger-member.key --tls-cluster-ca /cluster/ca.pem)
+  local cluster=(--tls-cluster-cert /cluster/member.pem --tls-cluster-key /cluster/member.key --tls-cluster-ca /cluster/ca.pem --cluster-key-file /cluster/key)
+  for args in "" "--raft-set $set" "${own[*]}" "${own[*]} --raft-set $set" "${own[*]} --cluster-key-file /cluster/key"; do
+    # shellcheck disable=SC2086
+    if probe $args; then echo "FAILED: a stranger was served (probe $args)"; failed=1; fi
+  done
+  probe "${cluster[@]}" || { echo "FAILED: the cluster's own certificate was refused"; failed=1; }
+  probe "${cluster[@]}" --raft-set "$set" || { echo "FAILED: the cluster's own Raft batch was refused"; failed=1; }
+  rm -rf "$tmp"
+  [ "$failed" = 0 ] && echo "stranger: refused without a cluster certificate, served with one"
+  return "$failed"
 }
 
 # The log lines of container $1 since it last started (a restarted container keeps the
@@ -195,6 +232,7 @@ case "${1:-}" in
   image) base; image ;;
   key) key ;;
   certs) certs ;;
+  stranger) stranger ;;
   down) down ;;
   compose) shift; compose "$@" ;;
   *) sed -n '2,22p' "$0"; exit 2 ;;

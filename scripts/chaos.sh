@@ -44,6 +44,8 @@ if [ -n "$COMPOSE_SCENARIOS" ]; then
   echo "== compose cluster up (deploy/cluster.sh up, log $OUT/compose-up.log)"
   if timeout 900 bash deploy/cluster.sh up >"$OUT/compose-up.log" 2>&1; then
     tail -1 "$OUT/compose-up.log"
+    echo "== a stranger container on a site network (deploy/cluster.sh stranger)"
+    bash deploy/cluster.sh stranger || status=1
     for s in $COMPOSE_SCENARIOS; do
       echo "== chaos $s (${DURATION}s, compose target)"
       if ! timeout 600 "$BIN" chaos "$s" --target compose --seed "$SEED" --duration "$DURATION" \

@@ -4,6 +4,7 @@
 mod cli_config;
 mod local;
 mod local_security;
+mod probe;
 
 use std::path::PathBuf;
 
@@ -51,6 +52,9 @@ enum Role {
     /// Run a chaos scenario: a workload, a fault and checkers; writes a JSON report and a
     /// timeline plot, and exits non-zero when a checker fails.
     Chaos(chaos::run::ChaosArgs),
+    /// Whether a member takes a call made with the given credentials (exit 0) or refuses
+    /// it (exit 1): checks that a member refuses callers outside its cluster.
+    Probe(probe::ProbeArgs),
 }
 
 #[derive(clap::Args)]
@@ -119,6 +123,13 @@ fn main() -> anyhow::Result<()> {
                     Ok(())
                 } else {
                     anyhow::bail!("a checker failed (see the report)")
+                }
+            }
+            Role::Probe(args) => {
+                if probe::run(args).await? {
+                    Ok(())
+                } else {
+                    std::process::exit(1)
                 }
             }
             Role::Router(a) => {
