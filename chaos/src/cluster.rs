@@ -33,6 +33,10 @@ pub trait Cluster {
     fn member_command_addr(&self, _i: usize) -> Option<String> {
         None
     }
+    /// The key a direct call to a member presents.
+    fn cluster_key(&self) -> Option<String> {
+        None
+    }
     fn router_count(&self) -> usize;
     fn router_site(&self, r: usize) -> &str;
     /// Where the router's nonces come from ("user" by default, "os" for the comparison).

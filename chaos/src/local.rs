@@ -76,6 +76,9 @@ pub struct LocalCluster {
     pub routers: Vec<Router>,
     links: Links,
     direct: bool,
+    /// The key every router and member presents to members, fresh per run: the cluster
+    /// runs with auth on, which makes internal authentication mandatory.
+    cluster_key: String,
     shutdown: CancellationToken,
 }
 
@@ -89,6 +92,9 @@ impl LocalCluster {
         options: &LocalOptions,
     ) -> anyhow::Result<LocalCluster> {
         let (router_env, member_settings) = (&options.router_env, &options.member_settings);
+        let cluster_key = router::auth::nonce::NonceSource::Os.nonce();
+        let member_settings =
+            format!("auth = true\ncluster_key = \"{cluster_key}\"\n{member_settings}");
         std::fs::create_dir_all(dir)?;
         let shutdown = CancellationToken::new();
         let mut links = Links::default();
@@ -172,6 +178,7 @@ impl LocalCluster {
                 ("BULWARK_SHARD".into(), shard.join(",")),
                 ("BULWARK_SITE".into(), site.to_string()),
                 ("BULWARK_AUTH".into(), "true".into()),
+                ("BULWARK_CLUSTER_KEY".into(), cluster_key.clone()),
                 ("BULWARK_NONCE_SOURCE".into(), nonce.to_string()),
                 // slow-router sets a failCommand fail point on a router.
                 ("BULWARK_ENABLE_TEST_COMMANDS".into(), "true".into()),
@@ -198,6 +205,7 @@ impl LocalCluster {
             routers,
             links,
             direct: options.direct,
+            cluster_key,
             shutdown,
         };
         for i in 0..c.members.len() {
@@ -259,6 +267,10 @@ impl Cluster for LocalCluster {
     /// The member's own port, past its links: its processes need no cluster key.
     fn member_command_addr(&self, i: usize) -> Option<String> {
         Some(self.member_host(i))
+    }
+
+    fn cluster_key(&self) -> Option<String> {
+        Some(self.cluster_key.clone())
     }
 
     fn router_count(&self) -> usize {

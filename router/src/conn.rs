@@ -54,6 +54,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
     id: u64,
     state: Arc<RouterState>,
     shutdown: CancellationToken,
+    x509_subject: Option<String>,
 ) {
     let span = info_span!("conn", id, %peer);
     async move {
@@ -71,7 +72,10 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             compressors: Vec::new(),
             next_request_id: 1,
             clock_increment: 0,
-            auth: Default::default(),
+            auth: crate::auth::ConnAuth {
+                x509_subject,
+                ..Default::default()
+            },
             app_name: None,
             closing: false,
             last_waits: None,

@@ -326,7 +326,7 @@ fn admit(
                     crate::tls::serve_connection(tls, stream, peer, id, state.clone(), shutdown)
                         .await
                 }
-                None => crate::conn::handle(stream, peer, id, state, shutdown).await,
+                None => crate::conn::handle(stream, peer, id, state, shutdown, None).await,
             }
             drop(permit);
         },

@@ -135,10 +135,19 @@ pub async fn serve_connection(
             debug!(%peer, "closing a plain connection: tls_mode is requireTLS");
             return;
         }
-        return crate::conn::handle(stream, peer, id, state, shutdown).await;
+        return crate::conn::handle(stream, peer, id, state, shutdown, None).await;
     }
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)).await {
-        Ok(Ok(s)) => crate::conn::handle(s, peer, id, state, shutdown).await,
+        Ok(Ok(s)) => {
+            // Verified against `tls_ca` during the handshake, when the client sent one.
+            let subject = s
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .and_then(|leaf| crate::auth::x509::subject_of(leaf));
+            crate::conn::handle(s, peer, id, state, shutdown, subject).await
+        }
         Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
         Err(_) => debug!(%peer, "TLS handshake timed out"),
     }

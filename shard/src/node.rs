@@ -348,6 +348,9 @@ impl Node {
         let run = || {
             crate::error::contain_panic(name, || {
                 self.read_concern(cmd, spec.writes, deadline)?;
+                if !spec.writes {
+                    self.await_timed_out_writes();
+                }
                 let routed = Routing {
                     shard_version: crate::shard_version::received(cmd)?,
                     db_version: crate::db_placement::received(cmd)?,
@@ -400,6 +403,17 @@ impl Node {
                 reply
             }
             Err(e) => e.to_document(),
+        }
+    }
+
+    /// A read on the member that proposed a write whose client stopped waiting at its
+    /// `wtimeout` waits for that write's outcome (it is applied, or erased by a change of
+    /// primary), as MongoDB's primary has applied such a write before it reports the
+    /// timeout: a client that got the writeConcernError and reads next sees its write.
+    /// Writers wait the same way under their collection's lock (`Catalog::exclusive`).
+    fn await_timed_out_writes(&self) {
+        if let Some(replica) = &self.replica {
+            replica.unresolved.wait();
         }
     }
 

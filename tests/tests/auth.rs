@@ -1009,17 +1009,24 @@ async fn allow_tls_serves_both_on_one_port() {
         .unwrap();
 }
 
-#[tokio::test]
-async fn client_certificates_are_verified_when_required() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = pki(dir.path());
+/// A cluster that requires TLS and verifies client certificates (every client of
+/// `options()` presents `pki`'s), and a root client of it.
+async fn verifying_cluster(dir: &std::path::Path) -> (TestCluster, mongodb::Client) {
+    let p = pki(dir);
     let c = tls_builder(&p, "requireTLS")
         .verify_clients(&p.ca, &p.client)
         .start()
         .await;
-    let with_cert = c
+    let root = c
         .client_as(ROOT.0, ROOT.1, "admin", AuthMechanism::ScramSha256)
         .await;
+    (c, root)
+}
+
+#[tokio::test]
+async fn client_certificates_are_verified_when_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, with_cert) = verifying_cluster(dir.path()).await;
     with_cert
         .database("admin")
         .run_command(doc! {"ping": 1})
@@ -1364,4 +1371,60 @@ async fn the_audit_log_records_who_did_what() {
         );
     }
     assert!(!text.contains("secret-pw"), "a password in the audit log");
+}
+
+/// A client of `c` that authenticates with MONGODB-X509 (its TLS options carry the
+/// client certificate).
+async fn x509_client(c: &TestCluster) -> mongodb::Client {
+    let mut o = c.options().await;
+    o.credential = Some(
+        mongodb::options::Credential::builder()
+            .mechanism(AuthMechanism::MongoDbX509)
+            .build(),
+    );
+    o.server_selection_timeout = Some(std::time::Duration::from_secs(3));
+    mongodb::Client::with_options(o).unwrap()
+}
+
+/// Issue 39: MONGODB-X509. A client presenting a verified certificate authenticates as
+/// its subject, a user of `$external`, and gets that user's roles and nothing more.
+#[tokio::test]
+async fn x509_clients_authenticate_as_their_certificate_subject() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, admin) = verifying_cluster(dir.path()).await;
+    let coll = admin.database("app").collection::<Document>("c");
+    coll.insert_one(doc! {"x": 1}).await.unwrap();
+    let external = admin.database("$external");
+    let with_pwd = doc! {"createUser": "CN=client", "pwd": "x", "roles": []};
+    assert_eq!(err_code(&external, with_pwd).await, 2);
+    // No user for the subject yet: refused.
+    let stranger = x509_client(&c).await;
+    let e = stranger
+        .database("app")
+        .run_command(doc! {"ping": 1})
+        .await
+        .unwrap_err();
+    assert!(format!("{e}").contains("Authentication failed"), "{e}");
+    external
+        .run_command(doc! {"createUser": "CN=client", "roles": [{"role": "read", "db": "app"}]})
+        .await
+        .unwrap();
+    let x509 = x509_client(&c).await;
+    let app = x509.database("app").collection::<Document>("c");
+    assert_eq!(app.count_documents(doc! {}).await.unwrap(), 1);
+    assert_eq!(code(&app.insert_one(doc! {"y": 1}).await.unwrap_err()), 13);
+    let status = x509
+        .database("admin")
+        .run_command(doc! {"connectionStatus": 1})
+        .await
+        .unwrap();
+    assert!(format!("{status}").contains("CN=client"), "{status}");
+    // The mechanism needs `$external` and a certificate: a plain SCRAM user's
+    // connection has none to offer.
+    let e = admin
+        .database("$external")
+        .run_command(doc! {"authenticate": 1, "mechanism": "MONGODB-X509", "user": "CN=someone"})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 18);
 }

@@ -138,6 +138,10 @@ async fn data_members<C: Cluster>(cluster: &C) -> anyhow::Result<Option<Vec<Memb
             return Ok(None);
         };
         let handle = ShardHandle::connect_lazy(&addr, "")
+            .and_then(|h| {
+                h.with_cluster_key(cluster.cluster_key())
+                    .map_err(router::RouterError::Config)
+            })
             .map_err(|e| anyhow::anyhow!("connecting to {addr}: {e}"))?;
         let member = Member {
             host: cluster.member_host(i),

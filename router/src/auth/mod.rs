@@ -19,6 +19,7 @@ pub mod scram;
 pub mod setup;
 pub mod store;
 pub mod user;
+pub mod x509;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -249,6 +250,9 @@ pub struct ConnAuth {
     pub(crate) next_conversation_id: i32,
     /// Failed attempts on this connection (the router-wide total is in `OpCounters`).
     pub failures: u32,
+    /// The RFC 2253 subject of the certificate the client presented over TLS, verified
+    /// against `tls_ca` (what MONGODB-X509 authenticates as).
+    pub x509_subject: Option<String>,
 }
 
 impl ConnAuth {

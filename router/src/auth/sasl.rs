@@ -129,21 +129,7 @@ pub async fn cont(session: &mut Session, cmd: &Document) -> MongoResult<Document
                     ScramError::Authentication,
                 )
             })?;
-            let (privileges, roles) = auth.resolve(&record.roles).await?;
-            info!(user = %record.user, db = %record.db, mechanism = mech.name(), "authentication succeeded");
-            session.state.counters.add(session.id, Op::AuthSucceeded, 1);
-            if let Some(log) = &session.state.audit {
-                let actor = session.actor();
-                log.authentication(&actor, &record.user, &record.db, mech.name(), true);
-            }
-            session.auth.user = Some(AuthedUser {
-                user: record.user.clone(),
-                db: record.db.clone(),
-                roles,
-                direct_roles: record.roles.clone(),
-                privileges,
-                generation: auth.generation(),
-            });
+            sign_in(session, &record, mech.name()).await?;
             if !conv.skip_empty {
                 session.auth.conversation = Some(Conversation {
                     step: Step::Empty,
@@ -205,6 +191,31 @@ fn payload(cmd: &Document) -> MongoResult<Vec<u8>> {
     }
 }
 
+/// Makes the connection `record`'s user, authenticated by `mechanism`: resolves its
+/// privileges, logs, counts and audits the success.
+pub(crate) async fn sign_in(
+    session: &mut Session,
+    record: &super::user::UserRecord,
+    mechanism: &str,
+) -> MongoResult<()> {
+    let auth = session.state.auth.clone();
+    let (privileges, roles) = auth.resolve(&record.roles).await?;
+    info!(user = %truncate(&record.user), db = %record.db, mechanism, "authentication succeeded");
+    session.state.counters.add(session.id, Op::AuthSucceeded, 1);
+    if let Some(log) = &session.state.audit {
+        log.authentication(&session.actor(), &record.user, &record.db, mechanism, true);
+    }
+    session.auth.user = Some(AuthedUser {
+        user: record.user.clone(),
+        db: record.db.clone(),
+        roles,
+        direct_roles: record.roles.clone(),
+        privileges,
+        generation: auth.generation(),
+    });
+    Ok(())
+}
+
 /// Logs and counts a failure and turns it into the client's error. The password is
 /// never part of any message; the user name is truncated so a huge one cannot flood logs.
 fn fail(session: &mut Session, db: &str, user: &str, mech: Mechanism, e: ScramError) -> MongoError {
@@ -225,7 +236,9 @@ fn fail(session: &mut Session, db: &str, user: &str, mech: Mechanism, e: ScramEr
     }
 }
 
-fn truncate(s: &str) -> &str {
+/// `s` cut to at most 64 bytes, at a character boundary: user names in logs and audit
+/// events, where a huge one must not flood them.
+pub(crate) fn truncate(s: &str) -> &str {
     let mut end = s.len().min(64);
     while !s.is_char_boundary(end) {
         end -= 1;

@@ -14,9 +14,7 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
     let roles = RoleName::parse_list(cmd.get("roles"), db, "roles")?;
     manage::require_on_db(session, db, cmd, &[Action::CreateUser], &roles, true).await?;
     if db == "$external" {
-        return Err(MongoError::bad_value(
-            "SCRAM users cannot be created in the $external database",
-        ));
+        return create_external(session, name, &roles, cmd).await;
     }
     let password = manage::password_arg(cmd)?.ok_or_else(|| {
         MongoError::bad_value("Must provide a 'pwd' field for all user documents, except those with '$external' as the user's source db")
@@ -29,5 +27,27 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
     let doc = user::new_user_document(db, name, creds, &roles, custom);
     manage::insert_new(&auth, Kind::User, db, name, doc).await?;
     tracing::info!(user = %name, %db, "user created");
+    Ok(doc! {})
+}
+
+/// A user of `$external`: authenticated elsewhere (its X.509 certificate, for
+/// MONGODB-X509), so it has no password and no SCRAM keys.
+async fn create_external(
+    session: &mut Session,
+    name: &str,
+    roles: &[RoleName],
+    cmd: &Document,
+) -> MongoResult<Document> {
+    if cmd.contains_key("pwd") {
+        return Err(MongoError::bad_value(
+            "Cannot set the password for users defined on the '$external' database",
+        ));
+    }
+    let custom = manage::custom_data_arg(cmd)?;
+    let auth = session.state.auth.clone();
+    manage::check_roles_exist(&auth, roles).await?;
+    let doc = user::new_user_document("$external", name, Document::new(), roles, custom);
+    manage::insert_new(&auth, Kind::User, "$external", name, doc).await?;
+    tracing::info!(user = %name, db = "$external", "user created");
     Ok(doc! {})
 }

@@ -14,6 +14,7 @@ use crate::counters::Op;
 
 mod add_shard;
 mod add_shard_to_zone;
+mod authenticate;
 mod balancer_mode;
 mod balancer_status;
 mod build_info;
@@ -130,6 +131,7 @@ const ASYNC: &[(&str, AsyncFn, Rule)] = &[
     ("isMaster", async_cmd!(sasl::hello), Rule::Open),
     ("ismaster", async_cmd!(sasl::hello), Rule::Open),
     ("saslStart", async_cmd!(sasl::start), Rule::Open),
+    ("authenticate", async_cmd!(authenticate::run), Rule::Open),
     ("saslContinue", async_cmd!(sasl::cont), Rule::Open),
     ("createUser", async_cmd!(create_user::run), Rule::Handler),
     ("updateUser", async_cmd!(update_user::run), Rule::Handler),

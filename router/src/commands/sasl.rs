@@ -33,10 +33,15 @@ pub async fn hello(session: &mut Session, db: &str, cmd: &Document) -> MongoResu
         // A failed speculative attempt is not an error: the reply just omits the field
         // and the driver authenticates with saslStart as usual (MongoDB does the same).
         let auth_db = spec.get_str("db").unwrap_or(db);
-        if spec.contains_key("saslStart") {
-            if let Ok(step) = sasl::start(session, auth_db, spec).await {
-                reply.insert("speculativeAuthenticate", step);
-            }
+        let step = if spec.contains_key("saslStart") {
+            sasl::start(session, auth_db, spec).await.ok()
+        } else if spec.contains_key("authenticate") {
+            super::authenticate::run(session, auth_db, spec).await.ok()
+        } else {
+            None
+        };
+        if let Some(step) = step {
+            reply.insert("speculativeAuthenticate", step);
         }
     }
     Ok(reply)
