@@ -147,6 +147,37 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
     }
 }
 
+/// Runs a setup step again while the set is still settling: a healthy cluster can still
+/// hand its primary over to the preferred member (a priority takeover) in its first
+/// seconds, and DDL is not retried by the driver. Bounded: 40 tries, 250 ms apart.
+async fn until_settled<T, F, Fut>(step: F) -> mongodb::error::Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = mongodb::error::Result<T>>,
+{
+    // InterruptedDueToReplStateChange, NotWritablePrimary, NotPrimaryNoSecondaryOk,
+    // PrimarySteppedDown, InterruptedAtShutdown, ShutdownInProgress.
+    const SETTLING: [i32; 6] = [11602, 10107, 13435, 189, 11600, 91];
+    let mut tries = 0;
+    loop {
+        match step().await {
+            Err(e) if tries < 40 => {
+                let settling = match e.kind.as_ref() {
+                    mongodb::error::ErrorKind::Command(c) => SETTLING.contains(&c.code),
+                    mongodb::error::ErrorKind::Io(_) => true,
+                    _ => false,
+                };
+                if !settling {
+                    return Err(e);
+                }
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The scenario on a healthy cluster: workload, fault, recovery, checks, report.
 /// `started`: when the runner began bringing the cluster up.
 async fn run_on<C: Cluster>(
@@ -168,13 +199,16 @@ async fn run_on<C: Cluster>(
     // lists' is multikey), whose upkeep through the fault `validate` checks afterwards.
     for (coll, field) in [("lists", "vals"), ("registers", "v")] {
         let c = admin.database("chaos").collection::<bson::Document>(coll);
-        c.drop()
+        until_settled(|| std::future::IntoFuture::into_future(c.drop()))
             .await
             .with_context(|| format!("dropping chaos.{coll} before the run"))?;
-        let index = mongodb::IndexModel::builder()
-            .keys(bson::doc! {field: 1})
-            .build();
-        c.create_index(index)
+        let index = || {
+            let model = mongodb::IndexModel::builder()
+                .keys(bson::doc! {field: 1})
+                .build();
+            std::future::IntoFuture::into_future(c.create_index(model))
+        };
+        until_settled(index)
             .await
             .with_context(|| format!("indexing chaos.{coll} before the run"))?;
     }
