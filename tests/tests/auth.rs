@@ -1397,6 +1397,9 @@ async fn x509_clients_authenticate_as_their_certificate_subject() {
     let external = admin.database("$external");
     let with_pwd = doc! {"createUser": "CN=client", "pwd": "x", "roles": []};
     assert_eq!(err_code(&external, with_pwd).await, 2);
+    let with_mechanisms =
+        doc! {"createUser": "CN=client", "roles": [], "mechanisms": ["SCRAM-SHA-256"]};
+    assert_eq!(err_code(&external, with_mechanisms).await, 2);
     // No user for the subject yet: refused.
     let stranger = x509_client(&c).await;
     let e = stranger
@@ -1427,4 +1430,10 @@ async fn x509_clients_authenticate_as_their_certificate_subject() {
         .await
         .unwrap_err();
     assert_eq!(code(&e), 18);
+    let e = admin
+        .database("$external")
+        .run_command(doc! {"authenticate": 1, "mechanism": "MONGODB-X509", "user": 7})
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 14, "TypeMismatch");
 }

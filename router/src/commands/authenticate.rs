@@ -35,7 +35,12 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
             "No verified subject name available from client",
         ));
     };
-    if let Ok(named) = cmd.get_str("user") {
+    let named = match cmd.get("user") {
+        None => None,
+        Some(bson::Bson::String(u)) => Some(u.as_str()),
+        Some(_) => return Err(MongoError::type_mismatch("'user' must be a string")),
+    };
+    if let Some(named) = named {
         if named != subject {
             let why = "There is no x.509 client certificate matching the user.";
             return Err(failed(session, named, why));

@@ -38,10 +38,13 @@ async fn create_external(
     roles: &[RoleName],
     cmd: &Document,
 ) -> MongoResult<Document> {
-    if cmd.contains_key("pwd") {
-        return Err(MongoError::bad_value(
-            "Cannot set the password for users defined on the '$external' database",
-        ));
+    // Neither has a meaning without a password: refused, not ignored.
+    for field in ["pwd", "mechanisms"] {
+        if cmd.contains_key(field) {
+            return Err(MongoError::bad_value(format!(
+                "Cannot set '{field}' for users defined on the '$external' database"
+            )));
+        }
     }
     let custom = manage::custom_data_arg(cmd)?;
     let auth = session.state.auth.clone();
