@@ -172,3 +172,46 @@ async fn hostile_commands_fail_alone_and_unsupported_options_are_refused() {
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2);
     cluster.stop().await;
 }
+
+/// A misspelt or unknown top-level field is refused with 40415, not ignored: an ignored
+/// `fitler` would have deleted or returned the whole collection.
+#[tokio::test]
+async fn unknown_command_fields_are_refused() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client().await;
+    let db = client.database("strict");
+    let coll = db.collection::<Document>("c");
+    coll.insert_many(vec![doc! {"_id": 1, "a": 1}, doc! {"_id": 2, "a": 2}])
+        .await
+        .unwrap();
+    for cmd in [
+        doc! {"find": "c", "fitler": {"a": 1}},
+        doc! {"delete": "c", "deletes": [{"q": {"a": 1}, "limit": 0}], "upsert": true},
+        doc! {"aggregate": "c", "pipeline": [], "cursor": {}, "batchsize": 1},
+        doc! {"count": "c", "filter": {"a": 1}},
+        doc! {"explain": {"find": "c", "fitler": {}}},
+        doc! {"createIndexes": "c", "indexes": [{"key": {"a": 1}, "name": "a_1"}], "x": 1},
+    ] {
+        let e = db.run_command(cmd.clone()).await.unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("40415") && text.contains("is an unknown field"),
+            "{cmd}: {text}"
+        );
+    }
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2);
+    let found = db
+        .run_command(doc! {"find": "c", "filter": {"a": 1}, "comment": "ok", "maxTimeMS": 5000})
+        .await
+        .unwrap();
+    assert_eq!(
+        found
+            .get_document("cursor")
+            .unwrap()
+            .get_array("firstBatch")
+            .unwrap()
+            .len(),
+        1
+    );
+    cluster.stop().await;
+}

@@ -24,6 +24,7 @@
 //! frame length, decompressed size, document sizes and document nesting depth
 //! (see [`bson_check`]).
 
+pub mod command_fields;
 pub mod error;
 
 pub mod bson_check;

@@ -466,6 +466,7 @@ pub async fn dispatch(
     }
     if let Some((_, op, rule)) = FORWARDED.iter().find(|e| e.0 == name) {
         session.state.counters.add(session.id, *op, 1);
+        wire::command_fields::check(name, &cmd)?;
         if let Some(coll) = crate::sharding::collection_of(name, &cmd) {
             wire::namespace::check(db, coll)?;
         }
