@@ -232,6 +232,47 @@ async fn a_wiped_member_catches_up_from_the_log() {
     set.stop().await;
 }
 
+/// A wiped member forgot the votes it cast before: it votes for no candidate with history,
+/// and asks for no votes, until it has followed a primary for a while; then it votes, so
+/// the set still elects a primary when another member fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wiped_member_votes_again_only_after_following_a_primary() {
+    let mut set = TestReplicaSet::start().await;
+    let (p, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    let victim = (p + 1) % 3;
+    let client = set.client(0, "").await;
+    let c = client.database("test").collection::<Document>("fence");
+    c.insert_many((0..20).map(|i| doc! {"_id": i}))
+        .await
+        .unwrap();
+    set.kill(victim).await;
+    set.wipe(victim);
+    // The others stop sending to it before it starts, and it to them once it runs.
+    set.isolate(victim);
+    set.restart(victim).await;
+    set.isolate(victim);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        set.status(victim).vote_fenced,
+        "no primary heard yet: the fence stands past its grace"
+    );
+    set.heal();
+    wait_caught_up(&set, victim).await;
+    let started = std::time::Instant::now();
+    while set.status(victim).vote_fenced {
+        assert!(started.elapsed() < LIVENESS, "the vote fence never lifted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!set.member_dir(victim).join("raft/vote-fence").exists());
+    set.kill(p).await;
+    let (q, _) = set
+        .wait_for_primary(LIVENESS)
+        .await
+        .expect("the two left elect a primary");
+    assert_ne!(q, p);
+    set.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_whose_data_is_damaged_resyncs_from_the_others() {
     // WiredTiger's metadata overwritten with garbage: the data cannot be opened.

@@ -15,7 +15,7 @@ use protobuf::Message as _;
 use raft::eraftpb::{Entry, Message, MessageType};
 use raft::{RawNode, StateRole};
 use storage::{Engine, StorageError};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::applier::{Applier, Waiter};
 use super::log::DurableLog;
@@ -168,6 +168,8 @@ pub struct Driver {
     pub retain_bytes: u64,
     /// While frozen this member asks for no votes and accepts no leadership transfer.
     pub frozen_until: Option<Instant>,
+    /// A member with a new log grants and asks for no votes for a while.
+    pub vote_fence: super::vote_fence::VoteFence,
     /// The member's log directory (where the snapshot-install marker lives).
     pub dir: std::path::PathBuf,
     /// Snapshots sent to members: when, and whether their fetch has started.
@@ -204,6 +206,10 @@ impl Driver {
             let now = Instant::now();
             if now >= next_tick {
                 self.raw.tick();
+                let last = self.raw.raft.raft_log.last_index();
+                if let Err(e) = self.vote_fence.lift_if_due(last) {
+                    warn!(error = %e, "could not lift the vote fence");
+                }
                 self.snapshot_watchdog();
                 self.forget_old_reads();
                 self.priority_takeover();
@@ -278,7 +284,15 @@ impl Driver {
                 }
             }
             Event::Message(_) if self.frozen() && is_transfer(&ev) => {}
+            Event::Message(m) if !self.vote_fence.admits(&m) => {
+                debug!(
+                    from = m.from,
+                    term = m.term,
+                    "vote fence: a vote not granted"
+                );
+            }
             Event::Message(m) if m.get_msg_type() == MessageType::MsgSnapshot => {
+                self.vote_fence.observe(&m);
                 if let Err(e) = self.receive_snapshot(*m) {
                     error!(error = %e, "replication stopped");
                     self.status.write().halted = Some(e.to_string());
@@ -286,6 +300,7 @@ impl Driver {
                 }
             }
             Event::Message(mut m) => {
+                self.vote_fence.observe(&m);
                 // A member whose log was lost (a wiped disk, an interrupted snapshot
                 // install) still looks caught up to the primary, which sends a heartbeat's
                 // commit index only up to what the member acknowledged. raft-rs treats a
@@ -537,7 +552,8 @@ impl Driver {
                 self.snapshots_out.insert(m.to, (Instant::now(), false));
             }
         }
-        if self.frozen() {
+        let last = self.raw.raft.raft_log.last_index();
+        if self.frozen() || !self.vote_fence.may_campaign(last) {
             without_vote_requests(msgs)
         } else {
             msgs
@@ -832,6 +848,7 @@ impl Driver {
         s.last_index = raft.raft_log.last_index();
         s.first_index = self.log.first_index();
         s.writable = self.writable();
+        s.vote_fenced = self.vote_fence.fenced();
         s.matched = matched;
         s.updated = Instant::now();
     }

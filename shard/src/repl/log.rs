@@ -80,6 +80,8 @@ pub struct DurableLog {
     /// from it).
     uncached: Uncached,
     segment_bytes: u64,
+    /// Nothing was on disk when this log was opened (a first start, or a wiped disk).
+    created: bool,
 }
 
 /// Whether `dir` holds a log.
@@ -110,7 +112,7 @@ fn list_segments(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
     Ok(found)
 }
 
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(super) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
@@ -222,6 +224,7 @@ impl DurableLog {
             sync_dir(dir)?;
         }
         let store = LogStore::new();
+        let created = hs.is_none();
         let mut log = DurableLog {
             store,
             dir: dir.to_path_buf(),
@@ -233,6 +236,7 @@ impl DurableLog {
             syncs: 0,
             uncached: Uncached::default(),
             segment_bytes: SEGMENT_BYTES,
+            created,
         };
         log.publish_segments();
         let cs = match cs {
@@ -309,6 +313,11 @@ impl DurableLog {
 
     pub fn syncs(&self) -> u64 {
         self.syncs
+    }
+
+    /// Whether nothing was on disk when this log was opened.
+    pub fn created(&self) -> bool {
+        self.created
     }
 
     pub fn storage(&self) -> &LogStore {

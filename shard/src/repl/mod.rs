@@ -31,6 +31,7 @@ pub mod rollback;
 pub mod slog_bridge;
 pub mod snapshot;
 pub mod transport;
+mod vote_fence;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -117,6 +118,9 @@ pub struct Status {
     /// The member is replacing its data with a snapshot's (MongoDB's STARTUP2): its
     /// tables are partial, so it serves no reads and reports no secondary.
     pub installing_snapshot: bool,
+    /// The member's log is new and it votes for no candidate with history yet
+    /// (`vote_fence`).
+    pub vote_fenced: bool,
     pub updated: Instant,
 }
 
@@ -137,6 +141,7 @@ impl Default for Status {
             snapshots_served: 0,
             snapshots_unfetched: 0,
             installing_snapshot: false,
+            vote_fenced: false,
             updated: Instant::now(),
         }
     }
@@ -378,9 +383,12 @@ impl Replica {
                 .map_err(|e| e.to_string())?,
             )
         };
+        let vote_fence =
+            vote_fence::VoteFence::open(log_dir, log.created()).map_err(|e| e.to_string())?;
         let driver = Driver {
             raw,
             log,
+            vote_fence,
             engine: base.clone(),
             applier,
             rx,
