@@ -18,6 +18,21 @@ pub enum Op {
     Cas { from: i64, to: i64, swapped: bool },
     /// Append a unique `value` to a list (the lost/duplicated-write workload).
     Append { value: i64 },
+    /// Add `by` to counter `key` (`$inc` by update or findAndModify, some at a `wtimeout`).
+    Inc { by: i64 },
+    /// Insert document `id` with a unique `u` of its own.
+    Insert { id: i64 },
+    /// Insert document `id` with a `u` that another document holds: must fail (11000).
+    DupInsert { id: i64 },
+    /// Change document `id`: `$push`, `$pull`, or a move of its unique `u`.
+    Modify { id: i64 },
+    /// Delete document `id` (by delete or findAndModify).
+    Delete { id: i64 },
+    /// A read whose answer is not judged, only its error: secondary and nearest finds,
+    /// aggregations.
+    Query { what: &'static str },
+    /// A step of the DDL worker on a scratch collection.
+    Ddl { what: &'static str },
 }
 
 /// How an operation ended.

@@ -7,6 +7,7 @@
 //! `--target compose` runs the same scenarios against the docker-compose cluster
 //! ([`compose`]); both targets implement [`cluster::Cluster`].
 
+pub mod api_workload;
 pub mod check;
 pub mod cluster;
 pub mod compose;

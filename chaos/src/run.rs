@@ -9,7 +9,8 @@ use clap::ValueEnum;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::check::{lost_writes, members_agree, recovery};
+use crate::api_workload;
+use crate::check::{effects, errors, lost_writes, members_agree, recovery};
 use crate::cluster::{client, Cluster, SITES};
 use crate::compose::ComposeCluster;
 use crate::local::{LocalCluster, LocalOptions};
@@ -178,6 +179,39 @@ where
     }
 }
 
+/// Empties the API workload's collections (the compose cluster keeps an earlier run's)
+/// and indexes its documents: `u` unique, `tags` multikey.
+async fn prepare_api_collections(admin: &mongodb::Client) -> anyhow::Result<()> {
+    let db = admin.database(api_workload::DB);
+    for name in [api_workload::COUNTERS, api_workload::DOCS] {
+        let c = db.collection::<bson::Document>(name);
+        until_settled(|| std::future::IntoFuture::into_future(c.drop()))
+            .await
+            .with_context(|| format!("dropping chaos.{name} before the run"))?;
+    }
+    let scratch = admin.database(api_workload::DDL_DB);
+    until_settled(|| std::future::IntoFuture::into_future(scratch.drop()))
+        .await
+        .context("dropping the DDL worker's database before the run")?;
+    let docs = db.collection::<bson::Document>(api_workload::DOCS);
+    for (keys, unique) in [(bson::doc! {"u": 1}, true), (bson::doc! {"tags": 1}, false)] {
+        let index = || {
+            let options = mongodb::options::IndexOptions::builder()
+                .unique(unique)
+                .build();
+            let model = mongodb::IndexModel::builder()
+                .keys(keys.clone())
+                .options(options)
+                .build();
+            std::future::IntoFuture::into_future(docs.create_index(model))
+        };
+        until_settled(index)
+            .await
+            .context("indexing chaos.docs before the run")?;
+    }
+    Ok(())
+}
+
 /// The scenario on a healthy cluster: workload, fault, recovery, checks, report.
 /// `started`: when the runner began bringing the cluster up.
 async fn run_on<C: Cluster>(
@@ -212,6 +246,7 @@ async fn run_on<C: Cluster>(
             .await
             .with_context(|| format!("indexing chaos.{coll} before the run"))?;
     }
+    prepare_api_collections(&admin).await?;
     let mut clients = Vec::new();
     for site in SITES {
         clients.push(client(&cluster.uri(cluster.router_of(site))).await?);
@@ -265,8 +300,11 @@ async fn run_on<C: Cluster>(
     let lin = crate::check::linearizable::check(&history);
     let lin_ok = lin.is_empty();
     let storm_ok = f.storm_checks.iter().all(|s| s.ok());
+    let (counters, docs) = api_workload::read_state(&admin).await?;
+    let fx = effects::check(&history, &counters, &docs);
+    let errs = errors::check(&history);
     let agree = members_agree::check(cluster, MEMBERS_AGREE_WITHIN).await;
-    let passed = lost.ok() && rec.ok() && lin_ok && storm_ok && agree.ok();
+    let passed = lost.ok() && rec.ok() && lin_ok && storm_ok && agree.ok() && fx.ok() && errs.ok();
 
     let tl = timeline::from_history(
         &history,
@@ -295,6 +333,8 @@ async fn run_on<C: Cluster>(
             "recovery": { "passed": rec.ok(), "report": rec },
             "storm_served": { "passed": storm_ok, "reports": f.storm_checks },
             "members_agree": { "passed": agree.ok(), "report": &agree },
+            "effects": { "passed": fx.ok(), "report": &fx },
+            "errors_explained": { "passed": errs.ok(), "report": &errs },
         },
         "healthy_again_after_secs": healed.as_secs_f64(),
         "timeline": &tl,
@@ -322,6 +362,17 @@ async fn run_on<C: Cluster>(
         rec.longest_outage_secs
     );
     println!("{}", agree.summary());
+    println!("{}", fx.summary());
+    println!(
+        "errors: {} failed operations, {} not explained by the fault{}",
+        errs.failures,
+        errs.unexplained.len(),
+        errs.unexplained
+            .iter()
+            .take(5)
+            .map(|u| format!("\n  {u}"))
+            .collect::<String>()
+    );
     if let Some(storm) = report["fault"]["details"].as_object() {
         println!(
             "fault details: {}",

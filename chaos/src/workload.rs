@@ -6,6 +6,7 @@
 //!   compare-and-set, for the linearizability checker.
 //! * Lists (`chaos.lists`): `$push` of values unique in the run, for the lost- and
 //!   duplicated-write checker.
+//! * The rest of the API, one worker per site and a DDL worker ([`crate::api_workload`]).
 //!
 //! Every worker keeps its own events and hands them over at the end: no shared counter
 //! on the clients' hot path.
@@ -52,19 +53,36 @@ pub async fn run(
     stop: CancellationToken,
 ) -> History {
     let mut tasks = Vec::new();
+    let seeded = |id: u32| seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    // The API workers' ids follow the register and list workers'.
+    let mut next_id = clients.len() as u32 * shape.workers_per_site;
+    for (site, client) in clients.iter().enumerate() {
+        tasks.push(tokio::spawn(crate::api_workload::worker(
+            next_id,
+            client.clone(),
+            seeded(next_id),
+            clock,
+            shape.think,
+            stop.clone(),
+        )));
+        next_id += 1;
+        if site == 0 {
+            tasks.push(tokio::spawn(crate::api_workload::ddl_worker(
+                next_id,
+                client.clone(),
+                clock,
+                shape.think * 5,
+                stop.clone(),
+            )));
+            next_id += 1;
+        }
+    }
     for (site, client) in clients.into_iter().enumerate() {
         for w in 0..shape.workers_per_site {
             let id = site as u32 * shape.workers_per_site + w;
             let db = client.database("chaos");
             let stop = stop.clone();
-            tasks.push(tokio::spawn(worker(
-                id,
-                db,
-                shape,
-                seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                clock,
-                stop,
-            )));
+            tasks.push(tokio::spawn(worker(id, db, shape, seeded(id), clock, stop)));
         }
     }
     let mut history = History::default();
@@ -163,31 +181,43 @@ async fn worker(
                 )
             }
         };
-        let completed = clock.now();
-        let (outcome, code) = match &result {
-            Ok(_) => (Outcome::Ok, 0),
-            // A read that failed told us nothing; a write that failed may still have
-            // happened (the driver retried, or the reply was lost).
-            Err(e) if matches!(op, Op::Read { .. }) => (Outcome::Fail, e.code()),
-            Err(e) => (Outcome::Unknown, e.code()),
-        };
+        let (outcome, code) = outcome(&op, &result);
         events.push(Event {
             client: id,
             key,
             op,
             outcome,
             invoked,
-            completed,
+            completed: clock.now(),
             code,
         });
-        if !shape.think.is_zero() {
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                _ = tokio::time::sleep(shape.think) => {}
-            }
-        }
+        pause(shape.think, &stop).await;
     }
     events
+}
+
+/// How an operation ended, and its error code (0: none).
+pub(crate) fn outcome<T>(op: &Op, result: &Result<T, OpError>) -> (Outcome, i32) {
+    match result {
+        Ok(_) => (Outcome::Ok, 0),
+        // A read that failed told us nothing.
+        Err(e) if matches!(op, Op::Read { .. } | Op::Query { .. }) => (Outcome::Fail, e.code()),
+        // A duplicate key is a definite refusal.
+        Err(e) if e.code() == 11000 => (Outcome::Fail, 11000),
+        // A write that failed otherwise may still have happened (the driver retried, or
+        // the reply was lost).
+        Err(e) => (Outcome::Unknown, e.code()),
+    }
+}
+
+/// Waits `think` between two operations of a worker, unless the run stops.
+pub(crate) async fn pause(think: Duration, stop: &CancellationToken) {
+    if !think.is_zero() {
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = tokio::time::sleep(think) => {}
+        }
+    }
 }
 
 /// Why an operation did not succeed.
@@ -215,7 +245,7 @@ impl OpError {
     }
 }
 
-async fn timed<T>(
+pub(crate) async fn timed<T>(
     f: impl std::future::Future<Output = mongodb::error::Result<T>>,
 ) -> Result<T, OpError> {
     match tokio::time::timeout(OP_TIMEOUT, f).await {

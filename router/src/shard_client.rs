@@ -635,6 +635,33 @@ fn status_to_error(s: tonic::Status) -> MongoError {
         tonic::Code::InvalidArgument => {
             MongoError::new(ErrorCode::InvalidBSON, s.message().to_string())
         }
+        // Made here from a transport error (a status the member sent has no source): the
+        // connection broke mid-call, as it does when the member is killed. A network
+        // error, whose write the driver retries (the retry record makes it once), not an
+        // InternalError, which the driver would hand to the application.
+        _ if std::error::Error::source(&s).is_some() => MongoError::new(
+            ErrorCode::HostUnreachable,
+            format!("connection to the shard member broke: {}", s.message()),
+        ),
         _ => MongoError::internal(format!("shard call failed: {}", s.message())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_connection_is_a_network_error_and_a_members_status_is_not() {
+        let broken = tonic::Status::from_error(Box::new(std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            "broken pipe",
+        )));
+        assert_eq!(
+            status_to_error(broken).code,
+            ErrorCode::HostUnreachable as i32
+        );
+        let sent = tonic::Status::internal("command task failed: it panicked");
+        assert_eq!(status_to_error(sent).code, ErrorCode::InternalError as i32);
     }
 }

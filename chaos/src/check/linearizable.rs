@@ -165,7 +165,15 @@ impl<'a> RegOp<'a> {
         };
         let kind = match event.op {
             Op::Read { value } if required => Kind::Read(value),
-            Op::Read { .. } | Op::Append { .. } => return None,
+            Op::Read { .. }
+            | Op::Append { .. }
+            | Op::Inc { .. }
+            | Op::Insert { .. }
+            | Op::DupInsert { .. }
+            | Op::Modify { .. }
+            | Op::Delete { .. }
+            | Op::Query { .. }
+            | Op::Ddl { .. } => return None,
             Op::Write { value } => Kind::Write(value),
             Op::Cas { from, to, swapped } => Kind::Cas {
                 from,
@@ -197,6 +205,7 @@ pub fn describe(e: &Event) -> String {
             _ => format!("cas {from}->{to}"),
         },
         Op::Append { value } => format!("append {value}"),
+        other => format!("{other:?}"),
     };
     let (outcome, end) = match e.outcome {
         Outcome::Ok => ("ok", e.completed.to_string()),
@@ -875,7 +884,7 @@ mod tests {
                         register = Some(*to);
                     }
                 }
-                Op::Append { .. } => unreachable!(),
+                _ => unreachable!(),
             }
         }
         let mut events: Vec<Event> = planned.into_iter().map(|(_, e)| e).collect();
