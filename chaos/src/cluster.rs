@@ -61,6 +61,10 @@ pub trait Cluster {
     fn partition(&mut self, site: &str) -> anyhow::Result<()>;
     /// Undoes every partition.
     fn heal(&mut self) -> anyhow::Result<()>;
+    /// Fills the filesystem member `i`'s data is on (`full`), or frees it again.
+    fn fill_disk(&mut self, _i: usize, _full: bool) -> anyhow::Result<()> {
+        anyhow::bail!("filling a member's disk needs the local target (small filesystems)")
+    }
     /// Ends the run: the local target stops its processes, the compose target lifts any
     /// fault still applied and leaves the cluster running.
     fn finish(&mut self);

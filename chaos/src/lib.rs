@@ -11,6 +11,7 @@ pub mod api_workload;
 pub mod check;
 pub mod cluster;
 pub mod compose;
+pub mod disk;
 pub mod history;
 pub mod local;
 pub mod overload;

@@ -66,6 +66,9 @@ pub struct LocalOptions {
     /// delay to every forwarded command and every Raft message, measured as the
     /// cluster's latency.
     pub direct: bool,
+    /// Every data member's directory is a filesystem of its own, this many MiB (a tmpfs
+    /// mounted by the runner, which must be root), so that one can be filled.
+    pub small_disks_mb: Option<u64>,
 }
 
 pub struct LocalCluster {
@@ -80,6 +83,8 @@ pub struct LocalCluster {
     /// runs with auth on, which makes internal authentication mandatory.
     cluster_key: String,
     shutdown: CancellationToken,
+    /// Filesystems mounted for members' directories, unmounted by `finish`.
+    mounts: Vec<PathBuf>,
 }
 
 impl LocalCluster {
@@ -207,7 +212,17 @@ impl LocalCluster {
             direct: options.direct,
             cluster_key,
             shutdown,
+            mounts: Vec::new(),
         };
+        if let Some(mb) = options.small_disks_mb {
+            for (i, (_, _, arbiter)) in LAYOUT.iter().enumerate() {
+                if !arbiter {
+                    let at = dir.join(format!("member{}", i + 1));
+                    crate::disk::mount_small(&at, mb)?;
+                    c.mounts.push(at);
+                }
+            }
+        }
         for i in 0..c.members.len() {
             c.start_member(i)?;
         }
@@ -355,6 +370,20 @@ impl Cluster for LocalCluster {
         Ok(())
     }
 
+    fn fill_disk(&mut self, i: usize, full: bool) -> anyhow::Result<()> {
+        let at = self.dir.join(format!("member{}", self.members[i].id));
+        anyhow::ensure!(
+            self.mounts.contains(&at),
+            "member {} has no filesystem of its own (LocalOptions::small_disks_mb)",
+            self.members[i].id
+        );
+        if full {
+            crate::disk::fill(&at)
+        } else {
+            crate::disk::free(&at)
+        }
+    }
+
     /// Stops every process (SIGKILL: the data directory is thrown away).
     fn finish(&mut self) {
         self.shutdown.cancel();
@@ -371,6 +400,9 @@ impl Cluster for LocalCluster {
         for mut c in children {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        for at in self.mounts.drain(..) {
+            crate::disk::unmount(&at);
         }
     }
 }

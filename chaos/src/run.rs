@@ -21,6 +21,8 @@ use crate::workload::{self, Clock, Shape};
 /// How long the members may take to agree after the run (they have stopped being
 /// written to; a member restarted late may still be catching up).
 const MEMBERS_AGREE_WITHIN: Duration = Duration::from_secs(60);
+/// Each data member's filesystem in `disk-full`: room for a run's data many times over.
+const SMALL_DISK_MB: u64 = 512;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Target {
@@ -118,6 +120,7 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
                 } else {
                     String::new()
                 },
+                small_disks_mb: (args.scenario == Scenario::DiskFull).then_some(SMALL_DISK_MB),
                 ..Default::default()
             };
             let mut cluster = LocalCluster::start(bin, &dir, args.base_port, &options)

@@ -40,6 +40,10 @@ pub enum Scenario {
     /// dropped), restart them all, wait until the set serves again; repeated through the
     /// fault window.
     PowerLoss,
+    /// The primary's filesystem fills up (each data member's directory is a small
+    /// filesystem of its own): it must stop acknowledging and the set fail over; when the
+    /// fault ends the space is freed and the member restarted (local target, as root).
+    DiskFull,
     /// Not a fault: the open-loop experiment of "Where a MongoDB request waits" (50%,
     /// 130%, 50% of measured capacity with 100 ms deadlines), with pools of 100, tiny
     /// pools, and deadlines and admission switched off (local target).
@@ -170,6 +174,19 @@ pub async fn fault<C: Cluster>(
                 "power loss of every member".into(),
                 json!({ "rounds": rounds }),
             )
+        }
+        Scenario::DiskFull => {
+            let p = cluster.primary(admin).await?;
+            let id = cluster.member_id(p);
+            cluster.fill_disk(p, true)?;
+            tokio::time::sleep(window).await;
+            cluster.fill_disk(p, false)?;
+            // A member that stopped on a failed write resumes only from a restart, as
+            // mongod does once its disk has room again.
+            cluster.stop_member(p)?;
+            cluster.start_member(p)?;
+            cluster.wait_member_up(admin, p).await?;
+            (format!("disk of member {id} full"), json!({ "member": id }))
         }
         Scenario::RollingRestart => {
             let p = cluster.primary(admin).await?;

@@ -32,9 +32,27 @@ pub fn storage_to_mongo(e: storage::StorageError) -> wire::MongoError {
             message,
             extra: None,
         },
+        // WiredTiger cannot go on after a panic (a failed checkpoint or metadata write):
+        // the member has stopped replicating and must be restarted. A retryable
+        // shutdown error sends the driver to the new primary.
+        storage::StorageError::WiredTiger { code: WT_PANIC, .. } => wire::MongoError::new(
+            wire::ErrorCode::ShutdownInProgress,
+            format!("{e}: this member's storage failed and it must be restarted"),
+        ),
+        storage::StorageError::WiredTiger { code: ENOSPC, .. } => {
+            wire::MongoError::new(wire::ErrorCode::OutOfDiskSpace, e.to_string())
+        }
+        storage::StorageError::Io(io) if io.raw_os_error() == Some(ENOSPC) => {
+            wire::MongoError::new(wire::ErrorCode::OutOfDiskSpace, io.to_string())
+        }
         e => wire::MongoError::internal(format!("storage error: {e}")),
     }
 }
+
+/// WiredTiger's `WT_PANIC`.
+const WT_PANIC: i32 = -31804;
+/// No space left on device (Linux), as WiredTiger and the log report it.
+const ENOSPC: i32 = 28;
 
 /// Runs one command, turning a panic inside it (a bug) into that command's
 /// `InternalError` reply. Nothing a command holds poisons (the shard's locks are
@@ -59,6 +77,26 @@ pub fn contain_panic(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_disk_is_a_clear_error_and_a_storage_panic_a_retryable_one() {
+        use storage::StorageError::{Io, WiredTiger};
+        use wire::ErrorCode::{OutOfDiskSpace, ShutdownInProgress};
+        let wt = |code: i32| WiredTiger {
+            code,
+            message: "from WiredTiger".into(),
+        };
+        for (e, expected) in [
+            (wt(ENOSPC), OutOfDiskSpace),
+            (
+                Io(std::io::Error::from_raw_os_error(ENOSPC)),
+                OutOfDiskSpace,
+            ),
+            (wt(WT_PANIC), ShutdownInProgress),
+        ] {
+            assert_eq!(storage_to_mongo(e).code, expected as i32);
+        }
+    }
 
     #[test]
     fn a_panicking_command_fails_alone_and_poisons_no_lock() {

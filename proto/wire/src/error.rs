@@ -95,6 +95,7 @@ pub enum ErrorCode {
     StaleDbVersion = 249,
     WouldChangeOwningShard = 283,
     WriteConflict = 112,
+    OutOfDiskSpace = 14031,
 }
 
 impl ErrorCode {
@@ -184,6 +185,7 @@ impl ErrorCode {
             StaleDbVersion => "StaleDbVersion",
             WouldChangeOwningShard => "WouldChangeOwningShard",
             WriteConflict => "WriteConflict",
+            OutOfDiskSpace => "OutOfDiskSpace",
         }
     }
 }

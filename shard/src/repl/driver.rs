@@ -206,8 +206,12 @@ impl Driver {
             let now = Instant::now();
             if now >= next_tick {
                 self.raw.tick();
-                let last = self.raw.raft.raft_log.last_index();
-                if let Err(e) = self.vote_fence.lift_if_due(last) {
+                let raft = &self.raw.raft;
+                let (known, last) = (
+                    raft.leader_id != raft::INVALID_ID,
+                    raft.raft_log.last_index(),
+                );
+                if let Err(e) = self.vote_fence.tick(known, last) {
                     warn!(error = %e, "could not lift the vote fence");
                 }
                 self.snapshot_watchdog();
@@ -292,7 +296,6 @@ impl Driver {
                 );
             }
             Event::Message(m) if m.get_msg_type() == MessageType::MsgSnapshot => {
-                self.vote_fence.observe(&m);
                 if let Err(e) = self.receive_snapshot(*m) {
                     error!(error = %e, "replication stopped");
                     self.status.write().halted = Some(e.to_string());
@@ -300,7 +303,6 @@ impl Driver {
                 }
             }
             Event::Message(mut m) => {
-                self.vote_fence.observe(&m);
                 // A member whose log was lost (a wiped disk, an interrupted snapshot
                 // install) still looks caught up to the primary, which sends a heartbeat's
                 // commit index only up to what the member acknowledged. raft-rs treats a

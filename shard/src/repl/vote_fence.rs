@@ -8,10 +8,10 @@
 //! start, so the fence is raised on every new log and told apart by the candidates:
 //! when a set starts, every candidate's log is empty too, and those votes are granted.
 //!
-//! It lifts once the member holds entries and has heard a primary for [`GRACE`]
-//! (longer than any election timeout, so an election that was under way when the disk
-//! was lost has ended). It is a file in the log directory, so a crash while it stands
-//! does not lift it.
+//! It lifts once the member holds entries and has known a primary (followed one, or led)
+//! for [`GRACE`], longer than any election timeout, so an election that was under way
+//! when the disk was lost has ended. It is a file in the log directory, so a crash while
+//! it stands does not lift it.
 //!
 //! What remains: a candidate that reaches the lost vote's term only after the grace
 //! (partitioned the whole time, while the primary the member follows has a lower term)
@@ -65,22 +65,18 @@ impl VoteFence {
         !self.fenced || last_index == 0
     }
 
-    /// Notes a message from a primary.
-    pub fn observe(&mut self, m: &Message) {
-        let from_leader = matches!(
-            m.get_msg_type(),
-            MessageType::MsgAppend | MessageType::MsgHeartbeat | MessageType::MsgSnapshot
-        );
-        if self.fenced && from_leader && self.leader_heard.is_none() {
+    /// Called on every tick: notes whether a primary is known (this member leads, or it
+    /// heard one in the current term), and lifts the fence once the member holds entries
+    /// and has known a primary for [`GRACE`].
+    pub fn tick(&mut self, leader_known: bool, last_index: u64) -> io::Result<()> {
+        if !self.fenced {
+            return Ok(());
+        }
+        if leader_known && self.leader_heard.is_none() {
             self.leader_heard = Some(Instant::now());
         }
-    }
-
-    /// Lifts the fence once the member holds entries and has heard a primary for
-    /// [`GRACE`] (asked on every tick: the primary may be gone by then).
-    pub fn lift_if_due(&mut self, last_index: u64) -> io::Result<()> {
         let served = self.leader_heard.is_some_and(|t| t.elapsed() >= GRACE);
-        if !self.fenced || !served || last_index == 0 {
+        if !served || last_index == 0 {
             return Ok(());
         }
         match std::fs::remove_file(&self.file) {
@@ -111,12 +107,6 @@ mod tests {
         m
     }
 
-    fn heartbeat() -> Message {
-        let mut m = Message::default();
-        m.set_msg_type(MessageType::MsgHeartbeat);
-        m
-    }
-
     #[test]
     fn a_new_log_grants_no_vote_to_a_candidate_with_history() {
         let dir = tempfile::tempdir().unwrap();
@@ -125,16 +115,17 @@ mod tests {
         assert!(fence.admits(&vote(0, 0)), "a starting set elects");
         assert!(!fence.may_campaign(40));
         assert!(fence.may_campaign(0));
-        fence.observe(&heartbeat());
-        fence.lift_if_due(40).unwrap();
+        fence.tick(true, 40).unwrap();
         assert!(fence.fenced(), "not before the grace");
         // A restart while fenced keeps the fence (the file stays).
         let mut again = VoteFence::open(dir.path(), false).unwrap();
         assert!(again.fenced());
+        again.tick(false, 40).unwrap();
+        assert!(again.fenced(), "no primary known");
         again.leader_heard = Some(Instant::now() - GRACE);
-        again.lift_if_due(0).unwrap();
+        again.tick(false, 0).unwrap();
         assert!(again.fenced(), "not with an empty log");
-        again.lift_if_due(40).unwrap();
+        again.tick(false, 40).unwrap();
         assert!(!again.fenced());
         assert!(again.admits(&vote(40, 3)));
         assert!(!VoteFence::open(dir.path(), false).unwrap().fenced());
