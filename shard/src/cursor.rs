@@ -16,6 +16,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::CollectionMeta;
 use crate::scan::Scan;
+use crate::spill::{ExternalSort, Sorted};
 
 /// Largest reply batch in bytes (MongoDB leaves room for the reply envelope under 16 MiB).
 pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
@@ -120,15 +121,16 @@ pub struct FindCursor {
     pub projection: Option<Projection>,
     pub skip: u64,
     pub remaining: Option<u64>,
-    /// A sort the access path does not provide; results are sorted in memory on first use.
+    /// A sort the access path does not provide; results are sorted on first use, in
+    /// memory or, with `allowDiskUse` past the limit, merged from runs on disk.
     pub sort: Option<SortSpec>,
-    sorted: Option<VecDeque<Document>>,
+    sorted: Option<Sorted>,
     pending: VecDeque<Document>,
     scan_done: bool,
     pub returned: u64,
-    /// The command's `allowDiskUse`, for the in-memory sort's error.
+    /// The command's `allowDiskUse`: the sort spills to disk past its memory limit.
     pub allow_disk_use: bool,
-    /// What the in-memory sort read (held until the cursor ends).
+    /// What the sort holds in memory (until the cursor ends).
     sorted_bytes: usize,
 }
 
@@ -195,24 +197,29 @@ impl FindCursor {
         if self.sort.is_none() || self.sorted.is_some() {
             return Ok(());
         }
-        // Held within MongoDB's 100 MB for a blocking sort, counted as it is read.
+        // Held within MongoDB's 100 MB for a blocking sort, counted as it is read; with
+        // `allowDiskUse` what is held goes to disk as a sorted run instead.
         let mut budget = MemoryBudget::new("Sort", self.allow_disk_use);
-        let mut all = Vec::new();
+        let mut sorter = ExternalSort::default();
         loop {
             self.fill(engine, SORT_READ_BATCH, deadline)?;
             if self.pending.is_empty() {
                 break;
             }
             for d in self.pending.drain(..) {
-                budget.hold(&d)?;
-                all.push(d);
+                if let Err(e) = budget.hold(&d) {
+                    if !self.allow_disk_use {
+                        return Err(e);
+                    }
+                    sorter.spill(self.sort.as_ref())?;
+                    budget = MemoryBudget::new("Sort", true);
+                    budget.hold(&d)?;
+                }
+                sorter.push(d);
             }
         }
-        self.sorted_bytes = budget.used();
-        if let Some(sort) = &self.sort {
-            all.sort_by(|a, b| sort.compare(a, b));
-        }
-        self.sorted = Some(all.into());
+        self.sorted_bytes = if sorter.spilled() { 0 } else { budget.used() };
+        self.sorted = Some(sorter.finish(self.sort.as_ref())?);
         Ok(())
     }
 }
@@ -229,7 +236,7 @@ impl CursorSource for FindCursor {
         let mut bytes = 0usize;
         while out.len() < max_docs && self.remaining != Some(0) {
             let next = match &mut self.sorted {
-                Some(sorted) => sorted.pop_front(),
+                Some(sorted) => sorted.next(self.sort.as_ref())?,
                 None => {
                     if self.pending.is_empty() {
                         self.fill(engine, 1, deadline)?;

@@ -25,6 +25,7 @@ pub mod retry;
 pub mod scan;
 pub mod service;
 pub mod shard_version;
+pub mod spill;
 pub mod throughput_probe;
 pub mod ttl;
 pub mod unsupported;

@@ -147,9 +147,9 @@ fn code_of(e: &mongodb::error::Error) -> i32 {
     }
 }
 
-/// Blocking stages hold at most MongoDB's 100 MB (292 without allowDiskUse, 146 with it,
-/// as Bulwark does not spill), while streaming stages read a collection larger than that
-/// batch by batch.
+/// Blocking stages hold at most MongoDB's 100 MB (292 without allowDiskUse; with it a
+/// find's sort spills to disk and aggregation stages get 146), while streaming stages
+/// read a collection larger than that batch by batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocking_stages_are_bounded_and_streaming_ones_are_not() {
     let cluster = TestCluster::start().await;
@@ -170,6 +170,25 @@ async fn blocking_stages_are_bounded_and_streaming_ones_are_not() {
         Ok(c) => c.try_collect::<Vec<_>>().await.unwrap_err(),
     };
     assert_eq!(code_of(&e), 292, "{e}");
+    // With allowDiskUse a find's sort spills to disk and returns every document in order.
+    let sorted: Vec<Document> = big
+        .find(doc! {})
+        .sort(doc! {"k": -1, "_id": 1})
+        .projection(doc! {"k": 1})
+        .allow_disk_use(true)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let keys: Vec<(i32, i32)> = sorted
+        .iter()
+        .map(|d| (-d.get_i32("k").unwrap(), d.get_i32("_id").unwrap()))
+        .collect();
+    let mut expected = keys.clone();
+    expected.sort_unstable();
+    assert_eq!(keys.len(), 110);
+    assert_eq!(keys, expected);
     // 110 MB through streaming stages: fine.
     let streamed = run(
         &big,

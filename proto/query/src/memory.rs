@@ -91,8 +91,9 @@ impl MemoryBudget {
 
     /// Counts `doc` as held; fails once the stage holds more than its limit. Without
     /// `allowDiskUse` this is MongoDB's QueryExceededMemoryLimitNoDiskUseAllowed (292).
-    /// With it MongoDB would spill to disk, which Bulwark does not: ExceededMemoryLimit
-    /// (146), saying so, rather than a silently unbounded stage.
+    /// With it MongoDB would spill to disk: a `find`'s sort does (its caller spills on
+    /// this error), aggregation stages do not and fail with ExceededMemoryLimit (146),
+    /// saying so, rather than growing without bound.
     pub fn hold(&mut self, doc: &Document) -> MongoResult<()> {
         self.used = self.used.saturating_add(approx_size(doc));
         if self.used <= self.limit {
@@ -102,7 +103,7 @@ impl MemoryBudget {
             MongoError::new(
                 ErrorCode::ExceededMemoryLimit,
                 format!(
-                    "{} exceeded memory limit of {} bytes, and spilling to disk (allowDiskUse) is not supported",
+                    "{} exceeded memory limit of {} bytes, and this stage does not spill to disk (allowDiskUse)",
                     self.stage, self.limit
                 ),
             )
