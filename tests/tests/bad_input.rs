@@ -146,6 +146,7 @@ async fn hostile_commands_fail_alone_and_unsupported_options_are_refused() {
         ("max", bson::Bson::Document(doc! {"_id": 9})),
         ("returnKey", bson::Bson::Boolean(true)),
         ("showRecordId", bson::Bson::Boolean(true)),
+        ("noCursorTimeout", bson::Bson::Boolean(true)),
         ("sort", bson::Bson::Document(doc! {"$natural": 1})),
         (
             "collation",

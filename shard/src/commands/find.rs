@@ -9,8 +9,9 @@ use crate::node::Ctx;
 use crate::read::{open_find, FindArgs};
 
 /// `find` options MongoDB has and Bulwark does not implement: refused, never ignored (an
-/// ignored `min` or `$natural` order would quietly return other documents or order).
-const UNSUPPORTED: &[&str] = &["min", "max", "returnKey", "showRecordId"];
+/// ignored `min` or `$natural` order would quietly return other documents or order, an
+/// ignored `noCursorTimeout` would let the idle cursor be closed under a long job).
+const UNSUPPORTED: &[&str] = &["min", "max", "returnKey", "showRecordId", "noCursorTimeout"];
 
 fn refuse_unsupported(cmd: &Document) -> MongoResult<()> {
     crate::unsupported::check_collation(cmd.get("collation"))?;
