@@ -335,18 +335,21 @@ mod tests {
     fn a_full_cache_refuses_new_sessions_and_keeps_serving_known_ones() {
         // One session per shard.
         let cache = SessionCache::with_capacity(SHARDS);
-        let key = |b: u8| SessionKey {
-            id: [b; 16],
-            uid: uid(None),
+        let key = |n: u16| {
+            let mut id = [0u8; 16];
+            id[..2].copy_from_slice(&n.to_le_bytes());
+            SessionKey { id, uid: uid(None) }
         };
         let first = key(7);
         let same_shard = |k: &SessionKey| {
             k.id != first.id && std::ptr::eq(cache.shard_of(&k.id), cache.shard_of(&first.id))
         };
-        let second = (0..=255u8)
+        // The shard hash is keyed at random: among 256 ids none shared the first's shard
+        // about once in fifty runs; among 65,536 that never happens in practice.
+        let second = (0..=u16::MAX)
             .map(key)
             .find(same_shard)
-            .expect("256 ids over 64 shards: one shares the first's");
+            .expect("65,536 ids over 64 shards: one shares the first's");
         cache.touch(first, None).unwrap();
         let err = cache.touch(second, None).unwrap_err();
         assert_eq!(err.code, ErrorCode::TooManyLogicalSessions as i32);
