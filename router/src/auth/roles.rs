@@ -377,8 +377,9 @@ const CLUSTER_MANAGER: ActionSet = ActionSet::of(&[
     SetDefaultRwConcern,
     SetFeatureCompatibilityVersion,
 ]);
-const CLUSTER_MANAGER_ANY_DB: ActionSet =
-    ActionSet::of(&[EnableSharding, MoveChunk, SplitChunk, KillCursors]);
+const CLUSTER_MANAGER_ANY_DB: ActionSet = ActionSet::of(&[EnableSharding, MoveChunk, SplitChunk]);
+/// hostManager's on every normal database (clusterManager does not hold it).
+const HOST_MANAGER_ANY_DB: ActionSet = ActionSet::of(&[KillCursors]);
 
 /// Built-in roles valid in any database.
 const DB_ROLES: &[&str] = &["read", "readWrite", "dbAdmin", "userAdmin", "dbOwner"];
@@ -456,6 +457,7 @@ pub fn builtin_privileges(role: &str, db: &str) -> Option<Vec<Privilege>> {
                 cluster(CLUSTER_MONITOR.union(HOST_MANAGER).union(CLUSTER_MANAGER)),
                 any(CLUSTER_MONITOR_ANY_DB
                     .union(CLUSTER_MANAGER_ANY_DB)
+                    .union(HOST_MANAGER_ANY_DB)
                     .union(ActionSet::of(&[DropDatabase]))),
             ],
             monitor_catalog(),
@@ -463,26 +465,34 @@ pub fn builtin_privileges(role: &str, db: &str) -> Option<Vec<Privilege>> {
         ]
         .concat()
     };
+    // Stored JavaScript (`system.js`) is part of what the read and write roles reach,
+    // unlike the other system collections.
+    let js = |actions| p(Resource::Collection(db.into(), "system.js".into()), actions);
+    let js_any = |actions| p(Resource::CollectionInAnyDb("system.js".into()), actions);
     Some(match role {
-        "read" => vec![on_db(READ)],
-        "readWrite" => vec![on_db(READ_WRITE)],
+        "read" => vec![on_db(READ), js(READ)],
+        "readWrite" => vec![on_db(READ_WRITE), js(READ_WRITE)],
         "dbAdmin" => db_admin(),
         "userAdmin" => vec![on_db(USER_ADMIN)],
-        "dbOwner" => [vec![on_db(READ_WRITE), on_db(USER_ADMIN)], db_admin()].concat(),
+        "dbOwner" => [
+            vec![on_db(READ_WRITE), js(READ_WRITE), on_db(USER_ADMIN)],
+            db_admin(),
+        ]
+        .concat(),
         "clusterMonitor" => [
             vec![cluster(CLUSTER_MONITOR), any(CLUSTER_MONITOR_ANY_DB)],
             monitor_catalog(),
         ]
         .concat(),
-        "hostManager" => vec![cluster(HOST_MANAGER), any(ActionSet::of(&[KillCursors]))],
+        "hostManager" => vec![cluster(HOST_MANAGER), any(HOST_MANAGER_ANY_DB)],
         "clusterManager" => [
             vec![cluster(CLUSTER_MANAGER), any(CLUSTER_MANAGER_ANY_DB)],
             manage_catalog(),
         ]
         .concat(),
         "clusterAdmin" => cluster_admin(),
-        "readAnyDatabase" => vec![any(READ), list_dbs()],
-        "readWriteAnyDatabase" => vec![any(READ_WRITE), list_dbs()],
+        "readAnyDatabase" => vec![any(READ), js_any(READ), list_dbs()],
+        "readWriteAnyDatabase" => vec![any(READ_WRITE), js_any(READ_WRITE), list_dbs()],
         "dbAdminAnyDatabase" => vec![any(DB_ADMIN), list_dbs()],
         "userAdminAnyDatabase" => user_admin_any(),
         // root = readWriteAnyDatabase + dbAdminAnyDatabase + userAdminAnyDatabase +
@@ -519,6 +529,29 @@ mod tests {
         assert!(!p.allows(Target::Collection("other", "c"), find));
         assert!(!p.allows(Target::Collection("app", "system.users"), find));
         assert!(!p.allows(Target::Collection("app", "c"), ActionSet::of(&[Insert])));
+    }
+
+    #[test]
+    fn stored_javascript_is_read_and_written_with_the_data() {
+        let find = ActionSet::of(&[Find]);
+        let insert = ActionSet::of(&[Insert]);
+        let js = Target::Collection("app", "system.js");
+        assert!(privs("read", "app").allows(js, find));
+        assert!(!privs("read", "app").allows(js, insert));
+        assert!(privs("readWrite", "app").allows(js, insert));
+        assert!(privs("dbOwner", "app").allows(js, insert));
+        assert!(privs("readAnyDatabase", "admin").allows(js, find));
+        assert!(privs("readWriteAnyDatabase", "admin").allows(js, insert));
+        assert!(!privs("dbAdmin", "app").allows(js, find));
+    }
+
+    #[test]
+    fn killing_cursors_anywhere_is_host_managers_not_cluster_managers() {
+        let kill = ActionSet::of(&[KillCursors]);
+        let c = Target::Collection("app", "c");
+        assert!(!privs("clusterManager", "admin").allows(c, kill));
+        assert!(privs("hostManager", "admin").allows(c, kill));
+        assert!(privs("clusterAdmin", "admin").allows(c, kill));
     }
 
     #[test]
