@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document};
 use query::matcher::Matcher;
-use query::memory::{approx_size, MemoryBudget};
+use query::memory::approx_size;
 use query::projection::Projection;
 use query::sort::SortSpec;
 use storage::Engine;
@@ -199,26 +199,17 @@ impl FindCursor {
         }
         // Held within MongoDB's 100 MB for a blocking sort, counted as it is read; with
         // `allowDiskUse` what is held goes to disk as a sorted run instead.
-        let mut budget = MemoryBudget::new("Sort", self.allow_disk_use);
-        let mut sorter = ExternalSort::default();
+        let mut sorter = ExternalSort::new("Sort", self.allow_disk_use);
         loop {
             self.fill(engine, SORT_READ_BATCH, deadline)?;
             if self.pending.is_empty() {
                 break;
             }
             for d in self.pending.drain(..) {
-                if let Err(e) = budget.hold(&d) {
-                    if !self.allow_disk_use {
-                        return Err(e);
-                    }
-                    sorter.spill(self.sort.as_ref())?;
-                    budget = MemoryBudget::new("Sort", true);
-                    budget.hold(&d)?;
-                }
-                sorter.push(d);
+                sorter.push(d, self.sort.as_ref())?;
             }
         }
-        self.sorted_bytes = if sorter.spilled() { 0 } else { budget.used() };
+        self.sorted_bytes = sorter.held_bytes();
         self.sorted = Some(sorter.finish(self.sort.as_ref())?);
         Ok(())
     }

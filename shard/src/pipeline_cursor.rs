@@ -1,4 +1,5 @@
-//! An aggregation's leading streaming stages over a collection scan, as a cursor: each
+//! An aggregation's leading streaming stages over a collection scan (or over a `$sort`
+//! that spilled to disk), as a cursor: each
 //! batch is read, transformed and returned, so a pipeline without blocking stages holds
 //! one batch however large the collection (`query::agg::Stream`). And the bounded drain
 //! that feeds a blocking stage its whole input.
@@ -11,19 +12,20 @@ use query::memory::{approx_size, MemoryBudget};
 use storage::Engine;
 use wire::MongoResult;
 
-use crate::cursor::{CursorSource, Deadline, FindCursor, MAX_BATCH_BYTES};
+use crate::cursor::{CursorSource, Deadline, MAX_BATCH_BYTES};
 
 /// Documents read from storage per step.
 const SCAN_BATCH: usize = 128;
 
 pub struct PipelineCursor {
-    scan: FindCursor,
+    /// A collection scan, or a sort's merged runs.
+    scan: Box<dyn CursorSource>,
     stream: Stream,
     pending: VecDeque<Document>,
 }
 
 impl PipelineCursor {
-    pub fn new(scan: FindCursor, stream: Stream) -> PipelineCursor {
+    pub fn new(scan: Box<dyn CursorSource>, stream: Stream) -> PipelineCursor {
         PipelineCursor {
             scan,
             stream,

@@ -1,5 +1,5 @@
-//! A blocking sort that spills to disk (`find` with `allowDiskUse`), as MongoDB's external
-//! sorter does: past the stage's memory limit the documents read so far are sorted and
+//! A blocking sort that spills to disk (`find`, and an aggregation's `$sort`, with
+//! `allowDiskUse`), as MongoDB's external sorter does: past the stage's memory limit the documents read so far are sorted and
 //! written out as a run, and the output merges the runs. Run files are anonymous
 //! temporary files (unlinked when created), so neither a crash nor a dropped cursor
 //! leaves one behind.
@@ -9,8 +9,12 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Seek, SeekFrom, Write};
 
 use bson::Document;
+use query::memory::{MemoryBudget, BLOCKING_STAGE_BYTES};
 use query::sort::SortSpec;
+use storage::Engine;
 use wire::{ErrorCode, MongoError, MongoResult};
+
+use crate::cursor::{CursorSource, Deadline};
 
 /// Sorted documents: all in memory, or merged from runs on disk.
 pub enum Sorted {
@@ -78,25 +82,61 @@ impl Run {
     }
 }
 
-/// Collects documents, spilling sorted runs to disk when told to.
-#[derive(Default)]
+/// Collects a blocking sort's input within its memory budget (MongoDB's 100 MB); with
+/// `allowDiskUse`, what is held goes to disk as a sorted run each time the budget is
+/// reached, and without it the sort fails as MongoDB's does.
 pub struct ExternalSort {
     buffer: Vec<Document>,
     runs: Vec<Run>,
+    budget: MemoryBudget,
+    stage: &'static str,
+    allow_disk_use: bool,
+    limit: usize,
 }
 
 impl ExternalSort {
-    pub fn push(&mut self, d: Document) {
-        self.buffer.push(d);
+    /// `stage` names the sort in errors ("Sort", "$sort").
+    pub fn new(stage: &'static str, allow_disk_use: bool) -> ExternalSort {
+        ExternalSort::with_limit(stage, allow_disk_use, BLOCKING_STAGE_BYTES)
     }
 
-    /// Whether anything went to disk.
-    pub fn spilled(&self) -> bool {
-        !self.runs.is_empty()
+    pub fn with_limit(stage: &'static str, allow_disk_use: bool, limit: usize) -> ExternalSort {
+        ExternalSort {
+            buffer: Vec::new(),
+            runs: Vec::new(),
+            budget: MemoryBudget::with_limit(stage, allow_disk_use, limit),
+            stage,
+            allow_disk_use,
+            limit,
+        }
+    }
+
+    /// Adds a document, spilling what is held first when it would pass the budget.
+    pub fn push(&mut self, d: Document, spec: Option<&SortSpec>) -> MongoResult<()> {
+        if let Err(e) = self.budget.hold(&d) {
+            if !self.allow_disk_use {
+                return Err(e);
+            }
+            self.spill(spec)?;
+            self.budget = MemoryBudget::with_limit(self.stage, true, self.limit);
+            self.budget.hold(&d)?;
+        }
+        self.buffer.push(d);
+        Ok(())
+    }
+
+    /// What the sort holds in memory: all it read, or nothing once it spilled (the
+    /// merge holds one document per run).
+    pub fn held_bytes(&self) -> usize {
+        if self.runs.is_empty() {
+            self.budget.used()
+        } else {
+            0
+        }
     }
 
     /// Sorts what is held and writes it out as a run.
-    pub fn spill(&mut self, spec: Option<&SortSpec>) -> MongoResult<()> {
+    fn spill(&mut self, spec: Option<&SortSpec>) -> MongoResult<()> {
         let mut docs = std::mem::take(&mut self.buffer);
         if let Some(spec) = spec {
             docs.sort_by(|a, b| spec.compare(a, b));
@@ -136,6 +176,57 @@ impl ExternalSort {
     }
 }
 
+/// A finished sort as a cursor's source (an aggregation's `$sort` that spilled).
+pub struct SortedSource {
+    pub sorted: Sorted,
+    pub spec: SortSpec,
+}
+
+impl CursorSource for SortedSource {
+    fn next_batch(
+        &mut self,
+        _: &dyn Engine,
+        max_docs: usize,
+        deadline: &Deadline,
+    ) -> MongoResult<Vec<Document>> {
+        let mut out = Vec::new();
+        while out.len() < max_docs {
+            deadline.check()?;
+            match self.sorted.next(Some(&self.spec))? {
+                Some(d) => out.push(d),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    fn exhausted(&self) -> bool {
+        self.sorted.is_empty()
+    }
+}
+
+/// Everything `source` has left, sorted by `spec` within MongoDB's budget for a blocking
+/// sort, spilling to disk with `allow_disk_use`.
+pub fn sort_all(
+    source: &mut dyn CursorSource,
+    engine: &dyn Engine,
+    deadline: &Deadline,
+    spec: &SortSpec,
+    allow_disk_use: bool,
+) -> MongoResult<Sorted> {
+    let mut sorter = ExternalSort::new("$sort", allow_disk_use);
+    loop {
+        let batch = source.next_batch(engine, 1024, deadline)?;
+        let done = batch.is_empty() || source.exhausted();
+        for d in batch {
+            sorter.push(d, Some(spec))?;
+        }
+        if done {
+            return sorter.finish(Some(spec));
+        }
+    }
+}
+
 fn io_error(e: std::io::Error) -> MongoError {
     if e.raw_os_error() == Some(libc::ENOSPC) {
         return MongoError::new(
@@ -158,15 +249,14 @@ mod tests {
         let docs: Vec<Document> = (0..1000)
             .map(|i| doc! {"_id": i, "k": (i * 7919) % 113})
             .collect();
-        let mut sorter = ExternalSort::default();
-        for (n, d) in docs.iter().enumerate() {
-            sorter.push(d.clone());
-            if n % 97 == 96 {
-                sorter.spill(Some(&spec)).unwrap();
-            }
+        // About 40 documents a run.
+        let mut sorter = ExternalSort::with_limit("Sort", true, 1000);
+        for d in &docs {
+            sorter.push(d.clone(), Some(&spec)).unwrap();
         }
-        assert!(sorter.spilled());
+        assert_eq!(sorter.held_bytes(), 0, "it spilled");
         let mut sorted = sorter.finish(Some(&spec)).unwrap();
+        assert!(matches!(&sorted, Sorted::Merged(runs) if runs.len() > 10));
         let mut out = Vec::new();
         while let Some(d) = sorted.next(Some(&spec)).unwrap() {
             out.push(d);
@@ -177,11 +267,24 @@ mod tests {
     }
 
     #[test]
+    fn without_allow_disk_use_the_budget_is_the_limit() {
+        let mut sorter = ExternalSort::with_limit("Sort", false, 100);
+        let e = (0..10)
+            .map(|i| sorter.push(doc! {"_id": i, "s": "0123456789"}, None))
+            .find_map(Result::err)
+            .expect("past the limit");
+        assert_eq!(
+            e.code,
+            ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed as i32
+        );
+    }
+
+    #[test]
     fn nothing_spilled_stays_in_memory() {
-        let mut sorter = ExternalSort::default();
-        sorter.push(doc! {"_id": 2});
-        sorter.push(doc! {"_id": 1});
         let spec = SortSpec::new(&doc! {"_id": 1}).unwrap();
+        let mut sorter = ExternalSort::new("Sort", true);
+        sorter.push(doc! {"_id": 2}, Some(&spec)).unwrap();
+        sorter.push(doc! {"_id": 1}, Some(&spec)).unwrap();
         let sorted = sorter.finish(Some(&spec)).unwrap();
         assert!(matches!(&sorted, Sorted::Memory(d) if d[0] == doc! {"_id": 1}));
     }

@@ -5,7 +5,16 @@ use futures::TryStreamExt;
 use tests::TestCluster;
 
 async fn run(coll: &mongodb::Collection<Document>, pipeline: Vec<Document>) -> Vec<Document> {
+    run_with_disk(coll, pipeline, false).await
+}
+
+async fn run_with_disk(
+    coll: &mongodb::Collection<Document>,
+    pipeline: Vec<Document>,
+    allow_disk_use: bool,
+) -> Vec<Document> {
     coll.aggregate(pipeline)
+        .allow_disk_use(allow_disk_use)
         .await
         .unwrap()
         .try_collect()
@@ -148,8 +157,8 @@ fn code_of(e: &mongodb::error::Error) -> i32 {
 }
 
 /// Blocking stages hold at most MongoDB's 100 MB (292 without allowDiskUse; with it a
-/// find's sort spills to disk and aggregation stages get 146), while streaming stages
-/// read a collection larger than that batch by batch.
+/// find's sort and an aggregation's leading `$sort` spill to disk, and the other stages
+/// get 146), while streaming stages read a collection larger than that batch by batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocking_stages_are_bounded_and_streaming_ones_are_not() {
     let cluster = TestCluster::start().await;
@@ -189,6 +198,16 @@ async fn blocking_stages_are_bounded_and_streaming_ones_are_not() {
     expected.sort_unstable();
     assert_eq!(keys.len(), 110);
     assert_eq!(keys, expected);
+    // So does an aggregation's leading $sort, and the stages after it read its runs.
+    let sort = doc! {"$sort": {"k": -1, "_id": 1}};
+    let project = doc! {"$project": {"k": 1}};
+    let pipeline = vec![sort.clone(), project.clone()];
+    let e = big.aggregate(pipeline.clone()).await.unwrap_err();
+    assert_eq!(code_of(&e), 292, "{e}");
+    assert_eq!(run_with_disk(&big, pipeline, true).await, sorted);
+    let group = doc! {"$group": {"_id": "$k", "n": {"$sum": 1}}};
+    let grouped = run_with_disk(&big, vec![sort, project, group], true).await;
+    assert_eq!(grouped.len(), 10);
     // 110 MB through streaming stages: fine.
     let streamed = run(
         &big,

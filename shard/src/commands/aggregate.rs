@@ -15,6 +15,7 @@ use crate::cursor::DEFAULT_FIRST_BATCH;
 use crate::node::Ctx;
 use crate::pipeline_cursor::{drain_bounded, PipelineCursor};
 use crate::read::{open_find, FindArgs};
+use crate::spill::{sort_all, SortedSource};
 
 struct ShardAggContext<'a, 'b> {
     ctx: &'a Ctx<'b>,
@@ -109,8 +110,18 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                     ..Default::default()
                 };
                 let (scan, _) = open_find(&meta, &args)?;
-                let (stream, rest) = pipeline.split_streaming(vars.clone());
-                let mut source = PipelineCursor::new(scan, stream);
+                let (stream, mut rest) = pipeline.split_streaming(vars.clone());
+                let mut source = PipelineCursor::new(Box::new(scan), stream);
+                if allow_disk_use {
+                    // A leading `$sort` may spill: it sorts outside the pipeline, and the
+                    // stages after it stream from its output.
+                    if let Some((spec, after, remaining)) = rest.split_sort(vars.clone()) {
+                        let sorted = sort_all(&mut source, ctx.engine, &ctx.deadline, &spec, true)?;
+                        source =
+                            PipelineCursor::new(Box::new(SortedSource { sorted, spec }), after);
+                        rest = remaining;
+                    }
+                }
                 if !rest.blocks() {
                     // Nothing needs the whole input: the cursor streams from storage.
                     let ns = format!("{}.{c}", ctx.db);

@@ -32,6 +32,10 @@ impl SortKeys {
         })
     }
 
+    pub(crate) fn spec(&self) -> &SortSpec {
+        &self.spec
+    }
+
     pub(crate) fn key(&self, d: &Document) -> Vec<Bson> {
         self.spec.sort_key(d)
     }

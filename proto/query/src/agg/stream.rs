@@ -8,6 +8,7 @@ use bson::Document;
 
 use super::{run_stage, NoCollections, Pipeline, Stage};
 use crate::expr::Variables;
+use crate::sort::SortSpec;
 use crate::MongoResult;
 
 /// Streaming stages with their progress (documents a `$skip` dropped or a `$limit`
@@ -49,6 +50,22 @@ impl Pipeline {
             leading_match: None,
         };
         (stream, rest)
+    }
+
+    /// With a `$sort` first: its order, the streaming stages after it (run with `vars`)
+    /// and the rest. A sort that spills to disk runs outside the pipeline, and what
+    /// follows it streams from the merged runs.
+    pub fn split_sort(&self, vars: Variables) -> Option<(SortSpec, Stream, Pipeline)> {
+        let Some(Stage::Sort(keys)) = self.stages.first() else {
+            return None;
+        };
+        let after = Pipeline {
+            stages: self.stages[1..].to_vec(),
+            output: self.output.clone(),
+            leading_match: None,
+        };
+        let (stream, rest) = after.split_streaming(vars);
+        Some((keys.spec().clone(), stream, rest))
     }
 
     /// Whether the pipeline has stages that need their whole input, or an output stage.
