@@ -45,6 +45,19 @@ struct Mine {
     u: Option<i64>,
 }
 
+/// What one operation did: the key it is filed under, what it was, how it ended.
+type Done = (u32, Op, Result<(), OpError>);
+
+/// The API worker of one site: its collections, its random choices and its documents.
+struct ApiWorker {
+    id: u32,
+    counters: mongodb::Collection<Document>,
+    docs: mongodb::Collection<Document>,
+    rng: StdRng,
+    mine: Vec<Mine>,
+    seq: i64,
+}
+
 /// The API worker of one site: runs until `stop`, returns its events.
 pub async fn worker(
     id: u32,
@@ -55,147 +68,171 @@ pub async fn worker(
     stop: CancellationToken,
 ) -> Vec<Event> {
     let db = client.database(DB);
-    let counters = db.collection::<Document>(COUNTERS);
-    let docs = db.collection::<Document>(DOCS);
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut events = Vec::new();
-    let mut mine: Vec<Mine> = Vec::new();
-    let mut seq: i64 = 0;
-    let mut fresh = || {
-        seq += 1;
-        ((id as i64) << 32) | seq
+    let mut w = ApiWorker {
+        id,
+        counters: db.collection(COUNTERS),
+        docs: db.collection(DOCS),
+        rng: StdRng::seed_from_u64(seed),
+        mine: Vec::new(),
+        seq: 0,
     };
+    let mut events = Vec::new();
     while !stop.is_cancelled() {
-        let roll: u32 = rng.gen_range(0..100);
+        let roll: u32 = w.rng.gen_range(0..100);
         let invoked = clock.now();
-        let (key, op, result): (u32, Op, Result<(), OpError>) = match roll {
-            0..=24 => {
-                let key = rng.gen_range(0..COUNTER_KEYS);
-                let filter = doc! {"_id": key as i64};
-                let inc = doc! {"$inc": {"n": 1}};
-                let r = match rng.gen_range(0..3) {
-                    0 => timed(counters.update_one(filter, inc).upsert(true).into_future())
-                        .await
-                        .map(drop),
-                    1 => timed(
-                        counters
-                            .find_one_and_update(filter, inc)
-                            .upsert(true)
-                            .return_document(ReturnDocument::After)
-                            .into_future(),
-                    )
-                    .await
-                    .map(drop),
-                    _ => {
-                        let wc = WriteConcern::builder()
-                            .w(Acknowledgment::Majority)
-                            .w_timeout(Duration::from_millis(1))
-                            .build();
-                        timed(
-                            counters
-                                .update_one(filter, inc)
-                                .upsert(true)
-                                .write_concern(wc)
-                                .into_future(),
-                        )
-                        .await
-                        .map(drop)
-                    }
-                };
-                (key, Op::Inc { by: 1 }, r)
-            }
-            25..=44 => {
-                let id = fresh();
-                let r = timed(
-                    docs.insert_one(doc! {"_id": id, "u": id, "tags": ["a"]})
-                        .into_future(),
-                )
-                .await
-                .map(drop);
-                mine.push(Mine {
-                    id,
-                    u: r.is_ok().then_some(id),
-                });
-                (0, Op::Insert { id }, r)
-            }
-            45..=52 => {
-                let held = mine.iter().rev().find_map(|m| m.u);
-                let Some(u) = held else { continue };
-                let id = fresh();
-                let r = timed(docs.insert_one(doc! {"_id": id, "u": u}).into_future())
-                    .await
-                    .map(drop);
-                (0, Op::DupInsert { id }, r)
-            }
-            53..=69 if !mine.is_empty() => {
-                let i = rng.gen_range(0..mine.len());
-                let target = mine[i].id;
-                let (update, moved) = match rng.gen_range(0..3) {
-                    0 => (doc! {"$push": {"tags": rng.gen_range(0..50i64)}}, None),
-                    1 => (doc! {"$pull": {"tags": "a"}}, None),
-                    _ => {
-                        let u = fresh();
-                        (doc! {"$set": {"u": u}}, Some(u))
-                    }
-                };
-                let r = timed(docs.update_one(doc! {"_id": target}, update).into_future())
-                    .await
-                    .map(drop);
-                if let Some(u) = moved {
-                    mine[i].u = mine[i].u.and(r.is_ok().then_some(u));
-                }
-                (0, Op::Modify { id: target }, r)
-            }
-            70..=77 if !mine.is_empty() => {
-                let gone = mine.swap_remove(rng.gen_range(0..mine.len()));
-                let filter = doc! {"_id": gone.id};
-                let r = if rng.gen_bool(0.5) {
-                    timed(docs.delete_one(filter).into_future()).await.map(drop)
-                } else {
-                    timed(docs.find_one_and_delete(filter).into_future())
-                        .await
-                        .map(drop)
-                };
-                (0, Op::Delete { id: gone.id }, r)
-            }
-            78..=91 => {
-                let (what, mode) = if rng.gen_bool(0.5) {
-                    ("secondary find", secondary_preferred())
-                } else {
-                    ("nearest find", nearest())
-                };
-                let id = mine.last().map(|m| m.id).unwrap_or(0);
-                let r = timed(
-                    docs.find_one(doc! {"_id": id})
-                        .selection_criteria(mode)
-                        .into_future(),
-                )
-                .await
-                .map(drop);
-                (0, Op::Query { what }, r)
-            }
-            _ => {
-                let pipeline = vec![doc! {"$group": {"_id": null, "total": {"$sum": "$n"}}}];
-                let r = timed(async {
-                    use futures::TryStreamExt;
-                    let cursor = counters.aggregate(pipeline).selection_criteria(nearest());
-                    cursor.await?.try_collect::<Vec<_>>().await
-                })
-                .await
-                .map(drop);
-                (
-                    0,
-                    Op::Query {
-                        what: "aggregate $group",
-                    },
-                    r,
-                )
-            }
+        let done = match roll {
+            0..=24 => w.increment().await,
+            25..=44 => w.insert().await,
+            45..=52 => match w.insert_duplicate().await {
+                Some(done) => done,
+                None => continue,
+            },
+            53..=69 if !w.mine.is_empty() => w.modify().await,
+            70..=77 if !w.mine.is_empty() => w.delete().await,
+            78..=91 => w.find_elsewhere().await,
+            _ => w.aggregate().await,
         };
+        let (key, op, result) = done;
         events.push(event(id, key, op, invoked, clock.now(), &result));
         pause(think, &stop).await;
     }
     events
+}
+
+impl ApiWorker {
+    /// A value unique in the run: the worker's id in the high bits.
+    fn fresh(&mut self) -> i64 {
+        self.seq += 1;
+        ((self.id as i64) << 32) | self.seq
+    }
+
+    /// `$inc` of a counter: by update, by findAndModify, or at `wtimeout: 1`.
+    async fn increment(&mut self) -> Done {
+        let key = self.rng.gen_range(0..COUNTER_KEYS);
+        let filter = doc! {"_id": key as i64};
+        let inc = doc! {"$inc": {"n": 1}};
+        let c = &self.counters;
+        let r = match self.rng.gen_range(0..3) {
+            0 => timed(c.update_one(filter, inc).upsert(true).into_future())
+                .await
+                .map(drop),
+            1 => {
+                let modify = c
+                    .find_one_and_update(filter, inc)
+                    .upsert(true)
+                    .return_document(ReturnDocument::After);
+                timed(modify.into_future()).await.map(drop)
+            }
+            _ => {
+                let wc = WriteConcern::builder()
+                    .w(Acknowledgment::Majority)
+                    .w_timeout(Duration::from_millis(1))
+                    .build();
+                let update = c.update_one(filter, inc).upsert(true).write_concern(wc);
+                timed(update.into_future()).await.map(drop)
+            }
+        };
+        (key, Op::Inc { by: 1 }, r)
+    }
+
+    async fn insert(&mut self) -> Done {
+        let id = self.fresh();
+        let doc = doc! {"_id": id, "u": id, "tags": ["a"]};
+        let r = timed(self.docs.insert_one(doc).into_future())
+            .await
+            .map(drop);
+        self.mine.push(Mine {
+            id,
+            u: r.is_ok().then_some(id),
+        });
+        (0, Op::Insert { id }, r)
+    }
+
+    /// An insert of a `u` one of this worker's documents certainly holds (`None` while
+    /// there is none).
+    async fn insert_duplicate(&mut self) -> Option<Done> {
+        let u = self.mine.iter().rev().find_map(|m| m.u)?;
+        let id = self.fresh();
+        let r = timed(self.docs.insert_one(doc! {"_id": id, "u": u}).into_future())
+            .await
+            .map(drop);
+        Some((0, Op::DupInsert { id }, r))
+    }
+
+    /// `$push`, `$pull`, or a move of `u`, on one of this worker's documents.
+    async fn modify(&mut self) -> Done {
+        let i = self.rng.gen_range(0..self.mine.len());
+        let target = self.mine[i].id;
+        let (update, moved) = match self.rng.gen_range(0..3) {
+            0 => (doc! {"$push": {"tags": self.rng.gen_range(0..50i64)}}, None),
+            1 => (doc! {"$pull": {"tags": "a"}}, None),
+            _ => {
+                let u = self.fresh();
+                (doc! {"$set": {"u": u}}, Some(u))
+            }
+        };
+        let r = timed(
+            self.docs
+                .update_one(doc! {"_id": target}, update)
+                .into_future(),
+        )
+        .await
+        .map(drop);
+        if let Some(u) = moved {
+            let m = &mut self.mine[i];
+            m.u = m.u.and(r.is_ok().then_some(u));
+        }
+        (0, Op::Modify { id: target }, r)
+    }
+
+    /// One of this worker's documents deleted, by delete or by findAndModify.
+    async fn delete(&mut self) -> Done {
+        let gone = self
+            .mine
+            .swap_remove(self.rng.gen_range(0..self.mine.len()));
+        let filter = doc! {"_id": gone.id};
+        let r = if self.rng.gen_bool(0.5) {
+            timed(self.docs.delete_one(filter).into_future())
+                .await
+                .map(drop)
+        } else {
+            timed(self.docs.find_one_and_delete(filter).into_future())
+                .await
+                .map(drop)
+        };
+        (0, Op::Delete { id: gone.id }, r)
+    }
+
+    /// A find on a secondary or on the nearest member.
+    async fn find_elsewhere(&mut self) -> Done {
+        let (what, mode) = if self.rng.gen_bool(0.5) {
+            ("secondary find", secondary_preferred())
+        } else {
+            ("nearest find", nearest())
+        };
+        let id = self.mine.last().map(|m| m.id).unwrap_or(0);
+        let find = self
+            .docs
+            .find_one(doc! {"_id": id})
+            .selection_criteria(mode);
+        let r = timed(find.into_future()).await.map(drop);
+        (0, Op::Query { what }, r)
+    }
+
+    /// The counters' total by `$group`, on the nearest member.
+    async fn aggregate(&mut self) -> Done {
+        let pipeline = vec![doc! {"$group": {"_id": null, "total": {"$sum": "$n"}}}];
+        let counters = &self.counters;
+        let r = timed(async {
+            use futures::TryStreamExt;
+            let cursor = counters.aggregate(pipeline).selection_criteria(nearest());
+            cursor.await?.try_collect::<Vec<_>>().await
+        })
+        .await
+        .map(drop);
+        let what = "aggregate $group";
+        (0, Op::Query { what }, r)
+    }
 }
 
 /// The DDL worker: creates, indexes, writes, unindexes and drops scratch collections in
