@@ -16,6 +16,13 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::cursor::{CursorSource, Deadline};
 
+fn in_order(docs: Vec<Document>, spec: Option<&SortSpec>) -> Vec<Document> {
+    match spec {
+        Some(spec) => spec.sort_stable(docs),
+        None => docs,
+    }
+}
+
 /// Sorted documents: all in memory, or merged from runs on disk.
 pub enum Sorted {
     Memory(VecDeque<Document>),
@@ -137,10 +144,7 @@ impl ExternalSort {
 
     /// Sorts what is held and writes it out as a run.
     fn spill(&mut self, spec: Option<&SortSpec>) -> MongoResult<()> {
-        let mut docs = std::mem::take(&mut self.buffer);
-        if let Some(spec) = spec {
-            docs.sort_by(|a, b| spec.compare(a, b));
-        }
+        let docs = in_order(std::mem::take(&mut self.buffer), spec);
         let file = tempfile::tempfile().map_err(io_error)?;
         let mut w = BufWriter::new(file);
         for d in &docs {
@@ -164,10 +168,7 @@ impl ExternalSort {
     /// merged from the runs (what was still held is spilled as the last).
     pub fn finish(mut self, spec: Option<&SortSpec>) -> MongoResult<Sorted> {
         if self.runs.is_empty() {
-            if let Some(spec) = spec {
-                self.buffer.sort_by(|a, b| spec.compare(a, b));
-            }
-            return Ok(Sorted::Memory(self.buffer.into()));
+            return Ok(Sorted::Memory(in_order(self.buffer, spec).into()));
         }
         if !self.buffer.is_empty() {
             self.spill(spec)?;

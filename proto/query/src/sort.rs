@@ -128,6 +128,15 @@ impl SortSpec {
         Ordering::Equal
     }
 
+    /// `docs` stably sorted by this order, each document's key computed once rather than
+    /// at every comparison.
+    pub fn sort_stable(&self, docs: Vec<Document>) -> Vec<Document> {
+        let mut keyed: Vec<(Vec<Bson>, Document)> =
+            docs.into_iter().map(|d| (self.sort_key(&d), d)).collect();
+        keyed.sort_by(|a, b| self.compare_keys(&a.0, &b.0));
+        keyed.into_iter().map(|(_, d)| d).collect()
+    }
+
     /// Compares two documents under this sort order.
     pub fn compare(&self, a: &Document, b: &Document) -> Ordering {
         for (p, asc) in &self.fields {
