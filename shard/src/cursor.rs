@@ -16,7 +16,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::CollectionMeta;
 use crate::scan::Scan;
-use crate::spill::{ExternalSort, Sorted};
+use crate::spill::{DiskUse, ExternalSort, Sorted};
 
 /// Largest reply batch in bytes (MongoDB leaves room for the reply envelope under 16 MiB).
 pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
@@ -128,8 +128,9 @@ pub struct FindCursor {
     pending: VecDeque<Document>,
     scan_done: bool,
     pub returned: u64,
-    /// The command's `allowDiskUse`: the sort spills to disk past its memory limit.
-    pub allow_disk_use: bool,
+    /// The command's `allowDiskUse` (the sort spills to disk past its memory limit) and
+    /// where to.
+    pub disk: DiskUse,
     /// What the sort holds in memory (until the cursor ends).
     sorted_bytes: usize,
 }
@@ -154,7 +155,7 @@ impl FindCursor {
             pending: VecDeque::new(),
             scan_done: false,
             returned: 0,
-            allow_disk_use: false,
+            disk: DiskUse::default(),
             sorted_bytes: 0,
         }
     }
@@ -199,7 +200,11 @@ impl FindCursor {
         }
         // Held within MongoDB's 100 MB for a blocking sort, counted as it is read; with
         // `allowDiskUse` what is held goes to disk as a sorted run instead.
-        let mut sorter = ExternalSort::new("Sort", self.allow_disk_use);
+        // With a limit only the first skip + limit in order are kept (MongoDB's top-k sort).
+        let top = self
+            .remaining
+            .map(|l| usize::try_from(l.saturating_add(self.skip)).unwrap_or(usize::MAX));
+        let mut sorter = ExternalSort::new("Sort", &self.disk, top);
         loop {
             self.fill(engine, SORT_READ_BATCH, deadline)?;
             if self.pending.is_empty() {

@@ -44,6 +44,9 @@ pub struct Node {
     pub ops: Arc<crate::ops::Registry>,
     /// Whether the in-memory catalog reflects every applied catalog change (a member's).
     pub catalog_sync: Arc<crate::catalog_sync::CatalogSync>,
+    /// Where blocking stages spill with `allowDiskUse`: `_tmp` in the data directory, as
+    /// MongoDB's dbpath; None (the system's) for an in-memory node.
+    pub spill_dir: Option<PathBuf>,
 }
 
 /// The versions a router routed a command with.
@@ -110,6 +113,14 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// A command's `allowDiskUse`, with where this node spills.
+    pub fn disk_use(&self, allowed: bool) -> crate::spill::DiskUse {
+        crate::spill::DiskUse {
+            allowed,
+            dir: self.node.spill_dir.clone(),
+        }
+    }
+
     /// For a retryable write: the recorded outcome of statement `stmt` if an earlier
     /// attempt executed it (the command then skips it); otherwise marks it current.
     pub fn begin_statement(&self, stmt: usize) -> Option<bson::Bson> {
@@ -169,6 +180,14 @@ impl Ctx<'_> {
     }
 }
 
+/// The data directory's `_tmp`, made if missing. Spill files in it are anonymous, so there
+/// is nothing to clean at start.
+fn spill_dir(data: &Path) -> std::io::Result<PathBuf> {
+    let dir = data.join("_tmp");
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
 impl Node {
     pub fn open(kind: &EngineKind, cursor_timeout: Duration) -> Result<Arc<Node>, ShardError> {
         let engine: Arc<dyn Engine> = match kind {
@@ -194,6 +213,10 @@ impl Node {
             admission: Default::default(),
             ops: Default::default(),
             catalog_sync: Default::default(),
+            spill_dir: match kind {
+                EngineKind::WiredTiger { dir, .. } => Some(spill_dir(dir)?),
+                EngineKind::Memory => None,
+            },
         }))
     }
 
@@ -284,6 +307,7 @@ impl Node {
             admission: Default::default(),
             ops: Default::default(),
             catalog_sync,
+            spill_dir: Some(spill_dir(dir)?),
         });
         let _ = node_slot.set(Arc::downgrade(&node));
         Ok((node, service, closed))

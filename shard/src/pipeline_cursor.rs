@@ -65,6 +65,10 @@ impl CursorSource for PipelineCursor {
     fn exhausted(&self) -> bool {
         self.pending.is_empty() && self.source_done()
     }
+
+    fn held_bytes(&self) -> usize {
+        self.scan.held_bytes() + self.pending.iter().map(approx_size).sum::<usize>()
+    }
 }
 
 /// Everything `source` has left, held within `budget` (MongoDB's 100 MB per blocking

@@ -24,8 +24,8 @@ pub struct FindArgs {
     pub hint: Option<Bson>,
     /// Variables for `$expr` (the command's `let`).
     pub vars: Option<query::expr::Variables>,
-    /// The command's `allowDiskUse` (only an in-memory sort's error depends on it).
-    pub allow_disk_use: bool,
+    /// The command's `allowDiskUse`, for a sort the index does not provide.
+    pub disk: crate::spill::DiskUse,
 }
 
 pub fn open_find(meta: &CollectionMeta, args: &FindArgs) -> MongoResult<(FindCursor, Plan)> {
@@ -46,7 +46,7 @@ pub fn open_find(meta: &CollectionMeta, args: &FindArgs) -> MongoResult<(FindCur
     let sort = if plan.sort_provided { None } else { sort };
     let limit = args.limit.filter(|&l| l > 0);
     let mut cursor = FindCursor::new(scan, matcher, projection, args.skip, limit, sort);
-    cursor.allow_disk_use = args.allow_disk_use;
+    cursor.disk = args.disk.clone();
     Ok((cursor, plan))
 }
 

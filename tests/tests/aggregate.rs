@@ -156,9 +156,10 @@ fn code_of(e: &mongodb::error::Error) -> i32 {
     }
 }
 
-/// Blocking stages hold at most MongoDB's 100 MB (292 without allowDiskUse; with it a
-/// find's sort and an aggregation's leading `$sort` spill to disk, and the other stages
-/// get 146), while streaming stages read a collection larger than that batch by batch.
+/// Blocking stages hold at most MongoDB's 100 MB (292 without allowDiskUse; with it sorts
+/// and `$group` spill to disk, and the other stages get 146). A `$group` holds its groups,
+/// not its input, and a sort with a limit its top k, so both read a collection larger
+/// than that; so do streaming stages, batch by batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocking_stages_are_bounded_and_streaming_ones_are_not() {
     let cluster = TestCluster::start().await;
@@ -169,16 +170,58 @@ async fn blocking_stages_are_bounded_and_streaming_ones_are_not() {
         let docs = (0..10).map(|i| doc! {"_id": chunk * 10 + i, "k": i, "s": mb.clone()});
         big.insert_many(docs).await.unwrap();
     }
-    let group = vec![doc! {"$group": {"_id": "$k", "n": {"$sum": 1}}}];
-    let e = big.aggregate(group.clone()).await.unwrap_err();
+    // 110 MB of input, ten small groups: no memory limit is near.
+    let group = doc! {"$group": {"_id": "$k", "n": {"$sum": 1}}};
+    let by_key = doc! {"$sort": {"_id": 1}};
+    let grouped = run(&big, vec![group.clone(), by_key.clone()]).await;
+    let ten_groups: Vec<Document> = (0..10).map(|k| doc! {"_id": k, "n": 11}).collect();
+    assert_eq!(grouped, ten_groups);
+    let counted = run(&big, vec![doc! {"$count": "n"}]).await;
+    assert_eq!(counted, vec![doc! {"n": 110}]);
+    // Groups that hold 110 MB themselves: 292, and with allowDiskUse they spill.
+    let pushed = vec![
+        doc! {"$group": {"_id": "$k", "all": {"$push": "$s"}}},
+        doc! {"$project": {"n": {"$size": "$all"}}},
+        by_key.clone(),
+    ];
+    let e = big.aggregate(pushed.clone()).await.unwrap_err();
     assert_eq!(code_of(&e), 292, "{e}");
-    let e = big.aggregate(group).allow_disk_use(true).await.unwrap_err();
+    assert_eq!(run_with_disk(&big, pushed, true).await, ten_groups);
+    // Stages that do not spill say so.
+    let facet = vec![doc! {"$facet": {"all": [{"$match": {}}]}}];
+    let e = big.aggregate(facet).allow_disk_use(true).await.unwrap_err();
     assert_eq!(code_of(&e), 146, "{e}");
     let e = match big.find(doc! {}).sort(doc! {"k": 1}).await {
         Err(e) => e,
         Ok(c) => c.try_collect::<Vec<_>>().await.unwrap_err(),
     };
     assert_eq!(code_of(&e), 292, "{e}");
+    // A sort with a limit keeps its top k only, in find and in aggregate.
+    let top: Vec<Document> = big
+        .find(doc! {})
+        .sort(doc! {"k": -1, "_id": -1})
+        .skip(1)
+        .limit(3)
+        .projection(doc! {"k": 1})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let top_expected = vec![
+        doc! {"_id": 99, "k": 9},
+        doc! {"_id": 89, "k": 9},
+        doc! {"_id": 79, "k": 9},
+    ];
+    assert_eq!(top, top_expected);
+    let sort_desc = doc! {"$sort": {"k": -1, "_id": -1}};
+    let top_k = vec![
+        sort_desc,
+        doc! {"$skip": 1},
+        doc! {"$limit": 3},
+        doc! {"$project": {"k": 1}},
+    ];
+    assert_eq!(run(&big, top_k).await, top_expected);
     // With allowDiskUse a find's sort spills to disk and returns every document in order.
     let sorted: Vec<Document> = big
         .find(doc! {})
@@ -205,9 +248,9 @@ async fn blocking_stages_are_bounded_and_streaming_ones_are_not() {
     let e = big.aggregate(pipeline.clone()).await.unwrap_err();
     assert_eq!(code_of(&e), 292, "{e}");
     assert_eq!(run_with_disk(&big, pipeline, true).await, sorted);
-    let group = doc! {"$group": {"_id": "$k", "n": {"$sum": 1}}};
-    let grouped = run_with_disk(&big, vec![sort, project, group], true).await;
-    assert_eq!(grouped.len(), 10);
+    // A $group after the sort reads its runs, and a $sort after the $group its output.
+    let grouped = run_with_disk(&big, vec![sort, project, group, by_key], true).await;
+    assert_eq!(grouped, ten_groups);
     // 110 MB through streaming stages: fine.
     let streamed = run(
         &big,
@@ -218,15 +261,5 @@ async fn blocking_stages_are_bounded_and_streaming_ones_are_not() {
     )
     .await;
     assert_eq!(streamed.len(), 110);
-    // A blocking stage whose input is small after the streaming stages: fine too.
-    let counted = run(
-        &big,
-        vec![
-            doc! {"$project": {"k": 1}},
-            doc! {"$group": {"_id": null, "n": {"$sum": 1}}},
-        ],
-    )
-    .await;
-    assert_eq!(counted[0].get_i32("n").unwrap(), 110);
     cluster.stop().await;
 }

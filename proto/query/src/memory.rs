@@ -11,7 +11,20 @@ pub const BLOCKING_STAGE_BYTES: usize = 100 * 1024 * 1024;
 /// About the BSON size of `doc`, computed without encoding it and without recursion.
 pub fn approx_size(doc: &Document) -> usize {
     let mut stack: Vec<&Bson> = Vec::new();
-    let mut total = 5 + elements(doc.iter().map(|(k, v)| (k.len(), v)), &mut stack);
+    let top = 5 + elements(doc.iter().map(|(k, v)| (k.len(), v)), &mut stack);
+    top + nested(stack)
+}
+
+/// About the BSON size of one value (without its key).
+pub fn approx_value_size(v: &Bson) -> usize {
+    let mut stack: Vec<&Bson> = Vec::new();
+    let top = scalar_size(v, &mut stack);
+    top + nested(stack)
+}
+
+/// The sizes of the containers' contents left on `stack`, walked without recursion.
+fn nested(mut stack: Vec<&Bson>) -> usize {
+    let mut total = 0;
     while let Some(v) = stack.pop() {
         total += match v {
             Bson::Document(d) => elements(d.iter().map(|(k, v)| (k.len(), v)), &mut stack),
@@ -99,23 +112,28 @@ impl MemoryBudget {
         if self.used <= self.limit {
             return Ok(());
         }
-        Err(if self.allow_disk_use {
-            MongoError::new(
-                ErrorCode::ExceededMemoryLimit,
-                format!(
-                    "{} exceeded memory limit of {} bytes, and this stage does not spill to disk (allowDiskUse)",
-                    self.stage, self.limit
-                ),
-            )
-        } else {
-            MongoError::new(
-                ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
-                format!(
-                    "{} exceeded memory limit of {} bytes, but did not opt in to external sorting. Aborting operation. Pass allowDiskUse:true to opt in.",
-                    self.stage, self.limit
-                ),
-            )
-        })
+        Err(exceeded(self.stage, self.limit, self.allow_disk_use))
+    }
+}
+
+/// The error of a stage past its memory `limit`: without `allowDiskUse` MongoDB's
+/// QueryExceededMemoryLimitNoDiskUseAllowed (292); with it ExceededMemoryLimit (146), for
+/// what cannot spill.
+pub fn exceeded(stage: &str, limit: usize, allow_disk_use: bool) -> MongoError {
+    if allow_disk_use {
+        MongoError::new(
+            ErrorCode::ExceededMemoryLimit,
+            format!(
+                "{stage} exceeded memory limit of {limit} bytes, and this stage does not spill to disk (allowDiskUse)"
+            ),
+        )
+    } else {
+        MongoError::new(
+            ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
+            format!(
+                "{stage} exceeded memory limit of {limit} bytes, but did not opt in to external sorting. Aborting operation. Pass allowDiskUse:true to opt in."
+            ),
+        )
     }
 }
 

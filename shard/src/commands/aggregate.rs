@@ -5,17 +5,18 @@
 use std::collections::VecDeque;
 
 use bson::{doc, Bson, Document};
-use query::agg::{AggContext, Pipeline};
+use query::agg::{AggContext, Blocking, Pipeline};
 use query::expr::Variables;
 use query::memory::MemoryBudget;
 use wire::{MongoError, MongoResult};
 
 use super::args::{cursor_reply, existing, materialized_reply, opt_bool, opt_doc};
+use crate::cursor::CursorSource;
 use crate::cursor::DEFAULT_FIRST_BATCH;
 use crate::node::Ctx;
 use crate::pipeline_cursor::{drain_bounded, PipelineCursor};
 use crate::read::{open_find, FindArgs};
-use crate::spill::{sort_all, SortedSource};
+use crate::spill::{group_all, sort_all, SortedSource};
 
 struct ShardAggContext<'a, 'b> {
     ctx: &'a Ctx<'b>,
@@ -110,25 +111,17 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                     ..Default::default()
                 };
                 let (scan, _) = open_find(&meta, &args)?;
-                let (stream, mut rest) = pipeline.split_streaming(vars.clone());
-                let mut source = PipelineCursor::new(Box::new(scan), stream);
-                if allow_disk_use {
-                    // A leading `$sort` may spill: it sorts outside the pipeline, and the
-                    // stages after it stream from its output.
-                    if let Some((spec, after, remaining)) = rest.split_sort(vars.clone()) {
-                        let sorted = sort_all(&mut source, ctx.engine, &ctx.deadline, &spec, true)?;
-                        source =
-                            PipelineCursor::new(Box::new(SortedSource { sorted, spec }), after);
-                        rest = remaining;
-                    }
-                }
+                let (stream, rest) = pipeline.split_streaming(vars.clone());
+                let source = PipelineCursor::new(Box::new(scan), stream);
+                let (mut source, rest) =
+                    run_blocking(ctx, Box::new(source), rest, &vars, allow_disk_use)?;
                 if !rest.blocks() {
                     // Nothing needs the whole input: the cursor streams from storage.
                     let ns = format!("{}.{c}", ctx.db);
-                    return cursor_reply(ctx, cmd, &ns, Box::new(source), DEFAULT_FIRST_BATCH);
+                    return cursor_reply(ctx, cmd, &ns, source, DEFAULT_FIRST_BATCH);
                 }
                 let budget = MemoryBudget::new(rest.first_stage_name(), allow_disk_use);
-                input = drain_bounded(&mut source, ctx.engine, &ctx.deadline, budget)?;
+                input = drain_bounded(source.as_mut(), ctx.engine, &ctx.deadline, budget)?;
                 pipeline = rest;
             }
         }
@@ -143,4 +136,32 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let results = super::aggregate_output::write(ctx, &pipeline, results)?;
     let ns = format!("{}.{}", ctx.db, coll.unwrap_or("$cmd.aggregate"));
     materialized_reply(ctx, cmd, &ns, VecDeque::from(results), DEFAULT_FIRST_BATCH)
+}
+
+/// Runs the leading `$sort`s and `$group`s of `rest` over `source`, each within its own
+/// memory (spilling with `allowDiskUse`), with the streaming stages after each reading
+/// from its output. Returns the stream and the stages still to run in memory.
+fn run_blocking(
+    ctx: &Ctx,
+    mut source: Box<dyn CursorSource>,
+    mut rest: Pipeline,
+    vars: &Variables,
+    allow_disk_use: bool,
+) -> MongoResult<(Box<dyn CursorSource>, Pipeline)> {
+    let disk = ctx.disk_use(allow_disk_use);
+    while let Some((blocking, after, remaining)) = rest.split_blocking(vars.clone()) {
+        let (engine, deadline) = (ctx.engine, &ctx.deadline);
+        let output: Box<dyn CursorSource> = match blocking {
+            Blocking::Sort { spec, top } => {
+                let sorted = sort_all(source.as_mut(), engine, deadline, &spec, top, &disk)?;
+                Box::new(SortedSource::new(sorted, spec))
+            }
+            Blocking::Group(group) => {
+                group_all(source.as_mut(), engine, deadline, &group, vars, &disk)?
+            }
+        };
+        source = Box::new(PipelineCursor::new(output, after));
+        rest = remaining;
+    }
+    Ok((source, rest))
 }

@@ -22,7 +22,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     };
     let name = inner.keys().next().cloned().unwrap_or_default();
     let args = match name.as_str() {
-        "find" => super::find::parse(inner)?,
+        "find" => super::find::parse(ctx, inner)?,
         "count" | "distinct" => FindArgs {
             filter: opt_doc(inner, "query")?.cloned().unwrap_or_default(),
             ..Default::default()

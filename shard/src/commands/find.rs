@@ -31,7 +31,7 @@ fn refuse_unsupported(cmd: &Document) -> MongoResult<()> {
     Ok(())
 }
 
-pub fn parse(cmd: &Document) -> MongoResult<FindArgs> {
+pub fn parse(ctx: &Ctx, cmd: &Document) -> MongoResult<FindArgs> {
     refuse_unsupported(cmd)?;
     if let Some(Bson::Boolean(true)) = cmd.get("tailable") {
         return Err(MongoError::bad_value(
@@ -54,13 +54,13 @@ pub fn parse(cmd: &Document) -> MongoResult<FindArgs> {
         limit,
         hint: super::args::opt_hint(cmd),
         vars: super::args::let_vars(cmd)?,
-        allow_disk_use: opt_bool(cmd, "allowDiskUse")?.unwrap_or(false),
+        disk: ctx.disk_use(opt_bool(cmd, "allowDiskUse")?.unwrap_or(false)),
     })
 }
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
-    let args = parse(cmd)?;
+    let args = parse(ctx, cmd)?;
     let batch_size = opt_count(cmd, "batchSize")?.map(|b| b as usize);
     let single_batch = opt_bool(cmd, "singleBatch")?.unwrap_or(false);
     let ns = ns(ctx, coll);

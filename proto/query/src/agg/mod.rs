@@ -6,6 +6,7 @@
 //! [`Pipeline::output_stage`] and the caller performs the writes, using
 //! [`merge_document`] for `$merge`'s whenMatched/whenNotMatched rules.
 
+mod accumulator;
 mod group;
 mod lookup;
 mod merge;
@@ -24,9 +25,10 @@ use crate::matcher::Matcher;
 use crate::{ErrorCode, MongoError, MongoResult};
 
 pub use merge::{merge_document, MergeAction, MergeSpec, OutputStage, WhenMatched, WhenNotMatched};
-pub use stream::Stream;
+pub use stream::{Blocking, Stream};
 
-use group::{Accumulator, Group};
+use accumulator::{AccState, Accumulator};
+pub use group::{Group, GroupMerger, GroupTable, PARTIAL_KEY};
 use lookup::{GraphLookup, Lookup};
 use project::{Projection, SetFields};
 use sortkey::SortKeys;
@@ -71,7 +73,6 @@ enum Stage {
     Sort(SortKeys),
     Limit(usize),
     Skip(usize),
-    Count(String),
     Unwind(Unwind),
     Lookup(Box<Lookup>),
     GraphLookup(Box<GraphLookup>),
@@ -83,6 +84,9 @@ enum Stage {
     UnionWith(String, Option<Box<Pipeline>>),
     Redact(Expr),
     Documents(Expr),
+    /// The stages one stage stands for (`$count`, `$sortByCount`), only until
+    /// `parse_inner` puts them in its place.
+    Sequence(Vec<Stage>),
 }
 
 impl Pipeline {
@@ -152,7 +156,10 @@ impl Pipeline {
                 }
                 _ => {}
             }
-            out.push(parse_stage(name, arg)?);
+            match parse_stage(name, arg)? {
+                Stage::Sequence(stages) => out.extend(stages),
+                stage => out.push(stage),
+            }
         }
         Ok(Pipeline {
             stages: out,
@@ -431,7 +438,15 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             if s.contains('.') {
                 return Err(err(40160, "the count field cannot contain '.'"));
             }
-            Stage::Count(s.clone())
+            // As MongoDB parses it: a `$group` with a `$sum` of 1, then `$project`.
+            let group = Group::simple(
+                Expr::constant(Bson::Null),
+                vec![(s.clone(), Accumulator::count())],
+            );
+            Stage::Sequence(vec![
+                Stage::Group(Box::new(group)),
+                Stage::Project(Projection::parse(&bson::doc! {"_id": 0})?),
+            ])
         }
         "$unwind" => Stage::Unwind(Unwind::parse(arg)?),
         "$lookup" => Stage::Lookup(Box::new(Lookup::parse(arg)?)),
@@ -507,17 +522,10 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
                 Expr::parse(arg)?,
                 vec![("count".to_string(), Accumulator::count())],
             );
-            Stage::Facet(vec![(
-                String::new(),
-                Pipeline {
-                    stages: vec![
-                        Stage::Group(Box::new(group)),
-                        Stage::Sort(SortKeys::parse(&bson::doc! {"count": -1})?),
-                    ],
-                    output: None,
-                    leading_match: None,
-                },
-            )])
+            Stage::Sequence(vec![
+                Stage::Group(Box::new(group)),
+                Stage::Sort(SortKeys::parse(&bson::doc! {"count": -1})?),
+            ])
         }
         "$sample" => {
             let Bson::Document(d) = arg else {
@@ -699,21 +707,6 @@ fn run_stage(
             docs
         }
         Stage::Skip(n) => docs.into_iter().skip(*n).collect(),
-        Stage::Count(field) => {
-            if docs.is_empty() {
-                Vec::new()
-            } else {
-                let n = docs.len();
-                let v = if n <= i32::MAX as usize {
-                    Bson::Int32(n as i32)
-                } else {
-                    Bson::Int64(n as i64)
-                };
-                let mut d = Document::new();
-                d.insert(field.clone(), v);
-                vec![d]
-            }
-        }
         Stage::Unwind(u) => {
             let mut out = Vec::with_capacity(docs.len());
             for d in docs {
@@ -747,10 +740,6 @@ fn run_stage(
             out
         }
         Stage::Facet(facets) => {
-            if facets.len() == 1 && facets[0].0.is_empty() {
-                // inlined sub-pipeline ($sortByCount)
-                return facets[0].1.run_with(docs, ctx, vars);
-            }
             let mut out = Document::new();
             for (name, p) in facets {
                 let res = p.run_with(docs.clone(), ctx, vars)?;
@@ -810,6 +799,13 @@ fn run_stage(
                     )),
                 })
                 .collect::<MongoResult<_>>()?
+        }
+        Stage::Sequence(stages) => {
+            let mut docs = docs;
+            for stage in stages {
+                docs = run_stage(stage, docs, ctx, vars)?;
+            }
+            docs
         }
     })
 }
@@ -1096,7 +1092,7 @@ impl Bucket {
 
     fn run(&self, docs: Vec<Document>, vars: &Variables) -> MongoResult<Vec<Document>> {
         let n = self.boundaries.len() - 1;
-        let mut buckets: Vec<Option<Vec<group::AccState>>> = vec![None; n + 1];
+        let mut buckets: Vec<Option<Vec<AccState>>> = vec![None; n + 1];
         for d in &docs {
             let v = self.group_by.eval(d, vars)?;
             let pos = self
@@ -1244,7 +1240,7 @@ impl BucketAuto {
                 keyed[j - 1].0.clone()
             };
             let id = Bson::Document(bson::doc! {"min": min.clone(), "max": max.clone()});
-            let mut states: Vec<group::AccState> = self
+            let mut states: Vec<AccState> = self
                 .output
                 .iter()
                 .map(|(_, a)| a.start(&id, vars))

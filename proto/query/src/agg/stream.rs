@@ -6,10 +6,20 @@
 
 use bson::Document;
 
-use super::{run_stage, NoCollections, Pipeline, Stage};
+use super::{run_stage, Group, NoCollections, Pipeline, Stage};
 use crate::expr::Variables;
 use crate::sort::SortSpec;
 use crate::MongoResult;
+
+/// A blocking stage that runs over a stream of documents rather than a vector.
+pub enum Blocking {
+    /// A sort; `top` when a `$limit` follows, so only that many need be kept.
+    Sort {
+        spec: SortSpec,
+        top: Option<usize>,
+    },
+    Group(Group),
+}
 
 /// Streaming stages with their progress (documents a `$skip` dropped or a `$limit`
 /// passed so far).
@@ -52,20 +62,43 @@ impl Pipeline {
         (stream, rest)
     }
 
-    /// With a `$sort` first: its order, the streaming stages after it (run with `vars`)
-    /// and the rest. A sort that spills to disk runs outside the pipeline, and what
-    /// follows it streams from the merged runs.
-    pub fn split_sort(&self, vars: Variables) -> Option<(SortSpec, Stream, Pipeline)> {
-        let Some(Stage::Sort(keys)) = self.stages.first() else {
-            return None;
+    /// With a `$sort` or a `$group` first: that stage, the streaming stages after it (run
+    /// with `vars`) and the rest. These two run outside the pipeline over a stream, within
+    /// their own memory (spilling to disk with `allowDiskUse`), and what follows them
+    /// streams from their output.
+    pub fn split_blocking(&self, vars: Variables) -> Option<(Blocking, Stream, Pipeline)> {
+        let (blocking, skip) = match self.stages.first()? {
+            Stage::Sort(keys) => (
+                Blocking::Sort {
+                    spec: keys.spec().clone(),
+                    top: self.top_after(1),
+                },
+                1,
+            ),
+            Stage::Group(g) => (Blocking::Group((**g).clone()), 1),
+            _ => return None,
         };
         let after = Pipeline {
-            stages: self.stages[1..].to_vec(),
+            stages: self.stages[skip..].to_vec(),
             output: self.output.clone(),
             leading_match: None,
         };
         let (stream, rest) = after.split_streaming(vars);
-        Some((keys.spec().clone(), stream, rest))
+        Some((blocking, stream, rest))
+    }
+
+    /// How many documents the `$skip`s and `$limit` from stage `from` on can pass at most
+    /// (MongoDB moves a `$limit` before a `$skip` to sort the top skip + limit).
+    fn top_after(&self, from: usize) -> Option<usize> {
+        let mut skipped = 0usize;
+        for stage in &self.stages[from..] {
+            match stage {
+                Stage::Skip(n) => skipped = skipped.saturating_add(*n),
+                Stage::Limit(n) => return Some(skipped.saturating_add(*n)),
+                _ => return None,
+            }
+        }
+        None
     }
 
     /// Whether the pipeline has stages that need their whole input, or an output stage.
@@ -117,7 +150,6 @@ fn stage_name(stage: &Stage) -> &'static str {
     match stage {
         Stage::Group(_) => "$group",
         Stage::Sort(_) => "Sort",
-        Stage::Count(_) => "$count",
         Stage::Lookup(_) => "$lookup",
         Stage::GraphLookup(_) => "$graphLookup",
         Stage::Facet(_) => "$facet",
@@ -166,5 +198,34 @@ mod tests {
         assert!(!rest.blocks());
         let (_, rest) = stream_of(vec![doc! {"$sort": {"a": 1}}, doc! {"$limit": 5}]);
         assert!(rest.blocks());
+    }
+
+    fn top_of(stages: Vec<Document>) -> Option<usize> {
+        let p = Pipeline::parse(&stages).unwrap();
+        match p.split_blocking(Variables::default()) {
+            Some((Blocking::Sort { top, .. }, _, _)) => top,
+            _ => panic!("a leading sort"),
+        }
+    }
+
+    #[test]
+    fn a_sort_keeps_the_top_skip_plus_limit_and_a_group_splits_off() {
+        let sort = doc! {"$sort": {"a": 1}};
+        let top = top_of(vec![sort.clone(), doc! {"$skip": 2}, doc! {"$limit": 3}]);
+        assert_eq!(top, Some(5));
+        assert_eq!(top_of(vec![sort.clone(), doc! {"$limit": 3}]), Some(3));
+        let filtered = vec![sort.clone(), doc! {"$match": {"a": 1}}, doc! {"$limit": 3}];
+        assert_eq!(top_of(filtered), None);
+        assert_eq!(top_of(vec![sort]), None);
+        let p = Pipeline::parse(&[
+            doc! {"$group": {"_id": "$a"}},
+            doc! {"$project": {"b": 1}},
+            doc! {"$bucketAuto": {"groupBy": "$b", "buckets": 2}},
+        ])
+        .unwrap();
+        let Some((Blocking::Group(_), _, rest)) = p.split_blocking(Variables::default()) else {
+            panic!("a leading $group");
+        };
+        assert_eq!(rest.first_stage_name(), "$bucketAuto");
     }
 }

@@ -1,19 +1,17 @@
-//! A blocking sort that spills to disk (`find`, and an aggregation's `$sort`, with
-//! `allowDiskUse`), as MongoDB's external sorter does: past the stage's memory limit the documents read so far are sorted and
-//! written out as a run, and the output merges the runs. Run files are anonymous
-//! temporary files (unlinked when created), so neither a crash nor a dropped cursor
-//! leaves one behind.
+//! A blocking sort (`find`'s, an aggregation's `$sort`) within its memory, as MongoDB's
+//! sorter: with a limit it keeps only the top k; past the stage's memory limit, with
+//! `allowDiskUse`, the documents read so far are sorted and written out as a run, and the
+//! output merges the runs.
 
 use std::collections::VecDeque;
-use std::fs::File;
-use std::io::{BufReader, BufWriter, Seek, SeekFrom, Write};
 
 use bson::Document;
-use query::memory::{MemoryBudget, BLOCKING_STAGE_BYTES};
+use query::memory::{approx_size, MemoryBudget, BLOCKING_STAGE_BYTES};
 use query::sort::SortSpec;
 use storage::Engine;
-use wire::{ErrorCode, MongoError, MongoResult};
+use wire::MongoResult;
 
+use super::{DiskUse, Run};
 use crate::cursor::{CursorSource, Deadline};
 
 fn in_order(docs: Vec<Document>, spec: Option<&SortSpec>) -> Vec<Document> {
@@ -66,70 +64,90 @@ impl Sorted {
     }
 }
 
-/// One sorted run on disk, read back one document at a time.
-pub struct Run {
-    reader: BufReader<File>,
-    left: usize,
-    head: Option<Document>,
-}
-
-impl Run {
-    /// Returns the current head and reads the next.
-    fn advance(&mut self) -> MongoResult<Option<Document>> {
-        let next = if self.left == 0 {
-            None
-        } else {
-            self.left -= 1;
-            Some(
-                Document::from_reader(&mut self.reader)
-                    .map_err(|e| MongoError::internal(format!("reading back a sort run: {e}")))?,
-            )
-        };
-        Ok(std::mem::replace(&mut self.head, next))
-    }
-}
-
 /// Collects a blocking sort's input within its memory budget (MongoDB's 100 MB); with
 /// `allowDiskUse`, what is held goes to disk as a sorted run each time the budget is
-/// reached, and without it the sort fails as MongoDB's does.
+/// reached, and without it the sort fails as MongoDB's does. With a `top` (a limit
+/// follows), only that many documents are kept.
 pub struct ExternalSort {
     buffer: Vec<Document>,
     runs: Vec<Run>,
     budget: MemoryBudget,
     stage: &'static str,
-    allow_disk_use: bool,
+    disk: DiskUse,
     limit: usize,
+    top: Option<usize>,
 }
+
+/// Documents read between two cuts of a top-k sort to its k best, at the least.
+const TOP_K_SLACK: usize = 1024;
 
 impl ExternalSort {
     /// `stage` names the sort in errors ("Sort", "$sort").
-    pub fn new(stage: &'static str, allow_disk_use: bool) -> ExternalSort {
-        ExternalSort::with_limit(stage, allow_disk_use, BLOCKING_STAGE_BYTES)
+    pub fn new(stage: &'static str, disk: &DiskUse, top: Option<usize>) -> ExternalSort {
+        ExternalSort::with_limit(stage, disk, top, BLOCKING_STAGE_BYTES)
     }
 
-    pub fn with_limit(stage: &'static str, allow_disk_use: bool, limit: usize) -> ExternalSort {
+    pub fn with_limit(
+        stage: &'static str,
+        disk: &DiskUse,
+        top: Option<usize>,
+        limit: usize,
+    ) -> ExternalSort {
         ExternalSort {
             buffer: Vec::new(),
             runs: Vec::new(),
-            budget: MemoryBudget::with_limit(stage, allow_disk_use, limit),
+            budget: MemoryBudget::with_limit(stage, disk.allowed, limit),
             stage,
-            allow_disk_use,
+            disk: disk.clone(),
             limit,
+            top,
         }
     }
 
-    /// Adds a document, spilling what is held first when it would pass the budget.
+    /// Adds a document: past the budget a top-k sort first cuts to its k, then what is
+    /// held spills (or, without `allowDiskUse`, the sort fails).
     pub fn push(&mut self, d: Document, spec: Option<&SortSpec>) -> MongoResult<()> {
-        if let Err(e) = self.budget.hold(&d) {
-            if !self.allow_disk_use {
-                return Err(e);
+        if let Some(k) = self.top {
+            if self.buffer.len() >= k.saturating_mul(2).max(k + TOP_K_SLACK) {
+                self.cut_to_top(k, spec);
             }
-            self.spill(spec)?;
-            self.budget = MemoryBudget::with_limit(self.stage, true, self.limit);
-            self.budget.hold(&d)?;
         }
+        let Err(e) = self.budget.hold(&d) else {
+            self.buffer.push(d);
+            return Ok(());
+        };
+        if let Some(k) = self.top.filter(|&k| self.buffer.len() > k) {
+            self.cut_to_top(k, spec);
+            if self.budget.hold(&d).is_ok() {
+                self.buffer.push(d);
+                return Ok(());
+            }
+        }
+        if !self.disk.allowed {
+            return Err(e);
+        }
+        self.spill(spec)?;
+        self.budget = self.fresh_budget();
+        self.budget.hold(&d)?;
         self.buffer.push(d);
         Ok(())
+    }
+
+    fn fresh_budget(&self) -> MemoryBudget {
+        MemoryBudget::with_limit(self.stage, self.disk.allowed, self.limit)
+    }
+
+    /// Keeps the `k` first of what is held, in order (ties in arrival order, as a full
+    /// sort and a limit would keep), and counts them afresh. Their count may pass the
+    /// budget: the next `push` then spills or fails.
+    fn cut_to_top(&mut self, k: usize, spec: Option<&SortSpec>) {
+        let mut kept = in_order(std::mem::take(&mut self.buffer), spec);
+        kept.truncate(k);
+        self.budget = self.fresh_budget();
+        for d in &kept {
+            let _counted_even_past_the_limit = self.budget.hold(d);
+        }
+        self.buffer = kept;
     }
 
     /// What the sort holds in memory: all it read, or nothing once it spilled (the
@@ -142,25 +160,13 @@ impl ExternalSort {
         }
     }
 
-    /// Sorts what is held and writes it out as a run.
+    /// Sorts what is held and writes it out as a run (its top k only, with a `top`).
     fn spill(&mut self, spec: Option<&SortSpec>) -> MongoResult<()> {
-        let docs = in_order(std::mem::take(&mut self.buffer), spec);
-        let file = tempfile::tempfile().map_err(io_error)?;
-        let mut w = BufWriter::new(file);
-        for d in &docs {
-            d.to_writer(&mut w)
-                .map_err(|e| MongoError::internal(format!("writing a sort run: {e}")))?;
+        let mut docs = in_order(std::mem::take(&mut self.buffer), spec);
+        if let Some(k) = self.top {
+            docs.truncate(k);
         }
-        w.flush().map_err(io_error)?;
-        let mut file = w.into_inner().map_err(|e| io_error(e.into_error()))?;
-        file.seek(SeekFrom::Start(0)).map_err(io_error)?;
-        let mut run = Run {
-            reader: BufReader::new(file),
-            left: docs.len(),
-            head: None,
-        };
-        run.advance()?;
-        self.runs.push(run);
+        self.runs.push(Run::write(&docs, &self.disk)?);
         Ok(())
     }
 
@@ -168,7 +174,11 @@ impl ExternalSort {
     /// merged from the runs (what was still held is spilled as the last).
     pub fn finish(mut self, spec: Option<&SortSpec>) -> MongoResult<Sorted> {
         if self.runs.is_empty() {
-            return Ok(Sorted::Memory(in_order(self.buffer, spec).into()));
+            let mut docs = in_order(self.buffer, spec);
+            if let Some(k) = self.top {
+                docs.truncate(k);
+            }
+            return Ok(Sorted::Memory(docs.into()));
         }
         if !self.buffer.is_empty() {
             self.spill(spec)?;
@@ -177,10 +187,21 @@ impl ExternalSort {
     }
 }
 
-/// A finished sort as a cursor's source (an aggregation's `$sort` that spilled).
+/// A finished sort as a cursor's source (an aggregation's `$sort`).
 pub struct SortedSource {
-    pub sorted: Sorted,
-    pub spec: SortSpec,
+    sorted: Sorted,
+    spec: SortSpec,
+    held: usize,
+}
+
+impl SortedSource {
+    pub fn new(sorted: Sorted, spec: SortSpec) -> SortedSource {
+        let held = match &sorted {
+            Sorted::Memory(docs) => docs.iter().map(approx_size).sum(),
+            Sorted::Merged(_) => 0,
+        };
+        SortedSource { sorted, spec, held }
+    }
 }
 
 impl CursorSource for SortedSource {
@@ -204,18 +225,23 @@ impl CursorSource for SortedSource {
     fn exhausted(&self) -> bool {
         self.sorted.is_empty()
     }
+
+    fn held_bytes(&self) -> usize {
+        self.held
+    }
 }
 
 /// Everything `source` has left, sorted by `spec` within MongoDB's budget for a blocking
-/// sort, spilling to disk with `allow_disk_use`.
+/// sort (the `top` k only, when a limit follows), spilling to disk with `disk.allowed`.
 pub fn sort_all(
     source: &mut dyn CursorSource,
     engine: &dyn Engine,
     deadline: &Deadline,
     spec: &SortSpec,
-    allow_disk_use: bool,
+    top: Option<usize>,
+    disk: &DiskUse,
 ) -> MongoResult<Sorted> {
-    let mut sorter = ExternalSort::new("$sort", allow_disk_use);
+    let mut sorter = ExternalSort::new("$sort", disk, top);
     loop {
         let batch = source.next_batch(engine, 1024, deadline)?;
         let done = batch.is_empty() || source.exhausted();
@@ -226,16 +252,6 @@ pub fn sort_all(
             return sorter.finish(Some(spec));
         }
     }
-}
-
-fn io_error(e: std::io::Error) -> MongoError {
-    if e.raw_os_error() == Some(libc::ENOSPC) {
-        return MongoError::new(
-            ErrorCode::OutOfDiskSpace,
-            format!("spilling a sort to disk: {e}"),
-        );
-    }
-    MongoError::internal(format!("spilling a sort to disk: {e}"))
 }
 
 #[cfg(test)]
@@ -251,7 +267,7 @@ mod tests {
             .map(|i| doc! {"_id": i, "k": (i * 7919) % 113})
             .collect();
         // About 40 documents a run.
-        let mut sorter = ExternalSort::with_limit("Sort", true, 1000);
+        let mut sorter = ExternalSort::with_limit("Sort", &DiskUse::temp(), None, 1000);
         for d in &docs {
             sorter.push(d.clone(), Some(&spec)).unwrap();
         }
@@ -269,24 +285,42 @@ mod tests {
 
     #[test]
     fn without_allow_disk_use_the_budget_is_the_limit() {
-        let mut sorter = ExternalSort::with_limit("Sort", false, 100);
+        let mut sorter = ExternalSort::with_limit("Sort", &DiskUse::default(), None, 100);
         let e = (0..10)
             .map(|i| sorter.push(doc! {"_id": i, "s": "0123456789"}, None))
             .find_map(Result::err)
             .expect("past the limit");
         assert_eq!(
             e.code,
-            ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed as i32
+            wire::ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed as i32
         );
     }
 
     #[test]
     fn nothing_spilled_stays_in_memory() {
         let spec = SortSpec::new(&doc! {"_id": 1}).unwrap();
-        let mut sorter = ExternalSort::new("Sort", true);
+        let mut sorter = ExternalSort::new("Sort", &DiskUse::temp(), None);
         sorter.push(doc! {"_id": 2}, Some(&spec)).unwrap();
         sorter.push(doc! {"_id": 1}, Some(&spec)).unwrap();
         let sorted = sorter.finish(Some(&spec)).unwrap();
         assert!(matches!(&sorted, Sorted::Memory(d) if d[0] == doc! {"_id": 1}));
+    }
+
+    #[test]
+    fn a_top_k_sort_holds_its_k_and_keeps_ties_in_arrival_order() {
+        let spec = SortSpec::new(&doc! {"k": 1}).unwrap();
+        // 100 bytes hold about three documents: without allowDiskUse only the top k fits.
+        let mut sorter = ExternalSort::with_limit("Sort", &DiskUse::default(), Some(2), 100);
+        for i in 0..5000 {
+            sorter
+                .push(doc! {"_id": i, "k": i % 7}, Some(&spec))
+                .unwrap();
+        }
+        let mut sorted = sorter.finish(Some(&spec)).unwrap();
+        let mut out = Vec::new();
+        while let Some(d) = sorted.next(Some(&spec)).unwrap() {
+            out.push(d);
+        }
+        assert_eq!(out, vec![doc! {"_id": 0, "k": 0}, doc! {"_id": 7, "k": 0}]);
     }
 }
