@@ -373,7 +373,7 @@ impl Node {
             crate::error::contain_panic(name, || {
                 self.read_concern(cmd, spec.writes, deadline)?;
                 if !spec.writes {
-                    self.await_timed_out_writes();
+                    self.await_timed_out_writes(&deadline)?;
                 }
                 let routed = Routing {
                     shard_version: crate::shard_version::received(cmd)?,
@@ -435,12 +435,15 @@ impl Node {
     /// primary), as MongoDB's primary has applied such a write before it reports the
     /// timeout: a client that got the writeConcernError and reads next sees its write.
     /// Writers wait the same way under their collection's lock (`Catalog::exclusive`).
-    fn await_timed_out_writes(&self) {
+    fn await_timed_out_writes(&self, deadline: &Deadline) -> MongoResult<()> {
         if let Some(replica) = &self.replica {
-            replica.unresolved.wait();
+            // In slices, so that the read's maxTimeMS and killOp still reach it.
+            while !replica.unresolved.wait_for(Duration::from_millis(50)) {
+                deadline.check_holding()?;
+            }
         }
+        Ok(())
     }
-
     /// `readConcern: {level: "linearizable"}`: before the read, this member confirms with a
     /// majority that it is still primary and applies everything committed so far (Raft's
     /// ReadIndex), so the read sees every write acknowledged before it began.

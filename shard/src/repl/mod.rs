@@ -265,14 +265,23 @@ impl Unresolved {
     /// A writer calls it holding its collection's lock, before it reads pre-images or the
     /// collection's metadata, so that it never builds on a state that lacks such an entry.
     pub fn wait(&self) {
+        while !self.wait_for(Duration::from_secs(3600)) {}
+    }
+
+    /// [`Unresolved::wait`] for at most `limit`; whether every entry has an outcome.
+    pub fn wait_for(&self, limit: Duration) -> bool {
         use std::sync::atomic::Ordering;
         if self.count.load(Ordering::SeqCst) == 0 {
-            return;
+            return true;
         }
+        let until = Instant::now() + limit;
         let mut held = self.lock.lock();
         while self.count.load(Ordering::SeqCst) > 0 {
-            self.resolved.wait(&mut held);
+            if self.resolved.wait_until(&mut held, until).timed_out() {
+                return self.count.load(Ordering::SeqCst) == 0;
+            }
         }
+        true
     }
 }
 
@@ -650,5 +659,28 @@ fn spawn_compactor(
 impl Drop for Replica {
     fn drop(&mut self) {
         let _ = self.events.send(Event::Stop);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bounded_wait_for_unresolved_entries_ends_at_its_limit_and_at_the_outcome() {
+        let unresolved = Arc::new(Unresolved::default());
+        let (answer, wait) = std::sync::mpsc::channel();
+        unresolved.hold(wait);
+        assert!(unresolved.pending());
+        assert!(
+            !unresolved.wait_for(Duration::from_millis(20)),
+            "no outcome yet"
+        );
+        answer.send(Ok(7)).unwrap();
+        assert!(
+            unresolved.wait_for(Duration::from_secs(60)),
+            "the outcome came"
+        );
+        assert!(!unresolved.pending());
     }
 }
