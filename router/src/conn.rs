@@ -441,7 +441,7 @@ impl Session {
             self.ops.app_name.lock().clone_from(&self.app_name);
         }
         let cancel = self.next_cancel.take().unwrap_or_default();
-        self.ops.begin(&name, &db, cancel);
+        self.ops.begin(&name, &db, cancel, self.auth.owner());
         let retryable_write = crate::error_labels::is_retryable_write(&cmd);
         let fail = self
             .state

@@ -30,6 +30,8 @@ pub struct Running {
     pub slot_wait: Option<SlotWait>,
     /// Cancelled by `killOp`.
     pub cancel: CancellationToken,
+    /// The user who runs it (with auth on): they may kill it without `killop`.
+    pub owner: crate::cursors::Owner,
 }
 
 /// Where a command stands in the router's line for a shard's slots.
@@ -53,7 +55,13 @@ pub struct ConnOps {
 
 impl ConnOps {
     /// Marks a command started; returns its id. `cancel` fires if it is killed.
-    pub fn begin(&self, name: &str, db: &str, cancel: CancellationToken) -> u64 {
+    pub fn begin(
+        &self,
+        name: &str,
+        db: &str,
+        cancel: CancellationToken,
+        owner: crate::cursors::Owner,
+    ) -> u64 {
         let seq = {
             let mut s = self.seq.lock();
             *s = s.wrapping_add(1);
@@ -69,6 +77,7 @@ impl ConnOps {
             forwarded: None,
             slot_wait: None,
             cancel,
+            owner,
         });
         opid
     }
@@ -161,18 +170,19 @@ impl CurrentOps {
 
     /// Cancels operation `opid` if it is still running; false otherwise.
     pub fn kill(&self, opid: u64) -> bool {
+        self.with_running(opid, |r| r.cancel.cancel()).is_some()
+    }
+
+    /// Who runs operation `opid`, if it is running.
+    pub fn owner_of(&self, opid: u64) -> Option<crate::cursors::Owner> {
+        self.with_running(opid, |r| r.owner.clone())
+    }
+
+    fn with_running<T>(&self, opid: u64, f: impl FnOnce(&Running) -> T) -> Option<T> {
         let conn_id = opid >> 32;
-        let Some(conn) = self.stripes.of(conn_id).lock().get(&conn_id).cloned() else {
-            return false;
-        };
+        let conn = self.stripes.of(conn_id).lock().get(&conn_id).cloned()?;
         let running = conn.running.lock();
-        match running.as_ref() {
-            Some(r) if r.opid == opid => {
-                r.cancel.cancel();
-                true
-            }
-            _ => false,
-        }
+        running.as_ref().filter(|r| r.opid == opid).map(f)
     }
 }
 
@@ -185,7 +195,9 @@ mod tests {
         let ops = Arc::new(CurrentOps::default());
         let reg = ops.register(5, "127.0.0.1:9");
         let first = CancellationToken::new();
-        let opid = reg.slot.begin("find", "test", first.clone());
+        let alice = Some(("alice".to_string(), "admin".to_string()));
+        let opid = reg.slot.begin("find", "test", first.clone(), alice.clone());
+        assert_eq!(ops.owner_of(opid), Some(alice));
         assert_eq!(opid >> 32, 5);
         assert!(!ops.kill(opid + 1), "another id of the same connection");
         assert!(!first.is_cancelled());
@@ -194,7 +206,7 @@ mod tests {
         reg.slot.finish();
         assert!(!ops.kill(opid), "a finished operation cannot be killed");
         let second = CancellationToken::new();
-        let next = reg.slot.begin("find", "test", second.clone());
+        let next = reg.slot.begin("find", "test", second.clone(), None);
         assert_ne!(next, opid);
         assert!(!second.is_cancelled());
         assert_eq!(ops.connections().len(), 1);

@@ -1437,3 +1437,78 @@ async fn x509_clients_authenticate_as_their_certificate_subject() {
         .unwrap_err();
     assert_eq!(code(&e), 14, "TypeMismatch");
 }
+
+/// As MongoDB's router: a user without `killop` may kill their own operation, and no one
+/// else's; `$currentOp` lists only the user's own operations unless `allUsers` (which
+/// needs `inprog`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_kill_and_list_their_own_operations_only() {
+    let c = TestCluster::builder()
+        .auth()
+        .admin(ROOT.0, ROOT.1)
+        .memory()
+        .router(|r| r.enable_test_commands = true)
+        .start()
+        .await;
+    let admin = root(&c).await;
+    for user in ["alice", "bob"] {
+        create_user(&admin, "admin", user, "pw", Bson::Array(vec![])).await;
+    }
+    let alice = c
+        .client_as("alice", "pw", "admin", AuthMechanism::ScramSha256)
+        .await;
+    let bob = c
+        .client_as("bob", "pw", "admin", AuthMechanism::ScramSha256)
+        .await;
+    let sleeper = {
+        let db = alice.database("admin");
+        tokio::spawn(async move { db.run_command(doc! {"sleep": 1, "millis": 30_000}).await })
+    };
+    let own_ops = |client: &mongodb::Client| {
+        let db = client.database("admin");
+        async move {
+            let pipeline = vec![
+                doc! {"$currentOp": {}},
+                doc! {"$match": {"command.sleep": {"$exists": true}}},
+            ];
+            let mut cursor = db.aggregate(pipeline).await.unwrap();
+            let mut ops = Vec::new();
+            while cursor.advance().await.unwrap() {
+                ops.push(cursor.deserialize_current().unwrap());
+            }
+            ops
+        }
+    };
+    let started = std::time::Instant::now();
+    let mut ops = own_ops(&alice).await;
+    while ops.is_empty() && started.elapsed() < std::time::Duration::from_secs(20) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        ops = own_ops(&alice).await;
+    }
+    assert_eq!(ops.len(), 1, "alice sees her sleep: {ops:?}");
+    let users = ops[0].get_array("effectiveUsers").unwrap();
+    assert_eq!(
+        users[0],
+        Bson::Document(doc! {"user": "alice", "db": "admin"})
+    );
+    let opid = ops[0].get_i64("opid").unwrap();
+    assert!(own_ops(&bob).await.is_empty(), "bob sees no one else's");
+    let all_users = vec![doc! {"$currentOp": {"allUsers": true}}];
+    let e = bob
+        .database("admin")
+        .aggregate(all_users)
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 13, "{e}");
+    let kill = doc! {"killOp": 1, "op": opid};
+    assert_eq!(err_code(&bob.database("admin"), kill.clone()).await, 13);
+    let shard_op = doc! {"killOp": 1, "op": "shard0:1"};
+    assert_eq!(err_code(&alice.database("admin"), shard_op).await, 13);
+    alice.database("admin").run_command(kill).await.unwrap();
+    let e = sleeper
+        .await
+        .unwrap()
+        .expect_err("a killed sleep succeeded");
+    assert_eq!(code(&e), 11601, "{e}");
+    c.stop().await;
+}

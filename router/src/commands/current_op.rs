@@ -13,8 +13,38 @@ use bson::{doc, Bson, Document};
 use wire::op_display;
 use wire::{ErrorCode, MongoError, MongoResult};
 
+use crate::auth::authz::{self, acts};
+use crate::auth::roles::{Action, Target};
 use crate::conn::Session;
 use crate::current_ops::{ConnOps, SlotWait};
+use crate::cursors::Owner;
+
+/// Whose operations an answer lists: everyone's, or only the asking user's (`$ownOps`,
+/// and `$currentOp`'s `allUsers: false`).
+enum Whose {
+    All,
+    Own(Owner),
+}
+
+/// Only the user's own operations when `own` is asked with auth on (`inprog` is then
+/// needed only if `inprog_anyway`); otherwise everyone's, which needs `inprog`.
+async fn whose(
+    session: &mut Session,
+    db: &str,
+    cmd: &Document,
+    own: bool,
+    inprog_anyway: bool,
+) -> MongoResult<Whose> {
+    if inprog_anyway || !own || !session.state.auth.enabled {
+        let inprog = acts(&[Action::Inprog]);
+        authz::require(session, Target::Cluster, inprog, "currentOp", db, cmd).await?;
+    }
+    Ok(if own && session.state.auth.enabled {
+        Whose::Own(session.auth.owner())
+    } else {
+        Whose::All
+    })
+}
 
 /// Fields of the `currentOp` command that are not part of its filter.
 const NOT_FILTER: &[&str] = &[
@@ -37,8 +67,11 @@ const NOT_FILTER: &[&str] = &[
 /// `{currentOp: 1, $all?, <filter>...}`.
 pub async fn command(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     admin_only(db, "currentOp")?;
+    // As mongos: the command needs `inprog` even for `$ownOps` (mongod would not).
+    let own_ops = cmd.get_bool("$ownOps").unwrap_or(false);
+    let own = whose(session, db, cmd, own_ops, true).await?;
     let all = cmd.get_bool("$all").unwrap_or(false);
-    let mut inprog = collect(session, all).await;
+    let mut inprog = collect(session, all, &own).await;
     let filter: Document = cmd
         .iter()
         .filter(|(k, _)| !NOT_FILTER.contains(&k.as_str()))
@@ -66,8 +99,10 @@ pub async fn aggregate(session: &mut Session, db: &str, cmd: &Document) -> Mongo
         }
     };
     let idle = spec.get_bool("idleConnections").unwrap_or(false);
+    let all_users = spec.get_bool("allUsers").unwrap_or(false);
+    let own = whose(session, db, cmd, !all_users, false).await?;
     let rest = query::agg::Pipeline::parse(&stages[1..])?;
-    let entries = collect(session, idle).await;
+    let entries = collect(session, idle, &own).await;
     let batch = rest.run(entries, &query::agg::NoCollections)?;
     Ok(doc! {
         "cursor": {"firstBatch": batch, "id": 0_i64, "ns": "admin.$cmd.aggregate"},
@@ -86,7 +121,7 @@ fn admin_only(db: &str, what: &str) -> MongoResult<()> {
 
 /// Every operation in progress: this router's (with idle connections when `idle`),
 /// then the shard operations none of them owns.
-async fn collect(session: &Session, idle: bool) -> Vec<Document> {
+async fn collect(session: &Session, idle: bool, whose: &Whose) -> Vec<Document> {
     let state = &session.state;
     let asked = doc! {"currentOp": 1};
     let mut shard_ops: Vec<(String, Document)> = Vec::new();
@@ -101,9 +136,13 @@ async fn collect(session: &Session, idle: bool) -> Vec<Document> {
     }
     let mut out = Vec::new();
     for conn in state.current_ops.connections() {
-        if let Some(d) = router_entry(&conn, &state.host, idle, &mut shard_ops) {
+        if let Some(d) = router_entry(&conn, &state.host, idle, &mut shard_ops, whose) {
             out.push(d);
         }
+    }
+    if let Whose::Own(_) = whose {
+        // Shard operations no router connection here claimed have no known user.
+        return out;
     }
     for (member, mut e) in shard_ops {
         let opid = e.get_i64("opid").unwrap_or_default();
@@ -121,6 +160,7 @@ fn router_entry(
     host: &str,
     idle: bool,
     shard_ops: &mut Vec<(String, Document)>,
+    whose: &Whose,
 ) -> Option<Document> {
     let now = bson::DateTime::from_system_time(SystemTime::now());
     let mut d = doc! {
@@ -138,8 +178,20 @@ fn router_entry(
     let Some(r) = running.as_ref() else {
         drop(running);
         d.insert("active", false);
-        return idle.then_some(d);
+        // An idle connection has no user to show it to.
+        return (idle && matches!(whose, Whose::All)).then_some(d);
     };
+    if let Whose::Own(owner) = whose {
+        if r.owner != *owner {
+            return None;
+        }
+    }
+    if let Some((user, db)) = &r.owner {
+        d.insert(
+            "effectiveUsers",
+            vec![doc! {"user": user.as_str(), "db": db.as_str()}],
+        );
+    }
     let total = r.started.elapsed();
     let command = match &r.forwarded {
         Some((_, bytes)) => op_display::summarize(bytes),

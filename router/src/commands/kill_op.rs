@@ -2,10 +2,15 @@
 //! `opid` of its `currentOp` entry): its client is answered `Interrupted` (11601) at once,
 //! and the call to the shard is dropped, which stops the shard's work at its next yield
 //! point. A string `member:opid` names a shard operation, and is passed to that member.
+//!
+//! As in MongoDB, `killop` on the cluster allows killing any operation, and without it a
+//! user may kill their own (a router operation run by the same user).
 
 use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
+use crate::auth::authz::{self, acts};
+use crate::auth::roles::{Action, Target};
 use crate::conn::Session;
 
 pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
@@ -29,6 +34,7 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
                         format!("invalid op : {s}. Op ID must be a number or member:number"),
                     )
                 })?;
+            may_kill_any(session, db, cmd).await?;
             let killed = doc! {"killOp": 1, "op": opid};
             session
                 .state
@@ -50,6 +56,14 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
                     format!("invalid op : {v}. Op ID must be a non-negative integer"),
                 ));
             }
+            if let Err(e) = may_kill_any(session, db, cmd).await {
+                let owner = session.state.current_ops.owner_of(opid as u64);
+                let own =
+                    matches!(owner, Some(Some(ref o)) if Some(o) == session.auth.owner().as_ref());
+                if !own {
+                    return Err(e);
+                }
+            }
             // mongod answers the same whether or not the operation was still running.
             session.state.current_ops.kill(opid as u64);
             Ok(doc! {"info": "attempting to kill op"})
@@ -58,4 +72,10 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
             "BSON field 'killOp.op' must be a number or a string, not {v}"
         ))),
     }
+}
+
+/// Whether the connection holds `killop` on the cluster (always, with auth off).
+async fn may_kill_any(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<()> {
+    let killop = acts(&[Action::Killop]);
+    authz::require(session, Target::Cluster, killop, "killOp", db, cmd).await
 }

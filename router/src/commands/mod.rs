@@ -181,16 +181,8 @@ const ASYNC: &[(&str, AsyncFn, Rule)] = &[
         async_cmd!(server_status::run),
         Rule::Cluster(acts(&[ServerStatus])),
     ),
-    (
-        "currentOp",
-        async_cmd!(current_op::command),
-        Rule::Cluster(acts(&[Inprog])),
-    ),
-    (
-        "killOp",
-        async_cmd!(kill_op::run),
-        Rule::Cluster(acts(&[Killop])),
-    ),
+    ("currentOp", async_cmd!(current_op::command), Rule::Handler),
+    ("killOp", async_cmd!(kill_op::run), Rule::Handler),
     (
         "shardCollection",
         async_cmd!(shard_collection::run),
@@ -444,8 +436,6 @@ pub async fn dispatch(
     }
     if name == "aggregate" && starts_with_stage(&cmd, "$currentOp") {
         session.state.counters.add(session.id, Op::Command, 1);
-        let rule = Rule::Cluster(acts(&[Inprog]));
-        authz::authorize(session, db, name, &cmd, rule).await?;
         return Box::pin(current_op::aggregate(session, db, &cmd)).await;
     }
     if name == "sleep" && !session.state.config.enable_test_commands {
