@@ -7,9 +7,12 @@ use std::borrow::Cow;
 use bson::{Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use super::roles::{Action, ActionSet, Target};
+use super::roles::{Action, ActionSet, Privileges, Target};
 use super::store::Kind;
 use crate::conn::Session;
+
+/// Whether a command is allowed, asking `holds` whether the user holds actions on a target.
+pub type Decision = fn(holds: &dyn Fn(Target, ActionSet) -> bool, &Document) -> MongoResult<bool>;
 
 /// What a command needs to run, declared in the command tables.
 #[derive(Clone, Copy)]
@@ -36,6 +39,9 @@ pub enum Rule {
     ConfigDb(ActionSet),
     /// Needs that depend on the arguments.
     Custom(for<'a> fn(&'a str, &'a Document) -> MongoResult<Vec<Need<'a>>>),
+    /// Decided from what the user holds, for a rule that is not a plain conjunction of
+    /// needs (`renameCollection`'s): the function asks `holds` what it must.
+    Decide(Decision),
     /// The handler checks for itself (user management; the localhost exception).
     Handler,
 }
@@ -97,12 +103,21 @@ pub async fn authorize(
             format!("Command {name} requires authentication"),
         ));
     };
-    for need in needs(rule, db, cmd)? {
-        if !user.privileges.allows(need.scope.target(), need.actions) {
-            return Err(not_authorized(db, name, cmd));
-        }
+    match permits(rule, db, cmd, &user.privileges)? {
+        true => Ok(()),
+        false => Err(not_authorized(db, name, cmd)),
     }
-    Ok(())
+}
+
+/// Whether `privileges` satisfy `rule` for this command.
+fn permits(rule: Rule, db: &str, cmd: &Document, privileges: &Privileges) -> MongoResult<bool> {
+    if let Rule::Decide(decide) = rule {
+        return decide(&|target, actions| privileges.allows(target, actions), cmd);
+    }
+    let needs = needs(rule, db, cmd)?;
+    Ok(needs
+        .into_iter()
+        .all(|n| privileges.allows(n.scope.target(), n.actions)))
 }
 
 /// For handlers that check for themselves: fails unless the connection holds `actions`
@@ -206,6 +221,11 @@ fn needs<'a>(rule: Rule, db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need
         Rule::Named(actions) => vec![Need::on(named_target(cmd), actions)],
         Rule::ConfigDb(actions) => vec![Need::on(Target::Db("config"), actions)],
         Rule::Custom(f) => f(db, cmd)?,
+        Rule::Decide(_) => {
+            return Err(MongoError::internal(
+                "a decided rule has no list of needs (see `permits`)",
+            ))
+        }
     })
 }
 
@@ -283,9 +303,16 @@ pub fn explain_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need
     }
 }
 
-/// `renameCollection: "db.a", to: "db.b"` (run on admin).
-pub fn rename_needs<'a>(_db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
-    let ns = |f: &str| -> MongoResult<(&'a str, &'a str)> {
+/// `renameCollection: "db.a", to: "db.b"` (run on admin), as MongoDB decides it: within
+/// one database `renameCollectionSameDB` on it suffices, unless the user could read the
+/// target but not the source (a rename would then reveal the source); otherwise, as
+/// across databases, `find` and `dropCollection` on the source and `insert` and
+/// `createIndex` on the target. `dropTarget` adds `dropCollection` on the target.
+pub fn rename_allowed(
+    holds: &dyn Fn(Target, ActionSet) -> bool,
+    cmd: &Document,
+) -> MongoResult<bool> {
+    let ns = |f: &str| -> MongoResult<(&str, &str)> {
         cmd.get_str(f)
             .ok()
             .and_then(|s| s.split_once('.'))
@@ -298,33 +325,22 @@ pub fn rename_needs<'a>(_db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need
     };
     let (sdb, scoll) = ns("renameCollection")?;
     let (tdb, tcoll) = ns("to")?;
-    let mut out = if sdb == tdb {
-        vec![
-            Need::on(
-                Target::Collection(sdb, scoll),
-                acts(&[RenameCollectionSameDb]),
-            ),
-            Need::on(
-                Target::Collection(tdb, tcoll),
-                acts(&[RenameCollectionSameDb]),
-            ),
-        ]
-    } else {
-        vec![
-            Need::on(
-                Target::Collection(sdb, scoll),
-                acts(&[Find, DropCollection]),
-            ),
-            Need::on(Target::Collection(tdb, tcoll), acts(&[Insert, CreateIndex])),
-        ]
-    };
-    if cmd.get_bool("dropTarget").unwrap_or(false) {
-        out.push(Need::on(
-            Target::Collection(tdb, tcoll),
-            acts(&[DropCollection]),
-        ));
+    let (source, target) = (
+        Target::Collection(sdb, scoll),
+        Target::Collection(tdb, tcoll),
+    );
+    let drop_ok =
+        !cmd.get_bool("dropTarget").unwrap_or(false) || holds(target, acts(&[DropCollection]));
+    if !drop_ok {
+        return Ok(false);
     }
-    Ok(out)
+    if sdb == tdb && holds(Target::Db(sdb), acts(&[RenameCollectionSameDb])) {
+        let reads = |t| holds(t, acts(&[Find]));
+        if reads(source) || !reads(target) {
+            return Ok(true);
+        }
+    }
+    Ok(holds(source, acts(&[Find, DropCollection])) && holds(target, acts(&[Insert, CreateIndex])))
 }
 
 /// `listDatabases`: with the `listDatabases` cluster action, every database. Without it,
@@ -363,15 +379,12 @@ pub fn filter_databases(session: &Session, reply: &mut Document) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::roles::{builtin_privileges, Privileges};
+    use crate::auth::roles::builtin_privileges;
     use bson::doc;
 
     fn allowed(role: &str, rule: Rule, db: &str, cmd: &Document) -> bool {
         let p = Privileges(builtin_privileges(role, "admin").unwrap());
-        needs(rule, db, cmd)
-            .unwrap()
-            .into_iter()
-            .all(|n| p.allows(n.scope.target(), n.actions))
+        permits(rule, db, cmd, &p).unwrap()
     }
 
     #[test]
@@ -415,5 +428,46 @@ mod tests {
             "admin",
             &zones
         ));
+    }
+
+    fn custom(privileges: &[Document]) -> Privileges {
+        Privileges(
+            privileges
+                .iter()
+                .map(|d| crate::auth::roles::Privilege::from_document(d).unwrap())
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_rename_within_a_database_cannot_reveal_a_collection_the_user_cannot_read() {
+        let rename = |from: &str, to: &str| doc! {"renameCollection": from, "to": to};
+        // Renames in `app`, and reads only `app.public`.
+        let p = custom(&[
+            doc! {"resource": {"db": "app", "collection": ""}, "actions": ["renameCollectionSameDB"]},
+            doc! {"resource": {"db": "app", "collection": "public"}, "actions": ["find"]},
+        ]);
+        let allowed =
+            |cmd: &Document| permits(Rule::Decide(rename_allowed), "admin", cmd, &p).unwrap();
+        assert!(
+            !allowed(&rename("app.secret", "app.public")),
+            "secret -> readable"
+        );
+        assert!(
+            allowed(&rename("app.public", "app.other")),
+            "readable -> unreadable"
+        );
+        assert!(allowed(&rename("app.a", "app.b")), "neither readable");
+        assert!(!allowed(&rename("app.a", "other.b")), "across databases");
+        let mut drop_target = rename("app.a", "app.b");
+        drop_target.insert("dropTarget", true);
+        assert!(!allowed(&drop_target), "dropTarget needs dropCollection");
+        // The built-in roles, as the authorization matrix has them.
+        let same_db = rename("app.a", "app.b");
+        for (role, expected) in [("readWrite", true), ("dbAdmin", true), ("read", false)] {
+            let p = Privileges(builtin_privileges(role, "app").unwrap());
+            let got = permits(Rule::Decide(rename_allowed), "admin", &same_db, &p).unwrap();
+            assert_eq!(got, expected, "{role}");
+        }
     }
 }

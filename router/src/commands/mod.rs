@@ -329,7 +329,7 @@ pub const FORWARDED: &[(&str, Op, Rule)] = &[
     (
         "renameCollection",
         Op::Command,
-        Rule::Custom(authz::rename_needs),
+        Rule::Decide(authz::rename_allowed),
     ),
     (
         "listCollections",
