@@ -206,6 +206,21 @@ async fn a_hashed_collection_spreads_and_answers_like_an_unsharded_one() {
             doc! {"$limit": 10},
         ],
         vec![doc! {"$match": {"k": 5}}, doc! {"$count": "c"}],
+        // The shards' partial groups, folded at the router, for accumulators whose result
+        // does not depend on the order documents arrive in.
+        vec![
+            doc! {"$group": {
+                "_id": {"$mod": ["$n", 7]},
+                "lo": {"$min": "$n"},
+                "hi": {"$max": "$nested.v"},
+                "c": {"$count": {}},
+                "avg": {"$avg": "$k"},
+                "top": {"$topN": {"n": 3, "sortBy": {"n": -1}, "output": "$n"}},
+                "least": {"$minN": {"n": 2, "input": "$n"}},
+            }},
+            doc! {"$match": {"c": {"$gt": 0}}},
+            doc! {"$sort": {"_id": 1}},
+        ],
         vec![doc! {"$facet": {
             "small": [{"$match": {"n": {"$lt": 10}}}, {"$count": "c"}],
             "groups": [{"$group": {"_id": null, "s": {"$sum": "$k"}}}],
@@ -925,5 +940,52 @@ async fn a_shard_key_move_abandoned_by_its_router_is_finished() {
         Some(doc! {"_id": 1, "k": 151, "n": 1})
     );
     assert_eq!(stored().await, 2);
+    cluster.stop().await;
+}
+
+/// A `$group` over a sharded collection runs on the shards, which send the router their
+/// partial groups: the router holds groups, not the shards' documents, so counting 110 MB
+/// of documents (a driver's `count_documents`) needs no `allowDiskUse`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_over_shards_holds_groups_at_the_router_not_documents() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    admin
+        .run_command(doc! {"shardCollection": "big.c", "key": {"_id": "hashed"}})
+        .await
+        .unwrap();
+    let coll = client.database("big").collection::<Document>("c");
+    let mb = "x".repeat(1 << 20);
+    for chunk in 0..11 {
+        let docs = (0..10).map(|i| doc! {"_id": chunk * 10 + i, "k": i, "s": mb.clone()});
+        coll.insert_many(docs).await.unwrap();
+    }
+    let counts = per_shard_counts(&client.database("big"), "c").await;
+    assert_eq!(counts.len(), 2, "both shards hold documents: {counts:?}");
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 110);
+    let by_key = agg(
+        &coll,
+        vec![
+            doc! {"$group": {"_id": "$k", "n": {"$sum": 1}, "bytes": {"$sum": {"$strLenBytes": "$s"}}}},
+            doc! {"$sort": {"_id": 1}},
+        ],
+    )
+    .await;
+    let expected: Vec<Document> = (0..10)
+        .map(|k| doc! {"_id": k, "n": 11, "bytes": 11 << 20})
+        .collect();
+    assert_eq!(by_key, expected);
+    // The documents themselves are still more than the router holds for a merge.
+    let e = coll
+        .aggregate(vec![
+            doc! {"$sort": {"k": 1}},
+            doc! {"$skip": 0},
+            doc! {"$group": {"_id": "$k"}},
+        ])
+        .allow_disk_use(true)
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), Some(146), "{e}");
     cluster.stop().await;
 }

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use bson::{doc, Bson, Document};
-use query::agg::{AggContext, Blocking, Pipeline};
+use query::agg::{AggContext, Blocking, Emit, Pipeline, PARTIAL_GROUP_FIELD};
 use query::expr::Variables;
 use query::memory::MemoryBudget;
 use wire::{MongoError, MongoResult};
@@ -113,8 +113,9 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                 let (scan, _) = open_find(&meta, &args)?;
                 let (stream, rest) = pipeline.split_streaming(vars.clone());
                 let source = PipelineCursor::new(Box::new(scan), stream);
-                let (mut source, rest) =
-                    run_blocking(ctx, Box::new(source), rest, &vars, allow_disk_use)?;
+                let partial = opt_bool(cmd, PARTIAL_GROUP_FIELD)?.unwrap_or(false);
+                let how = (&vars, allow_disk_use, partial);
+                let (mut source, rest) = run_blocking(ctx, Box::new(source), rest, how)?;
                 if !rest.blocks() {
                     // Nothing needs the whole input: the cursor streams from storage.
                     let ns = format!("{}.{c}", ctx.db);
@@ -140,15 +141,17 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
 
 /// Runs the leading `$sort`s and `$group`s of `rest` over `source`, each within its own
 /// memory (spilling with `allowDiskUse`), with the streaming stages after each reading
-/// from its output. Returns the stream and the stages still to run in memory.
+/// from its output. Returns the stream and the stages still to run in memory. With
+/// `partial` (the router's `PARTIAL_GROUP_FIELD`) the pipeline must end with a `$group`,
+/// whose partial groups are the output.
 fn run_blocking(
     ctx: &Ctx,
     mut source: Box<dyn CursorSource>,
     mut rest: Pipeline,
-    vars: &Variables,
-    allow_disk_use: bool,
+    (vars, allow_disk_use, partial): (&Variables, bool, bool),
 ) -> MongoResult<(Box<dyn CursorSource>, Pipeline)> {
     let disk = ctx.disk_use(allow_disk_use);
+    let mut partials_out = false;
     while let Some((blocking, after, remaining)) = rest.split_blocking(vars.clone()) {
         let (engine, deadline) = (ctx.engine, &ctx.deadline);
         let output: Box<dyn CursorSource> = match blocking {
@@ -157,11 +160,29 @@ fn run_blocking(
                 Box::new(SortedSource::new(sorted, spec))
             }
             Blocking::Group(group) => {
-                group_all(source.as_mut(), engine, deadline, &group, vars, &disk)?
+                let last = after.is_empty() && !remaining.blocks();
+                partials_out = partial && last;
+                let emit = if partials_out {
+                    Emit::Partial
+                } else {
+                    Emit::Output
+                };
+                group_all(
+                    source.as_mut(),
+                    engine,
+                    deadline,
+                    (&group, vars, emit),
+                    &disk,
+                )?
             }
         };
         source = Box::new(PipelineCursor::new(output, after));
         rest = remaining;
+    }
+    if partial && !partials_out {
+        return Err(MongoError::bad_value(format!(
+            "{PARTIAL_GROUP_FIELD} needs a pipeline that ends with a $group"
+        )));
     }
     Ok((source, rest))
 }

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 
 use bson::{doc, Document};
-use query::agg::{Group, GroupMerger, GroupTable, PARTIAL_KEY};
+use query::agg::{Emit, Group, GroupMerger, GroupTable, PARTIAL_KEY};
 use query::expr::Variables;
 use query::memory::{exceeded, BLOCKING_STAGE_BYTES};
 use query::sort::SortSpec;
@@ -16,31 +16,24 @@ use wire::MongoResult;
 use super::{DiskUse, Run, Sorted};
 use crate::cursor::{CursorSource, Deadline, Materialized};
 
-/// Every group of what `source` has left: in memory when they fit, otherwise merged
-/// from runs on disk as the cursor reads them.
+/// Every group of what `source` has left (as `emit` says: documents, or partial states
+/// for the router to merge): in memory when they fit, otherwise merged from runs on disk
+/// as the cursor reads them.
 pub fn group_all(
     source: &mut dyn CursorSource,
     engine: &dyn Engine,
     deadline: &Deadline,
-    group: &Group,
-    vars: &Variables,
+    how: (&Group, &Variables, Emit),
     disk: &DiskUse,
 ) -> MongoResult<Box<dyn CursorSource>> {
-    group_within(
-        source,
-        engine,
-        deadline,
-        (group, vars),
-        disk,
-        BLOCKING_STAGE_BYTES,
-    )
+    let limit = BLOCKING_STAGE_BYTES;
+    group_within(source, (engine, deadline), how, disk, limit)
 }
 
 fn group_within(
     source: &mut dyn CursorSource,
-    engine: &dyn Engine,
-    deadline: &Deadline,
-    (group, vars): (&Group, &Variables),
+    (engine, deadline): (&dyn Engine, &Deadline),
+    (group, vars, emit): (&Group, &Variables, Emit),
     disk: &DiskUse,
     limit: usize,
 ) -> MongoResult<Box<dyn CursorSource>> {
@@ -65,15 +58,18 @@ fn group_within(
         }
     }
     if runs.is_empty() {
-        let groups = VecDeque::from(table.finish()?);
-        return Ok(Box::new(Materialized::new(groups)));
+        let groups = match emit {
+            Emit::Output => table.finish()?,
+            Emit::Partial => table.take_partials(),
+        };
+        return Ok(Box::new(Materialized::new(VecDeque::from(groups))));
     }
     let partials = order.sort_stable(table.take_partials());
     runs.push(Run::write(&partials, disk)?);
     Ok(Box::new(MergedGroups {
         partials: Sorted::Merged(runs),
         order,
-        merger: GroupMerger::new(group.clone(), vars.clone()),
+        merger: GroupMerger::new(group.clone(), vars.clone(), emit),
         done: false,
     }))
 }
@@ -140,11 +136,22 @@ mod tests {
         disk: &DiskUse,
         limit: usize,
     ) -> MongoResult<Vec<Document>> {
+        run_emitting(group, docs, disk, limit, Emit::Output)
+    }
+
+    fn run_emitting(
+        group: &Group,
+        docs: &[Document],
+        disk: &DiskUse,
+        limit: usize,
+        emit: Emit,
+    ) -> MongoResult<Vec<Document>> {
         let engine = storage::MemoryEngine::default();
         let deadline = Deadline::after_ms(0);
         let mut input = Materialized::new(docs.iter().cloned().collect());
         let vars = Variables::default();
-        let mut out = group_within(&mut input, &engine, &deadline, (group, &vars), disk, limit)?;
+        let how = (group, &vars, emit);
+        let mut out = group_within(&mut input, (&engine, &deadline), how, disk, limit)?;
         let mut all = Vec::new();
         while !out.exhausted() {
             all.extend(out.next_batch(&engine, 7, &deadline)?);
@@ -158,9 +165,8 @@ mod tests {
         Ok(all)
     }
 
-    #[test]
-    fn a_spilled_group_equals_the_group_in_memory() {
-        let group = group_of(doc! {
+    fn every_accumulator() -> Group {
+        group_of(doc! {
             "_id": {"$mod": ["$i", 37]},
             "n": {"$sum": 1},
             "total": {"$sum": "$i"},
@@ -176,16 +182,19 @@ mod tests {
             "lastTwo": {"$lastN": {"n": 2, "input": "$i"}},
             "most": {"$maxN": {"n": 2, "input": "$r"}},
             "merged": {"$mergeObjects": {"last": "$i"}},
-        });
-        let docs: Vec<Document> = (0..3000)
+        })
+    }
+
+    fn input() -> Vec<Document> {
+        (0..3000)
             .map(|i: i32| doc! {"i": i, "r": (i * 7919) % 1009})
-            .collect();
-        let in_memory = run(&group, &docs, &DiskUse::default(), BLOCKING_STAGE_BYTES).unwrap();
-        // A few hundred bytes a run: dozens of runs, each key spread over many.
-        let spilled = run(&group, &docs, &DiskUse::temp(), 4000).unwrap();
-        assert_eq!(in_memory.len(), 37);
-        assert_eq!(spilled.len(), 37);
-        for (a, b) in in_memory.iter().zip(&spilled) {
+            .collect()
+    }
+
+    /// Equal groups, but for the last bits of a standard deviation.
+    fn assert_same_groups(expected: &[Document], got: &[Document]) {
+        assert_eq!(expected.len(), got.len());
+        for (a, b) in expected.iter().zip(got) {
             let (Some(Bson::Double(x)), Some(Bson::Double(y))) = (a.get("sd"), b.get("sd")) else {
                 panic!("standard deviations");
             };
@@ -197,6 +206,40 @@ mod tests {
             };
             assert_eq!(without_sd(a), without_sd(b));
         }
+    }
+
+    #[test]
+    fn a_spilled_group_equals_the_group_in_memory() {
+        let (group, docs) = (every_accumulator(), input());
+        let in_memory = run(&group, &docs, &DiskUse::default(), BLOCKING_STAGE_BYTES).unwrap();
+        assert_eq!(in_memory.len(), 37);
+        // A few hundred bytes a run: dozens of runs, each key spread over many.
+        let spilled = run(&group, &docs, &DiskUse::temp(), 4000).unwrap();
+        assert_same_groups(&in_memory, &spilled);
+    }
+
+    #[test]
+    fn partial_groups_from_shards_merge_into_the_whole_group() {
+        let (group, docs) = (every_accumulator(), input());
+        let whole = run(&group, &docs, &DiskUse::default(), BLOCKING_STAGE_BYTES).unwrap();
+        // Two shards, one of which spills; the router folds their partials in.
+        let (first, second) = docs.split_at(1200);
+        let partial = |docs: &[Document], limit| {
+            run_emitting(&group, docs, &DiskUse::temp(), limit, Emit::Partial).unwrap()
+        };
+        let vars = Variables::default();
+        let mut router = GroupTable::new(&group, &vars);
+        for p in partial(first, 4000)
+            .into_iter()
+            .chain(partial(second, BLOCKING_STAGE_BYTES))
+        {
+            router.absorb(p).unwrap();
+        }
+        let mut merged = router.finish().unwrap();
+        merged.sort_by(|a, b| {
+            query::expr::compare_values(a.get("_id").unwrap(), b.get("_id").unwrap())
+        });
+        assert_same_groups(&whole, &merged);
     }
 
     #[test]

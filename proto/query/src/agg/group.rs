@@ -11,8 +11,41 @@ use crate::expr::{self, Expr, Variables};
 use crate::memory::{approx_value_size, BLOCKING_STAGE_BYTES};
 use crate::{ErrorCode, MongoError, MongoResult};
 
+/// What a `$group` hands on: its groups' documents, or their partial states for a merge
+/// elsewhere (a shard's, which the router merges).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Emit {
+    Output,
+    Partial,
+}
+
+/// A partial group taken apart: its canonical key, its key, its accumulators' values.
+fn parts(mut partial: Document) -> MongoResult<(Bson, Bson, Vec<Bson>)> {
+    match (
+        partial.remove(PARTIAL_KEY),
+        partial.remove("_id"),
+        partial.remove("s"),
+    ) {
+        (Some(k @ Bson::Binary(_)), Some(key), Some(Bson::Array(values))) => Ok((k, key, values)),
+        _ => Err(MongoError::internal(
+            "a partial $group state without its key",
+        )),
+    }
+}
+
+fn canonical(k: &Bson) -> &[u8] {
+    match k {
+        Bson::Binary(b) => &b.bytes,
+        _ => &[],
+    }
+}
+
 /// What a group costs beyond its key and values (the index entry, the state vector).
 const GROUP_OVERHEAD: usize = 64;
+
+/// The internal `aggregate` field with which the router asks a shard for its `$group`'s
+/// partial groups (the pipeline then ends with that `$group`), to merge them itself.
+pub const PARTIAL_GROUP_FIELD: &str = "bulwarkPartialGroup";
 
 /// The field of a partial group holding the key in canonical form: runs are sorted and
 /// merged on it, so equal keys meet.
@@ -90,6 +123,42 @@ impl Group {
         self.accs.iter().map(|(_, a)| a.start(key, vars)).collect()
     }
 
+    /// A group's state as a partial group, `{k: <canonical key>, _id: <key>, s: [...]}`: what
+    /// a spill writes and a shard sends the router to merge (`GroupTable::absorb`).
+    fn partial(&self, k: Bson, key: Bson, states: Vec<AccState>) -> Document {
+        let partials: Vec<Bson> = states
+            .into_iter()
+            .zip(&self.accs)
+            .map(|(st, (_, acc))| acc.partial(st))
+            .collect();
+        let mut d = Document::new();
+        d.insert(PARTIAL_KEY, k);
+        d.insert("_id", key);
+        d.insert("s", partials);
+        d
+    }
+
+    /// A group's final document, or its partial state (`Emit::Partial`).
+    fn emit(&self, emit: Emit, k: Bson, key: Bson, states: Vec<AccState>) -> MongoResult<Document> {
+        match emit {
+            Emit::Output => self.output(key, states),
+            Emit::Partial => Ok(self.partial(k, key, states)),
+        }
+    }
+
+    /// Folds a partial group's values into `states`.
+    fn merge(&self, states: &mut [AccState], values: Vec<Bson>) -> MongoResult<()> {
+        if values.len() != self.accs.len() {
+            return Err(MongoError::internal(
+                "a partial group with other accumulators",
+            ));
+        }
+        for ((st, (_, acc)), v) in states.iter_mut().zip(&self.accs).zip(values) {
+            acc.merge(st, v)?;
+        }
+        Ok(())
+    }
+
     fn output(&self, key: Bson, states: Vec<AccState>) -> MongoResult<Document> {
         let mut doc = Document::new();
         doc.insert("_id", key);
@@ -148,8 +217,8 @@ impl<'a> GroupTable<'a> {
         self.bytes
     }
 
-    /// Empties the table into partial groups, `{k: <canonical key>, _id: <key>, s: [...]}`,
-    /// for a spill: `GroupMerger` folds them back together once sorted on `k`.
+    /// Empties the table into partial groups (`Group::partial`), for a spill:
+    /// `GroupMerger` folds them back together once sorted on `k`.
     pub fn take_partials(&mut self) -> Vec<Document> {
         let mut keys: Vec<(usize, Vec<u8>)> = self.index.drain().map(|(k, i)| (i, k)).collect();
         keys.sort_unstable_by_key(|(i, _)| *i);
@@ -159,24 +228,31 @@ impl<'a> GroupTable<'a> {
             .into_iter()
             .zip(keys)
             .map(|((key, states), (_, kbytes))| {
-                let partials: Vec<Bson> = states
-                    .into_iter()
-                    .zip(&self.group.accs)
-                    .map(|(st, (_, acc))| acc.partial(st))
-                    .collect();
-                let mut d = Document::new();
-                d.insert(
-                    PARTIAL_KEY,
-                    bson::Binary {
-                        subtype: bson::spec::BinarySubtype::Generic,
-                        bytes: kbytes,
-                    },
-                );
-                d.insert("_id", key);
-                d.insert("s", partials);
-                d
+                let k = Bson::Binary(bson::Binary {
+                    subtype: bson::spec::BinarySubtype::Generic,
+                    bytes: kbytes,
+                });
+                self.group.partial(k, key, states)
             })
             .collect()
+    }
+
+    /// Folds in a partial group (a shard's), in any order of keys.
+    pub fn absorb(&mut self, partial: Document) -> MongoResult<()> {
+        let size = crate::memory::approx_size(&partial);
+        let (k, key, values) = parts(partial)?;
+        let kbytes = canonical(&k);
+        let gi = match self.index.get(kbytes) {
+            Some(i) => *i,
+            None => {
+                let states = self.group.start(&key, self.vars)?;
+                self.groups.push((key, states));
+                self.index.insert(kbytes.to_vec(), self.groups.len() - 1);
+                self.groups.len() - 1
+            }
+        };
+        self.bytes += size + GROUP_OVERHEAD;
+        self.group.merge(&mut self.groups[gi].1, values)
     }
 
     /// The groups' output documents, in the order their keys first came.
@@ -193,15 +269,17 @@ impl<'a> GroupTable<'a> {
 pub struct GroupMerger {
     group: Group,
     vars: Variables,
+    emit: Emit,
     current: Option<(Bson, Bson, Vec<AccState>)>,
     bytes: usize,
 }
 
 impl GroupMerger {
-    pub fn new(group: Group, vars: Variables) -> GroupMerger {
+    pub fn new(group: Group, vars: Variables, emit: Emit) -> GroupMerger {
         GroupMerger {
             group,
             vars,
+            emit,
             current: None,
             bytes: 0,
         }
@@ -209,17 +287,9 @@ impl GroupMerger {
 
     /// Folds in the next partial; returns the group it finishes, if its key is new. One
     /// group is held at a time, within MongoDB's 100 MB (its `$push`, `$addToSet`, ...).
-    pub fn push(&mut self, mut partial: Document) -> MongoResult<Option<Document>> {
+    pub fn push(&mut self, partial: Document) -> MongoResult<Option<Document>> {
         let size = crate::memory::approx_size(&partial);
-        let (Some(k), Some(key), Some(Bson::Array(values))) = (
-            partial.remove(PARTIAL_KEY),
-            partial.remove("_id"),
-            partial.remove("s"),
-        ) else {
-            return Err(MongoError::internal(
-                "a spilled $group read back without its key",
-            ));
-        };
+        let (k, key, values) = parts(partial)?;
         let done = match &self.current {
             Some((current, _, _)) if *current == k => None,
             _ => self.finish()?,
@@ -238,9 +308,7 @@ impl GroupMerger {
             ));
         }
         let (_, _, states) = self.current.as_mut().expect("a current group");
-        for ((st, (_, acc)), v) in states.iter_mut().zip(&self.group.accs).zip(values) {
-            acc.merge(st, v)?;
-        }
+        self.group.merge(states, values)?;
         Ok(done)
     }
 
@@ -249,7 +317,7 @@ impl GroupMerger {
         self.bytes = 0;
         self.current
             .take()
-            .map(|(_, key, states)| self.group.output(key, states))
+            .map(|(k, key, states)| self.group.emit(self.emit, k, key, states))
             .transpose()
     }
 }

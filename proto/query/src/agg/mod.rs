@@ -28,7 +28,7 @@ pub use merge::{merge_document, MergeAction, MergeSpec, OutputStage, WhenMatched
 pub use stream::{Blocking, Stream};
 
 use accumulator::{AccState, Accumulator};
-pub use group::{Group, GroupMerger, GroupTable, PARTIAL_KEY};
+pub use group::{Emit, Group, GroupMerger, GroupTable, PARTIAL_GROUP_FIELD, PARTIAL_KEY};
 use lookup::{GraphLookup, Lookup};
 use project::{Projection, SetFields};
 use sortkey::SortKeys;

@@ -137,6 +137,11 @@ impl Stream {
         Ok(docs)
     }
 
+    /// Whether it has no stages (documents pass unchanged).
+    pub fn is_empty(&self) -> bool {
+        self.stages.is_empty()
+    }
+
     /// No document can come out any more (a `$limit` is used up).
     pub fn done(&self) -> bool {
         self.stages

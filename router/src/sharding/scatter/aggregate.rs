@@ -2,13 +2,15 @@
 //! work one document at a time (`$match`, `$project`, `$unwind`, ...), plus a `$sort`
 //! (and its `$limit`) right after them, run on every shard; the rest (grouping, sorting,
 //! counting, facets) runs here on what the shards sent. The router re-runs that `$sort`,
-//! which merges the shards' sorted streams.
+//! which merges the shards' sorted streams. A `$group` right after the per-document
+//! stages runs on the shards too, each sending its partial groups, which the router
+//! folds together (`GroupTable::absorb`): the router then holds groups, not documents.
 //!
 //! Stages that read other collections or write (`$lookup`, `$out`, ...) would read or
 //! write here what lives on one shard only, so they are refused across shards.
 
 use bson::{doc, Bson, Document};
-use query::agg::{AggContext, Pipeline};
+use query::agg::{AggContext, Blocking, Group, GroupTable, Pipeline, PARTIAL_GROUP_FIELD};
 use query::expr::Variables;
 use wire::{ErrorCode, MongoError, MongoResult};
 
@@ -41,7 +43,7 @@ const SINGLE_SHARD_ONLY: &[&str] = &[
 ];
 /// What the router gathers from the shards for one aggregation, at most (MongoDB's
 /// per-stage limit without `allowDiskUse`).
-const GATHER_LIMIT: usize = 100 * 1024 * 1024;
+const GATHER_LIMIT: usize = query::memory::BLOCKING_STAGE_BYTES;
 const DEFAULT_BATCH: i64 = 101;
 
 /// The name of a stage (its only key).
@@ -108,8 +110,13 @@ pub async fn run(ctx: &Ctx<'_>, mut cmd: Document) -> MongoResult<Document> {
         .iter()
         .take_while(|s| PER_DOCUMENT.contains(&stage_name(s)))
         .count();
-    let merge_from = cut;
-    if stages.get(cut).map(stage_name) == Some("$sort") {
+    let mut merge_from = cut;
+    let grouped = stages.get(cut).map(stage_name) == Some("$group");
+    if grouped {
+        cut += 1;
+        merge_from = cut;
+        cmd.insert(PARTIAL_GROUP_FIELD, true);
+    } else if stages.get(cut).map(stage_name) == Some("$sort") {
         cut += 1;
         if stages.get(cut).map(stage_name) == Some("$limit") {
             cut += 1;
@@ -128,44 +135,86 @@ pub async fn run(ctx: &Ctx<'_>, mut cmd: Document) -> MongoResult<Document> {
         vars.bind_let(spec, &Document::new())?;
     }
     vars.pin_now();
-    let merge = Pipeline::parse(
-        &stages[merge_from..]
+    let documents = |stages: &[Bson]| -> Vec<Document> {
+        stages
             .iter()
             .filter_map(|s| s.as_document().cloned())
-            .collect::<Vec<_>>(),
-    )?;
+            .collect()
+    };
+    let merge = Pipeline::parse(&documents(&stages[merge_from..]))?;
+    let group = match grouped {
+        true => Some(group_of(&documents(&stages[cut - 1..cut]), &vars)?),
+        false => None,
+    };
+    let allow_disk_use = cmd.get_bool("allowDiskUse").unwrap_or(false);
     cmd.insert("pipeline", stages[..cut].to_vec());
     cmd.insert("cursor", doc! {"batchSize": 1000});
     let targets = ctx.targets(&leading_filter(&cmd));
     let answers = ctx.each(&targets, &cmd).await?;
     let sources = super::cursor_sources(answers)?;
     let mut gather = MergeCursor::new(ctx.db, ctx.coll, sources, &ctx.session.peer_text);
-    let mut docs = Vec::new();
-    let mut bytes = 0usize;
-    while !gather.exhausted() {
-        let batch = gather.next_batch(usize::MAX).await?;
-        if batch.is_empty() {
-            break;
+    let docs = match &group {
+        Some(group) => {
+            let mut table = GroupTable::new(group, &vars);
+            gather_all(&mut gather, allow_disk_use, |batch| {
+                for partial in batch {
+                    table.absorb(partial)?;
+                }
+                Ok(table.bytes())
+            })
+            .await?;
+            table.finish()?
         }
-        bytes += batch
-            .iter()
-            .map(|d| bson::to_vec(d).map_or(0, |v| v.len()))
-            .sum::<usize>();
-        if bytes > GATHER_LIMIT {
-            gather.kill().await;
-            return Err(MongoError::new(
-                ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
-                format!(
-                    "a merged aggregation over several shards gathered more than {} MB at the router",
-                    GATHER_LIMIT >> 20
-                ),
-            ));
+        None => {
+            let (mut docs, mut bytes) = (Vec::new(), 0usize);
+            gather_all(&mut gather, allow_disk_use, |batch| {
+                bytes += batch.iter().map(query::memory::approx_size).sum::<usize>();
+                docs.extend(batch);
+                Ok(bytes)
+            })
+            .await?;
+            docs
         }
-        docs.extend(batch);
-    }
+    };
     let merged = merge.run(docs, &Vars(vars))?;
     let mut cursor = MergeCursor::buffered(ctx.db, ctx.coll, merged);
     let batch = cursor.next_batch(batch_size).await?;
     let id = super::find::finish(ctx, cursor, false).await;
     Ok(doc! {"cursor": {"firstBatch": batch, "id": id, "ns": ctx.ns()}})
+}
+
+/// The `$group` of a one-stage pipeline.
+fn group_of(stage: &[Document], vars: &Variables) -> MongoResult<Group> {
+    match Pipeline::parse(stage)?.split_blocking(vars.clone()) {
+        Some((Blocking::Group(group), _, _)) => Ok(group),
+        _ => Err(MongoError::internal("a $group stage that is not one")),
+    }
+}
+
+/// Reads every shard's output into `take`, which answers how many bytes it holds then.
+/// Past `GATHER_LIMIT` the aggregation fails, as a blocking stage past MongoDB's 100 MB.
+async fn gather_all(
+    gather: &mut MergeCursor,
+    allow_disk_use: bool,
+    mut take: impl FnMut(Vec<Document>) -> MongoResult<usize>,
+) -> MongoResult<()> {
+    while !gather.exhausted() {
+        let batch = gather.next_batch(usize::MAX).await?;
+        if batch.is_empty() {
+            break;
+        }
+        let held = match take(batch) {
+            Ok(held) => held,
+            Err(e) => {
+                gather.kill().await;
+                return Err(e);
+            }
+        };
+        if held > GATHER_LIMIT {
+            gather.kill().await;
+            let what = "An aggregation merged at the router from several shards";
+            return Err(query::memory::exceeded(what, GATHER_LIMIT, allow_disk_use));
+        }
+    }
+    Ok(())
 }
