@@ -57,7 +57,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<bool> {
 async fn hello(addr: &str, auth: &ClusterAuth) -> Result<String, String> {
     let handle = router::shard_client::ShardHandle::connect_with(addr, "", auth.tls.clone())
         .and_then(|h| {
-            h.with_cluster_key(auth.key.clone())
+            h.with_cluster_key(auth.sent_key())
                 .map_err(router::RouterError::Config)
         })
         .map_err(|e| e.to_string())?;

@@ -12,7 +12,7 @@ use crate::cluster_tls::ClusterTls;
 #[derive(Clone, Default)]
 pub struct ClusterAuth {
     /// Sent with every call and required of every caller.
-    pub key: Option<String>,
+    pub key: Option<crate::cluster_key::ClusterKey>,
     /// Every connection runs over TLS with certificates on both sides.
     pub tls: Option<Arc<ClusterTls>>,
 }
@@ -33,7 +33,10 @@ impl ClusterAuth {
 
     /// Only the key (tests, and deployments without TLS).
     pub fn key(key: Option<String>) -> ClusterAuth {
-        ClusterAuth { key, tls: None }
+        ClusterAuth {
+            key: key.map(crate::cluster_key::ClusterKey::single),
+            tls: None,
+        }
     }
 
     /// True when the node authenticates at all.
@@ -43,7 +46,12 @@ impl ClusterAuth {
 
     /// The key as the metadata value calls carry.
     pub fn header(&self) -> Option<AsciiMetadataValue> {
-        self.key.as_ref().and_then(|k| k.parse().ok())
+        self.key.as_ref().and_then(|k| k.sent().parse().ok())
+    }
+
+    /// The key this node presents, if any.
+    pub fn sent_key(&self) -> Option<String> {
+        self.key.as_ref().map(|k| k.sent().to_string())
     }
 
     /// The endpoint of the node at `addr`, over TLS when the cluster runs it.

@@ -117,8 +117,10 @@ pub async fn serve_cluster(
     links: crate::sharding::LinkFactory,
     shutdown: CancellationToken,
 ) -> Result<(), RouterError> {
+    // A router only presents a key: the first, when its file holds several.
     let key = proto::cluster_key::load(&config.cluster_key, &config.cluster_key_file)
-        .map_err(RouterError::Config)?;
+        .map_err(RouterError::Config)?
+        .map(|k| k.sent().to_string());
     // One gate for the config servers, shared by the catalog's handle and the router's.
     let config_rs = config_rs
         .with_cluster_key(key.clone())
@@ -179,8 +181,9 @@ async fn serve_inner(
     let auth = config.cluster_auth().map_err(RouterError::Config)?;
     let networked = shard.crosses_network() || cluster.is_some();
     require_internal_auth(&config, auth.is_set(), networked)?;
-    let key = auth.key;
-    let shard = shard.with_cluster_key(key).map_err(RouterError::Config)?;
+    let shard = shard
+        .with_cluster_key(auth.sent_key())
+        .map_err(RouterError::Config)?;
     let state = Arc::new(RouterState {
         auth: Arc::new(crate::auth::setup::auth_state(&config, &shard)?),
         audit: crate::audit::AuditLog::open(&config.audit_log, config.audit_log_max_mb)

@@ -28,7 +28,7 @@ const MAX_FRAME: u32 = 1024 * 1024;
 struct Service {
     node: Arc<Node>,
     /// When set, every call must carry this key (`proto::cluster_key`).
-    cluster_key: Option<String>,
+    cluster_key: Option<proto::cluster_key::ClusterKey>,
 }
 
 /// The node's command service as an object a router in the same process can call
@@ -46,12 +46,7 @@ impl Shard for Service {
         &self,
         request: Request<CommandRequest>,
     ) -> Result<Response<CommandReply>, Status> {
-        if let Some(key) = &self.cluster_key {
-            let presented = request.metadata().get(proto::cluster_key::HEADER);
-            if !proto::cluster_key::verify(key, presented.map(|v| v.as_bytes())) {
-                return Err(Status::unauthenticated("missing or wrong cluster key"));
-            }
-        }
+        proto::cluster_key::admit(self.cluster_key.as_ref(), request.metadata())?;
         let req = request.into_inner();
         let opts = RunOptions {
             deadline: Deadline::after_ms(req.max_time_ms),

@@ -120,7 +120,9 @@ impl TestCluster {
         };
         let s = shutdown.clone();
         let shard_task = tokio::spawn(async move {
-            let auth = proto::cluster_auth::ClusterAuth::key(shard_key);
+            // Several keys separated by spaces, as in a key file during a rotation.
+            let key = shard_key.map(|k| proto::cluster_key::ClusterKey::parse(&k).unwrap());
+            let auth = proto::cluster_auth::ClusterAuth { key, tls: None };
             shard::serve_with_auth(node, shard_listener, Duration::from_secs(1), auth, s)
                 .await
                 .expect("shard serve");

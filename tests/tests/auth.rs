@@ -901,6 +901,32 @@ async fn cluster_key_guards_the_shard() {
     }
 }
 
+/// During a rotation a member holds the new key and the old one (a key file with two
+/// lines): it accepts a node that sends either, and still refuses any other.
+#[tokio::test]
+async fn a_member_accepts_both_keys_of_a_rotation() {
+    let (new, old) = (
+        "new-key-0123456789abcdef0123456789",
+        "old-key-0123456789abcdef0123456789",
+    );
+    let both = format!("{new}\n{old}");
+    for (router_key, accepted) in [
+        (new, true),
+        (old, true),
+        ("another-key-0123456789abcdef", false),
+    ] {
+        let c = TestCluster::builder()
+            .memory()
+            .cluster_keys(Some(router_key), Some(&both))
+            .start()
+            .await;
+        let coll = c.client().await.database("app").collection::<Document>("c");
+        let done = coll.insert_one(doc! {}).await;
+        assert_eq!(done.is_ok(), accepted, "{router_key}: {done:?}");
+        c.stop().await;
+    }
+}
+
 /// A CA, a server certificate for 127.0.0.1/localhost and a client certificate, written
 /// as PEM files into `dir` (generated per test run: no private key is checked in).
 struct Pki {

@@ -328,7 +328,7 @@ pub struct RaftService {
     pub events: Sender<Event>,
     pub faults: Arc<Faults>,
     /// When set, peers must present it (`proto::cluster_key`).
-    pub cluster_key: Option<String>,
+    pub cluster_key: Option<proto::cluster_key::ClusterKey>,
     /// The member's data, for snapshots (weak: a stopped member must close WiredTiger).
     pub engine: Weak<dyn Engine>,
     /// What the driver publishes: whether the data is whole and how far it is applied.
@@ -398,12 +398,7 @@ impl RaftService {
     /// (The error is the gRPC status the handlers return as is.)
     #[allow(clippy::result_large_err)]
     fn admit(&self, metadata: &MetadataMap, set_name: &str) -> Result<(), Status> {
-        if let Some(key) = &self.cluster_key {
-            let presented = metadata.get(proto::cluster_key::HEADER);
-            if !proto::cluster_key::verify(key, presented.map(|v| v.as_bytes())) {
-                return Err(Status::unauthenticated("missing or wrong cluster key"));
-            }
-        }
+        proto::cluster_key::admit(self.cluster_key.as_ref(), metadata)?;
         if set_name != self.set_name {
             return Err(Status::failed_precondition(format!(
                 "this member belongs to replica set '{}', not '{set_name}'",
