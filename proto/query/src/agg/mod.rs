@@ -79,7 +79,6 @@ enum Stage {
     ReplaceRoot(Expr),
     Facet(Vec<(String, Pipeline)>),
     Sample(usize),
-    Bucket(Box<Bucket>),
     BucketAuto(Box<BucketAuto>),
     UnionWith(String, Option<Box<Pipeline>>),
     Redact(Expr),
@@ -548,7 +547,7 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             }
             Stage::Sample(size.ok_or_else(|| err(28749, "$sample stage must specify a size"))?)
         }
-        "$bucket" => Stage::Bucket(Box::new(Bucket::parse(arg)?)),
+        "$bucket" => bucket(arg)?,
         "$bucketAuto" => Stage::BucketAuto(Box::new(BucketAuto::parse(arg)?)),
         "$unionWith" => match arg {
             Bson::String(c) => {
@@ -763,7 +762,6 @@ fn run_stage(
             }
             docs
         }
-        Stage::Bucket(b) => b.run(docs, vars)?,
         Stage::BucketAuto(b) => b.run(docs, vars)?,
         Stage::UnionWith(coll, p) => {
             let mut docs = docs;
@@ -990,14 +988,6 @@ impl Unwind {
 // ---------------------------------------------------------------------------------------
 // $bucket / $bucketAuto
 
-#[derive(Debug, Clone)]
-struct Bucket {
-    group_by: Expr,
-    boundaries: Vec<Bson>,
-    default: Option<Bson>,
-    output: Vec<(String, Accumulator)>,
-}
-
 fn parse_output(v: Option<&Bson>, stage: &str) -> MongoResult<Vec<(String, Accumulator)>> {
     match v {
         None => Ok(vec![("count".to_string(), Accumulator::count())]),
@@ -1015,135 +1005,96 @@ fn parse_output(v: Option<&Bson>, stage: &str) -> MongoResult<Vec<(String, Accum
     }
 }
 
-impl Bucket {
-    fn parse(arg: &Bson) -> MongoResult<Bucket> {
-        let Bson::Document(d) = arg else {
-            return Err(err(40201, "Argument to $bucket stage must be an object"));
-        };
-        for k in d.keys() {
-            if !matches!(k.as_str(), "groupBy" | "boundaries" | "default" | "output") {
-                return Err(err(40197, format!("Unrecognized option to $bucket: {k}.")));
-            }
+/// `$bucket` as MongoDB runs it: a `$group` whose key is the bucket (a `$switch` over the
+/// boundaries, then the default), then a `$sort` on it; so it streams and spills as
+/// `$group` does.
+fn bucket(arg: &Bson) -> MongoResult<Stage> {
+    let Bson::Document(d) = arg else {
+        return Err(err(40201, "Argument to $bucket stage must be an object"));
+    };
+    for k in d.keys() {
+        if !matches!(k.as_str(), "groupBy" | "boundaries" | "default" | "output") {
+            return Err(err(40197, format!("Unrecognized option to $bucket: {k}.")));
         }
-        let group_by = d.get("groupBy").ok_or_else(|| {
-            err(
-                40198,
-                "$bucket requires 'groupBy' and 'boundaries' to be specified.",
-            )
-        })?;
-        let ok_group = match group_by {
-            Bson::String(s) => s.starts_with('$'),
-            Bson::Document(_) => true,
-            _ => false,
-        };
-        if !ok_group {
+    }
+    let group_by = d.get("groupBy").ok_or_else(|| {
+        err(
+            40198,
+            "$bucket requires 'groupBy' and 'boundaries' to be specified.",
+        )
+    })?;
+    let ok_group = match group_by {
+        Bson::String(s) => s.starts_with('$'),
+        Bson::Document(_) => true,
+        _ => false,
+    };
+    if !ok_group {
+        return Err(err(
+            40202,
+            "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression",
+        ));
+    }
+    let Some(b) = d.get("boundaries") else {
+        return Err(err(
+            40198,
+            "$bucket requires 'groupBy' and 'boundaries' to be specified.",
+        ));
+    };
+    let Bson::Array(boundaries) = b else {
+        return Err(err(
+            40200,
+            "The $bucket 'boundaries' field must be an array",
+        ));
+    };
+    if boundaries.len() < 2 {
+        return Err(err(40192, format!("The $bucket 'boundaries' field must have at least 2 values, but found {} value(s).", boundaries.len())));
+    }
+    for w in boundaries.windows(2) {
+        if crate::order::type_rank(&w[0]) != crate::order::type_rank(&w[1]) {
             return Err(err(
-                40202,
-                "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression",
+                40193,
+                "All values in the the 'boundaries' option to $bucket must have the same type.",
             ));
         }
-        let Some(b) = d.get("boundaries") else {
+        if compare_values(&w[0], &w[1]) != std::cmp::Ordering::Less {
             return Err(err(
-                40198,
-                "$bucket requires 'groupBy' and 'boundaries' to be specified.",
+                40194,
+                "The 'boundaries' option to $bucket must be sorted in ascending order.",
             ));
-        };
-        let Bson::Array(boundaries) = b else {
-            return Err(err(
-                40200,
-                "The $bucket 'boundaries' field must be an array",
-            ));
-        };
-        if boundaries.len() < 2 {
-            return Err(err(40192, format!("The $bucket 'boundaries' field must have at least 2 values, but found {} value(s).", boundaries.len())));
         }
-        for w in boundaries.windows(2) {
-            if crate::order::type_rank(&w[0]) != crate::order::type_rank(&w[1]) {
-                return Err(err(
-                    40193,
-                    "All values in the the 'boundaries' option to $bucket must have the same type.",
-                ));
-            }
-            if compare_values(&w[0], &w[1]) != std::cmp::Ordering::Less {
-                return Err(err(
-                    40194,
-                    "The 'boundaries' option to $bucket must be sorted in ascending order.",
-                ));
-            }
+    }
+    let default = d.get("default").cloned();
+    if let Some(def) = &default {
+        let lo = &boundaries[0];
+        let hi = boundaries.last().unwrap();
+        if crate::order::type_rank(def) == crate::order::type_rank(lo)
+            && compare_values(def, lo) != std::cmp::Ordering::Less
+            && compare_values(def, hi) == std::cmp::Ordering::Less
+        {
+            return Err(err(40199, "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary."));
         }
-        let default = d.get("default").cloned();
-        if let Some(def) = &default {
-            let lo = &boundaries[0];
-            let hi = boundaries.last().unwrap();
-            if crate::order::type_rank(def) == crate::order::type_rank(lo)
-                && compare_values(def, lo) != std::cmp::Ordering::Less
-                && compare_values(def, hi) == std::cmp::Ordering::Less
-            {
-                return Err(err(40199, "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary."));
-            }
-        }
-        Ok(Bucket {
-            group_by: Expr::parse(group_by)?,
-            boundaries: boundaries.clone(),
-            default,
-            output: parse_output(d.get("output"), "$bucket")?,
+    }
+    let bound = |v: &Bson| bson::doc! {"$literal": v.clone()};
+    let branches: Vec<Bson> = boundaries
+        .windows(2)
+        .map(|w| {
+            let case = bson::doc! {"$and": [
+                {"$gte": [group_by.clone(), bound(&w[0])]},
+                {"$lt": [group_by.clone(), bound(&w[1])]},
+            ]};
+            Bson::Document(bson::doc! {"case": case, "then": bound(&w[0])})
         })
+        .collect();
+    let mut switch = bson::doc! {"branches": branches};
+    if let Some(def) = &default {
+        switch.insert("default", bound(def));
     }
-
-    fn run(&self, docs: Vec<Document>, vars: &Variables) -> MongoResult<Vec<Document>> {
-        let n = self.boundaries.len() - 1;
-        let mut buckets: Vec<Option<Vec<AccState>>> = vec![None; n + 1];
-        for d in &docs {
-            let v = self.group_by.eval(d, vars)?;
-            let pos = self
-                .boundaries
-                .partition_point(|b| compare_values(b, &v) != std::cmp::Ordering::Greater);
-            let same_type =
-                crate::order::type_rank(&v) == crate::order::type_rank(&self.boundaries[0]);
-            let idx = if same_type && pos >= 1 && pos <= n {
-                pos - 1
-            } else if self.default.is_some() {
-                n
-            } else {
-                return Err(err(
-                    40066,
-                    format!("$switch could not find a matching branch for an input, and no default was specified. (value {v})"),
-                ));
-            };
-            if buckets[idx].is_none() {
-                let id = if idx == n {
-                    self.default.clone().unwrap()
-                } else {
-                    self.boundaries[idx].clone()
-                };
-                buckets[idx] = Some(
-                    self.output
-                        .iter()
-                        .map(|(_, a)| a.start(&id, vars))
-                        .collect::<MongoResult<_>>()?,
-                );
-            }
-            let states = buckets[idx].as_mut().unwrap();
-            for (st, (_, acc)) in states.iter_mut().zip(&self.output) {
-                acc.add(st, d, vars)?;
-            }
-        }
-        let mut out = Vec::new();
-        for (i, b) in buckets.into_iter().enumerate() {
-            let Some(states) = b else { continue };
-            let id = if i == n {
-                self.default.clone().unwrap()
-            } else {
-                self.boundaries[i].clone()
-            };
-            let mut doc = bson::doc! {"_id": id};
-            for (st, (name, acc)) in states.into_iter().zip(&self.output) {
-                doc.insert(name.clone(), acc.finish(st)?);
-            }
-            out.push(doc);
-        }
-        Ok(out)
-    }
+    let key = Expr::parse(&Bson::Document(bson::doc! {"$switch": switch}))?;
+    let group = Group::simple(key, parse_output(d.get("output"), "$bucket")?);
+    Ok(Stage::Sequence(vec![
+        Stage::Group(Box::new(group)),
+        Stage::Sort(SortKeys::parse(&bson::doc! {"_id": 1})?),
+    ]))
 }
 
 #[derive(Debug, Clone)]

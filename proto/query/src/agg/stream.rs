@@ -159,7 +159,6 @@ fn stage_name(stage: &Stage) -> &'static str {
         Stage::GraphLookup(_) => "$graphLookup",
         Stage::Facet(_) => "$facet",
         Stage::Sample(_) => "$sample",
-        Stage::Bucket(_) => "$bucket",
         Stage::BucketAuto(_) => "$bucketAuto",
         Stage::UnionWith(..) => "$unionWith",
         Stage::Documents(_) => "$documents",

@@ -626,6 +626,16 @@ fn graph_lookup_union_facet_bucket() {
     )
     .unwrap_err();
     assert_eq!(e.code, 40066);
+    // A $group and a $sort on _id, as MongoDB runs it: a default below the boundaries
+    // comes first, and boundaries are values, never field paths.
+    check(
+        bson!([{"$bucket": {"groupBy": "$s", "boundaries": ["$a", "$m"], "default": "$"}}]),
+        vec![doc! {"s": "$b"}, doc! {"s": "$x"}, doc! {"s": "$c"}],
+        vec![
+            doc! {"_id": "$", "count": 1},
+            doc! {"_id": "$a", "count": 2},
+        ],
+    );
     check(
         bson!([{"$bucketAuto": {"groupBy": "$v", "buckets": 2}}]),
         (1..=4).map(|i| doc! {"v": i}).collect(),
