@@ -178,6 +178,13 @@ async fn blocking_stages_are_bounded_and_streaming_ones_are_not() {
     assert_eq!(grouped, ten_groups);
     let counted = run(&big, vec![doc! {"$count": "n"}]).await;
     assert_eq!(counted, vec![doc! {"n": 110}]);
+    // A $sample holds its sample (reservoir sampling), not its input.
+    let sampled = run(
+        &big,
+        vec![doc! {"$sample": {"size": 3}}, doc! {"$project": {"k": 1}}],
+    )
+    .await;
+    assert_eq!(sampled.len(), 3, "{sampled:?}");
     // Groups that hold 110 MB themselves: 292, and with allowDiskUse they spill.
     let pushed = vec![
         doc! {"$group": {"_id": "$k", "all": {"$push": "$s"}}},

@@ -16,7 +16,7 @@ use crate::cursor::DEFAULT_FIRST_BATCH;
 use crate::node::Ctx;
 use crate::pipeline_cursor::{drain_bounded, PipelineCursor};
 use crate::read::{open_find, FindArgs};
-use crate::spill::{group_all, sort_all, SortedSource};
+use crate::spill::{group_all, sample_all, sort_all, SortedSource};
 
 struct ShardAggContext<'a, 'b> {
     ctx: &'a Ctx<'b>,
@@ -139,7 +139,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     materialized_reply(ctx, cmd, &ns, VecDeque::from(results), DEFAULT_FIRST_BATCH)
 }
 
-/// Runs the leading `$sort`s and `$group`s of `rest` over `source`, each within its own
+/// Runs the leading `$sort`s, `$group`s and `$sample`s of `rest` over `source`, each within its own
 /// memory (spilling with `allowDiskUse`), with the streaming stages after each reading
 /// from its output. Returns the stream and the stages still to run in memory. With
 /// `partial` (the router's `PARTIAL_GROUP_FIELD`) the pipeline must end with a `$group`,
@@ -174,6 +174,9 @@ fn run_blocking(
                     (&group, vars, emit),
                     &disk,
                 )?
+            }
+            Blocking::Sample(n) => {
+                sample_all(source.as_mut(), (engine, deadline), n, allow_disk_use)?
             }
         };
         source = Box::new(PipelineCursor::new(output, after));

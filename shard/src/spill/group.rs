@@ -253,4 +253,28 @@ mod tests {
         );
         assert!(run(&group, &docs, &DiskUse::temp(), 1000).is_ok());
     }
+
+    #[test]
+    fn a_group_counts_the_values_it_holds_not_the_values_it_saw() {
+        let s = "x".repeat(1000);
+        // Ten groups, each seeing a thousand documents of 1 KB.
+        let docs: Vec<Document> = (0..10_000)
+            .map(|i: i32| doc! {"g": i % 10, "s": s.clone()})
+            .collect();
+        let last = group_of(doc! {"_id": "$g", "v": {"$last": "$s"}});
+        assert_eq!(
+            run(&last, &docs, &DiskUse::default(), 20_000)
+                .unwrap()
+                .len(),
+            10,
+            "about 10 KB held"
+        );
+        let root = group_of(doc! {"_id": "$g", "v": {"$first": "$$ROOT"}, "w": {"$max": "$s"}});
+        let e = run(&root, &docs, &DiskUse::default(), 15_000).unwrap_err();
+        assert_eq!(
+            e.code,
+            wire::ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed as i32,
+            "about 20 KB held"
+        );
+    }
 }

@@ -1,10 +1,12 @@
-//! Blocking stages within MongoDB's 100 MB each, that spill to disk with `allowDiskUse`:
-//! sorts (`sort`) and `$group` (`group`). Runs go to anonymous temporary files (unlinked
+//! Blocking stages over a stream, within MongoDB's 100 MB each: sorts (`sort`) and
+//! `$group` (`group`), which spill to disk with `allowDiskUse`, and `$sample` (`sample`),
+//! which holds only its sample. Runs go to anonymous temporary files (unlinked
 //! when created) in the member's `_tmp` directory, as MongoDB spills under its dbpath, so
 //! neither a crash nor a dropped cursor leaves one behind, and a full data disk answers
 //! OutOfDiskSpace.
 
 mod group;
+mod sample;
 mod sort;
 
 use std::fs::File;
@@ -15,6 +17,7 @@ use bson::Document;
 use wire::{ErrorCode, MongoError, MongoResult};
 
 pub use group::group_all;
+pub use sample::sample_all;
 pub use sort::{sort_all, ExternalSort, Sorted, SortedSource};
 
 /// Whether a blocking stage may spill (the command's `allowDiskUse`), and where.

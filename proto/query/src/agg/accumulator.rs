@@ -264,34 +264,36 @@ impl Accumulator {
         })
     }
 
-    /// Folds document `d` into `st`; returns about how many bytes the state grew by.
+    /// Folds document `d` into `st`; returns about how many bytes the state grew (or,
+    /// negative, shrank) by.
     pub(crate) fn add(
         &self,
         st: &mut AccState,
         d: &Document,
         vars: &Variables,
-    ) -> MongoResult<usize> {
+    ) -> MongoResult<isize> {
         if let AccState::Count(c) = st {
             *c += 1;
             return Ok(0);
         }
         let v = self.arg.eval(d, vars)?;
+        // What `$push` and `$addToSet` hold only grows, by what they keep: counted as it
+        // comes, not by walking everything they hold at every document.
+        if let AccState::Push(items) | AccState::Set(_, items) = st {
+            let (before, size) = (items.len(), approx_value_size(&v));
+            self.fold(st, v)?;
+            let grew = matches!(st, AccState::Push(i) | AccState::Set(_, i) if i.len() > before);
+            return Ok(if grew { size as isize } else { 0 });
+        }
+        let before = held(st) as isize;
         if let AccState::Ranked(items, n, seq) = st {
             let sort = self.sort.as_ref().expect("ranked accumulators have a sort");
             *seq += 1;
-            let grown = approx_value_size(&v);
             self.rank(items, *n, (sort.key(d), *seq, missing_to_null(v)));
-            return Ok(grown);
+        } else {
+            self.fold(st, v)?;
         }
-        let grown = match st {
-            AccState::Push(_) | AccState::Set(..) | AccState::Merge(_) => approx_value_size(&v),
-            AccState::FirstN(..) | AccState::LastN(..) | AccState::Extreme(..) => {
-                approx_value_size(&v)
-            }
-            _ => 0,
-        };
-        self.fold(st, v)?;
-        Ok(grown)
+        Ok(held(st) as isize - before)
     }
 
     /// Keeps `entry` among the n best of `items` (ascending; `$bottom` keeps the largest n,
@@ -543,6 +545,24 @@ fn missing_to_null(v: Bson) -> Bson {
     match v {
         Bson::Undefined => Bson::Null,
         v => v,
+    }
+}
+
+/// About the bytes a state holds, for the states whose size is bounded (one value, or at
+/// most n); 0 for `$push` and `$addToSet`, which `Accumulator::add` counts as they grow.
+fn held(st: &AccState) -> usize {
+    let values = |items: &mut dyn Iterator<Item = &Bson>| items.map(approx_value_size).sum();
+    match st {
+        AccState::Best(v) | AccState::First(v) => v.as_ref().map_or(0, approx_value_size),
+        AccState::Last(v) => approx_value_size(v),
+        AccState::Merge(d) => crate::memory::approx_size(d),
+        AccState::Ranked(items, _, _) => {
+            values(&mut items.iter().flat_map(|(k, _, v)| k.iter().chain([v])))
+        }
+        AccState::FirstN(items, _) | AccState::Extreme(items, _) => values(&mut items.iter()),
+        AccState::LastN(items, _) => values(&mut items.iter()),
+        AccState::Sum(_) | AccState::Avg(..) | AccState::Count(_) | AccState::Std(_) => 0,
+        AccState::Push(_) | AccState::Set(..) => 0,
     }
 }
 

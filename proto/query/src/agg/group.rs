@@ -207,7 +207,7 @@ impl<'a> GroupTable<'a> {
         };
         let states = &mut self.groups[gi].1;
         for (st, (_, acc)) in states.iter_mut().zip(&self.group.accs) {
-            self.bytes += acc.add(st, d, self.vars)?;
+            self.bytes = self.bytes.saturating_add_signed(acc.add(st, d, self.vars)?);
         }
         Ok(())
     }

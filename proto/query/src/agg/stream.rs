@@ -19,6 +19,8 @@ pub enum Blocking {
         top: Option<usize>,
     },
     Group(Group),
+    /// A `$sample` of this many documents.
+    Sample(usize),
 }
 
 /// Streaming stages with their progress (documents a `$skip` dropped or a `$limit`
@@ -62,10 +64,10 @@ impl Pipeline {
         (stream, rest)
     }
 
-    /// With a `$sort` or a `$group` first: that stage, the streaming stages after it (run
-    /// with `vars`) and the rest. These two run outside the pipeline over a stream, within
-    /// their own memory (spilling to disk with `allowDiskUse`), and what follows them
-    /// streams from their output.
+    /// With a `$sort`, a `$group` or a `$sample` first: that stage, the streaming stages
+    /// after it (run with `vars`) and the rest. These run outside the pipeline over a
+    /// stream, within their own memory (sorts and groups spill to disk with
+    /// `allowDiskUse`), and what follows them streams from their output.
     pub fn split_blocking(&self, vars: Variables) -> Option<(Blocking, Stream, Pipeline)> {
         let (blocking, skip) = match self.stages.first()? {
             Stage::Sort(keys) => (
@@ -76,6 +78,7 @@ impl Pipeline {
                 1,
             ),
             Stage::Group(g) => (Blocking::Group((**g).clone()), 1),
+            Stage::Sample(n) => (Blocking::Sample(*n), 1),
             _ => return None,
         };
         let after = Pipeline {
