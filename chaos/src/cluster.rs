@@ -14,6 +14,8 @@ use crate::raw_client::Login;
 pub const SITES: [&str; 3] = ["A", "B", "C"];
 /// How long a cluster may take to become healthy before the scenario fails.
 pub const HEALTHY_WITHIN: Duration = Duration::from_secs(90);
+/// How long a fault aimed at the primary waits for an election under way.
+pub const ELECTED_WITHIN: Duration = Duration::from_secs(30);
 
 /// A three-site cluster under test. Members and routers are numbered from 0.
 #[allow(async_fn_in_trait)] // used through generics only, never as `dyn`
@@ -84,6 +86,19 @@ pub trait Cluster {
             login.password,
             self.router_addr(r)
         )
+    }
+
+    /// The primary once the set has one, within `ELECTED_WITHIN`: a fault aimed at the
+    /// primary may come while an election is under way, and an operator waits it out.
+    async fn elected_primary(&self, client: &mongodb::Client) -> anyhow::Result<usize> {
+        let deadline = Instant::now() + ELECTED_WITHIN;
+        loop {
+            match self.primary(client).await {
+                Ok(p) => return Ok(p),
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
     }
 
     /// The member the replica set reports as primary, asked through `client`.

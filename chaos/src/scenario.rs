@@ -143,7 +143,7 @@ pub async fn fault<C: Cluster>(
             )
         }
         Scenario::KillPrimary | Scenario::PausePrimary | Scenario::PartitionSite => {
-            let p = cluster.primary(admin).await?;
+            let p = cluster.elected_primary(admin).await?;
             let (id, site) = (cluster.member_id(p), cluster.member_site(p).to_string());
             let label = match scenario {
                 Scenario::KillPrimary => {
@@ -176,7 +176,7 @@ pub async fn fault<C: Cluster>(
             )
         }
         Scenario::DiskFull => {
-            let p = cluster.primary(admin).await?;
+            let p = cluster.elected_primary(admin).await?;
             let id = cluster.member_id(p);
             cluster.fill_disk(p, true)?;
             tokio::time::sleep(window).await;
@@ -189,7 +189,7 @@ pub async fn fault<C: Cluster>(
             (format!("disk of member {id} full"), json!({ "member": id }))
         }
         Scenario::RollingRestart => {
-            let p = cluster.primary(admin).await?;
+            let p = cluster.elected_primary(admin).await?;
             let mut order: Vec<usize> = (0..cluster.member_count()).filter(|&i| i != p).collect();
             order.push(p);
             let mut restarts = Vec::new();
