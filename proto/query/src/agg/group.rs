@@ -176,6 +176,7 @@ pub struct GroupTable<'a> {
     index: HashMap<Vec<u8>, usize>,
     groups: Vec<(Bson, Vec<AccState>)>,
     bytes: usize,
+    kbuf: Vec<u8>,
 }
 
 impl<'a> GroupTable<'a> {
@@ -186,22 +187,24 @@ impl<'a> GroupTable<'a> {
             index: HashMap::new(),
             groups: Vec::new(),
             bytes: 0,
+            kbuf: Vec::new(),
         }
     }
 
     pub fn add(&mut self, d: &Document) -> MongoResult<()> {
         let key = self.group.key(d, self.vars)?;
-        let mut kbuf = Vec::new();
-        expr::canonical_key(&key, &mut kbuf);
-        let gi = match self.index.get(&kbuf) {
+        // One buffer for every document's key: only a new group keeps a copy.
+        self.kbuf.clear();
+        expr::canonical_key(&key, &mut self.kbuf);
+        let gi = match self.index.get(&self.kbuf) {
             Some(i) => *i,
             None => {
-                self.bytes += 2 * kbuf.len()
+                self.bytes += 2 * self.kbuf.len()
                     + approx_value_size(&key)
                     + GROUP_OVERHEAD * (1 + self.group.accs.len());
                 let states = self.group.start(&key, self.vars)?;
                 self.groups.push((key, states));
-                self.index.insert(kbuf, self.groups.len() - 1);
+                self.index.insert(self.kbuf.clone(), self.groups.len() - 1);
                 self.groups.len() - 1
             }
         };
