@@ -146,7 +146,14 @@ impl CollectionMeta {
 }
 
 pub struct Catalog {
+    /// Taken briefly, never across a replicated write: every command reads it, point reads
+    /// included, and those run on the runtime's workers, which also carry this member's
+    /// Raft traffic. Held across the write, it let two point reads park both workers until
+    /// the write's own replication (which needs them) timed out.
     collections: RwLock<BTreeMap<String, Arc<CollectionMeta>>>,
+    /// Serializes the DDL that adds, renames or places namespaces across its replicated
+    /// catalog write, so that two creates of one namespace cannot both make a table.
+    writes: Mutex<()>,
     next_table: Mutex<u64>,
     /// Held while a write marks indexes multikey: it stages the collection's newest
     /// metadata with its flips, so two inserts flipping different indexes of one
@@ -181,6 +188,7 @@ impl Catalog {
         let (map, placements, max_table) = read_catalog(engine)?;
         Ok(Catalog {
             collections: RwLock::new(map),
+            writes: Mutex::new(()),
             next_table: Mutex::new(max_table + 1),
             flips: Mutex::new(()),
             any_placement: AtomicBool::new(!placements.is_empty()),
@@ -205,7 +213,7 @@ impl Catalog {
         db: &str,
         placement: DbPlacement,
     ) -> MongoResult<()> {
-        let mut placements = self.placements.write();
+        let _writes = self.writes.lock();
         let mut batch = WriteBatch::default();
         batch.put(
             CATALOG_TABLE,
@@ -213,7 +221,7 @@ impl Catalog {
             bson::to_vec(&placement.to_document(db)).unwrap(),
         );
         engine.write(&batch).map_err(storage_to_mongo)?;
-        placements.insert(db.to_string(), placement);
+        self.placements.write().insert(db.to_string(), placement);
         self.any_placement.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -221,13 +229,15 @@ impl Catalog {
     /// Forgets `db`'s placement (the database was dropped: a new one of the same name
     /// starts again at version 1 wherever it is placed).
     pub fn clear_placement(&self, engine: &dyn Engine, db: &str) -> MongoResult<()> {
-        let mut placements = self.placements.write();
-        if placements.remove(db).is_none() {
+        let _writes = self.writes.lock();
+        if self.placement(db).is_none() {
             return Ok(());
         }
         let mut batch = WriteBatch::default();
         batch.delete(CATALOG_TABLE, db.as_bytes().to_vec());
-        engine.write(&batch).map_err(storage_to_mongo)
+        engine.write(&batch).map_err(storage_to_mongo)?;
+        self.placements.write().remove(db);
+        Ok(())
     }
 
     /// Makes writers wait for the outcome of `unresolved` entries (a member's).
@@ -358,18 +368,12 @@ impl Catalog {
             return Ok((existing, false));
         }
         // A create that timed out may still apply: creating again would give the
-        // collection a second table. Its outcome reloads the catalog, which takes this
-        // lock, so it is awaited with the lock free.
-        let mut map = loop {
-            let map = self.collections.write();
-            if !self.unresolved.get().is_some_and(|u| u.pending()) {
-                break map;
-            }
-            drop(map);
-            self.await_unresolved();
-        };
-        if let Some(existing) = map.get(&ns) {
-            return Ok((existing.clone(), false));
+        // collection a second table. Its outcome reloads the catalog, so it is awaited
+        // before looking again.
+        let _writes = self.writes.lock();
+        self.await_unresolved();
+        if let Some(existing) = self.get(&ns) {
+            return Ok((existing, false));
         }
         let meta = CollectionMeta {
             db: db.to_string(),
@@ -392,7 +396,7 @@ impl Catalog {
         );
         engine.write(&batch).map_err(storage_to_mongo)?;
         let meta = Arc::new(meta);
-        map.insert(ns, meta.clone());
+        self.collections.write().insert(ns, meta.clone());
         Ok((meta, true))
     }
 
@@ -653,4 +657,74 @@ pub fn index_from_spec(spec: &Document, table: String) -> MongoResult<IndexMeta>
         table,
         spec: spec.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+    use storage::{Layer, MemoryEngine};
+
+    /// An engine whose writes wait until the test lets them through, as a replicated
+    /// write waits for a majority.
+    struct Gated {
+        below: MemoryEngine,
+        gate: Mutex<Option<mpsc::Receiver<()>>>,
+    }
+
+    impl Layer for Gated {
+        fn below(&self) -> &dyn Engine {
+            &self.below
+        }
+
+        fn write_layered(&self, batch: WriteBatch) -> storage::Result<()> {
+            let gate = self.gate.lock().take();
+            if let Some(gate) = gate {
+                let _ = gate.recv();
+            }
+            self.below.write_owned(batch)
+        }
+    }
+
+    #[test]
+    fn a_create_waiting_for_its_write_leaves_lookups_free() {
+        let (open, gate) = mpsc::channel();
+        let engine = Arc::new(Gated {
+            below: MemoryEngine::default(),
+            gate: Mutex::new(None),
+        });
+        let catalog = Arc::new(Catalog::load(engine.as_ref()).unwrap());
+        catalog
+            .create_collection(engine.as_ref(), "db", "a", Document::new())
+            .unwrap();
+        *engine.gate.lock() = Some(gate);
+        let creating = {
+            let (catalog, engine) = (catalog.clone(), engine.clone());
+            std::thread::spawn(move || {
+                catalog.create_collection(engine.as_ref(), "db", "b", Document::new())
+            })
+        };
+        while engine.gate.lock().is_some() {
+            std::thread::yield_now();
+        }
+        // The create now waits inside its write. A lookup must not wait for it: on a
+        // member the lookup may hold the very thread the write's replication needs.
+        let (found, looked) = mpsc::channel();
+        let lookup = {
+            let catalog = catalog.clone();
+            std::thread::spawn(move || found.send(catalog.get("db.a").is_some()))
+        };
+        let seen = looked.recv_timeout(Duration::from_secs(60));
+        open.send(()).unwrap();
+        assert_eq!(
+            seen,
+            Ok(true),
+            "the lookup finished while the create waited"
+        );
+        lookup.join().unwrap().unwrap();
+        let (_, created) = creating.join().unwrap().unwrap();
+        assert!(created);
+        assert!(catalog.get("db.b").is_some());
+    }
 }

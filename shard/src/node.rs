@@ -141,10 +141,32 @@ impl Ctx<'_> {
             .unwrap_or(i as i32)
     }
 
-    /// For a write holding `meta`'s write lock: checks again that the router's version is
-    /// this shard's and that no migration is committing (both change under that lock).
-    pub fn check_owner(&self, meta: &crate::catalog::CollectionMeta) -> MongoResult<()> {
-        self.check_version(meta, true)
+    /// For a write holding `held`'s write lock: the catalog's newest metadata of that
+    /// collection, once the router's version is checked again to be this shard's and no
+    /// migration is committing (both change under that lock).
+    ///
+    /// A write that waited for the lock while its collection was dropped or renamed finds
+    /// another collection (or none) under the name: writing with what it held would write
+    /// into the old table (renamed: another namespace's), or under the old lock. It answers
+    /// `StaleConfig` instead, and the router routes it again, to the collection as it is.
+    pub fn check_owner(
+        &self,
+        held: Arc<crate::catalog::CollectionMeta>,
+    ) -> MongoResult<Arc<crate::catalog::CollectionMeta>> {
+        let ns = held.ns();
+        let current = self
+            .node
+            .catalog
+            .get(&ns)
+            .filter(|m| Arc::ptr_eq(&m.write_lock, &held.write_lock))
+            .ok_or_else(|| {
+                MongoError::new(
+                    ErrorCode::StaleConfig,
+                    format!("{ns} was dropped or renamed while this write waited for it"),
+                )
+            })?;
+        self.check_version(&current, true)?;
+        Ok(current)
     }
 
     /// For a read about to scan with `meta`: checks that its ownership is still at the
@@ -704,4 +726,48 @@ fn open_member_data(dir: &Path, cache_mb: usize) -> Result<storage::WiredTigerEn
 /// failure), WT_PANIC, WT_RUN_RECOVERY.
 fn damaged(code: i32) -> bool {
     matches!(code, -31802 | -31804 | -31806)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(node: &Node) -> Ctx<'_> {
+        Ctx {
+            node,
+            db: "db",
+            deadline: Deadline::default(),
+            engine: node.engine.as_ref(),
+            retry: None,
+            raw_documents: None,
+            stmt_ids: None,
+            shard_version: None,
+            db_version: None,
+        }
+    }
+
+    #[test]
+    fn a_write_that_waited_through_a_rename_or_a_drop_is_refused_as_stale() {
+        let node = Node::open(&EngineKind::Memory, Duration::from_secs(60)).unwrap();
+        let engine = node.engine.as_ref();
+        let create = |name| {
+            node.catalog
+                .create_collection(engine, "db", name, Document::new())
+                .unwrap()
+                .0
+        };
+        let held = create("a");
+        let current = ctx(&node).check_owner(held.clone()).unwrap();
+        assert!(Arc::ptr_eq(&current, &held));
+
+        node.catalog.rename(engine, "db.a", "db", "b").unwrap();
+        let e = ctx(&node).check_owner(held).unwrap_err();
+        assert_eq!(e.code, ErrorCode::StaleConfig as i32, "{e:?}");
+
+        let held = node.catalog.get("db.b").unwrap();
+        node.catalog.drop_collection(engine, "db.b").unwrap();
+        create("b");
+        let e = ctx(&node).check_owner(held).unwrap_err();
+        assert_eq!(e.code, ErrorCode::StaleConfig as i32, "{e:?}");
+    }
 }

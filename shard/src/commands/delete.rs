@@ -84,8 +84,7 @@ fn run_one(
     };
     let lock = meta.write_lock.clone();
     let _guard = ctx.node.catalog.exclusive(&lock);
-    let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
-    ctx.check_owner(&meta)?;
+    let meta = ctx.check_owner(meta)?;
     let hint = super::args::opt_hint(d);
     let args = FindArgs {
         filter,

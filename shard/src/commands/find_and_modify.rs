@@ -70,8 +70,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     };
     let lock = meta.write_lock.clone();
     let _guard = ctx.node.catalog.exclusive(&lock);
-    let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
-    ctx.check_owner(&meta)?;
+    let meta = ctx.check_owner(meta)?;
     let hint = super::args::opt_hint(cmd);
     let vars = super::args::let_vars(cmd)?;
     let args = FindArgs {

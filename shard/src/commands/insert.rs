@@ -45,8 +45,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let lock = meta.write_lock.clone();
     // Shared: inserts of one collection run side by side (see `CollectionMeta::write_lock`).
     let _guard = ctx.node.catalog.shared(&lock);
-    let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
-    ctx.check_owner(&meta)?;
+    let meta = ctx.check_owner(meta)?;
     // With ordered inserts, only the documents before the first invalid one are written.
     let limit = if ordered {
         errors.first().map(|(i, _)| *i).unwrap_or(usize::MAX)

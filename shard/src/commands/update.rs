@@ -140,8 +140,7 @@ fn run_one(
     };
     let lock = meta.write_lock.clone();
     let _guard = ctx.node.catalog.exclusive(&lock);
-    let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
-    ctx.check_owner(&meta)?;
+    let meta = ctx.check_owner(meta)?;
     let args = FindArgs {
         filter: filter.clone(),
         limit: if multi { None } else { Some(1) },
