@@ -206,6 +206,12 @@ async fn a_hashed_collection_spreads_and_answers_like_an_unsharded_one() {
             doc! {"$limit": 10},
         ],
         vec![doc! {"$match": {"k": 5}}, doc! {"$count": "c"}],
+        vec![doc! {"$bucket": {
+            "groupBy": "$n",
+            "boundaries": [0, 100, 250],
+            "default": "rest",
+            "output": {"c": {"$sum": 1}, "hi": {"$max": "$n"}},
+        }}],
         // The shards' partial groups, folded at the router, for accumulators whose result
         // does not depend on the order documents arrive in.
         vec![

@@ -58,10 +58,6 @@ pub struct Group {
 }
 
 impl Group {
-    pub(crate) fn simple(id: Expr, accs: Vec<(String, Accumulator)>) -> Group {
-        Group { id, accs }
-    }
-
     pub(crate) fn parse(arg: &Bson) -> MongoResult<Group> {
         let Bson::Document(d) = arg else {
             return Err(MongoError::location(

@@ -83,9 +83,6 @@ enum Stage {
     UnionWith(String, Option<Box<Pipeline>>),
     Redact(Expr),
     Documents(Expr),
-    /// The stages one stage stands for (`$count`, `$sortByCount`), only until
-    /// `parse_inner` puts them in its place.
-    Sequence(Vec<Stage>),
 }
 
 impl Pipeline {
@@ -155,9 +152,14 @@ impl Pipeline {
                 }
                 _ => {}
             }
-            match parse_stage(name, arg)? {
-                Stage::Sequence(stages) => out.extend(stages),
-                stage => out.push(stage),
+            match desugar(name, arg)? {
+                Some(stages) => {
+                    for stage in &stages {
+                        let (name, arg) = stage.iter().next().expect("one stage per document");
+                        out.push(parse_stage(name, arg)?);
+                    }
+                }
+                None => out.push(parse_stage(name, arg)?),
             }
         }
         Ok(Pipeline {
@@ -424,29 +426,6 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             }
             Stage::Skip(n as usize)
         }
-        "$count" => {
-            let Bson::String(s) = arg else {
-                return Err(err(40156, "the count field must be a non-empty string"));
-            };
-            if s.is_empty() {
-                return Err(err(40157, "the count field must be a non-empty string"));
-            }
-            if s.starts_with('$') {
-                return Err(err(40158, "the count field cannot be a $-prefixed path"));
-            }
-            if s.contains('.') {
-                return Err(err(40160, "the count field cannot contain '.'"));
-            }
-            // As MongoDB parses it: a `$group` with a `$sum` of 1, then `$project`.
-            let group = Group::simple(
-                Expr::constant(Bson::Null),
-                vec![(s.clone(), Accumulator::count())],
-            );
-            Stage::Sequence(vec![
-                Stage::Group(Box::new(group)),
-                Stage::Project(Projection::parse(&bson::doc! {"_id": 0})?),
-            ])
-        }
         "$unwind" => Stage::Unwind(Unwind::parse(arg)?),
         "$lookup" => Stage::Lookup(Box::new(Lookup::parse(arg)?)),
         "$graphLookup" => Stage::GraphLookup(Box::new(GraphLookup::parse(arg)?)),
@@ -503,29 +482,6 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             }
             Stage::Facet(facets)
         }
-        "$sortByCount" => {
-            let ok = match arg {
-                Bson::String(s) => s.starts_with('$'),
-                Bson::Document(d) => {
-                    d.keys().next().is_some_and(|k| k.starts_with('$')) && d.len() == 1
-                }
-                _ => false,
-            };
-            if !ok {
-                return Err(err(
-                    40148,
-                    "the sortByCount field must be defined as a $-prefixed path or an expression",
-                ));
-            }
-            let group = Group::simple(
-                Expr::parse(arg)?,
-                vec![("count".to_string(), Accumulator::count())],
-            );
-            Stage::Sequence(vec![
-                Stage::Group(Box::new(group)),
-                Stage::Sort(SortKeys::parse(&bson::doc! {"count": -1})?),
-            ])
-        }
         "$sample" => {
             let Bson::Document(d) = arg else {
                 return Err(err(
@@ -547,7 +503,6 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             }
             Stage::Sample(size.ok_or_else(|| err(28749, "$sample stage must specify a size"))?)
         }
-        "$bucket" => bucket(arg)?,
         "$bucketAuto" => Stage::BucketAuto(Box::new(BucketAuto::parse(arg)?)),
         "$unionWith" => match arg {
             Bson::String(c) => {
@@ -798,13 +753,6 @@ fn run_stage(
                 })
                 .collect::<MongoResult<_>>()?
         }
-        Stage::Sequence(stages) => {
-            let mut docs = docs;
-            for stage in stages {
-                docs = run_stage(stage, docs, ctx, vars)?;
-            }
-            docs
-        }
     })
 }
 
@@ -1005,10 +953,66 @@ fn parse_output(v: Option<&Bson>, stage: &str) -> MongoResult<Vec<(String, Accum
     }
 }
 
-/// `$bucket` as MongoDB runs it: a `$group` whose key is the bucket (a `$switch` over the
-/// boundaries, then the default), then a `$sort` on it; so it streams and spills as
-/// `$group` does.
-fn bucket(arg: &Bson) -> MongoResult<Stage> {
+/// The stages MongoDB parses one stage as, so that they stream, spill and split over
+/// shards as a `$group` does: `$count` is a `$group` and a `$project`, `$sortByCount` a
+/// `$group` and a `$sort`, `$bucket` a `$group` whose key is the bucket and a `$sort`.
+/// `None` for every other stage.
+pub fn desugar(name: &str, arg: &Bson) -> MongoResult<Option<Vec<Document>>> {
+    Ok(Some(match name {
+        "$count" => count(arg)?,
+        "$sortByCount" => sort_by_count(arg)?,
+        "$bucket" => bucket(arg)?,
+        _ => return Ok(None),
+    }))
+}
+
+fn count(arg: &Bson) -> MongoResult<Vec<Document>> {
+    let Bson::String(s) = arg else {
+        return Err(err(40156, "the count field must be a non-empty string"));
+    };
+    if s.is_empty() {
+        return Err(err(40157, "the count field must be a non-empty string"));
+    }
+    if s.starts_with('$') {
+        return Err(err(40158, "the count field cannot be a $-prefixed path"));
+    }
+    if s.contains('\0') {
+        return Err(err(40159, "the count field cannot contain a null byte"));
+    }
+    if s.contains('.') {
+        return Err(err(40160, "the count field cannot contain '.'"));
+    }
+    if s == "_id" {
+        // What the `$group` it stands for says: its spec would name `_id` twice.
+        return Err(err(15948, "a group's _id may only be specified once"));
+    }
+    let mut group = bson::doc! {"_id": Bson::Null};
+    group.insert(s.as_str(), bson::doc! {"$sum": 1});
+    Ok(vec![
+        bson::doc! {"$group": group},
+        bson::doc! {"$project": {"_id": 0}},
+    ])
+}
+
+fn sort_by_count(arg: &Bson) -> MongoResult<Vec<Document>> {
+    let ok = match arg {
+        Bson::String(s) => s.starts_with('$'),
+        Bson::Document(d) => d.keys().next().is_some_and(|k| k.starts_with('$')) && d.len() == 1,
+        _ => false,
+    };
+    if !ok {
+        return Err(err(
+            40148,
+            "the sortByCount field must be defined as a $-prefixed path or an expression",
+        ));
+    }
+    Ok(vec![
+        bson::doc! {"$group": {"_id": arg.clone(), "count": {"$sum": 1}}},
+        bson::doc! {"$sort": {"count": -1}},
+    ])
+}
+
+fn bucket(arg: &Bson) -> MongoResult<Vec<Document>> {
     let Bson::Document(d) = arg else {
         return Err(err(40201, "Argument to $bucket stage must be an object"));
     };
@@ -1089,12 +1093,19 @@ fn bucket(arg: &Bson) -> MongoResult<Stage> {
     if let Some(def) = &default {
         switch.insert("default", bound(def));
     }
-    let key = Expr::parse(&Bson::Document(bson::doc! {"$switch": switch}))?;
-    let group = Group::simple(key, parse_output(d.get("output"), "$bucket")?);
-    Ok(Stage::Sequence(vec![
-        Stage::Group(Box::new(group)),
-        Stage::Sort(SortKeys::parse(&bson::doc! {"_id": 1})?),
-    ]))
+    // Checked as `$bucket` does, with its error codes; the `$group` then holds the same.
+    parse_output(d.get("output"), "$bucket")?;
+    let mut group = bson::doc! {"_id": {"$switch": switch}};
+    match d.get("output") {
+        Some(Bson::Document(output)) => group.extend(output.clone()),
+        _ => {
+            group.insert("count", bson::doc! {"$sum": 1});
+        }
+    }
+    Ok(vec![
+        bson::doc! {"$group": group},
+        bson::doc! {"$sort": {"_id": 1}},
+    ])
 }
 
 #[derive(Debug, Clone)]

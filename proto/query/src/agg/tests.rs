@@ -124,6 +124,8 @@ fn parse_errors() {
         (bson!([{"$count": ""}]), 40157),
         (bson!([{"$count": "$x"}]), 40158),
         (bson!([{"$count": "a.b"}]), 40160),
+        (bson!([{"$count": "_id"}]), 15948),
+        (bson!([{"$count": "a\u{0}b"}]), 40159),
         (bson!([{"$unwind": "tags"}]), 28818),
         (bson!([{"$unwind": {"path": "$tags", "bogus": 1}}]), 28811),
         (bson!([{"$unwind": {"includeArrayIndex": "i"}}]), 28812),

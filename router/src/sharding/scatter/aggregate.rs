@@ -106,21 +106,14 @@ pub async fn run(ctx: &Ctx<'_>, mut cmd: Document) -> MongoResult<Document> {
             ),
         ));
     }
-    let mut cut = stages
-        .iter()
-        .take_while(|s| PER_DOCUMENT.contains(&stage_name(s)))
-        .count();
-    let mut merge_from = cut;
-    let grouped = stages.get(cut).map(stage_name) == Some("$group");
+    let stages = desugared(&stages)?;
+    let Split {
+        cut,
+        merge_from,
+        grouped,
+    } = Split::of(&stages);
     if grouped {
-        cut += 1;
-        merge_from = cut;
         cmd.insert(PARTIAL_GROUP_FIELD, true);
-    } else if stages.get(cut).map(stage_name) == Some("$sort") {
-        cut += 1;
-        if stages.get(cut).map(stage_name) == Some("$limit") {
-            cut += 1;
-        }
     }
     let batch_size = cmd
         .get_document("cursor")
@@ -183,6 +176,62 @@ pub async fn run(ctx: &Ctx<'_>, mut cmd: Document) -> MongoResult<Document> {
     Ok(doc! {"cursor": {"firstBatch": batch, "id": id, "ns": ctx.ns()}})
 }
 
+/// Where a pipeline over several shards is cut: the shards run `..cut`, the router
+/// `merge_from..` (a `$sort` it re-runs to merge is in both).
+#[derive(Debug, PartialEq)]
+struct Split {
+    cut: usize,
+    merge_from: usize,
+    /// The shards end with a `$group`, sending partial groups.
+    grouped: bool,
+}
+
+impl Split {
+    fn of(stages: &[Bson]) -> Split {
+        let mut cut = stages
+            .iter()
+            .take_while(|s| PER_DOCUMENT.contains(&stage_name(s)))
+            .count();
+        let mut merge_from = cut;
+        let grouped = stages.get(cut).map(stage_name) == Some("$group");
+        if grouped {
+            cut += 1;
+            merge_from = cut;
+        } else if stages.get(cut).map(stage_name) == Some("$sort") {
+            cut += 1;
+            if stages.get(cut).map(stage_name) == Some("$limit") {
+                cut += 1;
+            }
+        }
+        Split {
+            cut,
+            merge_from,
+            grouped,
+        }
+    }
+}
+
+/// The pipeline with each `$count`, `$sortByCount` and `$bucket` written as the `$group`
+/// and the stage after it that it stands for (`query::agg::desugar`), so that the group
+/// runs on the shards and the router holds groups, not documents.
+fn desugared(stages: &[Bson]) -> MongoResult<Vec<Bson>> {
+    let mut out = Vec::with_capacity(stages.len());
+    for stage in stages {
+        let expanded = match stage.as_document() {
+            Some(d) if d.len() == 1 => {
+                let (name, arg) = d.iter().next().expect("one field");
+                query::agg::desugar(name, arg)?
+            }
+            _ => None,
+        };
+        match expanded {
+            Some(docs) => out.extend(docs.into_iter().map(Bson::Document)),
+            None => out.push(stage.clone()),
+        }
+    }
+    Ok(out)
+}
+
 /// The `$group` of a one-stage pipeline.
 fn group_of(stage: &[Document], vars: &Variables) -> MongoResult<Group> {
     match Pipeline::parse(stage)?.split_blocking(vars.clone()) {
@@ -217,4 +266,43 @@ async fn gather_all(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(pipeline: Bson) -> Split {
+        let Bson::Array(stages) = pipeline else {
+            unreachable!()
+        };
+        Split::of(&desugared(&stages).unwrap())
+    }
+
+    #[test]
+    fn counting_stages_group_on_the_shards() {
+        for counting in [
+            bson::bson!({"$count": "n"}),
+            bson::bson!({"$sortByCount": "$a"}),
+            bson::bson!({"$bucket": {"groupBy": "$a", "boundaries": [0, 10]}}),
+            bson::bson!({"$group": {"_id": "$a"}}),
+        ] {
+            let plan = split(bson::bson!([{"$match": {"a": 1}}, counting.clone()]));
+            let grouped = Split {
+                cut: 2,
+                merge_from: 2,
+                grouped: true,
+            };
+            assert_eq!(plan, grouped, "{counting}");
+        }
+        let sorted = split(bson::bson!([{"$sort": {"a": 1}}, {"$limit": 3}, {"$count": "n"}]));
+        assert_eq!(
+            sorted,
+            Split {
+                cut: 2,
+                merge_from: 0,
+                grouped: false
+            }
+        );
+    }
 }
