@@ -282,10 +282,12 @@ impl Catalog {
         // runner's lost-write checker caught exactly that on concurrent first writes.
         let mut current = self.collections.write();
         let (mut map, placements, max_table) = read_catalog(engine)?;
-        // A collection keeps its write lock across reloads: commands holding it must
-        // still exclude each other.
-        for (ns, meta) in map.iter_mut() {
-            if let Some(old) = current.get(ns).filter(|o| o.uuid == meta.uuid) {
+        // A collection keeps its write lock across reloads, renames included (matched by
+        // UUID): commands holding it must still exclude each other.
+        let by_uuid: HashMap<bson::Uuid, &Arc<CollectionMeta>> =
+            current.values().map(|m| (m.uuid, m)).collect();
+        for meta in map.values_mut() {
+            if let Some(old) = by_uuid.get(&meta.uuid) {
                 let fresh = Arc::get_mut(meta).expect("fresh");
                 fresh.write_lock = old.write_lock.clone();
                 fresh.moves = old.moves.clone();
@@ -301,6 +303,7 @@ impl Catalog {
                 }
             }
         }
+        drop(by_uuid);
         *current = map;
         drop(current);
         if !placements.is_empty() {
@@ -395,9 +398,7 @@ impl Catalog {
             bson::to_vec(&meta.to_document()).unwrap(),
         );
         engine.write(&batch).map_err(storage_to_mongo)?;
-        let meta = Arc::new(meta);
-        self.collections.write().insert(ns, meta.clone());
-        Ok((meta, true))
+        Ok((self.install_new(meta), true))
     }
 
     /// Adds the catalog write for `meta` to `batch`; call `install` after the batch commits.
@@ -407,6 +408,21 @@ impl Catalog {
             meta.ns().into_bytes(),
             bson::to_vec(&meta.to_document()).unwrap(),
         );
+    }
+
+    /// Installs a collection that DDL just added under its name (created, or renamed to
+    /// it), unless the reload its replicated write triggered got there first: then that
+    /// entry, with its write lock, is the one every command uses, this caller included.
+    fn install_new(&self, meta: CollectionMeta) -> Arc<CollectionMeta> {
+        let mut map = self.collections.write();
+        match map.get(&meta.ns()) {
+            Some(reloaded) if reloaded.uuid == meta.uuid => reloaded.clone(),
+            _ => {
+                let meta = Arc::new(meta);
+                map.insert(meta.ns(), meta.clone());
+                meta
+            }
+        }
     }
 
     pub fn install(&self, meta: CollectionMeta) -> Arc<CollectionMeta> {
@@ -446,8 +462,8 @@ impl Catalog {
         to_name: &str,
     ) -> MongoResult<()> {
         wire::namespace::check(to_db, to_name)?;
-        let mut map = self.collections.write();
-        let Some(old) = map.remove(from) else {
+        let _writes = self.writes.lock();
+        let Some(old) = self.get(from) else {
             return Err(MongoError::new(
                 ErrorCode::NamespaceNotFound,
                 "source namespace does not exist",
@@ -470,11 +486,14 @@ impl Catalog {
         let mut batch = WriteBatch::default();
         batch.delete(CATALOG_TABLE, from.as_bytes().to_vec());
         self.stage(&mut batch, &meta);
-        if let Err(e) = engine.write(&batch) {
-            map.insert(from.to_string(), old);
-            return Err(storage_to_mongo(e));
+        engine.write(&batch).map_err(storage_to_mongo)?;
+        {
+            let mut map = self.collections.write();
+            if map.get(from).is_some_and(|m| m.uuid == old.uuid) {
+                map.remove(from);
+            }
         }
-        map.insert(meta.ns(), Arc::new(meta));
+        self.install_new(meta);
         Ok(())
     }
 }
@@ -666,11 +685,37 @@ mod tests {
     use std::time::Duration;
     use storage::{Layer, MemoryEngine};
 
-    /// An engine whose writes wait until the test lets them through, as a replicated
-    /// write waits for a majority.
+    /// An engine whose next write, once gated, waits until the test lets it through, as
+    /// a replicated write waits for a majority: before it applies, or (`applied`) after,
+    /// as a proposer waits to hear that its member applied the entry.
     struct Gated {
         below: MemoryEngine,
         gate: Mutex<Option<mpsc::Receiver<()>>>,
+        applied: bool,
+    }
+
+    impl Gated {
+        fn new(applied: bool) -> Arc<Gated> {
+            Arc::new(Gated {
+                below: MemoryEngine::default(),
+                gate: Mutex::new(None),
+                applied,
+            })
+        }
+
+        /// Gates the next write; sending on the result lets it through.
+        fn close(&self) -> mpsc::Sender<()> {
+            let (open, gate) = mpsc::channel();
+            *self.gate.lock() = Some(gate);
+            open
+        }
+
+        /// Returns once a write waits at the gate.
+        fn until_held(&self) {
+            while self.gate.lock().is_some() {
+                std::thread::yield_now();
+            }
+        }
     }
 
     impl Layer for Gated {
@@ -680,34 +725,43 @@ mod tests {
 
         fn write_layered(&self, batch: WriteBatch) -> storage::Result<()> {
             let gate = self.gate.lock().take();
-            if let Some(gate) = gate {
-                let _ = gate.recv();
+            let wait = || {
+                if let Some(gate) = &gate {
+                    let _ = gate.recv();
+                }
+            };
+            if self.applied {
+                self.below.write_owned(batch)?;
+                wait();
+                Ok(())
+            } else {
+                wait();
+                self.below.write_owned(batch)
             }
-            self.below.write_owned(batch)
         }
+    }
+
+    fn create(
+        catalog: &Arc<Catalog>,
+        engine: &Arc<Gated>,
+        name: &'static str,
+    ) -> std::thread::JoinHandle<MongoResult<(Arc<CollectionMeta>, bool)>> {
+        let (catalog, engine) = (catalog.clone(), engine.clone());
+        std::thread::spawn(move || {
+            catalog.create_collection(engine.as_ref(), "db", name, Document::new())
+        })
     }
 
     #[test]
     fn a_create_waiting_for_its_write_leaves_lookups_free() {
-        let (open, gate) = mpsc::channel();
-        let engine = Arc::new(Gated {
-            below: MemoryEngine::default(),
-            gate: Mutex::new(None),
-        });
+        let engine = Gated::new(false);
         let catalog = Arc::new(Catalog::load(engine.as_ref()).unwrap());
         catalog
             .create_collection(engine.as_ref(), "db", "a", Document::new())
             .unwrap();
-        *engine.gate.lock() = Some(gate);
-        let creating = {
-            let (catalog, engine) = (catalog.clone(), engine.clone());
-            std::thread::spawn(move || {
-                catalog.create_collection(engine.as_ref(), "db", "b", Document::new())
-            })
-        };
-        while engine.gate.lock().is_some() {
-            std::thread::yield_now();
-        }
+        let open = engine.close();
+        let creating = create(&catalog, &engine, "b");
+        engine.until_held();
         // The create now waits inside its write. A lookup must not wait for it: on a
         // member the lookup may hold the very thread the write's replication needs.
         let (found, looked) = mpsc::channel();
@@ -726,5 +780,48 @@ mod tests {
         let (_, created) = creating.join().unwrap().unwrap();
         assert!(created);
         assert!(catalog.get("db.b").is_some());
+    }
+
+    #[test]
+    fn a_reload_between_a_create_applying_and_returning_keeps_one_write_lock() {
+        let engine = Gated::new(true);
+        let catalog = Arc::new(Catalog::load(engine.as_ref()).unwrap());
+        // The table's creation goes through; the catalog row's write applies and waits.
+        let open = engine.close();
+        let creating = create(&catalog, &engine, "b");
+        engine.until_held();
+        // A member reloads its catalog after applying that row, before its proposer
+        // hears back: commands then find the collection with the reload's lock.
+        catalog.reload(engine.as_ref()).unwrap();
+        let seen = catalog.get("db.b").expect("reloaded");
+        open.send(()).unwrap();
+        let (created, _) = creating.join().unwrap().unwrap();
+        let now = catalog.get("db.b").unwrap();
+        assert!(Arc::ptr_eq(&seen.write_lock, &now.write_lock), "one lock");
+        assert!(
+            Arc::ptr_eq(&created.write_lock, &now.write_lock),
+            "the creator's too"
+        );
+    }
+
+    #[test]
+    fn a_rename_keeps_the_collection_s_write_lock_through_a_reload() {
+        let engine = Gated::new(true);
+        let catalog = Arc::new(Catalog::load(engine.as_ref()).unwrap());
+        let (a, _) = catalog
+            .create_collection(engine.as_ref(), "db", "a", Document::new())
+            .unwrap();
+        let open = engine.close();
+        let renaming = {
+            let (catalog, engine) = (catalog.clone(), engine.clone());
+            std::thread::spawn(move || catalog.rename(engine.as_ref(), "db.a", "db", "b"))
+        };
+        engine.until_held();
+        catalog.reload(engine.as_ref()).unwrap();
+        open.send(()).unwrap();
+        renaming.join().unwrap().unwrap();
+        assert!(catalog.get("db.a").is_none());
+        let b = catalog.get("db.b").unwrap();
+        assert!(Arc::ptr_eq(&a.write_lock, &b.write_lock));
     }
 }

@@ -8,9 +8,10 @@
 //! express path for `_id` equality (IDHACK) exists for the same reason: the common
 //! lookup skips the general machinery.
 //!
-//! What keeps such a read from blocking the runtime: it takes no lock (reads run on
-//! WiredTiger snapshots), and the read concerns that wait (`linearizable`,
-//! `afterClusterTime`) are excluded. What it can still do is miss WiredTiger's cache and
+//! What keeps such a read from blocking the runtime: it takes no lock that anyone holds
+//! for long (reads run on WiredTiger snapshots; the catalog's map is never held across a
+//! replicated write, see `Catalog::writes`), and the read concerns that wait
+//! (`linearizable`, `afterClusterTime`) are excluded. What it can still do is miss WiredTiger's cache and
 //! read one page from disk, a bounded wait of one I/O.
 
 use bson::spec::ElementType;

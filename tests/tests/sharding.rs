@@ -243,6 +243,13 @@ async fn a_hashed_collection_spreads_and_answers_like_an_unsharded_one() {
     // A big merged result leaves by getMore.
     let all = agg(&sharded, vec![doc! {"$sort": {"_id": 1}}]).await;
     assert_eq!(all.len(), 500);
+    // Streamed at the router without a sort: a `$limit` after an `$unwind` holds.
+    let some = agg(
+        &sharded,
+        vec![doc! {"$unwind": "$tags"}, doc! {"$limit": 7}],
+    )
+    .await;
+    assert_eq!(some.len(), 7);
 
     // A tailable cursor cannot span shards (and a sharded collection is never capped).
     let e = db

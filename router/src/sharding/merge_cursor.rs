@@ -1,11 +1,14 @@
 //! A cursor over several shards' cursors, held by the router: a `find` that touched
 //! several shards streams from all of them, merge-sorted when it has a sort, with `skip`
 //! and `limit` applied here (each shard was asked for `skip + limit` documents and no
-//! skip). An aggregation's merged result is held here whole and handed out in batches.
+//! skip). An aggregation whose stages after the shards' all stream runs them here, on
+//! the merged stream (`MergeCursor::then`); otherwise its merged result is held here
+//! whole and handed out in batches.
 
 use std::collections::VecDeque;
 
 use bson::{doc, Document};
+use query::agg::Stream;
 use query::projection::Projection;
 use query::sort::SortSpec;
 use wire::MongoResult;
@@ -38,6 +41,10 @@ pub struct MergeCursor {
     skip: u64,
     /// Documents still to return under `limit`.
     remaining: Option<u64>,
+    /// An aggregation's streaming stages, run on each merged document, and what they
+    /// made of the last one and has not been returned yet.
+    after: Option<Stream>,
+    pending: VecDeque<Document>,
     client: String,
 }
 
@@ -51,6 +58,8 @@ impl MergeCursor {
             projection: None,
             skip: 0,
             remaining: None,
+            after: None,
+            pending: VecDeque::new(),
             client: client.to_string(),
         }
     }
@@ -82,9 +91,19 @@ impl MergeCursor {
         self
     }
 
+    /// Runs `stages` on every merged document before it is returned.
+    pub fn then(mut self, stages: Stream) -> Self {
+        self.after = Some(stages);
+        self
+    }
+
     /// Whether nothing more can come.
     pub fn exhausted(&self) -> bool {
+        if !self.pending.is_empty() {
+            return false;
+        }
         self.remaining == Some(0)
+            || self.after.as_ref().is_some_and(Stream::done)
             || self
                 .sources
                 .iter()
@@ -106,6 +125,24 @@ impl MergeCursor {
     }
 
     async fn next(&mut self) -> MongoResult<Option<Document>> {
+        loop {
+            if let Some(d) = self.pending.pop_front() {
+                return Ok(Some(d));
+            }
+            if self.after.as_ref().is_some_and(Stream::done) {
+                return Ok(None);
+            }
+            let Some(d) = self.next_merged().await? else {
+                return Ok(None);
+            };
+            match &mut self.after {
+                Some(stages) => self.pending.extend(stages.push(d)?),
+                None => return Ok(Some(d)),
+            }
+        }
+    }
+
+    async fn next_merged(&mut self) -> MongoResult<Option<Document>> {
         loop {
             if self.remaining == Some(0) {
                 return Ok(None);

@@ -2,7 +2,9 @@
 //! work one document at a time (`$match`, `$project`, `$unwind`, ...), plus a `$sort`
 //! (and its `$limit`) right after them, run on every shard; the rest (grouping, sorting,
 //! counting, facets) runs here on what the shards sent. The router re-runs that `$sort`,
-//! which merges the shards' sorted streams. A `$group` right after the per-document
+//! which merges the shards' sorted streams: when only streaming stages follow it (or
+//! follow the shards' part), they run on the merged stream as the client reads it, and
+//! the router holds a batch per shard, not the result. A `$group` right after the per-document
 //! stages runs on the shards too, each sending its partial groups, which the router
 //! folds together (`GroupTable::absorb`): the router then holds groups, not documents.
 //!
@@ -10,8 +12,9 @@
 //! write here what lives on one shard only, so they are refused across shards.
 
 use bson::{doc, Bson, Document};
-use query::agg::{AggContext, Blocking, Group, GroupTable, Pipeline, PARTIAL_GROUP_FIELD};
+use query::agg::{AggContext, Blocking, Group, GroupTable, Pipeline, Stream, PARTIAL_GROUP_FIELD};
 use query::expr::Variables;
+use query::sort::SortSpec;
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::{count_arg, Ctx};
@@ -146,6 +149,13 @@ pub async fn run(ctx: &Ctx<'_>, mut cmd: Document) -> MongoResult<Document> {
     let answers = ctx.each(&targets, &cmd).await?;
     let sources = super::cursor_sources(answers)?;
     let mut gather = MergeCursor::new(ctx.db, ctx.coll, sources, &ctx.session.peer_text);
+    if group.is_none() {
+        if let Some((sort, stages)) = streamable(&merge, &vars) {
+            // Nothing after the shards needs its whole input: merged as it streams.
+            let cursor = gather.sorted(sort).then(stages);
+            return reply(ctx, cursor, batch_size).await;
+        }
+    }
     let docs = match &group {
         Some(group) => {
             let mut table = GroupTable::new(group, &vars);
@@ -170,10 +180,41 @@ pub async fn run(ctx: &Ctx<'_>, mut cmd: Document) -> MongoResult<Document> {
         }
     };
     let merged = merge.run(docs, &Vars(vars))?;
-    let mut cursor = MergeCursor::buffered(ctx.db, ctx.coll, merged);
-    let batch = cursor.next_batch(batch_size).await?;
+    reply(
+        ctx,
+        MergeCursor::buffered(ctx.db, ctx.coll, merged),
+        batch_size,
+    )
+    .await
+}
+
+/// The first batch of `cursor`, which is kept for `getMore` unless that was all.
+async fn reply(ctx: &Ctx<'_>, mut cursor: MergeCursor, batch_size: usize) -> MongoResult<Document> {
+    let batch = match cursor.next_batch(batch_size).await {
+        Ok(batch) => batch,
+        Err(e) => {
+            cursor.kill().await;
+            return Err(e);
+        }
+    };
     let id = super::find::finish(ctx, cursor, false).await;
     Ok(doc! {"cursor": {"firstBatch": batch, "id": id, "ns": ctx.ns()}})
+}
+
+/// What the router runs after the shards, when all of it streams: the sort that merges
+/// the shards' sorted output (when they sorted) and the streaming stages after it.
+/// `None` when some stage needs its whole input.
+fn streamable(merge: &Pipeline, vars: &Variables) -> Option<(Option<SortSpec>, Stream)> {
+    match merge.split_blocking(vars.clone()) {
+        Some((Blocking::Sort { spec, .. }, after, rest)) if !rest.blocks() => {
+            Some((Some(spec), after))
+        }
+        Some(_) => None,
+        None => {
+            let (stages, rest) = merge.split_streaming(vars.clone());
+            (!rest.blocks()).then_some((None, stages))
+        }
+    }
 }
 
 /// Where a pipeline over several shards is cut: the shards run `..cut`, the router
@@ -277,6 +318,41 @@ mod tests {
             unreachable!()
         };
         Split::of(&desugared(&stages).unwrap())
+    }
+
+    #[test]
+    fn what_follows_the_shards_streams_unless_it_needs_its_whole_input() {
+        let merge = |p: Bson| {
+            let Bson::Array(stages) = p else {
+                unreachable!()
+            };
+            let docs: Vec<Document> = stages
+                .iter()
+                .filter_map(|s| s.as_document().cloned())
+                .collect();
+            streamable(&Pipeline::parse(&docs).unwrap(), &Variables::default())
+                .map(|(sort, _)| sort.is_some())
+        };
+        assert_eq!(
+            merge(
+                bson::bson!([{"$sort": {"a": 1}}, {"$skip": 2}, {"$limit": 3}, {"$project": {"a": 1}}])
+            ),
+            Some(true)
+        );
+        assert_eq!(
+            merge(bson::bson!([{"$skip": 2}, {"$unwind": "$a"}])),
+            Some(false)
+        );
+        assert_eq!(merge(bson::bson!([])), Some(false));
+        assert_eq!(
+            merge(bson::bson!([{"$sort": {"a": 1}}, {"$group": {"_id": "$a"}}])),
+            None
+        );
+        assert_eq!(
+            merge(bson::bson!([{"$limit": 3}, {"$sort": {"a": 1}}])),
+            None
+        );
+        assert_eq!(merge(bson::bson!([{"$facet": {"f": []}}])), None);
     }
 
     #[test]
