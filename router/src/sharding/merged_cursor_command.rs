@@ -28,6 +28,9 @@ pub async fn get_more(
     };
     let exhausted = cursor.exhausted();
     if exhausted {
+        // A `limit` (or an aggregation's `$limit`) can end it while shards still hold
+        // cursors: they are closed now rather than left to time out.
+        cursor.kill().await;
         cursors.closed(id);
     }
     Ok(doc! {"cursor": {
