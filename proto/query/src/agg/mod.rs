@@ -1097,6 +1097,10 @@ fn bucket(arg: &Bson) -> MongoResult<Vec<Document>> {
     parse_output(d.get("output"), "$bucket")?;
     let mut group = bson::doc! {"_id": {"$switch": switch}};
     match d.get("output") {
+        Some(Bson::Document(output)) if output.contains_key("_id") => {
+            // What the `$group` it stands for says: its spec would name `_id` twice.
+            return Err(err(15948, "a group's _id may only be specified once"));
+        }
         Some(Bson::Document(output)) => group.extend(output.clone()),
         _ => {
             group.insert("count", bson::doc! {"$sum": 1});

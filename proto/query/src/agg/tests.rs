@@ -125,6 +125,10 @@ fn parse_errors() {
         (bson!([{"$count": "$x"}]), 40158),
         (bson!([{"$count": "a.b"}]), 40160),
         (bson!([{"$count": "_id"}]), 15948),
+        (
+            bson!([{"$bucket": {"groupBy": "$a", "boundaries": [0, 1], "output": {"_id": {"$sum": 1}}}}]),
+            15948,
+        ),
         (bson!([{"$count": "a\u{0}b"}]), 40159),
         (bson!([{"$unwind": "tags"}]), 28818),
         (bson!([{"$unwind": {"path": "$tags", "bogus": 1}}]), 28811),
