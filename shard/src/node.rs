@@ -457,10 +457,18 @@ impl Node {
     /// primary), as MongoDB's primary has applied such a write before it reports the
     /// timeout: a client that got the writeConcernError and reads next sees its write.
     /// Writers wait the same way under their collection's lock (`Catalog::exclusive`).
+    /// Whether a write whose client stopped waiting at its `wtimeout` is still unresolved.
+    pub fn timed_out_writes_pending(&self) -> bool {
+        self.replica
+            .as_ref()
+            .is_some_and(|r| r.unresolved.pending())
+    }
+
     fn await_timed_out_writes(&self, deadline: &Deadline) -> MongoResult<()> {
         if let Some(replica) = &self.replica {
             // In slices, so that the read's maxTimeMS and killOp still reach it.
-            while !replica.unresolved.wait_for(Duration::from_millis(50)) {
+            let slice = || replica.unresolved.wait_for(Duration::from_millis(50));
+            while !crate::ops::blocking_wait(slice) {
                 deadline.check_holding()?;
             }
         }

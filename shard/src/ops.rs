@@ -278,6 +278,20 @@ pub enum RunsOn {
     Worker,
 }
 
+/// Runs `wait`, a wait that may last (for another thread's outcome), from an operation on
+/// any thread. On a runtime worker it runs under `block_in_place`: the worker's other
+/// tasks move to another thread meanwhile. Those include this member's Raft traffic, which
+/// the awaited outcome may need, so blocking the worker outright could wait for itself.
+pub fn blocking_wait<R>(wait: impl FnOnce() -> R) -> R {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if RUNS_ON.with(Cell::get) == RunsOn::Worker && multi_thread {
+        tokio::task::block_in_place(wait)
+    } else {
+        wait()
+    }
+}
+
 /// An operation's place in the registry; dropping the last handle removes it.
 pub struct Registered {
     registry: Arc<Registry>,
@@ -570,6 +584,24 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
         waiter
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_wait_on_the_only_worker_lets_the_runtime_go_on() {
+        let (_registry, op, _pool) = holding(Class::Read).await;
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        // The outcome comes from a task that needs a worker, as a member's Raft traffic
+        // does: blocking the only worker outright would wait forever.
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            tx.send(()).unwrap();
+        });
+        let waited = tokio::spawn(async move {
+            run_as(&op, RunsOn::Worker, || {
+                blocking_wait(|| rx.recv_timeout(std::time::Duration::from_secs(60)))
+            })
+        });
+        assert_eq!(waited.await.unwrap(), Ok(()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -101,9 +101,11 @@ impl Shard for Service {
         op.granted(ticket);
         let node = self.node.clone();
         let started = std::time::Instant::now();
-        // A point read runs here: a thread hand-off would cost more than the read.
-        let inline =
-            bson::RawDocument::from_bytes(&req.command).is_ok_and(crate::point_read::is_point_read);
+        // A point read runs here: a thread hand-off would cost more than the read. Not
+        // while a timed-out write is unresolved: the read waits for its outcome first.
+        let inline = bson::RawDocument::from_bytes(&req.command)
+            .is_ok_and(crate::point_read::is_point_read)
+            && !self.node.timed_out_writes_pending();
         let runs_on = if inline {
             ops::RunsOn::Worker
         } else {
