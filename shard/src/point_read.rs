@@ -10,8 +10,10 @@
 //!
 //! What keeps such a read from blocking the runtime: it takes no lock that anyone holds
 //! for long (reads run on WiredTiger snapshots; the catalog's map is never held across a
-//! replicated write, see `Catalog::writes`), and the read concerns that wait
-//! (`linearizable`, `afterClusterTime`) are excluded. What it can still do is miss WiredTiger's cache and
+//! replicated write, see `Catalog::writes`), the read concerns that wait
+//! (`linearizable`, `afterClusterTime`) are excluded, and while a timed-out write is
+//! unresolved (reads wait for its outcome) the read goes to the blocking pool
+//! (`shard/src/service.rs`; `ops::blocking_wait` covers one that began just before). What it can still do is miss WiredTiger's cache and
 //! read one page from disk, a bounded wait of one I/O.
 
 use bson::spec::ElementType;
