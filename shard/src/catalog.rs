@@ -305,11 +305,12 @@ impl Catalog {
         }
         drop(by_uuid);
         *current = map;
-        drop(current);
+        // Under the map's lock, so that two reloads install in the order they read.
         if !placements.is_empty() {
             self.any_placement.store(true, Ordering::Relaxed);
         }
         *self.placements.write() = placements;
+        drop(current);
         let mut next = self.next_table.lock();
         *next = (*next).max(max_table + 1);
         Ok(())
@@ -425,6 +426,15 @@ impl Catalog {
         }
     }
 
+    /// Removes `ns` from the map if it still names `meta`'s collection (a reload may have
+    /// removed it already, and a create may have made another under the name since).
+    fn forget(&self, ns: &str, meta: &CollectionMeta) {
+        let mut map = self.collections.write();
+        if map.get(ns).is_some_and(|m| m.uuid == meta.uuid) {
+            map.remove(ns);
+        }
+    }
+
     pub fn install(&self, meta: CollectionMeta) -> Arc<CollectionMeta> {
         let meta = Arc::new(meta);
         self.collections.write().insert(meta.ns(), meta.clone());
@@ -437,6 +447,9 @@ impl Catalog {
         engine: &dyn Engine,
         ns: &str,
     ) -> MongoResult<Option<Arc<CollectionMeta>>> {
+        // Serialized with creates: one of the name that finished its write meanwhile
+        // would otherwise install the dropped collection again, over a dropped table.
+        let _writes = self.writes.lock();
         let Some(meta) = self.get(ns) else {
             return Ok(None);
         };
@@ -445,7 +458,7 @@ impl Catalog {
         let mut batch = WriteBatch::default();
         batch.delete(CATALOG_TABLE, ns.as_bytes().to_vec());
         engine.write(&batch).map_err(storage_to_mongo)?;
-        self.collections.write().remove(ns);
+        self.forget(ns, &meta);
         engine.drop_table(&meta.table).map_err(storage_to_mongo)?;
         for i in &meta.indexes {
             engine.drop_table(&i.table).map_err(storage_to_mongo)?;
@@ -469,6 +482,14 @@ impl Catalog {
                 "source namespace does not exist",
             ));
         };
+        // Checked again here, where no create can come between: renaming over a
+        // collection would orphan its table.
+        if self.get(&format!("{to_db}.{to_name}")).is_some() {
+            return Err(MongoError::new(
+                ErrorCode::NamespaceExists,
+                "target namespace exists",
+            ));
+        }
         let meta = CollectionMeta {
             db: to_db.to_string(),
             name: to_name.to_string(),
@@ -487,12 +508,7 @@ impl Catalog {
         batch.delete(CATALOG_TABLE, from.as_bytes().to_vec());
         self.stage(&mut batch, &meta);
         engine.write(&batch).map_err(storage_to_mongo)?;
-        {
-            let mut map = self.collections.write();
-            if map.get(from).is_some_and(|m| m.uuid == old.uuid) {
-                map.remove(from);
-            }
-        }
+        self.forget(from, &old);
         self.install_new(meta);
         Ok(())
     }
@@ -802,6 +818,36 @@ mod tests {
             Arc::ptr_eq(&created.write_lock, &now.write_lock),
             "the creator's too"
         );
+    }
+
+    #[test]
+    fn a_drop_during_a_create_does_not_leave_the_dropped_collection_installed() {
+        let engine = Gated::new(true);
+        let catalog = Arc::new(Catalog::load(engine.as_ref()).unwrap());
+        let open = engine.close();
+        let creating = create(&catalog, &engine, "b");
+        engine.until_held();
+        catalog.reload(engine.as_ref()).unwrap();
+        let (done, dropped) = mpsc::channel();
+        let dropping = {
+            let (catalog, engine) = (catalog.clone(), engine.clone());
+            std::thread::spawn(move || {
+                let r = catalog.drop_collection(engine.as_ref(), "db.b");
+                done.send(()).unwrap();
+                r
+            })
+        };
+        // The drop waits for the create: finishing first, it would leave the create to
+        // install the collection it dropped.
+        let early = dropped.recv_timeout(Duration::from_millis(200));
+        open.send(()).unwrap();
+        creating.join().unwrap().unwrap();
+        assert!(dropping.join().unwrap().unwrap().is_some());
+        assert!(
+            early.is_err(),
+            "the drop finished while the create was in flight"
+        );
+        assert!(catalog.get("db.b").is_none());
     }
 
     #[test]
