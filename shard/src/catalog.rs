@@ -757,11 +757,7 @@ mod tests {
         }
     }
 
-    fn create(
-        catalog: &Arc<Catalog>,
-        engine: &Arc<Gated>,
-        name: &'static str,
-    ) -> std::thread::JoinHandle<MongoResult<(Arc<CollectionMeta>, bool)>> {
+    fn create(catalog: &Arc<Catalog>, engine: &Arc<Gated>, name: &'static str) -> Creating {
         let (catalog, engine) = (catalog.clone(), engine.clone());
         std::thread::spawn(move || {
             catalog.create_collection(engine.as_ref(), "db", name, Document::new())
@@ -798,17 +794,25 @@ mod tests {
         assert!(catalog.get("db.b").is_some());
     }
 
-    #[test]
-    fn a_reload_between_a_create_applying_and_returning_keeps_one_write_lock() {
+    type Creating = std::thread::JoinHandle<MongoResult<(Arc<CollectionMeta>, bool)>>;
+
+    /// A create of `db.b` whose catalog row has applied and whose proposer waits, after
+    /// the member reloaded its catalog for that row (commands then find the collection
+    /// with the reload's lock). Sending on the sender lets the create return.
+    fn created_and_reloaded() -> (Arc<Gated>, Arc<Catalog>, mpsc::Sender<()>, Creating) {
         let engine = Gated::new(true);
         let catalog = Arc::new(Catalog::load(engine.as_ref()).unwrap());
         // The table's creation goes through; the catalog row's write applies and waits.
         let open = engine.close();
         let creating = create(&catalog, &engine, "b");
         engine.until_held();
-        // A member reloads its catalog after applying that row, before its proposer
-        // hears back: commands then find the collection with the reload's lock.
         catalog.reload(engine.as_ref()).unwrap();
+        (engine, catalog, open, creating)
+    }
+
+    #[test]
+    fn a_reload_between_a_create_applying_and_returning_keeps_one_write_lock() {
+        let (_engine, catalog, open, creating) = created_and_reloaded();
         let seen = catalog.get("db.b").expect("reloaded");
         open.send(()).unwrap();
         let (created, _) = creating.join().unwrap().unwrap();
@@ -822,12 +826,7 @@ mod tests {
 
     #[test]
     fn a_drop_during_a_create_does_not_leave_the_dropped_collection_installed() {
-        let engine = Gated::new(true);
-        let catalog = Arc::new(Catalog::load(engine.as_ref()).unwrap());
-        let open = engine.close();
-        let creating = create(&catalog, &engine, "b");
-        engine.until_held();
-        catalog.reload(engine.as_ref()).unwrap();
+        let (engine, catalog, open, creating) = created_and_reloaded();
         let (done, dropped) = mpsc::channel();
         let dropping = {
             let (catalog, engine) = (catalog.clone(), engine.clone());
