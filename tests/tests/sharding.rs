@@ -920,8 +920,14 @@ async fn a_shard_key_move_abandoned_by_its_router_is_finished() {
         .unwrap();
     assert_eq!(stored().await, 4, "both copies of both documents");
 
+    // Finishing a move takes several calls (the copy removed, then the intent): wait for
+    // all of them, not the first.
+    let pending = || async {
+        let reply = run(&low, doc! {"_shardsvrPendingMoves": 1, "olderThanMs": 0}).await;
+        reply.get_array("moves").map_or(usize::MAX, Vec::len)
+    };
     let until = std::time::Instant::now() + Duration::from_secs(30);
-    while stored().await != 2 && std::time::Instant::now() < until {
+    while (stored().await != 2 || pending().await != 0) && std::time::Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(stored().await, 2, "an abandoned move was not finished");
