@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 pub enum Layout {
     /// One member per site, one router per site.
     ThreeSites,
-    /// Two data members in site A, two in B, an arbiter in C (the field report's layout).
+    /// Two data members in site A, two in B, an arbiter in C: a site that holds no data
+    /// still gives the set a majority when either data site fails.
     TwoTwoArbiter,
     /// One unreplicated node and one router.
     Single,

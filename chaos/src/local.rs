@@ -1,5 +1,5 @@
 //! The `local` target: a three-site cluster of separate `bulwark` processes on loopback,
-//! laid out as the seed deployment (two data members in site A, two in site B, an
+//! laid out as the two-two-arbiter deployment (two data members in site A, two in site B, an
 //! arbiter in site C, a router per site, auth on). Every member→member and
 //! router→member connection goes through a [`Link`](crate::proxy::Link), so sites can be
 //! partitioned; processes can be killed, paused and restarted.

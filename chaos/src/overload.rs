@@ -1,5 +1,5 @@
-//! `bulwark chaos overload`: the open-loop experiment of the field report "Where a MongoDB
-//! request waits" (seed), on the local three-site cluster.
+//! `bulwark chaos overload`: an open-loop overload experiment (`docs/overload.md`), on the
+//! local three-site cluster.
 //!
 //! 1. Capacity C: closed-loop clients look documents up by `_id` through site A's router
 //!    as fast as answers come back.
@@ -63,9 +63,8 @@ const MIN_BUDGET: Duration = Duration::from_millis(1);
 /// p99 is back to normal when it stays within this factor of the warm phase's median p99.
 const NORMAL_P99_FACTOR: f64 = 2.0;
 /// How far C measured after the run may be from C before it (as a fraction of the larger)
-/// for the run's goodput fraction to count: on shared machines C went from 3,601 to 5,948
-/// within one run (2026-12-03), and a fraction of a C that no longer holds measures the
-/// machine.
+/// for the run's goodput fraction to count: on shared machines C has moved from 3,601 to
+/// 5,948 within one run, and a fraction of a C that no longer holds measures the machine.
 const STEADY_CAPACITY: f64 = 0.15;
 const SUSTAINED_SECS: usize = 3;
 
@@ -136,7 +135,7 @@ const SETUPS: [Setup; 6] = [
     },
 ];
 
-/// The setups run when none are named: the three of the field report's experiment.
+/// The setups run when none are named: the three with the Rust driver as it is.
 const DEFAULT_SETUPS: usize = 3;
 
 #[derive(Clone, Copy)]
@@ -937,8 +936,8 @@ mod tests {
 
     #[test]
     fn a_run_counts_only_when_capacity_held_still() {
-        // Runs of 2026-12-03: agreeing within 4%, and C that moved by 22% and by 39% of
-        // the larger measurement.
+        // Measured runs: agreeing within 4%, and C that moved by 22% and by 39% of the
+        // larger measurement.
         assert!(capacity_steady(6070.0, 6292.0));
         assert!(!capacity_steady(6381.0, 4946.0));
         assert!(!capacity_steady(3601.0, 5948.0));

@@ -1,5 +1,6 @@
 //! CPU time and limits from /proc and libc: the storm scenarios report the router's user
-//! and system CPU, the figure that went to 100% in the nonce outage.
+//! and system CPU, the figure that goes to 100% when handshakes contend on the kernel's
+//! random-number lock (`nonce-contention`).
 
 use std::path::Path;
 

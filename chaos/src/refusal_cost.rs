@@ -182,10 +182,11 @@ async fn cpu_per_command(
                         Ok(reply) if ended_as_expected(&reply, window) => expected += 1,
                         // The closed loop keeps the router full, and on a slow stretch
                         // of the host its shedder really refuses a few lookups with a
-                        // deadline (seen on 2026-12-05 at C 8,000; it ended the whole
-                        // run). Not counted; their cost, about an eighth of a served
-                        // lookup's each, is charged to the served ones, which raises the
-                        // figure by about an eighth of the share refused.
+                        // deadline (seen at a C of about 8,000; taken for a failure, such
+                        // a refusal would end the whole run). Not counted; their cost,
+                        // about an eighth of a served lookup's each, is charged to the
+                        // served ones, which raises the figure by about an eighth of the
+                        // share refused.
                         Ok(reply) if window == Window::WithDeadline && is_shed(&reply) => {}
                         Ok(reply) => anyhow::bail!("unexpected reply: {reply}"),
                         Err(e) => return Err(e),

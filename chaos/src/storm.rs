@@ -1,4 +1,4 @@
-//! A connection storm, as in the seed's outage: many concurrent clients that each
+//! A connection storm, as in a mongos connection-storm outage: many concurrent clients that each
 //! connect, authenticate with SCRAM-SHA-256, run one command and disconnect, giving up
 //! after 500 ms (and then, like an application, trying again at once).
 
@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 use crate::proc_stat;
 use crate::raw_client::{handshake, Login};
 
-/// The seed's client timeout.
+/// The clients' timeout: short, as applications set it, so that a slow handshake is a
+/// failed one.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Default, Clone, Serialize)]

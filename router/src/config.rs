@@ -212,7 +212,7 @@ impl RouterConfig {
         pairs(&self.shard_zones, '=', "shard_zones", "shard=zone")
     }
 
-    /// `max_concurrent_handshakes`, with 0 meaning four per core.
+    /// `max_concurrent_handshakes`, with 0 meaning 64 per core.
     pub fn handshake_concurrency(&self) -> usize {
         if self.max_concurrent_handshakes > 0 {
             return self.max_concurrent_handshakes;

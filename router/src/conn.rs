@@ -588,7 +588,8 @@ mod tests {
 
     /// A future lives inline in its caller's, and each level moves it in whole when it
     /// starts it: a command's future is copied several times on every command, refused
-    /// ones included. Inline, a lookup's came to 40 KB (`docs/overload.md`, "futures");
+    /// ones included. Inline, a lookup's came to 40 KB (`docs/overload.md`, "Small command
+    /// futures");
     /// the large and the rarely taken awaits are boxed to keep it small.
     #[test]
     fn a_command_future_stays_small() {

@@ -1,7 +1,7 @@
 //! Operation counters for `serverStatus`. Each connection counts into its own striped
 //! slot (chosen by connection id), so no single cache line is shared by every request:
-//! shared atomics on a hot path stop multi-core scaling (field report on WiredTiger's
-//! cursor counter). Totals are summed only when someone asks.
+//! shared atomics on a hot path stop multi-core scaling (every increment moves the cache
+//! line between cores). Totals are summed only when someone asks.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

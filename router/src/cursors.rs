@@ -6,7 +6,7 @@
 //! `CursorNotFound`, as a mongos answers for another mongos's cursor.
 //!
 //! The map is split in stripes locked separately, so concurrent finds on many cores do
-//! not queue on one lock (the "shared counters" lesson).
+//! not queue on one lock (a lock every core takes is a cache line every core fights over).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -2,14 +2,15 @@
 //! first-served line at the router for the rest, where the wait is measured and a command
 //! that would wait too long is refused at once.
 //!
-//! Why the line is here: "a connection pool only moves where requests wait" (seed).
+//! Why the line is here: a connection pool only moves where requests wait.
 //! Without a bound, a router under a burst forwarded every command it admitted, and with
 //! 800 client connections the waits moved into places nobody could see or shed: the
 //! HTTP/2 connection to the member, the member's runtime, and the run queue of the core
 //! both processes share. The router saw that only as a call's transit (20–100 ms against
 //! 1 ms at half load), sampled late, and its controller refused two to three times the
 //! excess while the commands it let through waited 30–50 ms and many expired at the
-//! member (`docs/overload.md`, "the wait belongs in one line at the router"). With a
+//! member (`docs/journal/overload-experiments.md`, "the wait belongs in one line at the
+//! router"). With a
 //! bound the member sees about as much concurrency as the closed loop that measured its
 //! capacity, the transit stays at a few milliseconds, and the queue is one line at the
 //! router whose wait is predicted from its length (Little's law, as the members' ticket
@@ -53,8 +54,9 @@ pub const DEFAULT_SLOTS: usize = 32;
 /// requests in the router at once, and each then costs more CPU (the overload
 /// experiment's refusal-cost phase: 54–57 µs a lookup with 32 in flight, 65–66 with 160
 /// over 800 connections). In eight alternating pairs of pools-of-100 bursts, 3 ms served
-/// a median of 14,493 lookups a second against 13,931 with 10 ms (`docs/overload.md`,
-/// "the line's target"); a command let wait 3 ms still has most of a 100 ms deadline.
+/// a median of 14,493 lookups a second against 13,931 with 10 ms
+/// (`docs/journal/overload-experiments.md`, "the line's target"); a command let wait 3 ms
+/// still has most of a 100 ms deadline.
 pub const QUEUE_TARGET: Duration = Duration::from_millis(3);
 /// A call that has held its slot this long gives it back.
 pub const HOLD_LIMIT: Duration = Duration::from_millis(10);

@@ -4,14 +4,15 @@
 //! queue closes its oldest waiter to make room: under a storm the oldest is the one whose
 //! client has most likely given up.
 //!
-//! Why LIFO: in a connection storm every client has a short timeout (500 ms in the seed's
-//! outage). Served oldest first, or all at once as plain task scheduling would, each
-//! handshake finishes after its client has given up, and the router burns all its CPU on
-//! answers nobody reads: goodput falls to zero and stays there (the avalanche). Served
-//! newest first, the connections with the most time left complete, and the old ones are
-//! either gone (their client hung up, which costs one failed read) or closed by the
-//! queue-wait bound. MongoDB 8's ingress limiter bounds the same queue with a token
-//! bucket; a concurrency bound adapts to however fast the machine is.
+//! Why LIFO: in a connection storm every client has a short timeout (500 ms in
+//! `bulwark chaos connection-storm`). Served oldest first, or all at once as plain task
+//! scheduling would, each handshake finishes after its client has given up, and the
+//! router burns all its CPU on answers nobody reads: goodput falls to zero and stays
+//! there (the avalanche). Served newest first, the connections with the most time left
+//! complete, and the old ones are either gone (their client hung up, which costs one
+//! failed read) or closed by the queue-wait bound. MongoDB 8's ingress limiter bounds the
+//! same queue with a token bucket; a concurrency bound adapts to however fast the machine
+//! is.
 //!
 //! The queue's lock is taken once per connection, never per command.
 

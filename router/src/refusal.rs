@@ -6,7 +6,8 @@
 //! it serves. A refusal cost 13.8 µs of the router's CPU, 40% of it in user space and
 //! most of that building the reply as a `Document` (an ordered map whose every key is an
 //! allocation of its own, grown and rehashed as the error's fields and the cluster time
-//! go in), then encoding it (`docs/overload.md`, "2026-12-05, day"). Here the reply is
+//! go in), then encoding it (`docs/journal/overload-experiments.md`, "refusals built as
+//! bytes"). Here the reply is
 //! written field by field into one buffer: the same fields in the same order as
 //! `MongoError::overloaded` and `cluster_time::stamp` give (a test compares the bytes).
 

@@ -28,7 +28,7 @@
 //! the lag does. A call the router gave up on (no answer before its share of the deadline ran out)
 //! is a sample too, of the time it waited (`deadline::within`): counting only the calls
 //! that came back, the estimate went stale exactly when the transit was longest.
-//! Measured with `bulwark chaos overload` (2026-12-03): with clients that keep 800
+//! Measured with `bulwark chaos overload`: with clients that keep 800
 //! connections, the timer's lag stayed at 1–15 ms while commands spent 15–70 ms in
 //! transit and half of them timed out, and almost nothing was shed.
 //!
@@ -64,7 +64,8 @@ pub const DEADLINE_FRACTION: u32 = 32;
 /// deadline alone never gets a command shed.
 const MIN_SHED_LAG: Duration = Duration::from_millis(2);
 /// The lag the controller steers to, in microseconds: a thirty-second of the 100 ms
-/// deadlines the field report's clients use, above the timer's noise.
+/// deadlines of the overload experiment's clients (`chaos/src/overload.rs`), above the
+/// timer's noise.
 const TARGET_LAG_US: f64 = 3_000.0;
 /// Probability added per tick per millisecond of lag above the target (the integral part:
 /// 10 ms above it raises the probability by 0.02 a tick, 0.2 in 50 ms).
@@ -78,7 +79,7 @@ const MAX_SHED: f64 = 0.95;
 /// Probabilities are stored in millionths.
 const SCALE: f64 = 1_000_000.0;
 /// The transit the controller lets commands spend, a fifth of the 100 ms deadlines of the
-/// field report's clients: beyond it the transit drives the shedding probability as the
+/// overload experiment's clients: beyond it the transit drives the shedding probability as the
 /// lag does beyond [`TARGET_LAG_US`]. On this 2-core host the transit is 2–10 ms at half
 /// of capacity (the scheduler's latency with nine processes on one core) and 15–70 ms at
 /// 130%: steering it to 3 ms shed 20–90% of an underloaded cluster's commands.

@@ -11,7 +11,8 @@
 //! thread's current operation.
 //!
 //! The registry is striped by the registering thread, so the two lock operations per
-//! command rarely meet another core's (the shared-counter field report).
+//! command rarely meet another core's (a lock every core takes is a cache line every core
+//! fights over).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

@@ -522,7 +522,7 @@ async fn linearizable_reads_confirm_the_primary_first() {
     set.stop().await;
 }
 
-/// The field report's layout: two data members in A (priority 2), two in B (priority 1,
+/// The two-two-arbiter layout: two data members in A (priority 2), two in B (priority 1,
 /// the second `b2_priority`), an arbiter in C; returns once a site A member is primary
 /// (whoever wins the first election, priority takeover ends there).
 async fn seed_layout_led_by_site_a(b2_priority: i64) -> TestReplicaSet {

@@ -1,8 +1,8 @@
 //! Server nonces for SCRAM. By default each runtime thread keeps its own ChaCha20 CSPRNG,
 //! seeded once from the OS: a handshake makes no syscall for randomness and shares no
-//! lock or cache line with other handshakes. The mongos outage this avoids
-//! (`field-reports/mongos-connection-storm-outage.txt`) had every connection read
-//! /dev/urandom, and contention on the kernel's lock pegged system CPU during churn.
+//! lock or cache line with other handshakes. Reading /dev/urandom per connection is what
+//! a mongos did in a connection-storm outage: on the kernels of the time the reads
+//! contended on a kernel lock, and system CPU pegged during churn.
 //! `NonceSource::Os` reproduces that behaviour on purpose, for the chaos comparison.
 
 use std::cell::RefCell;

@@ -243,7 +243,7 @@ pub async fn run(
     // Boxed, as every rarely taken or large await here is: a future lives inline in its
     // caller's, and each level moves it in whole when it starts it. Inline, a lookup's
     // futures came to 40 KB and were copied level by level on every command, refused or
-    // not (see `docs/overload.md`, "futures").
+    // not (see `docs/overload.md`, "Small command futures").
     let call = async {
         let granted = Box::pin(async {
             ops.granted();

@@ -1,16 +1,17 @@
 //! Applies committed entries to WiredTiger on a thread of its own.
 //!
-//! The Raft thread used to apply each `Ready`'s committed entries itself, between
-//! persisting and sending: while WiredTiger wrote (an apply of a few batches took 15–30 ms
-//! at times on a loaded 2-core machine) nothing was appended, synced or acknowledged, so a
-//! member's log sync and its apply took turns instead of overlapping, and a follower's
-//! acknowledgement of new entries waited for its apply of older ones. Now the Raft thread
-//! hands committed entries over and goes on; this thread applies them in log order, answers
-//! each proposer once its entry is applied, and reports how far it got
-//! (`Event::Applied`), which is what raft-rs, reads and `writable` go by.
+//! Why a thread of its own: were the Raft thread to apply each `Ready`'s committed entries
+//! itself, between persisting and sending, nothing would be appended, synced or
+//! acknowledged while WiredTiger wrote (an apply of a few batches can take 15–30 ms on a
+//! loaded 2-core machine), so a member's log sync and its apply would take turns instead
+//! of overlapping, and a follower's acknowledgement of new entries would wait for its
+//! apply of older ones. So the Raft thread hands committed entries over and goes on; this
+//! thread applies them in log order, answers each proposer once its entry is applied, and
+//! reports how far it got (`Event::Applied`), which is what raft-rs, reads and `writable`
+//! go by.
 //!
-//! Each entry is applied with the applied index in the same WiredTiger transaction, as
-//! before, so a crash at any point leaves the data at exactly one applied index.
+//! Each entry is applied with the applied index in the same WiredTiger transaction, so a
+//! crash at any point leaves the data at exactly one applied index.
 
 use std::sync::mpsc::{channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;

@@ -19,9 +19,9 @@
 //! drops the entries up to an index that WiredTiger has checkpointed (so recovery never
 //! needs them): it appends a `START` record naming the last dropped entry's index and
 //! term, with the configuration and hard state, syncs it, and deletes the files that hold
-//! only dropped entries. It writes nothing else: until 2026-12-05 it rewrote the whole
-//! kept tail into a new file (256 MB by default), which held the Raft thread for 0.5–1.6 s
-//! under load, about an election timeout (`examples/log_compaction.rs`). A snapshot
+//! only dropped entries. It writes nothing else: rewriting the kept tail (256 MB by
+//! default) into a new file would hold the Raft thread for 0.5–1.6 s under load, about an
+//! election timeout (`examples/log_compaction.rs` measures a compaction). A snapshot
 //! install or a reset starts a new file whose first record, `BEGIN`, voids every older
 //! one; it is written aside, synced and renamed into place, so it is whole or absent.
 //! Files from before segments (`raft.log`) are taken over as the first segment.

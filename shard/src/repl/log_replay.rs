@@ -1,8 +1,8 @@
 //! What opening the log rebuilds from its records: every entry's index, term and record
 //! offset, but the data of the newest entries only, as much as `LogStore` keeps in
-//! memory (`CACHE_BYTES`). Until 2026-12-05 every entry was parsed into memory first and
-//! trimmed after, so a member restarting after a sustained write load held its whole log
-//! (the 256 MiB retention and up to 30 s of writes) in memory at once.
+//! memory (`CACHE_BYTES`). Parsing every entry into memory first and trimming after would
+//! make a member restarting after a sustained write load hold its whole log (the 256 MiB
+//! retention and up to 30 s of writes) in memory at once.
 
 use std::collections::VecDeque;
 

@@ -8,7 +8,8 @@
 //! no one needs its page: raft-rs reads recent entries from `LogStore`'s memory, and an
 //! older one, wanted only by a lagging follower or a compaction, can come from the disk.
 //! Dropping the synced pages lets the next append reuse memory the kernel just freed.
-//! Measured with `repl-bench` (docs/replication.md, six alternating pairs): with 8
+//! Measured with `repl-bench` (docs/journal/replication-benchmarks.md, six alternating
+//! pairs): with 8
 //! clients, a median of 27 µs of CPU per replicated document instead of 43.
 
 use std::fs::File;

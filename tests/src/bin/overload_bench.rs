@@ -1,4 +1,4 @@
-//! Overload benchmark (issue 6, after the field report "Where a MongoDB request waits"):
+//! Overload benchmark (issue 6; see `docs/overload.md`):
 //! how much useful work gets done when clients with 100 ms deadlines offer 130% of what
 //! the server can do.
 //!

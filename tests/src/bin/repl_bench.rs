@@ -117,7 +117,7 @@ async fn raw_baseline(docs: usize) -> (f64, CpuTime) {
 /// Checkpoints every member, so that the next phase starts with clean caches, as each raw
 /// run starts in a fresh directory. Without it a phase also wrote out the pages the phases
 /// before it left dirty: the 8-client phase wrote 8.8-10.9 KiB a document instead of
-/// 5.3-6.1, at 15.3-16.6 us of CPU a document instead of 11.7-13.4 (2026-12-05). A phase
+/// 5.3-6.1, at 15.3-16.6 us of CPU a document instead of 11.7-13.4. A phase
 /// still writes out its own pages: WiredTiger evicts them as its tables grow.
 async fn settle(set: &TestReplicaSet) {
     for i in 0..3 {

@@ -1,6 +1,6 @@
 //! The WiredTiger engine.
 //!
-//! Concurrency design (see `shared/field-reports/wiredtiger-per-session-cursor-count.txt`):
+//! Concurrency design:
 //! WiredTiger sessions are single-threaded, and anything shared that every operation
 //! writes to (a pool lock, an atomic counter) turns into a cache-line ping-pong at a few
 //! threads. So each calling thread gets its own [`SessionSlot`]: a `WT_SESSION` plus the
