@@ -125,9 +125,13 @@ certs() {
 # (`bulwark probe`): with no certificate, or with a certificate of its own CA (trusting
 # the cluster's), it must be refused both a command and a Raft message; with the
 # cluster's certificate and key (the control, so the check can fail) it is served.
+# The sharded layout's target is a config server: the members that hold the catalog and
+# the users.
 stranger() {
-  local member=${STRANGER_TARGET:-bulwark-shard0-a1:27100} set=${STRANGER_SET:-shard0}
-  local net=${STRANGER_NET:-bulwark-site-a} tmp s=$DEPLOY/secrets failed=0
+  local member=bulwark-shard0-a1:27100 set=shard0 net=bulwark-site-a
+  [ "${LAYOUT:-replica-set}" = sharded ] && member=bulwark-cfg-b:27100 set=config net=bulwark-site-b
+  member=${STRANGER_TARGET:-$member} set=${STRANGER_SET:-$set} net=${STRANGER_NET:-$net}
+  local tmp s=$DEPLOY/secrets failed=0
   tmp=$(mktemp -d)
   chmod 755 "$tmp"
   make_pki "$tmp" stranger

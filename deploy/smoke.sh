@@ -8,7 +8,8 @@
 # time (cluster.sh's WAIT_SECS, smoke.py's FAILOVER_BOUND_S and client timeouts).
 #
 #   deploy/smoke.sh            KEEP=1 leaves the cluster running afterwards
-#   LAYOUT=sharded deploy/smoke.sh   the sharded layout, checked by deploy/smoke_sharded.py
+#   LAYOUT=sharded deploy/smoke.sh   the sharded layout, checked by deploy/smoke_sharded.py and
+#                              deploy/cluster.sh stranger (mutual TLS between nodes)
 #   PYTHON=/path/to/python     a Python with pymongo (default: the project's compat venv,
 #                              created with pymongo 4.20.1 from PyPI when missing)
 set -euo pipefail
@@ -63,4 +64,10 @@ script=deploy/smoke.py
 [ "${LAYOUT:-replica-set}" = sharded ] && script=deploy/smoke_sharded.py
 echo "== $script"
 "$PYTHON" "$script"
+if [ "${LAYOUT:-replica-set}" = sharded ]; then
+  # Mutual TLS between nodes: a container without the cluster's certificate is refused.
+  # (CI runs the replica-set layout's check in scripts/chaos.sh.)
+  echo "== deploy/cluster.sh stranger"
+  bash deploy/cluster.sh stranger
+fi
 echo "cluster-up took $((up - t0)) s, the checks $((SECONDS - up)) s"

@@ -73,7 +73,7 @@ if [ "${COMPOSE_SHARDED-1}" = 1 ]; then
   echo "== sharded compose cluster (LAYOUT=sharded deploy/smoke.sh, log $OUT/compose-sharded.log)"
   if LAYOUT=sharded BULWARK_BIN=$(realpath "$BIN") timeout 900 bash deploy/smoke.sh \
       >"$OUT/compose-sharded.log" 2>&1; then
-    grep -E "^\[|smoke test" "$OUT/compose-sharded.log" | tail -12
+    grep -E "^\[|smoke test|stranger" "$OUT/compose-sharded.log" | tail -12
   else
     echo "== sharded compose smoke test FAILED"
     tail -40 "$OUT/compose-sharded.log"
