@@ -11,41 +11,7 @@ use tracing::{debug, info, info_span, Instrument};
 use wire::{Compressor, DocSequence, Incoming, MongoError, MsgHeader, OpMsg, Request, WireError};
 
 use crate::commands;
-use crate::listener::RouterState;
-
-/// Per-connection state that commands can read or change.
-pub struct Session {
-    pub id: u64,
-    pub peer: SocketAddr,
-    /// `peer` formatted once; sent with every forwarded command.
-    pub peer_text: String,
-    pub state: Arc<RouterState>,
-    /// Compressors agreed in the handshake (`hello.compression`).
-    pub compressors: Vec<Compressor>,
-    next_request_id: i32,
-    /// Increment of the last cluster time this connection reported (keeps it monotonic).
-    clock_increment: u32,
-    /// Who is authenticated here, and any SASL conversation in progress.
-    pub auth: crate::auth::ConnAuth,
-    /// `client.application.name` from the handshake (fail points can target it).
-    pub app_name: Option<String>,
-    /// Set when the connection must close without answering (a fail point).
-    pub closing: bool,
-    /// Where the last forwarded command waited on the shard (for the slow-op log).
-    pub last_waits: Option<crate::shard_client::Waits>,
-    /// Picks the forwarded calls that measure transit.
-    pub transit_sampler: crate::runtime_lag::TransitSampler,
-    /// Picks the forwarded calls whose slot hold time feeds the gate's mean.
-    pub hold_sampler: crate::runtime_lag::TransitSampler,
-    /// This connection's slot in `currentOp`.
-    pub ops: Arc<crate::current_ops::ConnOps>,
-    /// Fires if the next command is killed (`killOp`); taken when the command starts.
-    next_cancel: Option<CancellationToken>,
-    /// When the router read the command being run (its `maxTimeMS` counts from here).
-    pub request_started: Instant,
-    /// The logical session this connection used last (`session_cache.rs`).
-    pub recent_session: crate::session_cache::Recent,
-}
+use crate::context::{RouterState, Session};
 
 /// Serves one client over a plain TCP or a TLS stream.
 pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
@@ -62,30 +28,9 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
         let (rd, wr) = tokio::io::split(stream);
         let mut rd = BufReader::new(rd);
         let mut wr = BufWriter::new(wr);
-        let peer_text = peer.to_string();
-        let registration = state.current_ops.register(id, &peer_text);
-        let mut session = Session {
-            id,
-            peer,
-            peer_text,
-            state,
-            compressors: Vec::new(),
-            next_request_id: 1,
-            clock_increment: 0,
-            auth: crate::auth::ConnAuth {
-                x509_subject,
-                ..Default::default()
-            },
-            app_name: None,
-            closing: false,
-            last_waits: None,
-            transit_sampler: Default::default(),
-            hold_sampler: Default::default(),
-            ops: registration.slot.clone(),
-            next_cancel: None,
-            request_started: Instant::now(),
-            recent_session: Default::default(),
-        };
+        let registration = state.current_ops.register(id, &peer.to_string());
+        let slot = registration.slot.clone();
+        let mut session = Session::new(id, peer, state, slot, x509_subject);
         // Over the configured connection rate, a connection waits its turn, or is closed
         // at once when too many already wait.
         if let Some(rate) = &session.state.connection_rate {
@@ -167,7 +112,7 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
             // `killOp` cancels this: the command is dropped like a hung-up client's,
             // and the client is told it was interrupted.
             let cancel = CancellationToken::new();
-            session.next_cancel = Some(cancel.clone());
+            session.arm_cancel(cancel.clone());
             let (header, more_to_come) = (
                 incoming.header,
                 matches!(&incoming.request, Request::Msg(m) if m.more_to_come()),
@@ -291,13 +236,8 @@ impl Session {
         reply: &bson::RawDocumentBuf,
         compressor: Option<Compressor>,
     ) -> Vec<u8> {
-        self.next_request_id = self.next_request_id.wrapping_add(1);
-        wire::encode_op_msg_raw(
-            self.next_request_id,
-            header.request_id,
-            reply.as_bytes(),
-            compressor,
-        )
+        let id = self.next_request_id();
+        wire::encode_op_msg_raw(id, header.request_id, reply.as_bytes(), compressor)
     }
 
     /// The reply to a command refused at once as overloaded (`shed`), or none when it
@@ -308,10 +248,9 @@ impl Session {
     fn refusal(&mut self, cmd: &Document) -> Option<bson::RawDocumentBuf> {
         let name = cmd.keys().next()?;
         let message = self.shed(name, cmd)?;
-        self.clock_increment = self.clock_increment.wrapping_add(1);
         Some(crate::refusal::overloaded(
             &message,
-            crate::cluster_time::now(self.clock_increment),
+            self.next_cluster_time(),
         ))
     }
 
@@ -322,11 +261,11 @@ impl Session {
         reply: &Document,
         compressor: Option<Compressor>,
     ) -> Vec<u8> {
-        self.next_request_id = self.next_request_id.wrapping_add(1);
+        let id = self.next_request_id();
         if op == wire::OP_REPLY {
-            wire::encode_op_reply(self.next_request_id, header.request_id, reply)
+            wire::encode_op_reply(id, header.request_id, reply)
         } else {
-            wire::encode_op_msg(self.next_request_id, header.request_id, reply, compressor)
+            wire::encode_op_msg(id, header.request_id, reply, compressor)
         }
     }
 
@@ -395,18 +334,6 @@ impl Session {
         Some(refused.message(gate.limit(), max_time_ms))
     }
 
-    /// Who this connection is, for the audit log.
-    pub fn actor(&self) -> crate::audit::Actor<'_> {
-        crate::audit::Actor {
-            peer: &self.peer_text,
-            user: self
-                .auth
-                .user
-                .as_ref()
-                .map(|u| (u.user.as_str(), u.db.as_str())),
-        }
-    }
-
     /// Runs a command document and returns the reply (errors become `{ok: 0}` documents).
     pub async fn run(&mut self, cmd: Document) -> Document {
         self.run_with(cmd, Vec::new()).await
@@ -440,7 +367,7 @@ impl Session {
                 .map(str::to_string);
             self.ops.app_name.lock().clone_from(&self.app_name);
         }
-        let cancel = self.next_cancel.take().unwrap_or_default();
+        let cancel = self.take_cancel();
         self.ops.begin(&name, &db, cancel, self.auth.owner());
         let retryable_write = crate::error_labels::is_retryable_write(&cmd);
         let fail = self
@@ -499,8 +426,8 @@ impl Session {
         if retryable_write {
             crate::error_labels::label(&mut reply);
         }
-        self.clock_increment = self.clock_increment.wrapping_add(1);
-        crate::cluster_time::stamp(&mut reply, crate::cluster_time::now(self.clock_increment));
+        let now = self.next_cluster_time();
+        crate::cluster_time::stamp(&mut reply, now);
         let ok = matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0)
             || matches!(reply.get("ok"), Some(Bson::Int32(1)));
         let ms = elapsed.as_millis() as u64;

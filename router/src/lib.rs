@@ -10,6 +10,7 @@ pub mod commands;
 pub mod config;
 pub mod conn;
 pub mod connection_rate;
+pub mod context;
 pub mod counters;
 pub mod current_ops;
 pub mod cursors;

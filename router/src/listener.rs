@@ -12,61 +12,20 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::auth::AuthState;
+use crate::conn::handle;
+use crate::context::RouterState;
 use crate::counters::OpCounters;
 use crate::shard_client::ShardHandle;
 use crate::sharding::migration_recovery::MigrationRecovery;
 use crate::sharding::move_recovery::MoveRecovery;
 use crate::sharding::sweeper;
-use crate::tls::Tls;
+use crate::tls::{Accepted, Tls};
 use crate::{RouterConfig, RouterError};
 
 /// A listen backlog sized for connection storms (the kernel caps it at somaxconn).
 const LISTEN_BACKLOG: u32 = 4096;
 /// How often the accept thread looks at the shutdown token when no client connects.
 const ACCEPT_POLL: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// State shared by every connection of one router.
-pub struct RouterState {
-    pub config: RouterConfig,
-    /// The one shard of an unsharded cluster; in a sharded cluster, the config server
-    /// replica set (where users, roles and the `admin` and `config` databases live).
-    pub shard: ShardHandle,
-    /// Set in a sharded cluster: the catalog cache and the shards.
-    pub cluster: Option<crate::sharding::Cluster>,
-    pub started: Instant,
-    pub counters: OpCounters,
-    pub connections_total: AtomicU64,
-    pub connection_slots: Arc<Semaphore>,
-    /// New connections wait here to handshake (`ingress.rs`).
-    pub handshakes: Arc<crate::ingress::HandshakeGate>,
-    /// The new-connection rate limit, when configured (`connection_rate.rs`).
-    pub connection_rate: Option<crate::connection_rate::ConnectionRate>,
-    pub host: String,
-    pub auth: Arc<AuthState>,
-    /// The audit log, when `audit_log` is set.
-    pub audit: Option<crate::audit::AuditLog>,
-    /// `None` when `tls_mode` is disabled.
-    pub tls: Option<Tls>,
-    /// Open cursors: where each lives and who may use it.
-    pub cursors: crate::cursors::Cursors,
-    /// `configureFailPoint` state (test commands only).
-    pub fail_points: crate::fail_point::FailPoints,
-    /// Where forwarded commands waited (`serverStatus.bulwark.waits`).
-    pub waits: crate::wait_histograms::WaitHistograms,
-    /// How late the runtime runs tasks (`runtime_lag.rs`).
-    pub lag: Arc<crate::runtime_lag::RuntimeLag>,
-    /// What each connection is running (`currentOp`, `killOp`).
-    pub current_ops: Arc<crate::current_ops::CurrentOps>,
-    /// The logical sessions commands named (`$listLocalSessions`).
-    pub sessions: crate::session_cache::SessionCache,
-}
-
-impl RouterState {
-    pub fn current_connections(&self) -> i64 {
-        (self.config.max_connections - self.connection_slots.available_permits()) as i64
-    }
-}
 
 pub async fn bind(addr: &str) -> Result<TcpListener, RouterError> {
     let addr: std::net::SocketAddr = tokio::net::lookup_host(addr)
@@ -324,12 +283,16 @@ fn admit(
     let shutdown = shutdown.clone();
     tasks.spawn_on(
         async move {
-            match &state.tls {
-                Some(tls) => {
-                    crate::tls::serve_connection(tls, stream, peer, id, state.clone(), shutdown)
-                        .await
+            let accepted = match &state.tls {
+                Some(tls) => crate::tls::accept(tls, stream, peer, &shutdown).await,
+                None => Some(Accepted::Plain(stream)),
+            };
+            match accepted {
+                Some(Accepted::Plain(s)) => handle(s, peer, id, state, shutdown, None).await,
+                Some(Accepted::Tls(s, subject)) => {
+                    handle(s, peer, id, state, shutdown, subject).await
                 }
-                None => crate::conn::handle(stream, peer, id, state, shutdown, None).await,
+                None => {}
             }
             drop(permit);
         },

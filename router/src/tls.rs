@@ -17,7 +17,6 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use crate::listener::RouterState;
 use crate::{RouterConfig, RouterError};
 
 /// A client that opens a connection but neither speaks nor finishes a TLS handshake
@@ -109,18 +108,28 @@ impl Tls {
     }
 }
 
-/// Serves one accepted connection: TLS or plain according to the mode and first byte.
-pub async fn serve_connection(
+/// An accepted connection, ready for the wire protocol.
+pub enum Accepted {
+    Plain(TcpStream),
+    /// With the subject of the client's certificate, when it sent one (verified against
+    /// `tls_ca` during the handshake).
+    Tls(
+        Box<tokio_rustls::server::TlsStream<TcpStream>>,
+        Option<String>,
+    ),
+}
+
+/// Tells TLS from plain by the mode and the first bytes, and runs the TLS handshake;
+/// `None` when the connection is to be closed.
+pub async fn accept(
     tls: &Tls,
     stream: TcpStream,
     peer: SocketAddr,
-    id: u64,
-    state: Arc<RouterState>,
-    shutdown: CancellationToken,
-) {
+    shutdown: &CancellationToken,
+) -> Option<Accepted> {
     let mut first = [0u8; 3];
     let peeked = tokio::select! {
-        _ = shutdown.cancelled() => return,
+        _ = shutdown.cancelled() => return None,
         r = tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.peek(&mut first)) => r,
     };
     let is_tls = match peeked {
@@ -128,27 +137,32 @@ pub async fn serve_connection(
         Ok(Ok(n)) if n > 0 => {
             first[0] == 0x16 && (n < 2 || first[1] == 0x03) && (n < 3 || first[2] <= 0x04)
         }
-        _ => return,
+        _ => return None,
     };
     if !is_tls {
         if tls.mode == TlsMode::Require {
             debug!(%peer, "closing a plain connection: tls_mode is requireTLS");
-            return;
+            return None;
         }
-        return crate::conn::handle(stream, peer, id, state, shutdown, None).await;
+        return Some(Accepted::Plain(stream));
     }
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)).await {
         Ok(Ok(s)) => {
-            // Verified against `tls_ca` during the handshake, when the client sent one.
             let subject = s
                 .get_ref()
                 .1
                 .peer_certificates()
                 .and_then(|chain| chain.first())
                 .and_then(|leaf| crate::auth::x509::subject_of(leaf));
-            crate::conn::handle(s, peer, id, state, shutdown, subject).await
+            Some(Accepted::Tls(Box::new(s), subject))
         }
-        Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
-        Err(_) => debug!(%peer, "TLS handshake timed out"),
+        Ok(Err(e)) => {
+            debug!(%peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            debug!(%peer, "TLS handshake timed out");
+            None
+        }
     }
 }

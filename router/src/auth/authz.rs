@@ -9,7 +9,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::roles::{Action, ActionSet, Privileges, Target};
 use super::store::Kind;
-use crate::conn::Session;
+use crate::context::Session;
 
 /// Whether a command is allowed, asking `holds` whether the user holds actions on a target.
 pub type Decision = fn(holds: &dyn Fn(Target, ActionSet) -> bool, &Document) -> MongoResult<bool>;

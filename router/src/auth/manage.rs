@@ -10,7 +10,7 @@ use super::roles::{self, Action, Privilege, Resource, Target};
 use super::store::Kind;
 use super::user::{check_name, RoleName};
 use super::AuthState;
-use crate::conn::Session;
+use crate::context::Session;
 
 /// The name in the command's first field (`createUser: "alice"`).
 pub fn name_arg<'a>(cmd: &'a Document, kind: &str) -> MongoResult<&'a str> {

@@ -17,7 +17,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::scram::{self, Mechanism, ScramError, ServerConversation};
 use super::AuthedUser;
-use crate::conn::Session;
+use crate::context::Session;
 use crate::counters::Op;
 
 pub(crate) struct Conversation {

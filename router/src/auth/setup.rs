@@ -11,7 +11,7 @@ use tracing::{info, warn};
 use super::nonce::NonceSource;
 use super::store::ShardUserStore;
 use super::AuthState;
-use crate::listener::RouterState;
+use crate::context::RouterState;
 use crate::shard_client::ShardHandle;
 use crate::{RouterConfig, RouterError};
 

@@ -4,7 +4,7 @@
 use bson::{doc, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::conn::Session;
+use crate::context::Session;
 use crate::sharding::{admin_only, catalog, internal, require};
 
 pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {

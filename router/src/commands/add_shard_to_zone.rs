@@ -5,7 +5,7 @@
 use bson::{doc, Document};
 use wire::{MongoError, MongoResult};
 
-use crate::conn::Session;
+use crate::context::Session;
 use crate::sharding::{admin_only, catalog, require};
 
 pub async fn add(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {

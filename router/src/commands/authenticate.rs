@@ -6,7 +6,7 @@ use bson::{doc, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::auth::sasl::truncate;
-use crate::conn::Session;
+use crate::context::Session;
 
 pub const X509: &str = "MONGODB-X509";
 const EXTERNAL: &str = "$external";

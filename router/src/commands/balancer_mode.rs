@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use bson::{doc, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::conn::Session;
+use crate::context::Session;
 use crate::sharding::{admin_only, catalog, require};
 
 /// How long `balancerStop` waits for a round in progress.

@@ -3,7 +3,7 @@
 use bson::{doc, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::conn::Session;
+use crate::context::Session;
 
 pub fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     if !session.state.config.enable_test_commands {

@@ -4,7 +4,7 @@ use bson::{doc, Bson, Document};
 use wire::MongoResult;
 
 use crate::auth::user::RoleName;
-use crate::conn::Session;
+use crate::context::Session;
 
 pub fn run(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
     let (users, roles, privileges) = match &session.auth.user {

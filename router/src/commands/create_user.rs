@@ -7,7 +7,7 @@ use crate::auth::manage::{self, name_arg};
 use crate::auth::roles::Action;
 use crate::auth::store::Kind;
 use crate::auth::user::{self, RoleName};
-use crate::conn::Session;
+use crate::context::Session;
 
 pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     let name = name_arg(cmd, "User")?;

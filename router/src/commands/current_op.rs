@@ -15,7 +15,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::auth::authz::{self, acts};
 use crate::auth::roles::{Action, Target};
-use crate::conn::Session;
+use crate::context::Session;
 use crate::current_ops::{ConnOps, SlotWait};
 use crate::cursors::Owner;
 

@@ -6,7 +6,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use crate::auth::manage::{self, name_arg};
 use crate::auth::roles::{self, Action};
 use crate::auth::store::Kind;
-use crate::conn::Session;
+use crate::context::Session;
 
 pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     let name = name_arg(cmd, "Role")?;

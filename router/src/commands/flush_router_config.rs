@@ -4,7 +4,7 @@
 use bson::{doc, Document};
 use wire::MongoResult;
 
-use crate::conn::Session;
+use crate::context::Session;
 
 pub async fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
     if let Some(cluster) = &session.state.cluster {

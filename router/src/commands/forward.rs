@@ -4,7 +4,7 @@
 use bson::{Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::conn::Session;
+use crate::context::Session;
 use crate::read_preference::{Mode, ReadPreference};
 use crate::shard_client::Forward;
 

@@ -3,7 +3,7 @@
 use bson::{doc, Bson, Document};
 use wire::{MongoError, MongoResult};
 
-use crate::conn::Session;
+use crate::context::Session;
 
 fn parameters(session: &Session) -> Document {
     doc! {

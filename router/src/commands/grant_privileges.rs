@@ -6,7 +6,7 @@ use wire::{MongoError, MongoResult};
 
 use crate::auth::manage::{self, name_arg};
 use crate::auth::roles::{Action, Privilege};
-use crate::conn::Session;
+use crate::context::Session;
 
 pub async fn grant(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     change(session, db, cmd, true).await

@@ -8,7 +8,7 @@ use crate::auth::manage::{self, name_arg};
 use crate::auth::roles::Action;
 use crate::auth::store::Kind;
 use crate::auth::user::RoleName;
-use crate::conn::Session;
+use crate::context::Session;
 
 pub async fn grant(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     change(session, db, cmd, Kind::User, true).await

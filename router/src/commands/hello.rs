@@ -4,7 +4,7 @@
 use bson::{Bson, Document};
 use wire::{Compressor, MongoResult};
 
-use crate::conn::Session;
+use crate::context::Session;
 
 pub fn run(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
     let legacy = !cmd.contains_key("hello");

@@ -11,7 +11,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::auth::authz::{self, acts};
 use crate::auth::roles::{Action, Target};
-use crate::conn::Session;
+use crate::context::Session;
 
 pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     if db != "admin" {

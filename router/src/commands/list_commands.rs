@@ -3,7 +3,7 @@
 use bson::{doc, Document};
 use wire::MongoResult;
 
-use crate::conn::Session;
+use crate::context::Session;
 
 pub fn run(_: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
     let mut commands = Document::new();

@@ -3,7 +3,7 @@
 use bson::{doc, Document};
 use wire::MongoResult;
 
-use crate::conn::Session;
+use crate::context::Session;
 use crate::sharding::{admin_only, catalog, require};
 
 pub async fn run(session: &mut Session, db: &str, _cmd: &Document) -> MongoResult<Document> {

@@ -9,7 +9,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::auth::authz::{self, acts, Rule};
 use crate::auth::roles::Action::*;
-use crate::conn::Session;
+use crate::context::Session;
 use crate::counters::Op;
 
 mod add_shard;

@@ -9,7 +9,7 @@ use bson::{Bson, Document};
 use query::shard_key::KeyValue;
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::conn::Session;
+use crate::context::Session;
 use crate::sharding::{admin_only, migrate, require};
 
 pub async fn move_chunk(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {

@@ -7,7 +7,7 @@ use crate::auth::roles::{self, Action};
 use crate::auth::store::Kind;
 use crate::auth::user::RoleName;
 use crate::auth::{manage, parse_role_document};
-use crate::conn::Session;
+use crate::context::Session;
 
 pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     let arg = cmd.get("rolesInfo").cloned().unwrap_or(Bson::Int32(1));

@@ -5,7 +5,7 @@ use bson::{Bson, Document};
 use wire::MongoResult;
 
 use crate::auth::sasl;
-use crate::conn::Session;
+use crate::context::Session;
 
 pub async fn start(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     sasl::start(session, db, cmd).await

@@ -4,7 +4,7 @@
 use bson::Document;
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::conn::Session;
+use crate::context::Session;
 
 pub const NOT_ENABLED: &str = "Using Atlas Search Database Commands and the $listSearchIndexes aggregation stage requires additional configuration. Please connect to Atlas or an AtlasCLI local deployment to enable.";
 

@@ -3,7 +3,7 @@
 use bson::{doc, Bson, Document};
 use wire::MongoResult;
 
-use crate::conn::Session;
+use crate::context::Session;
 use crate::counters::Op;
 
 pub async fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {

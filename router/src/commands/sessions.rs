@@ -9,7 +9,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use crate::auth::authz::{self, acts};
 use crate::auth::roles::{Action, Target};
 use crate::auth::ConnAuth;
-use crate::conn::Session;
+use crate::context::Session;
 use crate::session_cache::{lsid_id, uid, Owner, Owners, SessionKey};
 
 /// The connection's user, `None` when no one is authenticated. Takes the field, not the

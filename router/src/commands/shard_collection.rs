@@ -11,8 +11,10 @@ use bson::{doc, Bson, Document};
 use query::shard_key::ShardKey;
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::conn::Session;
-use crate::sharding::routing::{initial_chunks, zoned_chunks, ZoneRange};
+use crate::context::Session;
+use crate::sharding::routing::{initial_chunks, zoned_chunks};
+use crate::sharding::shard_ddl::{create_indexes, ensure_collection, index_copies, list_indexes};
+use crate::sharding::zones::zone_ranges;
 use crate::sharding::{admin_only, catalog, internal, require};
 
 const DEFAULT_CHUNKS_PER_SHARD: usize = 2;
@@ -118,92 +120,11 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
     }
 }
 
-/// The zone ranges recorded for `ns`, with the shards of each zone.
-pub async fn zone_ranges(
-    cluster: &crate::sharding::Cluster,
-    ns: &str,
-    key: &ShardKey,
-) -> MongoResult<Vec<ZoneRange>> {
-    let shards = catalog::shards(&cluster.config).await?;
-    let in_zone = |zone: &str| -> Vec<String> {
-        shards
-            .iter()
-            .filter(|s| {
-                s.get_array("tags")
-                    .is_ok_and(|t| t.iter().any(|z| z.as_str() == Some(zone)))
-            })
-            .filter_map(|s| s.get_str("_id").ok().map(str::to_string))
-            .collect()
-    };
-    let mut out = Vec::new();
-    for r in catalog::zone_ranges(&cluster.config, ns).await? {
-        let (Ok(min), Ok(max)) = (r.get_document("min"), r.get_document("max")) else {
-            continue;
-        };
-        out.push(ZoneRange {
-            min: key.bound_from_prefix(min)?,
-            max: key.bound_from_prefix(max)?,
-            shards: in_zone(r.get_str("tag").unwrap_or_default()),
-        });
-    }
-    Ok(out)
-}
-
 fn already_sharded(ns: &str, key: &Document) -> MongoError {
     MongoError::new(
         ErrorCode::AlreadyInitialized,
         format!("sharding already enabled for collection {ns} with options {{ key: {key} }}"),
     )
-}
-
-pub async fn ensure_collection(
-    handle: &crate::shard_client::ShardHandle,
-    db: &str,
-    coll: &str,
-) -> MongoResult<()> {
-    match internal(handle, db, &doc! {"create": coll}, true).await {
-        Err(e) if e.code != ErrorCode::NamespaceExists as i32 => Err(e),
-        _ => Ok(()),
-    }
-}
-
-pub async fn list_indexes(
-    handle: &crate::shard_client::ShardHandle,
-    db: &str,
-    coll: &str,
-) -> MongoResult<Vec<Document>> {
-    let reply = internal(handle, db, &doc! {"listIndexes": coll}, false).await?;
-    Ok(crate::sharding::scatter::first_batch(&reply)?.1)
-}
-
-pub async fn create_indexes(
-    handle: &crate::shard_client::ShardHandle,
-    db: &str,
-    coll: &str,
-    specs: Vec<Document>,
-) -> MongoResult<()> {
-    internal(
-        handle,
-        db,
-        &doc! {"createIndexes": coll, "indexes": specs},
-        true,
-    )
-    .await
-    .map(|_| ())
-}
-
-/// Index specs from `listIndexes` as `createIndexes` takes them on another shard (the
-/// `_id` index exists everywhere).
-pub fn index_copies(indexes: Vec<Document>) -> Vec<Document> {
-    indexes
-        .into_iter()
-        .filter(|ix| ix.get_str("name") != Ok("_id_"))
-        .map(|mut ix| {
-            ix.remove("v");
-            ix.remove("ns");
-            ix
-        })
-        .collect()
 }
 
 /// Whether index `ix` starts with the shard key (same fields, same kinds, in order).

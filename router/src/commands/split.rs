@@ -7,7 +7,7 @@ use bson::{Bson, Document};
 use query::shard_key::KeyValue;
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::conn::Session;
+use crate::context::Session;
 use crate::sharding::routing::{Chunk, RoutingTable};
 use crate::sharding::{admin_only, catalog, require};
 

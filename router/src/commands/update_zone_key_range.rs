@@ -7,7 +7,7 @@ use bson::{doc, Bson, Document};
 use query::shard_key::ShardKey;
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::conn::Session;
+use crate::context::Session;
 use crate::sharding::{admin_only, catalog, require};
 
 pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {

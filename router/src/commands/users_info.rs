@@ -8,7 +8,7 @@ use crate::auth::manage;
 use crate::auth::roles::Action;
 use crate::auth::store::Kind;
 use crate::auth::user::{public_view, RoleName};
-use crate::conn::Session;
+use crate::context::Session;
 
 pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     let arg = cmd.get("usersInfo").cloned().unwrap_or(Bson::Int32(1));

@@ -20,8 +20,8 @@ use wire::MongoResult;
 use super::balance_policy::{next_step, Step};
 use super::routing::RoutingTable;
 use super::{catalog, internal, migrate, Cluster};
-use crate::commands::shard_collection::zone_ranges;
-use crate::listener::RouterState;
+use crate::context::RouterState;
+use crate::sharding::zones::zone_ranges;
 
 /// How long a round may hold the lock before another router may take it over.
 const LEASE: Duration = Duration::from_secs(300);

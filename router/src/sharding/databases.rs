@@ -6,7 +6,7 @@ use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::{catalog, Cluster};
-use crate::conn::Session;
+use crate::context::Session;
 use crate::shard_client::{reply_ok, Forward, ShardHandle};
 
 pub async fn list(session: &Session, cluster: &Cluster, cmd: &Document) -> MongoResult<Document> {

@@ -3,7 +3,7 @@
 use bson::{doc, Document};
 use wire::MongoResult;
 
-use crate::conn::Session;
+use crate::context::Session;
 use crate::cursors::Merged;
 
 pub async fn get_more(

@@ -36,8 +36,8 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::routing::{Chunk, RoutingTable};
 use super::{catalog, internal, Cluster, Shard};
-use crate::commands::shard_collection::{create_indexes, index_copies, list_indexes};
 use crate::shard_client::ShardHandle;
+use crate::sharding::shard_ddl::{create_indexes, index_copies, list_indexes};
 
 /// How long the migration lock is held without renewal: a coordinator renews it after
 /// every batch, so a lock older than this belongs to one that stopped.

@@ -23,8 +23,10 @@ pub mod move_primary;
 pub mod move_recovery;
 pub mod routing;
 pub mod scatter;
+pub mod shard_ddl;
 pub mod sweeper;
 pub mod versioning;
+pub mod zones;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,7 +37,7 @@ use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::conn::Session;
+use crate::context::Session;
 use crate::shard_client::{Forward, MemberLink, ShardHandle};
 use routing::RoutingTable;
 

@@ -35,7 +35,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::migrate::{Pages, LEASE};
 use super::{catalog, internal, Cluster, Shard};
-use crate::commands::shard_collection::{create_indexes, index_copies, list_indexes};
+use crate::sharding::shard_ddl::{create_indexes, index_copies, list_indexes};
 
 /// Moves `db`'s primary shard to `to`. Returns once the donor's copies are dropped.
 pub async fn move_primary(cluster: &Cluster, db: &str, to: &str) -> MongoResult<()> {

@@ -13,7 +13,7 @@ use tracing::{debug, info};
 use wire::MongoResult;
 
 use super::Cluster;
-use crate::listener::RouterState;
+use crate::context::RouterState;
 
 /// One kind of pass.
 pub trait Sweep: Send + 'static {

@@ -21,7 +21,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::routing::RoutingTable;
 use super::{Cluster, Shard};
-use crate::conn::Session;
+use crate::context::Session;
 use crate::shard_client::Forward;
 use crate::sharding::merge_cursor::Source;
 
