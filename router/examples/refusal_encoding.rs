@@ -39,7 +39,7 @@ fn main() {
             wire::encode_op_msg(i, 1, &reply, None)
         });
         let raw = per_reply_ns(|i| {
-            let reply = router::refusal::overloaded(&message(i), ts);
+            let reply = router::overload::refusal::overloaded(&message(i), ts);
             wire::encode_op_msg_raw(i, 1, reply.as_bytes(), None)
         });
         println!("round {round}: as a Document {document:.0} ns a reply, as bytes {raw:.0} ns");

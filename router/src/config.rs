@@ -114,7 +114,7 @@ impl Default for RouterConfig {
             connection_rate_queue: 1000,
             slow_ms: 100,
             propagate_deadlines: true,
-            forward_slots: crate::forward_gate::DEFAULT_SLOTS,
+            forward_slots: crate::overload::forward_gate::DEFAULT_SLOTS,
             site: String::new(),
             auth: false,
             nonce_source: "user".into(),
@@ -154,10 +154,10 @@ impl RouterConfig {
         if self.max_connections == 0 {
             return Err("max_connections must be positive".into());
         }
-        if self.forward_slots > crate::forward_gate::MAX_SLOTS {
+        if self.forward_slots > crate::overload::forward_gate::MAX_SLOTS {
             return Err(format!(
                 "forward_slots must be at most {}",
-                crate::forward_gate::MAX_SLOTS
+                crate::overload::forward_gate::MAX_SLOTS
             ));
         }
         if !(self.connection_rate_per_sec >= 0.0 && self.connection_rate_per_sec.is_finite()) {
@@ -309,9 +309,9 @@ mod tests {
             ..Default::default()
         };
         assert!(c.validate().is_ok(), "0 turns the gate off");
-        c.forward_slots = crate::forward_gate::MAX_SLOTS;
+        c.forward_slots = crate::overload::forward_gate::MAX_SLOTS;
         assert!(c.validate().is_ok());
-        c.forward_slots = crate::forward_gate::MAX_SLOTS + 1;
+        c.forward_slots = crate::overload::forward_gate::MAX_SLOTS + 1;
         let e = c.validate().unwrap_err();
         assert!(e.contains("forward_slots"), "{e}");
     }

@@ -248,7 +248,7 @@ impl Session {
     fn refusal(&mut self, cmd: &Document) -> Option<bson::RawDocumentBuf> {
         let name = cmd.keys().next()?;
         let message = self.shed(name, cmd)?;
-        Some(crate::refusal::overloaded(
+        Some(crate::overload::refusal::overloaded(
             &message,
             self.next_cluster_time(),
         ))

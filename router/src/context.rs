@@ -30,9 +30,9 @@ pub struct RouterState {
     pub connections_total: AtomicU64,
     pub connection_slots: Arc<Semaphore>,
     /// New connections wait here to handshake (`ingress.rs`).
-    pub handshakes: Arc<crate::ingress::HandshakeGate>,
+    pub handshakes: Arc<crate::overload::ingress::HandshakeGate>,
     /// The new-connection rate limit, when configured (`connection_rate.rs`).
-    pub connection_rate: Option<crate::connection_rate::ConnectionRate>,
+    pub connection_rate: Option<crate::overload::connection_rate::ConnectionRate>,
     pub host: String,
     pub auth: Arc<AuthState>,
     /// The audit log, when `audit_log` is set.
@@ -46,7 +46,7 @@ pub struct RouterState {
     /// Where forwarded commands waited (`serverStatus.bulwark.waits`).
     pub waits: crate::wait_histograms::WaitHistograms,
     /// How late the runtime runs tasks (`runtime_lag.rs`).
-    pub lag: Arc<crate::runtime_lag::RuntimeLag>,
+    pub lag: Arc<crate::overload::runtime_lag::RuntimeLag>,
     /// What each connection is running (`currentOp`, `killOp`).
     pub current_ops: Arc<crate::current_ops::CurrentOps>,
     /// The logical sessions commands named (`$listLocalSessions`).
@@ -80,9 +80,9 @@ pub struct Session {
     /// Where the last forwarded command waited on the shard (for the slow-op log).
     pub last_waits: Option<crate::shard_client::Waits>,
     /// Picks the forwarded calls that measure transit.
-    pub transit_sampler: crate::runtime_lag::TransitSampler,
+    pub transit_sampler: crate::overload::runtime_lag::TransitSampler,
     /// Picks the forwarded calls whose slot hold time feeds the gate's mean.
-    pub hold_sampler: crate::runtime_lag::TransitSampler,
+    pub hold_sampler: crate::overload::runtime_lag::TransitSampler,
     /// This connection's slot in `currentOp`.
     pub ops: Arc<crate::current_ops::ConnOps>,
     /// Fires if the next command is killed (`killOp`); taken when the command starts.

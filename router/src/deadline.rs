@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::runtime_lag::{RuntimeLag, TransitSampler};
+use crate::overload::runtime_lag::{RuntimeLag, TransitSampler};
 
 /// The margin: a twentieth of the budget, at most 5 ms (a reply's write and the
 /// client's wake-up take well under that on a loaded machine's loopback).

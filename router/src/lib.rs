@@ -2,14 +2,12 @@
 //! to shards over gRPC. It holds no data; everything it keeps is per connection or a
 //! cache that can be rebuilt.
 
-pub mod answer_time;
 pub mod audit;
 pub mod auth;
 pub mod cluster_time;
 pub mod commands;
 pub mod config;
 pub mod conn;
-pub mod connection_rate;
 pub mod context;
 pub mod counters;
 pub mod current_ops;
@@ -18,12 +16,9 @@ pub mod deadline;
 pub mod error;
 pub mod error_labels;
 pub mod fail_point;
-pub mod forward_gate;
-pub mod ingress;
 pub mod listener;
+pub mod overload;
 pub mod read_preference;
-pub mod refusal;
-pub mod runtime_lag;
 pub mod session_cache;
 pub mod shard_client;
 pub mod sharding;

@@ -151,12 +151,12 @@ async fn serve_inner(
         shard,
         cluster,
         connection_slots: Arc::new(Semaphore::new(config.max_connections)),
-        connection_rate: crate::connection_rate::ConnectionRate::new(
+        connection_rate: crate::overload::connection_rate::ConnectionRate::new(
             config.connection_rate_per_sec,
             config.connection_rate_burst,
             config.connection_rate_queue,
         ),
-        handshakes: crate::ingress::HandshakeGate::new(
+        handshakes: crate::overload::ingress::HandshakeGate::new(
             config.handshake_concurrency(),
             config.handshake_queue_limit,
             std::time::Duration::from_millis(config.handshake_queue_wait_ms),

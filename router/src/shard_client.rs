@@ -21,7 +21,7 @@ use proto::shard::CommandRequest;
 use tonic::transport::Channel;
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::forward_gate::ForwardGate;
+use crate::overload::forward_gate::ForwardGate;
 use crate::read_preference::{Mode, ReadPreference};
 use crate::RouterError;
 
@@ -185,7 +185,9 @@ impl ShardHandle {
                 history: Default::default(),
             }),
             cluster_key: None,
-            gate: Arc::new(ForwardGate::new(crate::forward_gate::DEFAULT_SLOTS)),
+            gate: Arc::new(ForwardGate::new(
+                crate::overload::forward_gate::DEFAULT_SLOTS,
+            )),
         })
     }
 

@@ -99,7 +99,7 @@ async fn server_status_shows_where_commands_waited() {
         .unwrap();
     assert_eq!(
         gate.get_i64("slots").unwrap(),
-        router::forward_gate::DEFAULT_SLOTS as i64
+        router::overload::forward_gate::DEFAULT_SLOTS as i64
     );
     assert_eq!(gate.get_i64("waiting").unwrap(), 0, "{gate}");
     assert_eq!(
@@ -354,7 +354,7 @@ async fn a_deadline_shorter_than_answers_take_is_refused_at_once() {
 }
 
 /// A refusal at the front of the router's path (`Session::shed`, answered from
-/// `router/src/refusal.rs` without building a `Document`) is the overload error a driver
+/// `router/src/overload/refusal.rs` without building a `Document`) is the overload error a driver
 /// knows: 462 with the overload labels and the cluster time, through the Rust driver and
 /// raw. Commands without a deadline still run; a refused write writes nothing; a refused
 /// fire-and-forget message gets no reply and the connection goes on.

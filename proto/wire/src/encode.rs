@@ -32,7 +32,7 @@ pub fn encode_op_msg(
 /// An OP_MSG reply whose body is already BSON (`body` must be one well-formed document,
 /// as a `RawDocumentBuf` holds): a reply built straight to bytes skips the `Document`
 /// and its encoding. Used for the refusals an overloaded router sends by the thousand a
-/// second (`router/src/refusal.rs`), where building the reply was most of a refusal's own
+/// second (`router/src/overload/refusal.rs`), where building the reply was most of a refusal's own
 /// work. Infallible as [`encode_op_msg`] is: a body too large for a frame is replaced by
 /// the matching error reply.
 pub fn encode_op_msg_raw(

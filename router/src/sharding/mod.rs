@@ -113,7 +113,7 @@ impl Cluster {
             cluster_key,
             shutdown,
             catalog_cache: Duration::from_secs(1),
-            forward_slots: crate::forward_gate::DEFAULT_SLOTS,
+            forward_slots: crate::overload::forward_gate::DEFAULT_SLOTS,
         }
     }
 

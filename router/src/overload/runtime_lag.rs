@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::answer_time::AnswerTime;
+use crate::overload::answer_time::AnswerTime;
 
 /// How often the probe asks to be woken.
 const TICK: Duration = Duration::from_millis(5);
