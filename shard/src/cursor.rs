@@ -15,6 +15,7 @@ use storage::Engine;
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::CollectionMeta;
+use crate::deadline::Deadline;
 use crate::scan::Scan;
 use crate::spill::{DiskUse, ExternalSort, Sorted};
 
@@ -22,41 +23,6 @@ use crate::spill::{DiskUse, ExternalSort, Sorted};
 pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
 /// Documents in a first batch when the client does not say (MongoDB's default).
 pub const DEFAULT_FIRST_BATCH: usize = 101;
-
-/// When an operation must stop (from `maxTimeMS`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Deadline(pub Option<Instant>);
-
-impl Deadline {
-    pub fn after_ms(ms: u64) -> Deadline {
-        if ms == 0 {
-            Deadline(None)
-        } else {
-            Deadline(Some(Instant::now() + Duration::from_millis(ms)))
-        }
-    }
-
-    /// Fails once the deadline has passed, or once the thread's current operation was
-    /// told to stop (`killOp`, caller gone): every deadline check is a kill point, and a
-    /// yield point where a long read lets queued reads go first (`ops::yield_point`).
-    pub fn check(&self) -> MongoResult<()> {
-        self.check_holding()?;
-        crate::ops::yield_point()
-    }
-
-    /// [`Deadline::check`] without yielding the ticket (`sleep` models a command that
-    /// holds its ticket throughout).
-    pub fn check_holding(&self) -> MongoResult<()> {
-        crate::ops::check_interrupted()?;
-        match self.0 {
-            Some(t) if Instant::now() >= t => Err(MongoError::new(
-                ErrorCode::MaxTimeMSExpired,
-                "operation exceeded time limit",
-            )),
-            _ => Ok(()),
-        }
-    }
-}
 
 /// Anything a cursor can draw batches from.
 pub trait CursorSource: Send {

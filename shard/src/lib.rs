@@ -8,6 +8,7 @@ pub mod commands;
 pub mod config;
 pub mod cursor;
 pub mod db_placement;
+pub mod deadline;
 pub mod doc_moves;
 pub mod error;
 pub mod keys;

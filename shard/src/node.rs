@@ -10,7 +10,8 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::Catalog;
 use crate::commands;
-use crate::cursor::{Cursors, Deadline};
+use crate::cursor::Cursors;
+use crate::deadline::Deadline;
 use crate::error::ShardError;
 use crate::repl::engine::ReplicatedEngine;
 use crate::repl::transport::RaftService;

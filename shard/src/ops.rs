@@ -468,7 +468,7 @@ pub fn yield_point() -> MongoResult<()> {
     };
     op.enter(Phase::Queued);
     op.yields.fetch_add(1, Ordering::Relaxed);
-    let deadline = crate::cursor::Deadline(op.describe.deadline);
+    let deadline = crate::deadline::Deadline(op.describe.deadline);
     let again = runtime.block_on(async {
         tokio::select! {
             t = pool.readmit(deadline) => t,
@@ -562,7 +562,7 @@ mod tests {
         let registry = Arc::new(Registry::default());
         let op = registry.register(describe(doc! {"find": "big"}));
         let t = pool
-            .admit(crate::cursor::Deadline::default())
+            .admit(crate::deadline::Deadline::default())
             .await
             .unwrap();
         op.op.granted(Some(t));
@@ -575,7 +575,7 @@ mod tests {
             let pool = pool.clone();
             tokio::spawn(async move {
                 drop(
-                    pool.admit(crate::cursor::Deadline::default())
+                    pool.admit(crate::deadline::Deadline::default())
                         .await
                         .unwrap(),
                 );

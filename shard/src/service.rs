@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 use tracing::info;
 
-use crate::cursor::Deadline;
+use crate::deadline::Deadline;
 use crate::node::{RunOptions, WriteConcern};
 use crate::repl::transport::RaftService;
 use crate::{ops, Node, ShardConfig, ShardError};

@@ -223,7 +223,7 @@ mod tests {
             tokio::spawn(async move {
                 while !stop.is_cancelled() {
                     let t = pool
-                        .admit(crate::cursor::Deadline::default())
+                        .admit(crate::deadline::Deadline::default())
                         .await
                         .unwrap();
                     tokio::time::sleep(Duration::from_millis(5)).await;

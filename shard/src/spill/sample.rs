@@ -9,7 +9,8 @@ use rand::Rng;
 use storage::Engine;
 use wire::MongoResult;
 
-use crate::cursor::{CursorSource, Deadline, Materialized};
+use crate::cursor::{CursorSource, Materialized};
+use crate::deadline::Deadline;
 
 /// `n` documents drawn uniformly from what `source` has left (all of them, when fewer),
 /// in random order.
