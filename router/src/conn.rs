@@ -277,7 +277,9 @@ impl Session {
     /// CPU the admitted commands need (a refusal is most of what an overloaded router
     /// does).
     fn shed(&self, name: &str, cmd: &Document) -> Option<String> {
-        if !self.state.config.propagate_deadlines || !commands::is_forwarded(name) {
+        if !self.state.config.propagate_deadlines
+            || !commands::find(name).is_some_and(|c| c.is_forwarded())
+        {
             return None;
         }
         let max_time_ms = match cmd.get("maxTimeMS") {
@@ -475,14 +477,6 @@ impl Session {
     }
 }
 
-/// Commands whose document sequences the router only passes on: it reads their body
-/// (namespace, options) and never a document of `documents` or `deletes`. Their
-/// sequences stay raw BSON, validated but not parsed, and are copied into the forwarded
-/// command as they are; parsing and re-encoding every document of a batch at the router
-/// cost more CPU than the shard's own insert. (`update` is not here: authorizing an
-/// upsert reads its statements.)
-const RAW_SEQUENCE_COMMANDS: &[&str] = &["insert", "delete"];
-
 /// The command body, and the sequences left raw when the command only passes them on;
 /// otherwise the sequences folded into the body, as every other command expects.
 fn forwarded_raw(msg: OpMsg) -> Result<(Document, Vec<DocSequence>), WireError> {
@@ -490,7 +484,8 @@ fn forwarded_raw(msg: OpMsg) -> Result<(Document, Vec<DocSequence>), WireError> 
         .body
         .keys()
         .next()
-        .is_some_and(|name| RAW_SEQUENCE_COMMANDS.contains(&name.as_str()));
+        .and_then(|name| commands::find(name))
+        .is_some_and(|c| c.raw_sequences);
     if raw {
         Ok((msg.body, msg.sequences))
     } else {

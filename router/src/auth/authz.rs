@@ -212,7 +212,8 @@ fn not_authorized(db: &str, name: &str, cmd: &Document) -> MongoError {
     )
 }
 
-fn needs<'a>(rule: Rule, db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
+/// The privileges `rule` asks of `cmd`, run on `db`.
+pub fn needs<'a>(rule: Rule, db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
     Ok(match rule {
         Rule::Open | Rule::Handler | Rule::Authenticated => Vec::new(),
         Rule::Cluster(actions) => vec![Need::on(Target::Cluster, actions)],
@@ -286,21 +287,6 @@ pub fn get_more_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Nee
         _ => Target::Db(db),
     };
     Ok(vec![Need::on(target, acts(&[Find]))])
-}
-
-/// `explain`: whatever the explained command needs.
-pub fn explain_needs<'a>(db: &'a str, cmd: &'a Document) -> MongoResult<Vec<Need<'a>>> {
-    let inner = cmd
-        .get_document("explain")
-        .map_err(|_| MongoError::failed_to_parse("explain must be a document"))?;
-    let name = inner.keys().next().map(String::as_str).unwrap_or("");
-    match crate::commands::rule_for(name) {
-        Some(rule @ Rule::Custom(_)) | Some(rule @ Rule::Collection(_)) => needs(rule, db, inner),
-        _ => Err(MongoError::new(
-            ErrorCode::CommandNotFound,
-            format!("Explain failed due to unknown command: {name}"),
-        )),
-    }
 }
 
 /// `renameCollection: "db.a", to: "db.b"` (run on admin), as MongoDB decides it: within

@@ -5,7 +5,7 @@ use wire::MongoResult;
 
 use crate::context::Session;
 
-pub fn run(_: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+pub async fn run(_: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
     let parts: Vec<i32> = crate::VERSION
         .split('.')
         .filter_map(|p| p.parse().ok())

@@ -5,7 +5,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::context::Session;
 
-pub fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
+pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     if !session.state.config.enable_test_commands {
         return Err(MongoError::new(
             ErrorCode::CommandNotFound,

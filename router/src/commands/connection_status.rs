@@ -6,7 +6,7 @@ use wire::MongoResult;
 use crate::auth::user::RoleName;
 use crate::context::Session;
 
-pub fn run(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
+pub async fn run(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
     let (users, roles, privileges) = match &session.auth.user {
         Some(u) => (
             vec![Bson::Document(doc! {"user": &u.user, "db": &u.db})],
@@ -26,7 +26,7 @@ pub fn run(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Docu
     Ok(doc! {"authInfo": auth_info})
 }
 
-pub fn logout(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+pub async fn logout(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
     session.auth.user = None;
     session.auth.conversation = None;
     Ok(Document::new())

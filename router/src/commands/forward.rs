@@ -27,26 +27,6 @@ const ROUTER_ONLY: &[&str] = &[
     "mayBypassWriteBlocking",
 ];
 
-/// Commands that only read: they may go to a secondary when the read preference allows.
-const READS: &[&str] = &[
-    "find",
-    "count",
-    "distinct",
-    "aggregate",
-    "listCollections",
-    "listDatabases",
-    "listIndexes",
-    "collStats",
-    "dbStats",
-    "dbHash",
-    "validate",
-    "explain",
-    "replSetGetStatus",
-    "replSetStepDown",
-    "replSetStepUp",
-    "replSetFreeze",
-];
-
 /// Forwards `cmd`, with `sequences` (raw document sequences the router never parsed)
 /// appended to it as array fields.
 pub async fn run(
@@ -65,7 +45,8 @@ pub async fn run(
         read_preference: ReadPreference::parse(cmd.get("$readPreference"))?,
         w,
         wtimeout_ms,
-        writes: !READS.contains(&name.as_str()) || writes_output(&cmd),
+        writes: super::find(&name).is_none_or(|c| c.member == super::Member::Primary)
+            || writes_output(&cmd),
         pin: None,
         op_id: 0,
     };
@@ -155,7 +136,8 @@ pub async fn run(
     // The command carries the version of its database's primary shard.
     let mut db_versioned = false;
     if let (Some(cluster), None, true) = (&state.cluster, cursor, killed.is_empty()) {
-        let routed = crate::sharding::route_command(session, cluster, &name, db, &cmd, &fwd);
+        let coll = super::table::target_collection(&name, &cmd);
+        let routed = crate::sharding::route_command(session, cluster, &name, db, &cmd, &fwd, coll);
         match Box::pin(routed).await? {
             crate::sharding::Routed::To(h) => target = Some(h),
             crate::sharding::Routed::Primary(h, version) => {
@@ -301,7 +283,7 @@ pub async fn run(
             cmd.remove("databaseVersion");
             let ns = format!(
                 "{db}.{}",
-                crate::sharding::collection_of(&name, &cmd).unwrap_or_default()
+                super::collection_of(&name, &cmd).unwrap_or_default()
             );
             let fresh = Box::pin(cluster.on_stale(&ns, shard.as_deref(), &stale, 0)).await?;
             let Some(table) = fresh else {
@@ -342,7 +324,7 @@ async fn scatter_command(
     fwd: Forward,
     split: Option<crate::deadline::Split>,
 ) -> MongoResult<Document> {
-    let coll = crate::sharding::collection_of(name, &cmd)
+    let coll = super::collection_of(name, &cmd)
         .unwrap_or_default()
         .to_string();
     let ctx = crate::sharding::scatter::Ctx {

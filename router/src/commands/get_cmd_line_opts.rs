@@ -5,7 +5,7 @@ use wire::MongoResult;
 
 use crate::context::Session;
 
-pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+pub async fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
     let argv: Vec<String> = std::env::args().collect();
     let parsed = bson::to_document(&session.state.config.redacted()).unwrap_or_default();
     Ok(doc! {"argv": argv, "parsed": parsed})

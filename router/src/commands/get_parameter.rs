@@ -20,7 +20,7 @@ fn parameters(session: &Session) -> Document {
     }
 }
 
-pub fn run(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
+pub async fn run(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
     let all = parameters(session);
     let star = matches!(cmd.get("getParameter"), Some(Bson::String(s)) if s == "*")
         || matches!(cmd.get("getParameter"), Some(Bson::Document(d)) if d.get("allParameters") == Some(&Bson::Boolean(true)));

@@ -5,7 +5,7 @@ use wire::MongoResult;
 
 use crate::context::Session;
 
-pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+pub async fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get() as i32)
         .unwrap_or(1);

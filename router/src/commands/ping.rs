@@ -5,6 +5,6 @@ use wire::MongoResult;
 
 use crate::context::Session;
 
-pub fn run(_: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+pub async fn run(_: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
     Ok(Document::new())
 }

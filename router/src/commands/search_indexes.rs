@@ -8,6 +8,6 @@ use crate::context::Session;
 
 pub const NOT_ENABLED: &str = "Using Atlas Search Database Commands and the $listSearchIndexes aggregation stage requires additional configuration. Please connect to Atlas or an AtlasCLI local deployment to enable.";
 
-pub fn run(_: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+pub async fn run(_: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
     Err(MongoError::new(ErrorCode::SearchNotEnabled, NOT_ENABLED))
 }

@@ -87,7 +87,11 @@ fn own_sessions(session: &mut Session, ids: Vec<[u8; 16]>) -> Vec<SessionKey> {
     ids.into_iter().map(|id| SessionKey { id, uid }).collect()
 }
 
-pub fn end_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
+pub async fn end_sessions(
+    session: &mut Session,
+    _db: &str,
+    cmd: &Document,
+) -> MongoResult<Document> {
     let ids = session_ids(cmd, "endSessions")?;
     let keys = own_sessions(session, ids);
     session.state.sessions.end(&keys);
@@ -98,7 +102,11 @@ pub fn end_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoRe
 /// the `uid` given, which for another user's needs `killAnySession` (the caller's
 /// privileges were refreshed when this command was authorized). An empty list ends all
 /// the caller's sessions.
-pub fn kill_sessions(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
+pub async fn kill_sessions(
+    session: &mut Session,
+    db: &str,
+    cmd: &Document,
+) -> MongoResult<Document> {
     let list = session_list(cmd, "killSessions")?;
     let own = session.recent_session.uid(owner(&session.auth));
     if list.is_empty() {
@@ -134,7 +142,7 @@ pub fn kill_sessions(session: &mut Session, db: &str, cmd: &Document) -> MongoRe
 /// `killAllSessions: [{user, db}, ...]` (every user's when empty) and
 /// `killAllSessionsByPattern: [{uid} | {users: [...]} | {lsid}, ...]`. Both need
 /// `killAnySession` on the cluster (checked before this runs).
-pub fn kill_all_sessions(
+pub async fn kill_all_sessions(
     session: &mut Session,
     _db: &str,
     cmd: &Document,
@@ -208,7 +216,11 @@ fn user_of(b: &Bson) -> MongoResult<[u8; 32]> {
     }
 }
 
-pub fn refresh_sessions(session: &mut Session, _db: &str, cmd: &Document) -> MongoResult<Document> {
+pub async fn refresh_sessions(
+    session: &mut Session,
+    _db: &str,
+    cmd: &Document,
+) -> MongoResult<Document> {
     let ids = session_ids(cmd, "refreshSessions")?;
     for id in ids {
         session
@@ -219,7 +231,11 @@ pub fn refresh_sessions(session: &mut Session, _db: &str, cmd: &Document) -> Mon
 }
 
 /// A fresh session, in the cache from now on, as mongos hands out.
-pub fn start_session(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+pub async fn start_session(
+    session: &mut Session,
+    _db: &str,
+    _cmd: &Document,
+) -> MongoResult<Document> {
     let id = bson::Uuid::new().bytes();
     session
         .recent_session

@@ -5,6 +5,6 @@ use wire::MongoResult;
 
 use crate::context::Session;
 
-pub fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
+pub async fn run(session: &mut Session, _db: &str, _cmd: &Document) -> MongoResult<Document> {
     Ok(doc! {"you": &session.peer_text})
 }

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::{Bson, Document};
+use bson::Document;
 use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 use wire::{ErrorCode, MongoError, MongoResult};
@@ -452,7 +452,8 @@ pub enum Routed {
     Answered(Document),
 }
 
-/// Decides where `name` goes. Commands about whole databases are answered here.
+/// Decides where `name` goes, about collection `coll` when it names one. Commands about
+/// whole databases are answered here.
 pub async fn route_command(
     session: &Session,
     cluster: &Cluster,
@@ -460,6 +461,7 @@ pub async fn route_command(
     db: &str,
     cmd: &Document,
     fwd: &Forward,
+    coll: Option<&str>,
 ) -> MongoResult<Routed> {
     match name {
         "listDatabases" => {
@@ -475,13 +477,6 @@ pub async fn route_command(
         "renameCollection" => return databases::rename_target(cluster, cmd).await.map(Routed::To),
         _ => {}
     }
-    let coll = if name == "explain" {
-        cmd.get_document("explain")
-            .ok()
-            .and_then(|inner| collection_of(inner.keys().next()?, inner))
-    } else {
-        collection_of(name, cmd)
-    };
     match cluster.route(db, coll, fwd.writes).await? {
         Route::One(h, version) if coll.is_some() && db != "config" && db != "admin" => {
             Ok(Routed::Unsharded(h, version))
@@ -544,22 +539,6 @@ fn placement(db: &str, shards: usize) -> usize {
     (h % shards as u64) as usize
 }
 
-/// The collection a command names, for commands that name one.
-pub fn collection_of<'a>(name: &str, cmd: &'a Document) -> Option<&'a str> {
-    match name {
-        "insert" | "update" | "delete" | "find" | "count" | "distinct" | "findAndModify"
-        | "findandmodify" | "create" | "drop" | "createIndexes" | "listIndexes" | "dropIndexes"
-        | "deleteIndexes" | "collStats" | "validate" | "killCursors" | "aggregate" => {
-            match cmd.get(name) {
-                Some(Bson::String(c)) => Some(c.as_str()),
-                _ => None,
-            }
-        }
-        "getMore" => cmd.get_str("collection").ok(),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,14 +550,5 @@ mod tests {
             assert!(p < 3);
             assert_eq!(p, placement(db, 3));
         }
-    }
-
-    #[test]
-    fn commands_name_their_collection() {
-        let cmd = bson::doc! {"find": "c", "filter": {}};
-        assert_eq!(collection_of("find", &cmd), Some("c"));
-        let agg = bson::doc! {"aggregate": 1, "pipeline": []};
-        assert_eq!(collection_of("aggregate", &agg), None);
-        assert_eq!(collection_of("ping", &cmd), None);
     }
 }
