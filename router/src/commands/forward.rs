@@ -4,9 +4,13 @@
 use bson::{Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
+use std::sync::Arc;
+
 use crate::context::Session;
 use crate::read_preference::{Mode, ReadPreference};
-use crate::shard_client::Forward;
+use crate::shard_client::{Forward, ShardHandle};
+use crate::sharding::routing::RoutingTable;
+use crate::sharding::{versioning, Routed};
 
 /// Generic arguments the router consumes; the shard never sees them.
 const ROUTER_ONLY: &[&str] = &[
@@ -28,7 +32,10 @@ const ROUTER_ONLY: &[&str] = &[
 ];
 
 /// Forwards `cmd`, with `sequences` (raw document sequences the router never parsed)
-/// appended to it as array fields.
+/// appended to it as array fields, in named steps: read the client's options, claim the
+/// cursors it names, target a shard (or all of them), encode, send through the forward
+/// gate within the deadline, send again where a shard says the routing was stale, and
+/// record the cursor the reply opens.
 pub async fn run(
     session: &mut Session,
     db: &str,
@@ -36,29 +43,93 @@ pub async fn run(
     sequences: Vec<wire::DocSequence>,
 ) -> MongoResult<Document> {
     let name = cmd.keys().next().cloned().unwrap_or_default();
+    let mut opts = options(session, &name, &cmd)?;
+    // A cursor lives on the member that opened it, and belongs to the user who did.
+    let owner = session.auth.owner();
+    let mut target = Target::default();
+    let cursors =
+        match claim_cursors(session, &name, &mut cmd, &owner, &mut opts, &mut target).await? {
+            Claimed::Answered(reply) => return Ok(reply),
+            Claimed::Cursors(c) => c,
+        };
+    if cursors.is_empty() {
+        if let Some(reply) = route(session, db, &name, &mut cmd, &opts.fwd, &mut target).await? {
+            return Ok(reply);
+        }
+    }
+    let command = encode(session, cmd, sequences, &opts)?;
+    opts.fwd.op_id = session.ops.current_opid();
+    session.ops.forwarded(command.clone());
+    if let (Some(table), Some(cluster)) = (target.scatter.take(), &session.state.cluster) {
+        let cmd = decode(&command)?;
+        return Box::pin(scatter_command(
+            session, cluster, table, db, &name, cmd, opts.fwd, opts.split,
+        ))
+        .await;
+    }
+    // Kept only where a stale version may send the command again.
+    let kept = (target.versioned.is_some() || target.db_versioned).then(|| command.clone());
+    let sent = match send(session, db, &target, command, &mut opts).await {
+        Ok(sent) => sent,
+        Err(e) => {
+            if e.code == ErrorCode::CursorNotFound as i32 {
+                let cursors_table = &session.state.cursors;
+                cursors
+                    .get_more
+                    .into_iter()
+                    .for_each(|id| cursors_table.closed(id));
+            }
+            return Err(e);
+        }
+    };
+    let sent = match kept {
+        Some(command) => {
+            match resend_if_stale(session, db, &name, &mut target, command, &opts, sent).await? {
+                Resent::Reply(sent) => sent,
+                Resent::Answered(reply) => return Ok(reply),
+            }
+        }
+        None => sent,
+    };
+    Ok(record_cursors(
+        session, &cursors, target, &opts.fwd, owner, sent,
+    ))
+}
+
+/// What the client asked of the forwarded command, read and checked once.
+struct Options {
+    fwd: Forward,
+    /// The client's `maxTimeMS` (0: none).
+    deadline_ms: u64,
+    /// That deadline split between the member and the router's wait.
+    split: Option<crate::deadline::Split>,
+    linearizable: bool,
+    after_cluster_time: Option<Bson>,
+}
+
+fn options(session: &Session, name: &str, cmd: &Document) -> MongoResult<Options> {
     let (w, wtimeout_ms) = write_concern(cmd.get("writeConcern"))?;
     // Validated either way; forwarded (and used for shedding) only when deadlines are on.
     let deadline_ms = max_time_ms(cmd.get("maxTimeMS"))?;
     let split = resplit(session, deadline_ms)?;
-    let mut fwd = Forward {
+    let writes =
+        super::find(name).is_none_or(|c| c.member == super::Member::Primary) || writes_output(cmd);
+    // Validated even where it is ignored: a write goes to the primary.
+    let read_preference = ReadPreference::parse(cmd.get("$readPreference"))?;
+    let fwd = Forward {
         max_time_ms: split.map_or(0, |s| s.shard_ms),
-        read_preference: ReadPreference::parse(cmd.get("$readPreference"))?,
+        read_preference: if writes {
+            ReadPreference::default()
+        } else {
+            read_preference
+        },
         w,
         wtimeout_ms,
-        writes: super::find(&name).is_none_or(|c| c.member == super::Member::Primary)
-            || writes_output(&cmd),
+        writes,
         pin: None,
         op_id: 0,
     };
-    if fwd.writes {
-        fwd.read_preference = ReadPreference::default();
-    }
     let linearizable = read_concern(cmd.get("readConcern"))? == Some("linearizable");
-    let after_cluster_time = cmd
-        .get_document("readConcern")
-        .ok()
-        .and_then(|rc| rc.get("afterClusterTime"))
-        .cloned();
     if linearizable && fwd.writes {
         return Err(MongoError::new(
             ErrorCode::InvalidOptions,
@@ -71,106 +142,178 @@ pub async fn run(
             "linearizable read concern requires read preference primary",
         ));
     }
-    // A cursor lives on the member that opened it, and belongs to the user who did.
-    let owner = session.auth.owner();
-    // A field borrow, not an `Arc` clone: no shared reference count touched per command.
-    let state = &session.state;
-    let cursors = &state.cursors;
-    let cursor = match name.as_str() {
-        "getMore" => cmd.get_i64("getMore").ok(),
-        _ => None,
-    };
-    // The shard the command goes to (`None`: the router's default shard).
-    let mut target = None;
-    if let Some(id) = cursor {
-        let claim = cursors.claim(id, &owner)?;
-        if let Some(merged) = claim.merged {
-            return Box::pin(crate::sharding::merged_cursor_command::get_more(
-                session, id, merged, &cmd,
-            ))
-            .await;
-        }
-        fwd.pin = claim.member;
-        target = claim.shard;
-        fwd.writes = false;
+    let after_cluster_time = cmd
+        .get_document("readConcern")
+        .ok()
+        .and_then(|rc| rc.get("afterClusterTime"))
+        .cloned();
+    Ok(Options {
+        fwd,
+        deadline_ms,
+        split,
+        linearizable,
+        after_cluster_time,
+    })
+}
+
+/// Where the command goes.
+#[derive(Default)]
+struct Target {
+    /// The shard (`None`: the router's default shard).
+    shard: Option<ShardHandle>,
+    /// Every shard of a sharded collection, merged by `sharding::scatter`.
+    scatter: Option<Arc<RoutingTable>>,
+    /// The command carries a shard version: the shard it went to, when it is known (a
+    /// sharded collection's one shard; `None` for an unsharded collection).
+    versioned: Option<Option<String>>,
+    /// The command carries the version of its database's primary shard.
+    db_versioned: bool,
+}
+
+/// The router cursors a `getMore` or `killCursors` names.
+#[derive(Default)]
+struct CursorsNamed {
+    get_more: Option<i64>,
+    /// Left for the shard to kill.
+    killed: Vec<i64>,
+}
+
+impl CursorsNamed {
+    fn is_empty(&self) -> bool {
+        self.get_more.is_none() && self.killed.is_empty()
     }
-    let mut killed = match name.as_str() {
-        "killCursors" => kill_list(&cmd),
-        _ => Vec::new(),
-    };
+}
+
+enum Claimed {
+    /// Merged cursors, served or killed at the router.
+    Answered(Document),
+    Cursors(CursorsNamed),
+}
+
+/// Claims the cursors the command names for this user: they decide the member (and
+/// shard) it goes to. Merged cursors live at the router and are served here.
+async fn claim_cursors(
+    session: &mut Session,
+    name: &str,
+    cmd: &mut Document,
+    owner: &crate::cursors::Owner,
+    opts: &mut Options,
+    target: &mut Target,
+) -> MongoResult<Claimed> {
+    let mut named = CursorsNamed::default();
+    if name == "getMore" {
+        if let Ok(id) = cmd.get_i64("getMore") {
+            let claim = session.state.cursors.claim(id, owner)?;
+            if let Some(merged) = claim.merged {
+                return Box::pin(crate::sharding::merged_cursor_command::get_more(
+                    session, id, merged, cmd,
+                ))
+                .await
+                .map(Claimed::Answered);
+            }
+            opts.fwd.pin = claim.member;
+            target.shard = claim.shard;
+            opts.fwd.writes = false;
+            named.get_more = Some(id);
+        }
+    }
+    if name != "killCursors" {
+        return Ok(Claimed::Cursors(named));
+    }
+    let cursors = &session.state.cursors;
     let mut killed_here = Vec::new();
-    for id in &killed {
+    for id in kill_list(cmd) {
         // Ids this router never handed out are left for the shard to report as not found.
-        match cursors.claim(*id, &owner) {
+        match cursors.claim(id, owner) {
             Ok(claim) => {
                 if let Some(merged) = claim.merged {
                     Box::pin(async { merged.lock().await.kill().await }).await;
-                    killed_here.push(*id);
+                    killed_here.push(id);
                     continue;
                 }
-                fwd.pin = fwd.pin.or(claim.member);
-                target = target.or(claim.shard);
+                opts.fwd.pin = opts.fwd.pin.or(claim.member);
+                target.shard = target.shard.take().or(claim.shard);
             }
             Err(e) if e.code == ErrorCode::CursorNotFound as i32 => {}
             Err(e) => return Err(e),
         }
-        fwd.writes = false;
+        opts.fwd.writes = false;
+        named.killed.push(id);
     }
     if !killed_here.is_empty() {
         killed_here.iter().for_each(|id| cursors.closed(*id));
-        killed.retain(|id| !killed_here.contains(id));
-        if killed.is_empty() {
-            return Ok(bson::doc! {
+        if named.killed.is_empty() {
+            return Ok(Claimed::Answered(bson::doc! {
                 "cursorsKilled": killed_here,
                 "cursorsNotFound": [],
                 "cursorsAlive": [],
                 "cursorsUnknown": [],
-            });
+            }));
         }
-        cmd.insert("cursors", killed.clone());
+        cmd.insert("cursors", named.killed.clone());
     }
-    let mut scatter = None;
-    // The command carries a shard version: the shard it went to, when it is known (a
-    // sharded collection's one shard; `None` for an unsharded collection).
-    let mut versioned: Option<Option<String>> = None;
-    // The command carries the version of its database's primary shard.
-    let mut db_versioned = false;
-    if let (Some(cluster), None, true) = (&state.cluster, cursor, killed.is_empty()) {
-        let coll = super::table::target_collection(&name, &cmd);
-        let routed = crate::sharding::route_command(session, cluster, &name, db, &cmd, &fwd, coll);
-        match Box::pin(routed).await? {
-            crate::sharding::Routed::To(h) => target = Some(h),
-            crate::sharding::Routed::Primary(h, version) => {
-                crate::sharding::versioning::attach_db_version(&mut cmd, version);
-                db_versioned = true;
-                target = Some(h);
-            }
-            crate::sharding::Routed::Unsharded(h, version) => {
-                if crate::sharding::versioning::attach_unsharded(&name, &mut cmd) {
-                    versioned = Some(None);
-                }
-                if let Some(version) = version {
-                    crate::sharding::versioning::attach_db_version(&mut cmd, version);
-                    db_versioned = true;
-                }
-                target = Some(h);
-            }
-            crate::sharding::Routed::Targeted(shard, table) => {
-                crate::sharding::versioning::attach(&name, &mut cmd, &table);
-                target = Some(shard.handle.clone());
-                versioned = Some(Some(shard.name.clone()));
-            }
-            crate::sharding::Routed::Scatter(table) => scatter = Some(table),
-            crate::sharding::Routed::Answered(reply) => return Ok(reply),
+    Ok(Claimed::Cursors(named))
+}
+
+/// In a sharded cluster, where the command goes by the catalog, with the versions it
+/// carries; `Some` when the router answered it (commands about whole databases).
+async fn route(
+    session: &Session,
+    db: &str,
+    name: &str,
+    cmd: &mut Document,
+    fwd: &Forward,
+    target: &mut Target,
+) -> MongoResult<Option<Document>> {
+    let Some(cluster) = &session.state.cluster else {
+        return Ok(None);
+    };
+    let coll = super::table::target_collection(name, cmd);
+    let routed = crate::sharding::route_command(session, cluster, name, db, cmd, fwd, coll);
+    match Box::pin(routed).await? {
+        Routed::To(h) => target.shard = Some(h),
+        Routed::Primary(h, version) => {
+            versioning::attach_db_version(cmd, version);
+            target.db_versioned = true;
+            target.shard = Some(h);
         }
+        Routed::Unsharded(h, version) => {
+            if versioning::attach_unsharded(name, cmd) {
+                target.versioned = Some(None);
+            }
+            if let Some(version) = version {
+                versioning::attach_db_version(cmd, version);
+                target.db_versioned = true;
+            }
+            target.shard = Some(h);
+        }
+        Routed::Targeted(shard, table) => {
+            versioning::attach(name, cmd, &table);
+            target.shard = Some(shard.handle.clone());
+            target.versioned = Some(Some(shard.name.clone()));
+        }
+        Routed::Scatter(table) => target.scatter = Some(table),
+        Routed::Answered(reply) => return Ok(Some(reply)),
     }
+    Ok(None)
+}
+
+/// The command as the shard takes it: the router's own fields removed, a retryable
+/// write's session kept, the read concern the member needs, and the raw sequences folded
+/// in.
+fn encode(
+    session: &mut Session,
+    mut cmd: Document,
+    sequences: Vec<wire::DocSequence>,
+    opts: &Options,
+) -> MongoResult<bytes::Bytes> {
     // A retryable write keeps its session and number: the shard records its statements
     // under them, so a retry (the driver's, or ours after a failover) applies once.
     let retryable = cmd.contains_key("txnNumber") && !cmd.contains_key("autocommit");
     let session_fields = if retryable {
         let lsid = cmd.remove("lsid").map(|l| {
             let (recent, auth) = (&mut session.recent_session, &session.auth);
-            super::sessions::bind_to_user(state.auth.enabled, recent, auth, l)
+            super::sessions::bind_to_user(session.state.auth.enabled, recent, auth, l)
         });
         (lsid, cmd.remove("txnNumber"))
     } else {
@@ -179,11 +322,14 @@ pub async fn run(
     for f in ROUTER_ONLY {
         cmd.remove(*f);
     }
-    if linearizable {
+    if opts.linearizable {
         cmd.insert("readConcern", bson::doc! {"level": "linearizable"});
-    } else if let Some(after) = after_cluster_time {
+    } else if let Some(after) = &opts.after_cluster_time {
         // A causally consistent read: the member applies everything committed before it.
-        cmd.insert("readConcern", bson::doc! {"afterClusterTime": after});
+        cmd.insert(
+            "readConcern",
+            bson::doc! {"afterClusterTime": after.clone()},
+        );
     }
     if let (Some(lsid), Some(txn)) = session_fields {
         cmd.insert("lsid", lsid);
@@ -191,37 +337,45 @@ pub async fn run(
     }
     let command = wire::fold_sequences(&cmd, &sequences)
         .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-    drop(sequences);
-    let command = bytes::Bytes::from(command);
-    fwd.op_id = session.ops.current_opid();
-    session.ops.forwarded(command.clone());
-    if let (Some(table), Some(cluster)) = (scatter, &state.cluster) {
-        let cmd = Document::from_reader(&mut command.as_ref())
-            .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-        return Box::pin(scatter_command(
-            session, cluster, table, db, &name, cmd, fwd, split,
-        ))
-        .await;
-    }
-    let handle = target.as_ref().unwrap_or(&state.shard);
-    // Kept only where a stale version may send the command again.
-    let kept = (versioned.is_some() || db_versioned).then(|| command.clone());
+    Ok(bytes::Bytes::from(command))
+}
+
+fn decode(command: &bytes::Bytes) -> MongoResult<Document> {
+    Document::from_reader(&mut command.as_ref())
+        .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))
+}
+
+/// A reply, the member that gave it, and where the command waited.
+type Sent = (Document, usize, crate::shard_client::Waits);
+
+/// Sends through the shard's forward gate, within the deadline: at most the shard's
+/// slots in flight; the rest wait in line here, and a command that would wait too long
+/// for its deadline is refused before it is sent.
+async fn send(
+    session: &mut Session,
+    db: &str,
+    target: &Target,
+    command: bytes::Bytes,
+    opts: &mut Options,
+) -> MongoResult<Sent> {
+    let state = &session.state;
+    let handle = target.shard.as_ref().unwrap_or(&state.shard);
     // The deadline split again: routing (a catalog read) took some of it.
-    let split = resplit(session, deadline_ms)?;
-    fwd.max_time_ms = split.map_or(0, |s| s.shard_ms);
-    // At most the shard's slots in flight; the rest wait in line here, and a command
-    // that would wait too long for its deadline is refused before it is sent.
+    let split = resplit(session, opts.deadline_ms)?;
+    opts.split = split;
+    opts.fwd.max_time_ms = split.map_or(0, |s| s.shard_ms);
     let gate = handle.gate();
     if let Err(refused) = gate.admit(split.map(|s| s.router_wait)) {
         state
             .counters
             .add(session.id, crate::counters::Op::ShedByForwardGate, 1);
-        return Err(refused.to_error(gate.limit(), deadline_ms));
+        return Err(refused.to_error(gate.limit(), opts.deadline_ms));
     }
     let sample_hold = session.hold_sampler.due();
     let ops = session.ops.clone();
     ops.in_line();
-    let request_started = session.request_started;
+    let (request_started, deadline_ms) = (session.request_started, opts.deadline_ms);
+    let fwd = &mut opts.fwd;
     // Boxed, as every rarely taken or large await here is: a future lives inline in its
     // caller's, and each level moves it in whole when it starts it. Inline, a lookup's
     // futures came to 40 KB and were copied level by level on every command, refused or
@@ -236,7 +390,7 @@ pub async fn run(
                 fwd.max_time_ms = left.map_or(s.shard_ms, |l| l.shard_ms);
             }
             handle
-                .run_encoded(db, command, &fwd, &session.peer_text)
+                .run_encoded(db, command, fwd, &session.peer_text)
                 .await
         });
         let (result, waited) = gate.run(sample_hold, granted).await;
@@ -247,68 +401,100 @@ pub async fn run(
     };
     // Answered before the client's own deadline (see `deadline`); dropping the call
     // stops the shard's work too.
-    let result =
-        crate::deadline::within(split, call, &mut session.transit_sampler, &state.lag).await;
-    let (mut reply, mut member, mut waits) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            if e.code == ErrorCode::CursorNotFound as i32 {
-                cursor.into_iter().for_each(|id| cursors.closed(id));
-            }
-            return Err(e);
-        }
+    crate::deadline::within(split, call, &mut session.transit_sampler, &state.lag).await
+}
+
+enum Resent {
+    Reply(Sent),
+    /// Routed again over every shard from fresh routing.
+    Answered(Document),
+}
+
+/// Sends again where the reply says the routing was stale: to the database's new primary
+/// shard, or through the general path from fresh routing, within the router's share of
+/// the deadline.
+async fn resend_if_stale(
+    session: &mut Session,
+    db: &str,
+    name: &str,
+    target: &mut Target,
+    command: bytes::Bytes,
+    opts: &Options,
+    mut sent: Sent,
+) -> MongoResult<Resent> {
+    let Some(cluster) = &session.state.cluster else {
+        return Ok(Resent::Reply(sent));
     };
-    if let (true, Some(cluster), Some(command)) = (db_versioned, &state.cluster, &kept) {
-        if let Some(stale) = crate::sharding::versioning::stale_db_error(&reply) {
-            // The database's primary moved (or is moving): sent again to the one the
-            // catalog names now, within the router's share of the deadline.
-            let cmd = Document::from_reader(&mut command.as_ref())
-                .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-            let resend =
-                Box::pin(cluster.resend_to_primary(db, cmd, &fwd, &session.peer_text, stale));
+    if target.db_versioned {
+        if let Some(stale) = versioning::stale_db_error(&sent.0) {
+            // The database's primary moved (or is moving): sent to the one the catalog
+            // names now.
+            let resend = Box::pin(cluster.resend_to_primary(
+                db,
+                decode(&command)?,
+                &opts.fwd,
+                &session.peer_text,
+                stale,
+            ));
+            let lag = &session.state.lag;
             let (r, m, w, shard) =
-                crate::deadline::within(split, resend, &mut session.transit_sampler, &state.lag)
+                crate::deadline::within(opts.split, resend, &mut session.transit_sampler, lag)
                     .await?;
-            (reply, member, waits) = (r, m, w);
-            target = Some(shard);
+            sent = (r, m, w);
+            target.shard = Some(shard);
         }
     }
-    if let (Some(shard), Some(cluster), Some(command)) = (&versioned, &state.cluster, kept) {
-        if let Some(stale) = crate::sharding::versioning::stale_error(&reply) {
+    if let Some(shard) = &target.versioned {
+        if let Some(stale) = versioning::stale_error(&sent.0) {
             // Routed with an outdated table (or the shard was behind): routed again from
             // fresh routing, through the general path, which retries as needed.
-            let mut cmd = Document::from_reader(&mut command.as_ref())
-                .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+            let mut cmd = decode(&command)?;
             cmd.remove("shardVersion");
             cmd.remove("databaseVersion");
             let ns = format!(
                 "{db}.{}",
-                super::collection_of(&name, &cmd).unwrap_or_default()
+                super::collection_of(name, &cmd).unwrap_or_default()
             );
             let fresh = Box::pin(cluster.on_stale(&ns, shard.as_deref(), &stale, 0)).await?;
             let Some(table) = fresh else {
                 return Err(stale);
             };
+            let fwd = opts.fwd.clone();
             return Box::pin(scatter_command(
-                session, cluster, table, db, &name, cmd, fwd, split,
+                session, cluster, table, db, name, cmd, fwd, opts.split,
             ))
-            .await;
+            .await
+            .map(Resent::Answered);
         }
     }
+    Ok(Resent::Reply(sent))
+}
+
+/// Records what the reply did to the router's cursors: the ones killed or exhausted are
+/// closed, and a new one is remembered with its member and owner.
+fn record_cursors(
+    session: &mut Session,
+    named: &CursorsNamed,
+    target: Target,
+    fwd: &Forward,
+    owner: crate::cursors::Owner,
+    (reply, member, waits): Sent,
+) -> Document {
     session.last_waits = Some(waits);
-    killed.iter().for_each(|id| cursors.closed(*id));
+    let cursors = &session.state.cursors;
+    named.killed.iter().for_each(|id| cursors.closed(*id));
     if let Ok(id) = reply.get_document("cursor").and_then(|c| c.get_i64("id")) {
         if id == 0 {
-            cursor.into_iter().for_each(|id| cursors.closed(id));
-        } else if cursor.is_none() {
+            named.get_more.into_iter().for_each(|id| cursors.closed(id));
+        } else if named.get_more.is_none() {
             let on = (fwd.read_preference.mode != Mode::Primary).then_some(member);
-            match target {
+            match target.shard {
                 Some(shard) => cursors.opened_on(id, shard, on, owner),
                 None => cursors.opened(id, on, owner),
             }
         }
     }
-    Ok(reply)
+    reply
 }
 
 /// Runs a command on a sharded collection over its shards (`sharding::scatter`), within
