@@ -366,32 +366,7 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             };
             Stage::AddFields(SetFields::parse(d)?)
         }
-        "$unset" => {
-            let paths = match arg {
-                Bson::String(s) => vec![s.clone()],
-                Bson::Array(a) if a.is_empty() => {
-                    return Err(err(31119, "$unset specification must be a string or an array with at least one field"))
-                }
-                Bson::Array(a) => a
-                    .iter()
-                    .map(|x| match x {
-                        Bson::String(s) => Ok(s.clone()),
-                        _ => Err(err(31120, "$unset specification must be a string or an array containing only string values")),
-                    })
-                    .collect::<MongoResult<Vec<_>>>()?,
-                _ => return Err(err(31002, "$unset specification must be a string or an array")),
-            };
-            for p in &paths {
-                crate::depth::check_path(p)?;
-                if p.is_empty() || p.starts_with('$') || p.split('.').any(str::is_empty) {
-                    return Err(err(
-                        31002,
-                        format!("Invalid $unset :: caused by :: FieldPath '{p}' is not valid"),
-                    ));
-                }
-            }
-            Stage::Unset(paths.iter().map(|p| split_path(p)).collect())
-        }
+        "$unset" => parse_unset(arg)?,
         "$group" => Stage::Group(Box::new(Group::parse(arg)?)),
         "$sort" => {
             let Bson::Document(d) = arg else {
@@ -399,164 +374,17 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             };
             Stage::Sort(SortKeys::parse(d)?)
         }
-        "$limit" => {
-            let n = crate::expr::as_int_exact(arg).ok_or_else(|| {
-                err(
-                    15957,
-                    format!("the limit must be specified as a number, got {arg}"),
-                )
-            })?;
-            if n <= 0 {
-                return Err(err(15958, "the limit must be positive"));
-            }
-            Stage::Limit(n as usize)
-        }
-        "$skip" => {
-            let n = crate::expr::as_int_exact(arg).ok_or_else(|| {
-                err(
-                    15972,
-                    format!("Argument to $skip must be a number, got {arg}"),
-                )
-            })?;
-            if n < 0 {
-                return Err(err(
-                    15956,
-                    format!("Argument to $skip cannot be negative, got {n}"),
-                ));
-            }
-            Stage::Skip(n as usize)
-        }
+        "$limit" => parse_limit(arg)?,
+        "$skip" => parse_skip(arg)?,
         "$unwind" => Stage::Unwind(Unwind::parse(arg)?),
         "$lookup" => Stage::Lookup(Box::new(Lookup::parse(arg)?)),
         "$graphLookup" => Stage::GraphLookup(Box::new(GraphLookup::parse(arg)?)),
-        "$replaceRoot" => {
-            let Bson::Document(d) = arg else {
-                return Err(err(
-                    40228,
-                    "expected an object as specification for $replaceRoot stage",
-                ));
-            };
-            for k in d.keys() {
-                if k != "newRoot" {
-                    return Err(MongoError::new(
-                        ErrorCode::Location40415,
-                        format!("BSON field '$replaceRoot.{k}' is an unknown field."),
-                    ));
-                }
-            }
-            let root = d.get("newRoot").ok_or_else(|| {
-                MongoError::new(
-                    ErrorCode::Location40414,
-                    "BSON field '$replaceRoot.newRoot' is missing but a required field",
-                )
-            })?;
-            Stage::ReplaceRoot(Expr::parse(root)?)
-        }
+        "$replaceRoot" => parse_replace_root(arg)?,
         "$replaceWith" => Stage::ReplaceRoot(Expr::parse(arg)?),
-        "$facet" => {
-            let Bson::Document(d) = arg else {
-                return Err(err(
-                    15947,
-                    "the $facet specification must be a non-empty object",
-                ));
-            };
-            if d.is_empty() {
-                return Err(err(
-                    40169,
-                    "the $facet specification must be a non-empty object",
-                ));
-            }
-            let mut facets = Vec::new();
-            for (k, v) in d {
-                let Bson::Array(stages) = v else {
-                    return Err(err(
-                        40170,
-                        format!(
-                            "arguments to $facet must be arrays, {k} is type {}",
-                            crate::expr::type_name(v)
-                        ),
-                    ));
-                };
-                let stages = stage_docs(stages, 40171, "subpipeline elements must be objects")?;
-                facets.push((k.clone(), Pipeline::parse_inner(&stages, Nesting::Facet)?));
-            }
-            Stage::Facet(facets)
-        }
-        "$sample" => {
-            let Bson::Document(d) = arg else {
-                return Err(err(
-                    28745,
-                    "the $sample stage specification must be an object",
-                ));
-            };
-            let mut size = None;
-            for (k, v) in d {
-                if k != "size" {
-                    return Err(err(28748, format!("unrecognized option to $sample: {k}")));
-                }
-                let n = crate::expr::as_int_exact(v)
-                    .ok_or_else(|| err(28746, "size argument to $sample must be a number"))?;
-                if n < 0 {
-                    return Err(err(28747, "size argument to $sample must not be negative"));
-                }
-                size = Some(n as usize);
-            }
-            Stage::Sample(size.ok_or_else(|| err(28749, "$sample stage must specify a size"))?)
-        }
+        "$facet" => parse_facet(arg)?,
+        "$sample" => parse_sample(arg)?,
         "$bucketAuto" => Stage::BucketAuto(Box::new(BucketAuto::parse(arg)?)),
-        "$unionWith" => match arg {
-            Bson::String(c) => {
-                wire::namespace::check_collection(c)?;
-                Stage::UnionWith(c.clone(), None)
-            }
-            Bson::Document(d) => {
-                let mut coll = None;
-                let mut pipeline = None;
-                for (k, v) in d {
-                    match (k.as_str(), v) {
-                        ("coll", Bson::String(c)) => {
-                            wire::namespace::check_collection(c)?;
-                            coll = Some(c.clone());
-                        }
-                        ("pipeline", Bson::Array(a)) => {
-                            let stages = stage_docs(
-                                a,
-                                40172,
-                                "$unionWith pipeline elements must be objects",
-                            )?;
-                            pipeline =
-                                Some(Box::new(Pipeline::parse_inner(&stages, Nesting::Lookup)?));
-                        }
-                        ("coll" | "pipeline", _) => {
-                            return Err(MongoError::new(
-                                ErrorCode::TypeMismatch,
-                                format!("BSON field '$unionWith.{k}' is the wrong type"),
-                            ))
-                        }
-                        _ => {
-                            return Err(MongoError::new(
-                                ErrorCode::Location40415,
-                                format!("BSON field '$unionWith.{k}' is an unknown field."),
-                            ))
-                        }
-                    }
-                }
-                let coll = coll.ok_or_else(|| {
-                    MongoError::new(
-                        ErrorCode::Location40414,
-                        "BSON field '$unionWith.coll' is missing but a required field",
-                    )
-                })?;
-                Stage::UnionWith(coll, pipeline)
-            }
-            _ => {
-                return Err(err(
-                    ErrorCode::FailedToParse as i32,
-                    "the $unionWith stage specification must be an object or string",
-                ))
-                .map_err(|e: MongoError| MongoError::failed_to_parse(e.message))
-            }
-        },
+        "$unionWith" => parse_union_with(arg)?,
         "$redact" => Stage::Redact(Expr::parse(arg)?),
         "$documents" => Stage::Documents(Expr::parse(arg)?),
         "$collStats"
@@ -585,6 +413,199 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
                 40324,
                 format!("Unrecognized pipeline stage name: '{name}'"),
             ))
+        }
+    })
+}
+
+/// `$unset`: a path or an array of paths.
+fn parse_unset(arg: &Bson) -> MongoResult<Stage> {
+    let paths = match arg {
+        Bson::String(s) => vec![s.clone()],
+        Bson::Array(a) if a.is_empty() => {
+            return Err(err(31119, "$unset specification must be a string or an array with at least one field"))
+        }
+        Bson::Array(a) => a
+            .iter()
+            .map(|x| match x {
+                Bson::String(s) => Ok(s.clone()),
+                _ => Err(err(31120, "$unset specification must be a string or an array containing only string values")),
+            })
+            .collect::<MongoResult<Vec<_>>>()?,
+        _ => return Err(err(31002, "$unset specification must be a string or an array")),
+    };
+    for p in &paths {
+        crate::depth::check_path(p)?;
+        if p.is_empty() || p.starts_with('$') || p.split('.').any(str::is_empty) {
+            return Err(err(
+                31002,
+                format!("Invalid $unset :: caused by :: FieldPath '{p}' is not valid"),
+            ));
+        }
+    }
+    Ok(Stage::Unset(paths.iter().map(|p| split_path(p)).collect()))
+}
+
+/// `$replaceRoot: {newRoot: <expr>}`.
+fn parse_replace_root(arg: &Bson) -> MongoResult<Stage> {
+    let Bson::Document(d) = arg else {
+        return Err(err(
+            40228,
+            "expected an object as specification for $replaceRoot stage",
+        ));
+    };
+    for k in d.keys() {
+        if k != "newRoot" {
+            return Err(MongoError::new(
+                ErrorCode::Location40415,
+                format!("BSON field '$replaceRoot.{k}' is an unknown field."),
+            ));
+        }
+    }
+    let root = d.get("newRoot").ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::Location40414,
+            "BSON field '$replaceRoot.newRoot' is missing but a required field",
+        )
+    })?;
+    Ok(Stage::ReplaceRoot(Expr::parse(root)?))
+}
+
+/// `$facet: {name: [stages...], ...}`.
+fn parse_facet(arg: &Bson) -> MongoResult<Stage> {
+    let Bson::Document(d) = arg else {
+        return Err(err(
+            15947,
+            "the $facet specification must be a non-empty object",
+        ));
+    };
+    if d.is_empty() {
+        return Err(err(
+            40169,
+            "the $facet specification must be a non-empty object",
+        ));
+    }
+    let mut facets = Vec::new();
+    for (k, v) in d {
+        let Bson::Array(stages) = v else {
+            return Err(err(
+                40170,
+                format!(
+                    "arguments to $facet must be arrays, {k} is type {}",
+                    crate::expr::type_name(v)
+                ),
+            ));
+        };
+        let stages = stage_docs(stages, 40171, "subpipeline elements must be objects")?;
+        facets.push((k.clone(), Pipeline::parse_inner(&stages, Nesting::Facet)?));
+    }
+    Ok(Stage::Facet(facets))
+}
+
+/// `$sample: {size: n}`.
+fn parse_sample(arg: &Bson) -> MongoResult<Stage> {
+    let Bson::Document(d) = arg else {
+        return Err(err(
+            28745,
+            "the $sample stage specification must be an object",
+        ));
+    };
+    let mut size = None;
+    for (k, v) in d {
+        if k != "size" {
+            return Err(err(28748, format!("unrecognized option to $sample: {k}")));
+        }
+        let n = crate::expr::as_int_exact(v)
+            .ok_or_else(|| err(28746, "size argument to $sample must be a number"))?;
+        if n < 0 {
+            return Err(err(28747, "size argument to $sample must not be negative"));
+        }
+        size = Some(n as usize);
+    }
+    Ok(Stage::Sample(size.ok_or_else(|| {
+        err(28749, "$sample stage must specify a size")
+    })?))
+}
+
+/// `$limit: n` (positive).
+fn parse_limit(arg: &Bson) -> MongoResult<Stage> {
+    let n = crate::expr::as_int_exact(arg).ok_or_else(|| {
+        err(
+            15957,
+            format!("the limit must be specified as a number, got {arg}"),
+        )
+    })?;
+    if n <= 0 {
+        return Err(err(15958, "the limit must be positive"));
+    }
+    Ok(Stage::Limit(n as usize))
+}
+
+/// `$skip: n` (not negative).
+fn parse_skip(arg: &Bson) -> MongoResult<Stage> {
+    let n = crate::expr::as_int_exact(arg).ok_or_else(|| {
+        err(
+            15972,
+            format!("Argument to $skip must be a number, got {arg}"),
+        )
+    })?;
+    if n < 0 {
+        return Err(err(
+            15956,
+            format!("Argument to $skip cannot be negative, got {n}"),
+        ));
+    }
+    Ok(Stage::Skip(n as usize))
+}
+
+/// `$unionWith`: a collection name, or `{coll, pipeline}`.
+fn parse_union_with(arg: &Bson) -> MongoResult<Stage> {
+    Ok(match arg {
+        Bson::String(c) => {
+            wire::namespace::check_collection(c)?;
+            Stage::UnionWith(c.clone(), None)
+        }
+        Bson::Document(d) => {
+            let mut coll = None;
+            let mut pipeline = None;
+            for (k, v) in d {
+                match (k.as_str(), v) {
+                    ("coll", Bson::String(c)) => {
+                        wire::namespace::check_collection(c)?;
+                        coll = Some(c.clone());
+                    }
+                    ("pipeline", Bson::Array(a)) => {
+                        let stages =
+                            stage_docs(a, 40172, "$unionWith pipeline elements must be objects")?;
+                        pipeline = Some(Box::new(Pipeline::parse_inner(&stages, Nesting::Lookup)?));
+                    }
+                    ("coll" | "pipeline", _) => {
+                        return Err(MongoError::new(
+                            ErrorCode::TypeMismatch,
+                            format!("BSON field '$unionWith.{k}' is the wrong type"),
+                        ))
+                    }
+                    _ => {
+                        return Err(MongoError::new(
+                            ErrorCode::Location40415,
+                            format!("BSON field '$unionWith.{k}' is an unknown field."),
+                        ))
+                    }
+                }
+            }
+            let coll = coll.ok_or_else(|| {
+                MongoError::new(
+                    ErrorCode::Location40414,
+                    "BSON field '$unionWith.coll' is missing but a required field",
+                )
+            })?;
+            Stage::UnionWith(coll, pipeline)
+        }
+        _ => {
+            return Err(err(
+                ErrorCode::FailedToParse as i32,
+                "the $unionWith stage specification must be an object or string",
+            ))
+            .map_err(|e: MongoError| MongoError::failed_to_parse(e.message))
         }
     })
 }

@@ -1,0 +1,434 @@
+//! Operators that bind variables or choose what to evaluate: `$cond`, `$switch`, `$let`,
+//! `$filter`, `$map` and `$reduce` (parsing and evaluation).
+
+use bson::Bson;
+
+use crate::MongoResult;
+
+use super::arith::as_int_exact;
+use super::convert::type_name;
+use super::eval::Cx;
+use super::parse::{args_of, boxed, validate_var_name};
+use super::{err, is_nullish, truthy, Expr, Node};
+
+pub(super) fn parse_cond(arg: &Bson) -> MongoResult<Node> {
+    match arg {
+        Bson::Document(d) => {
+            let (mut i, mut t, mut e) = (None, None, None);
+            for (k, v) in d {
+                match k.as_str() {
+                    "if" => i = Some(Expr::parse(v)?),
+                    "then" => t = Some(Expr::parse(v)?),
+                    "else" => e = Some(Expr::parse(v)?),
+                    _ => return Err(err(17083, format!("Unrecognized parameter to $cond: {k}"))),
+                }
+            }
+            let i = i.ok_or_else(|| err(17080, "Missing 'if' parameter to $cond"))?;
+            let t = t.ok_or_else(|| err(17081, "Missing 'then' parameter to $cond"))?;
+            let e = e.ok_or_else(|| err(17082, "Missing 'else' parameter to $cond"))?;
+            Ok(Node::Cond(Box::new((i, t, e))))
+        }
+        _ => {
+            let args = args_of(arg)?;
+            if args.len() != 3 {
+                return Err(err(
+                    16020,
+                    format!(
+                        "Expression $cond takes exactly 3 arguments. {} were passed in.",
+                        args.len()
+                    ),
+                ));
+            }
+            let mut it = args.into_iter();
+            Ok(Node::Cond(Box::new((
+                it.next().unwrap(),
+                it.next().unwrap(),
+                it.next().unwrap(),
+            ))))
+        }
+    }
+}
+
+pub(super) fn parse_switch(arg: &Bson) -> MongoResult<Node> {
+    let Bson::Document(d) = arg else {
+        return Err(err(40060, "$switch requires an object as an argument"));
+    };
+    let mut branches = Vec::new();
+    let mut default = None;
+    for (k, v) in d {
+        match k.as_str() {
+            "branches" => {
+                let Bson::Array(a) = v else {
+                    return Err(err(40061, "$switch expected an array for 'branches'"));
+                };
+                for b in a {
+                    let Bson::Document(bd) = b else {
+                        return Err(err(40062, "$switch expected each branch to be an object"));
+                    };
+                    let (mut case, mut then) = (None, None);
+                    for (bk, bv) in bd {
+                        match bk.as_str() {
+                            "case" => case = Some(Expr::parse(bv)?),
+                            "then" => then = Some(Expr::parse(bv)?),
+                            _ => {
+                                return Err(err(
+                                    40063,
+                                    format!("$switch found an unknown argument to a branch: {bk}"),
+                                ))
+                            }
+                        }
+                    }
+                    let case = case.ok_or_else(|| {
+                        err(
+                            40064,
+                            "$switch requires each branch have a 'case' expression",
+                        )
+                    })?;
+                    let then = then.ok_or_else(|| {
+                        err(
+                            40065,
+                            "$switch requires each branch have a 'then' expression.",
+                        )
+                    })?;
+                    branches.push((case, then));
+                }
+            }
+            "default" => default = Some(boxed(Expr::parse(v)?)),
+            _ => {
+                return Err(err(
+                    40067,
+                    format!("$switch found an unknown argument: {k}"),
+                ))
+            }
+        }
+    }
+    if branches.is_empty() {
+        return Err(err(40068, "$switch requires at least one branch."));
+    }
+    Ok(Node::Switch(branches, default))
+}
+
+pub(super) fn parse_let(arg: &Bson) -> MongoResult<Node> {
+    let Bson::Document(d) = arg else {
+        return Err(err(16874, "$let only supports an object as its argument"));
+    };
+    let (mut vars, mut body) = (None, None);
+    for (k, v) in d {
+        match k.as_str() {
+            "vars" => {
+                let Bson::Document(vd) = v else {
+                    return Err(err(10065, "invalid parameter: expected an object (vars)"));
+                };
+                let mut out = Vec::new();
+                for (name, e) in vd {
+                    validate_var_name(name)?;
+                    out.push((name.clone(), Expr::parse(e)?));
+                }
+                vars = Some(out);
+            }
+            "in" => body = Some(Expr::parse(v)?),
+            _ => return Err(err(16875, format!("Unrecognized parameter to $let: {k}"))),
+        }
+    }
+    let vars = vars.ok_or_else(|| err(16876, "Missing 'vars' parameter to $let"))?;
+    let body = body.ok_or_else(|| err(16877, "Missing 'in' parameter to $let"))?;
+    Ok(Node::Let(vars, boxed(body)))
+}
+
+fn parse_as(v: Option<&Bson>, default: &str) -> MongoResult<String> {
+    match v {
+        None => Ok(default.to_string()),
+        Some(Bson::String(s)) => {
+            validate_var_name(s)?;
+            Ok(s.clone())
+        }
+        Some(_) => Err(err(16866, "'as' must be a string")),
+    }
+}
+
+pub(super) fn parse_filter(arg: &Bson) -> MongoResult<Node> {
+    let Bson::Document(d) = arg else {
+        return Err(err(
+            28646,
+            "$filter only supports an object as its argument",
+        ));
+    };
+    for k in d.keys() {
+        if !matches!(k.as_str(), "input" | "as" | "cond" | "limit") {
+            return Err(err(
+                28647,
+                format!("Unrecognized parameter to $filter: {k}"),
+            ));
+        }
+    }
+    let input = d
+        .get("input")
+        .ok_or_else(|| err(28648, "Missing 'input' parameter to $filter"))?;
+    let cond = d
+        .get("cond")
+        .ok_or_else(|| err(28650, "Missing 'cond' parameter to $filter"))?;
+    Ok(Node::Filter {
+        input: boxed(Expr::parse(input)?),
+        name: parse_as(d.get("as"), "this")?,
+        cond: boxed(Expr::parse(cond)?),
+        limit: d.get("limit").map(Expr::parse).transpose()?.map(boxed),
+    })
+}
+
+pub(super) fn parse_map(arg: &Bson) -> MongoResult<Node> {
+    let Bson::Document(d) = arg else {
+        return Err(err(16878, "$map only supports an object as its argument"));
+    };
+    for k in d.keys() {
+        if !matches!(k.as_str(), "input" | "as" | "in") {
+            return Err(err(16879, format!("Unrecognized parameter to $map: {k}")));
+        }
+    }
+    let input = d
+        .get("input")
+        .ok_or_else(|| err(16880, "Missing 'input' parameter to $map"))?;
+    let body = d
+        .get("in")
+        .ok_or_else(|| err(16882, "Missing 'in' parameter to $map"))?;
+    Ok(Node::Map {
+        input: boxed(Expr::parse(input)?),
+        name: parse_as(d.get("as"), "this")?,
+        body: boxed(Expr::parse(body)?),
+    })
+}
+
+pub(super) fn parse_reduce(arg: &Bson) -> MongoResult<Node> {
+    let Bson::Document(d) = arg else {
+        return Err(err(40075, "$reduce requires an object as an argument"));
+    };
+    for k in d.keys() {
+        if !matches!(k.as_str(), "input" | "initialValue" | "in") {
+            return Err(err(
+                40076,
+                format!("$reduce found an unknown argument: {k}"),
+            ));
+        }
+    }
+    let input = d
+        .get("input")
+        .ok_or_else(|| err(40077, "$reduce requires 'input' to be specified"))?;
+    let initial = d
+        .get("initialValue")
+        .ok_or_else(|| err(40078, "$reduce requires 'initialValue' to be specified"))?;
+    let body = d
+        .get("in")
+        .ok_or_else(|| err(40079, "$reduce requires 'in' to be specified"))?;
+    Ok(Node::Reduce {
+        input: boxed(Expr::parse(input)?),
+        initial: boxed(Expr::parse(initial)?),
+        body: boxed(Expr::parse(body)?),
+    })
+}
+
+// Separate functions keep `ev`'s frame small: it is on the stack once per level of
+// expression nesting.
+#[inline(never)]
+pub(super) fn ev_switch<'e>(
+    branches: &'e [(Expr, Expr)],
+    default: &'e Option<Box<Expr>>,
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    for (case, then) in branches {
+        if truthy(&case.ev(cx)?) {
+            return then.ev(cx);
+        }
+    }
+    match default {
+        Some(d) => d.ev(cx),
+        None => Err(err(
+            40066,
+            "$switch could not find a matching branch for an input, and no default was specified.",
+        )),
+    }
+}
+
+// Separate functions keep `ev`'s frame small: it is on the stack once per level of
+// expression nesting.
+#[inline(never)]
+pub(super) fn ev_let<'e>(
+    vars: &'e [(String, Expr)],
+    body: &'e Expr,
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let mut vals = Vec::with_capacity(vars.len());
+    for (n, e) in vars {
+        vals.push((n.as_str(), e.ev(cx)?));
+    }
+    let depth = cx.locals.len();
+    cx.locals.extend(vals);
+    let r = body.ev(cx);
+    cx.locals.truncate(depth);
+    r
+}
+
+// Separate functions keep `ev`'s frame small: it is on the stack once per level of
+// expression nesting.
+#[inline(never)]
+pub(super) fn ev_filter<'e>(
+    input: &'e Expr,
+    name: &'e str,
+    cond: &'e Expr,
+    limit: &'e Option<Box<Expr>>,
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let input = input.ev(cx)?;
+    let limit = match limit {
+        None => None,
+        Some(l) => match l.ev(cx)? {
+            v if is_nullish(&v) => None,
+            v => match as_int_exact(&v) {
+                Some(n) if n >= 1 && n <= i32::MAX as i64 => Some(n as usize),
+                Some(_) => return Err(err(327391, "$filter: limit must be greater than 0")),
+                None => {
+                    return Err(err(
+                        327392,
+                        format!(
+                            "$filter: limit must be represented as a 32-bit integral value: {v}"
+                        ),
+                    ))
+                }
+            },
+        },
+    };
+    let items = match input {
+        Bson::Array(a) => a,
+        v if is_nullish(&v) => return Ok(Bson::Null),
+        v => {
+            return Err(err(
+                28651,
+                format!("input to $filter must be an array not {}", type_name(&v)),
+            ))
+        }
+    };
+    let mut out = Vec::new();
+    let depth = cx.locals.len();
+    for item in items {
+        cx.locals.push((name, item));
+        let keep = cond.ev(cx).map(|v| truthy(&v));
+        let item = cx.locals.pop().unwrap().1;
+        if keep? {
+            out.push(item);
+            if limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+        }
+    }
+    cx.locals.truncate(depth);
+    Ok(Bson::Array(out))
+}
+
+// Separate functions keep `ev`'s frame small: it is on the stack once per level of
+// expression nesting.
+#[inline(never)]
+pub(super) fn ev_map<'e>(
+    input: &'e Expr,
+    name: &'e str,
+    body: &'e Expr,
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let items = match input.ev(cx)? {
+        Bson::Array(a) => a,
+        v if is_nullish(&v) => return Ok(Bson::Null),
+        v => {
+            return Err(err(
+                16883,
+                format!("input to $map must be an array not {}", type_name(&v)),
+            ))
+        }
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        cx.locals.push((name, item));
+        let r = body.ev(cx);
+        cx.locals.pop();
+        out.push(match r? {
+            Bson::Undefined => Bson::Null,
+            v => v,
+        });
+    }
+    Ok(Bson::Array(out))
+}
+
+// Separate functions keep `ev`'s frame small: it is on the stack once per level of
+// expression nesting.
+#[inline(never)]
+pub(super) fn ev_reduce<'e>(
+    input: &'e Expr,
+    initial: &'e Expr,
+    body: &'e Expr,
+    cx: &mut Cx<'_, 'e>,
+) -> MongoResult<Bson> {
+    let items = match input.ev(cx)? {
+        Bson::Array(a) => a,
+        v if is_nullish(&v) => return Ok(Bson::Null),
+        v => {
+            return Err(err(
+                40080,
+                format!(
+                    "$reduce requires that 'input' be an array, found: {}",
+                    type_name(&v)
+                ),
+            ))
+        }
+    };
+    let mut acc = initial.ev(cx)?;
+    for item in items {
+        cx.locals.push(("value", acc));
+        cx.locals.push(("this", item));
+        let r = body.ev(cx);
+        cx.locals.pop();
+        cx.locals.pop();
+        acc = r?;
+        // The accumulator feeds back into the body: without a bound,
+        // `in: ["$$value"]` nests one level per element, past any stack.
+        crate::depth::check_value_depth(&acc)?;
+    }
+    Ok(acc)
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::bson;
+
+    use crate::expr::test_support::*;
+
+    #[test]
+    fn conditionals() {
+        check(vec![
+            (bson!({"$cond": [true, 1, 2]}), bson!(1)),
+            (
+                bson!({"$cond": {"if": {"$gt": ["$a", 10]}, "then": "big", "else": "small"}}),
+                bson!("small"),
+            ),
+            (
+                bson!({"$ifNull": ["$missing", "$n", "dflt"]}),
+                bson!("dflt"),
+            ),
+            (bson!({"$ifNull": ["$a", 0]}), bson!(5)),
+            (
+                bson!({"$switch": {"branches": [{"case": {"$eq": ["$a", 1]}, "then": "one"}, {"case": {"$eq": ["$a", 5]}, "then": "five"}], "default": "?"}}),
+                bson!("five"),
+            ),
+            (
+                bson!({"$switch": {"branches": [{"case": false, "then": 1}], "default": 2}}),
+                bson!(2),
+            ),
+            // the branch not taken is never evaluated
+            (bson!({"$cond": [false, {"$divide": [1, 0]}, 3]}), bson!(3)),
+        ]);
+        check_err(vec![
+            (
+                bson!({"$switch": {"branches": [{"case": false, "then": 1}]}}),
+                40066,
+            ),
+            (bson!({"$switch": {"branches": []}}), 40068),
+            (bson!({"$cond": {"then": 1, "else": 2}}), 17080),
+            (bson!({"$cond": [1, 2]}), 16020),
+        ]);
+    }
+}
