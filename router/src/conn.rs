@@ -388,7 +388,7 @@ impl Session {
                 "ok": 0.0,
                 "errmsg": "Failing command via 'failCommand' failpoint",
                 "code": code,
-                "codeName": crate::error_labels::code_name(code),
+                "codeName": wire::error::code_name(code),
             }),
             None => {
                 let audited = self

@@ -4,23 +4,6 @@
 
 use bson::{Bson, Document};
 
-/// Codes after which a retryable write may be sent again (MongoDB's list): the write
-/// either did not happen or, with the same `txnNumber`, will not happen twice.
-const RETRYABLE_WRITE_CODES: &[i32] = &[
-    6,     // HostUnreachable
-    7,     // HostNotFound
-    89,    // NetworkTimeout
-    91,    // ShutdownInProgress
-    189,   // PrimarySteppedDown
-    262,   // ExceededTimeLimit
-    9001,  // SocketException
-    10107, // NotWritablePrimary
-    11600, // InterruptedAtShutdown
-    11602, // InterruptedDueToReplStateChange
-    13435, // NotPrimaryNoSecondaryOk
-    13436, // NotPrimaryOrSecondary
-];
-
 /// Whether `cmd` is a retryable write: it carries a `txnNumber` outside a transaction.
 pub fn is_retryable_write(cmd: &Document) -> bool {
     cmd.contains_key("txnNumber") && !cmd.contains_key("autocommit")
@@ -42,39 +25,15 @@ pub fn label(reply: &mut Document) {
             .ok()
             .and_then(|w| w.get_i32("code").ok())
     };
-    if code.is_some_and(|c| RETRYABLE_WRITE_CODES.contains(&c)) {
+    if code
+        .and_then(wire::ErrorCode::from_code)
+        .is_some_and(wire::ErrorCode::is_retryable_write)
+    {
         reply.insert(
             "errorLabels",
             vec![Bson::String("RetryableWriteError".into())],
         );
     }
-}
-
-/// The name MongoDB gives a code, for errors made up by the fail point.
-pub fn code_name(code: i32) -> String {
-    let known = [
-        (2, "BadValue"),
-        (6, "HostUnreachable"),
-        (7, "HostNotFound"),
-        (50, "MaxTimeMSExpired"),
-        (64, "WriteConcernFailed"),
-        (89, "NetworkTimeout"),
-        (91, "ShutdownInProgress"),
-        (112, "WriteConflict"),
-        (189, "PrimarySteppedDown"),
-        (262, "ExceededTimeLimit"),
-        (9001, "SocketException"),
-        (10107, "NotWritablePrimary"),
-        (11600, "InterruptedAtShutdown"),
-        (11602, "InterruptedDueToReplStateChange"),
-        (13435, "NotPrimaryNoSecondaryOk"),
-        (13436, "NotPrimaryOrSecondary"),
-    ];
-    known
-        .iter()
-        .find(|(c, _)| *c == code)
-        .map(|(_, n)| n.to_string())
-        .unwrap_or_else(|| format!("Location{code}"))
 }
 
 #[cfg(test)]

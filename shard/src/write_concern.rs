@@ -30,7 +30,7 @@ fn error_document(wc: &WriteConcern) -> Document {
     }
     doc! {
         "code": ErrorCode::WriteConcernFailed as i32,
-        "codeName": "WriteConcernFailed",
+        "codeName": ErrorCode::WriteConcernFailed.name(),
         "errmsg": "waiting for replication timed out",
         "errInfo": {"wtimeout": true, "writeConcern": concern},
     }

@@ -8,186 +8,150 @@ use std::borrow::Cow;
 
 use bson::{doc, Document};
 
-/// MongoDB error codes used by Bulwark (values from mongo `src/mongo/base/error_codes.yml`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(i32)]
-pub enum ErrorCode {
-    InternalError = 1,
-    BadValue = 2,
-    GraphContainsCycle = 5,
-    NoSuchKey = 4,
-    UnknownError = 8,
-    FailedToParse = 9,
-    Unauthorized = 13,
-    TypeMismatch = 14,
-    Overflow = 15,
-    InvalidLength = 16,
-    ProtocolError = 17,
-    AuthenticationFailed = 18,
-    IllegalOperation = 20,
-    InvalidBSON = 22,
-    NamespaceNotFound = 26,
-    IndexNotFound = 27,
-    PathNotViable = 28,
-    ConflictingUpdateOperators = 40,
-    CursorNotFound = 43,
-    NamespaceExists = 48,
-    MaxTimeMSExpired = 50,
-    DollarPrefixedFieldName = 52,
-    InvalidIdField = 53,
-    NotSingleValueField = 54,
-    CommandNotFound = 59,
-    ImmutableField = 66,
-    CannotCreateIndex = 67,
-    IndexAlreadyExists = 68,
-    InvalidOptions = 72,
-    InvalidNamespace = 73,
-    IndexOptionsConflict = 85,
-    IndexKeySpecsConflict = 86,
-    OperationFailed = 96,
-    UnsatisfiableWriteConcern = 100,
-    ExceededMemoryLimit = 146,
-    InvalidPipelineOperator = 168,
-    CommandNotSupported = 115,
-    NotWritablePrimary = 10107,
-    NotImplemented = 238,
-    QueryFeatureNotAllowed = 224,
-    UnsupportedFormat = 140,
-    TransactionTooOld = 225,
-    TooManyLogicalSessions = 261,
-    APIStrictError = 323,
-    Location40352 = 40352,
-    Location40414 = 40414,
-    Location40415 = 40415,
-    Location15998 = 15998,
-    BSONObjectTooLarge = 10334,
-    DuplicateKey = 11000,
-    Location16410 = 16410,
-    SearchNotEnabled = 31082,
-    EmptyFieldName = 56,
-    ShutdownInProgress = 91,
-    NotSecondary = 95,
-    NetworkTimeout = 89,
-    HostUnreachable = 6,
-    WriteConcernFailed = 64,
-    NoReplicationEnabled = 76,
-    Interrupted = 11601,
-    ClientDisconnect = 279,
-    InterruptedAtShutdown = 11600,
-    InterruptedDueToReplStateChange = 11602,
-    NotPrimaryNoSecondaryOk = 13435,
-    NotPrimaryOrSecondary = 13436,
-    ExceededTimeLimit = 262,
-    IngressRequestRateLimitExceeded = 462,
-    UnknownReplWriteConcern = 79,
-    UserNotFound = 11,
-    RoleNotFound = 31,
-    MechanismUnavailable = 334,
-    AlreadyInitialized = 23,
-    ShardKeyNotFound = 61,
-    ShardNotFound = 70,
-    QueryExceededMemoryLimitNoDiskUseAllowed = 292,
-    ZoneNotFound = 177,
-    RangeOverlapConflict = 178,
-    StaleConfig = 13388,
-    ConflictingOperationInProgress = 117,
-    LockBusy = 46,
-    StaleDbVersion = 249,
-    WouldChangeOwningShard = 283,
-    WriteConflict = 112,
-    OutOfDiskSpace = 14031,
+/// Generates [`ErrorCode`] from one table: each row is a variant, whose name is the
+/// `codeName` drivers see, its number, and `retryable` where a retryable write may be
+/// sent again after it (MongoDB's list: the write either did not happen or, with the
+/// same `txnNumber`, will not happen twice).
+macro_rules! error_codes {
+    ($($name:ident = $code:literal $(, $label:ident)?;)*) => {
+        /// MongoDB error codes used by Bulwark (values from mongo
+        /// `src/mongo/base/error_codes.yml`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(i32)]
+        pub enum ErrorCode {
+            $($name = $code,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, in the table's order.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$name,)*];
+
+            /// The `codeName` MongoDB gives this code.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$name => stringify!($name),)*
+                }
+            }
+
+            /// The code with this number, when Bulwark knows it.
+            pub fn from_code(code: i32) -> Option<ErrorCode> {
+                match code {
+                    $($code => Some(ErrorCode::$name),)*
+                    _ => None,
+                }
+            }
+
+            /// Whether a retryable write that failed with this code may be sent again
+            /// (`RetryableWriteError`).
+            pub fn is_retryable_write(self) -> bool {
+                match self {
+                    $(ErrorCode::$name => error_codes!(@retryable $($label)?),)*
+                }
+            }
+        }
+    };
+    (@retryable retryable) => {
+        true
+    };
+    (@retryable) => {
+        false
+    };
 }
 
-impl ErrorCode {
-    pub fn name(self) -> &'static str {
-        use ErrorCode::*;
-        match self {
-            InternalError => "InternalError",
-            BadValue => "BadValue",
-            NoSuchKey => "NoSuchKey",
-            UnknownError => "UnknownError",
-            FailedToParse => "FailedToParse",
-            Unauthorized => "Unauthorized",
-            TypeMismatch => "TypeMismatch",
-            Overflow => "Overflow",
-            InvalidLength => "InvalidLength",
-            ProtocolError => "ProtocolError",
-            AuthenticationFailed => "AuthenticationFailed",
-            IllegalOperation => "IllegalOperation",
-            InvalidBSON => "InvalidBSON",
-            NamespaceNotFound => "NamespaceNotFound",
-            IndexNotFound => "IndexNotFound",
-            PathNotViable => "PathNotViable",
-            ConflictingUpdateOperators => "ConflictingUpdateOperators",
-            CursorNotFound => "CursorNotFound",
-            NamespaceExists => "NamespaceExists",
-            MaxTimeMSExpired => "MaxTimeMSExpired",
-            DollarPrefixedFieldName => "DollarPrefixedFieldName",
-            InvalidIdField => "InvalidIdField",
-            NotSingleValueField => "NotSingleValueField",
-            CommandNotFound => "CommandNotFound",
-            ImmutableField => "ImmutableField",
-            CannotCreateIndex => "CannotCreateIndex",
-            IndexAlreadyExists => "IndexAlreadyExists",
-            InvalidOptions => "InvalidOptions",
-            InvalidNamespace => "InvalidNamespace",
-            IndexOptionsConflict => "IndexOptionsConflict",
-            IndexKeySpecsConflict => "IndexKeySpecsConflict",
-            OperationFailed => "OperationFailed",
-            UnsatisfiableWriteConcern => "UnsatisfiableWriteConcern",
-            ExceededMemoryLimit => "ExceededMemoryLimit",
-            InvalidPipelineOperator => "InvalidPipelineOperator",
-            CommandNotSupported => "CommandNotSupported",
-            NotWritablePrimary => "NotWritablePrimary",
-            NotImplemented => "NotImplemented",
-            QueryFeatureNotAllowed => "QueryFeatureNotAllowed",
-            APIStrictError => "APIStrictError",
-            Location40352 => "Location40352",
-            Location40414 => "Location40414",
-            Location40415 => "Location40415",
-            Location15998 => "Location15998",
-            BSONObjectTooLarge => "BSONObjectTooLarge",
-            DuplicateKey => "DuplicateKey",
-            Location16410 => "Location16410",
-            SearchNotEnabled => "SearchNotEnabled",
-            EmptyFieldName => "EmptyFieldName",
-            ShutdownInProgress => "ShutdownInProgress",
-            NotSecondary => "NotSecondary",
-            NetworkTimeout => "NetworkTimeout",
-            HostUnreachable => "HostUnreachable",
-            WriteConcernFailed => "WriteConcernFailed",
-            NoReplicationEnabled => "NoReplicationEnabled",
-            Interrupted => "Interrupted",
-            ClientDisconnect => "ClientDisconnect",
-            InterruptedAtShutdown => "InterruptedAtShutdown",
-            InterruptedDueToReplStateChange => "InterruptedDueToReplStateChange",
-            NotPrimaryNoSecondaryOk => "NotPrimaryNoSecondaryOk",
-            NotPrimaryOrSecondary => "NotPrimaryOrSecondary",
-            ExceededTimeLimit => "ExceededTimeLimit",
-            IngressRequestRateLimitExceeded => "IngressRequestRateLimitExceeded",
-            UnknownReplWriteConcern => "UnknownReplWriteConcern",
-            UserNotFound => "UserNotFound",
-            RoleNotFound => "RoleNotFound",
-            GraphContainsCycle => "GraphContainsCycle",
-            UnsupportedFormat => "UnsupportedFormat",
-            TransactionTooOld => "TransactionTooOld",
-            TooManyLogicalSessions => "TooManyLogicalSessions",
-            MechanismUnavailable => "MechanismUnavailable",
-            AlreadyInitialized => "AlreadyInitialized",
-            ShardKeyNotFound => "ShardKeyNotFound",
-            ShardNotFound => "ShardNotFound",
-            QueryExceededMemoryLimitNoDiskUseAllowed => "QueryExceededMemoryLimitNoDiskUseAllowed",
-            ZoneNotFound => "ZoneNotFound",
-            RangeOverlapConflict => "RangeOverlapConflict",
-            StaleConfig => "StaleConfig",
-            ConflictingOperationInProgress => "ConflictingOperationInProgress",
-            LockBusy => "LockBusy",
-            StaleDbVersion => "StaleDbVersion",
-            WouldChangeOwningShard => "WouldChangeOwningShard",
-            WriteConflict => "WriteConflict",
-            OutOfDiskSpace => "OutOfDiskSpace",
-        }
-    }
+error_codes! {
+    InternalError = 1;
+    BadValue = 2;
+    NoSuchKey = 4;
+    GraphContainsCycle = 5;
+    HostUnreachable = 6, retryable;
+    HostNotFound = 7, retryable;
+    UnknownError = 8;
+    FailedToParse = 9;
+    UserNotFound = 11;
+    Unauthorized = 13;
+    TypeMismatch = 14;
+    Overflow = 15;
+    InvalidLength = 16;
+    ProtocolError = 17;
+    AuthenticationFailed = 18;
+    IllegalOperation = 20;
+    InvalidBSON = 22;
+    AlreadyInitialized = 23;
+    NamespaceNotFound = 26;
+    IndexNotFound = 27;
+    PathNotViable = 28;
+    RoleNotFound = 31;
+    ConflictingUpdateOperators = 40;
+    CursorNotFound = 43;
+    LockBusy = 46;
+    NamespaceExists = 48;
+    MaxTimeMSExpired = 50;
+    DollarPrefixedFieldName = 52;
+    InvalidIdField = 53;
+    NotSingleValueField = 54;
+    EmptyFieldName = 56;
+    CommandNotFound = 59;
+    ShardKeyNotFound = 61;
+    WriteConcernFailed = 64;
+    ImmutableField = 66;
+    CannotCreateIndex = 67;
+    IndexAlreadyExists = 68;
+    ShardNotFound = 70;
+    InvalidOptions = 72;
+    InvalidNamespace = 73;
+    NoReplicationEnabled = 76;
+    UnknownReplWriteConcern = 79;
+    IndexOptionsConflict = 85;
+    IndexKeySpecsConflict = 86;
+    NetworkTimeout = 89, retryable;
+    ShutdownInProgress = 91, retryable;
+    NotSecondary = 95;
+    OperationFailed = 96;
+    UnsatisfiableWriteConcern = 100;
+    WriteConflict = 112;
+    CommandNotSupported = 115;
+    ConflictingOperationInProgress = 117;
+    UnsupportedFormat = 140;
+    ExceededMemoryLimit = 146;
+    InvalidPipelineOperator = 168;
+    ZoneNotFound = 177;
+    RangeOverlapConflict = 178;
+    PrimarySteppedDown = 189, retryable;
+    QueryFeatureNotAllowed = 224;
+    TransactionTooOld = 225;
+    NotImplemented = 238;
+    StaleDbVersion = 249;
+    TooManyLogicalSessions = 261;
+    ExceededTimeLimit = 262, retryable;
+    ClientDisconnect = 279;
+    WouldChangeOwningShard = 283;
+    QueryExceededMemoryLimitNoDiskUseAllowed = 292;
+    APIStrictError = 323;
+    MechanismUnavailable = 334;
+    IngressRequestRateLimitExceeded = 462;
+    SocketException = 9001, retryable;
+    NotWritablePrimary = 10107, retryable;
+    BSONObjectTooLarge = 10334;
+    DuplicateKey = 11000;
+    InterruptedAtShutdown = 11600, retryable;
+    Interrupted = 11601;
+    InterruptedDueToReplStateChange = 11602, retryable;
+    StaleConfig = 13388;
+    NotPrimaryNoSecondaryOk = 13435, retryable;
+    NotPrimaryOrSecondary = 13436, retryable;
+    OutOfDiskSpace = 14031;
+    Location15998 = 15998;
+    Location16410 = 16410;
+    SearchNotEnabled = 31082;
+    Location40352 = 40352;
+    Location40414 = 40414;
+    Location40415 = 40415;
+}
+
+/// The `codeName` of any code: MongoDB's name when Bulwark knows the code, otherwise
+/// `Location<code>` as MongoDB names its unnamed assertion codes.
+pub fn code_name(code: i32) -> String {
+    ErrorCode::from_code(code).map_or_else(|| format!("Location{code}"), |c| c.name().to_string())
 }
 
 /// The labels of an overload refusal ([`MongoError::overloaded`]): drivers that follow
@@ -284,3 +248,32 @@ impl MongoError {
 }
 
 pub type MongoResult<T> = Result<T, MongoError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_found_by_its_number_and_named_once() {
+        let mut names = std::collections::HashSet::new();
+        for &c in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_code(c as i32), Some(c));
+            assert!(names.insert(c.name()), "{} twice", c.name());
+        }
+        assert_eq!(code_name(11000), "DuplicateKey");
+        assert_eq!(code_name(4242), "Location4242");
+    }
+
+    #[test]
+    fn retryable_writes_follow_mongodb_s_list() {
+        let retryable: Vec<i32> = ErrorCode::ALL
+            .iter()
+            .filter(|c| c.is_retryable_write())
+            .map(|&c| c as i32)
+            .collect();
+        let expected = [
+            6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436,
+        ];
+        assert_eq!(retryable, expected);
+    }
+}
