@@ -22,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 const USER: &str = "bench";
 const PASSWORD: &str = "bench-password";
+/// Shared by the routers and the shard (internal authentication is mandatory with auth).
+const CLUSTER_KEY: &str = "handshake-bench-cluster-key-0123456789";
 const ROUTER_THREAD: &str = "bench-router";
 
 struct Args {
@@ -92,7 +94,11 @@ fn main() -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let s = shutdown.clone();
-        tokio::spawn(async move { shard::serve(node, listener, Duration::from_secs(60), s).await });
+        // With auth on, routers and members must share a cluster key.
+        let auth = proto::cluster_auth::ClusterAuth::key(Some(CLUSTER_KEY.into()));
+        tokio::spawn(async move {
+            shard::serve_with_auth(node, listener, Duration::from_secs(60), auth, s).await
+        });
         anyhow::Ok(addr)
     })?;
     let mut routers = Vec::new();
@@ -107,10 +113,15 @@ fn main() -> anyhow::Result<()> {
                 nonce_source: nonce.into(),
                 admin_user: USER.into(),
                 admin_password: PASSWORD.into(),
+                cluster_key: CLUSTER_KEY.into(),
                 ..Default::default()
             };
             let s = shutdown.clone();
-            tokio::spawn(async move { router::serve(listener, config, s).await });
+            tokio::spawn(async move {
+                if let Err(e) = router::serve(listener, config, s).await {
+                    eprintln!("router did not start: {e}");
+                }
+            });
             anyhow::Ok(addr)
         })?;
         routers.push((nonce, addr));
