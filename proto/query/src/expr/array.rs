@@ -7,8 +7,8 @@ use bson::{Bson, Document};
 use crate::{ErrorCode, MongoError, MongoResult};
 
 use super::arith::{as_int_exact, num_of, num_to_bson};
-use super::convert::{type_name, type_name_or_missing};
-use super::eval::{arg, get_path, misrouted, req, Cx};
+use super::convert::{array_or_null, type_name, type_name_or_missing, typed_or_null};
+use super::eval::{get_path, misrouted, Args};
 use super::ops::Op;
 use super::{compare_values, err, is_nullish, values_eq, Expr, MISSING};
 
@@ -18,18 +18,9 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
     let name = op.name();
     match op {
         ArrayElemAt => {
-            let arr = match &v[0] {
-                Bson::Array(a) => a,
-                x if is_nullish(x) => return Ok(Bson::Null),
-                x => {
-                    return Err(err(
-                        28689,
-                        format!(
-                            "$arrayElemAt's first argument must be an array, but is {}",
-                            type_name(x)
-                        ),
-                    ))
-                }
+            let first = "$arrayElemAt's first argument must be an array, but is ";
+            let Some(arr) = typed_or_null(&v[0], Bson::as_array, 28689, first)? else {
+                return Ok(Bson::Null);
             };
             if is_nullish(&v[1]) {
                 return Ok(Bson::Null);
@@ -51,20 +42,14 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
             };
             Ok(elem_at(arr, i))
         }
-        First | Last => match &v[0] {
-            Bson::Array(a) => {
-                let e = if op == First { a.first() } else { a.last() };
-                Ok(e.cloned().unwrap_or(MISSING))
-            }
-            x if is_nullish(x) => Ok(Bson::Null),
-            x => Err(err(
-                28689,
-                format!(
-                    "{name}'s argument must be an array, but is {}",
-                    type_name(x)
-                ),
-            )),
-        },
+        First | Last => {
+            let msg = format_args!("{name}'s argument must be an array, but is ");
+            let Some(a) = typed_or_null(&v[0], Bson::as_array, 28689, msg)? else {
+                return Ok(Bson::Null);
+            };
+            let e = if op == First { a.first() } else { a.last() };
+            Ok(e.cloned().unwrap_or(MISSING))
+        }
         Size => match &v[0] {
             Bson::Array(a) => Ok(Bson::Int32(a.len() as i32)),
             x => Err(err(
@@ -79,16 +64,11 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
         ConcatArrays => {
             let mut out = Vec::new();
             for x in v {
-                match x {
-                    Bson::Array(a) => out.extend(a),
-                    x if is_nullish(&x) => return Ok(Bson::Null),
-                    x => {
-                        return Err(err(
-                            28664,
-                            format!("$concatArrays only supports arrays, not {}", type_name(&x)),
-                        ))
-                    }
-                }
+                let Some(a) = array_or_null(x, 28664, "$concatArrays only supports arrays, not ")?
+                else {
+                    return Ok(Bson::Null);
+                };
+                out.extend(a);
             }
             Ok(Bson::Array(out))
         }
@@ -105,20 +85,14 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
         IndexOfArray => index_of_array(&v),
         IsArray => Ok(Bson::Boolean(matches!(v[0], Bson::Array(_)))),
         Range => range(&v),
-        ReverseArray => match v.pop().unwrap() {
-            Bson::Array(mut a) => {
-                a.reverse();
-                Ok(Bson::Array(a))
-            }
-            x if is_nullish(&x) => Ok(Bson::Null),
-            x => Err(err(
-                34435,
-                format!(
-                    "The argument to $reverseArray must be an array, but was of type: {}",
-                    type_name(&x)
-                ),
-            )),
-        },
+        ReverseArray => {
+            let msg = "The argument to $reverseArray must be an array, but was of type: ";
+            let Some(mut a) = array_or_null(v.pop().unwrap(), 34435, msg)? else {
+                return Ok(Bson::Null);
+            };
+            a.reverse();
+            Ok(Bson::Array(a))
+        }
         ArrayToObject => array_to_object(v.pop().unwrap()),
         ObjectToArray => match v.pop().unwrap() {
             Bson::Document(d) => Ok(Bson::Array(
@@ -208,40 +182,39 @@ pub(super) fn slice(v: &[Bson]) -> MongoResult<Bson> {
 }
 
 fn index_of_array(v: &[Bson]) -> MongoResult<Bson> {
-    let arr = match &v[0] {
-        Bson::Array(a) => a,
-        x if is_nullish(x) => return Ok(Bson::Null),
-        x => {
-            return Err(err(
-                40090,
-                format!(
-                    "$indexOfArray requires an array as a first argument, found: {}",
-                    type_name(x)
-                ),
-            ))
-        }
+    let msg = "$indexOfArray requires an array as a first argument, found: ";
+    let Some(arr) = typed_or_null(&v[0], Bson::as_array, 40090, msg)? else {
+        return Ok(Bson::Null);
     };
-    let bound = |i: usize| -> MongoResult<Option<usize>> {
-        match v.get(i) {
-            None => Ok(None),
-            Some(x) => match as_int_exact(x) {
-                Some(n) if n >= 0 => Ok(Some(n as usize)),
-                Some(_) => Err(err(40097, format!("$indexOfArray requires a nonnegative start index, found: {x}"))),
-                None => Err(err(
-                    40096,
-                    format!("$indexOfArray requires an integral starting index, found a value of type: {}, with value: {x}", type_name(x)),
-                )),
-            },
-        }
-    };
-    let start = bound(2)?.unwrap_or(0);
-    let end = bound(3)?.unwrap_or(arr.len()).min(arr.len());
+    let (start, end) = index_range("$indexOfArray", v, arr.len())?;
     for (i, e) in arr.iter().enumerate().take(end).skip(start) {
         if values_eq(e, &v[1]) {
             return Ok(Bson::Int32(i as i32));
         }
     }
     Ok(Bson::Int32(-1))
+}
+
+/// The optional start and end indexes (arguments 2 and 3) of `$indexOfArray`,
+/// `$indexOfBytes` and `$indexOfCP`, over a sequence of `len` items: `(0, len)` when
+/// absent, the end at most `len`.
+pub(super) fn index_range(name: &str, v: &[Bson], len: usize) -> MongoResult<(usize, usize)> {
+    let bound = |i: usize| -> MongoResult<Option<usize>> {
+        match v.get(i) {
+            None => Ok(None),
+            Some(x) => match as_int_exact(x) {
+                Some(n) if n >= 0 => Ok(Some(n as usize)),
+                Some(_) => Err(err(40097, format!("{name} requires a nonnegative start index, found: {x}"))),
+                None => Err(err(
+                    40096,
+                    format!("{name} requires an integral starting index, found a value of type: {}, with value: {x}", type_name(x)),
+                )),
+            },
+        }
+    };
+    let start = bound(2)?.unwrap_or(0);
+    let end = bound(3)?.unwrap_or(len).min(len);
+    Ok((start, end))
 }
 
 pub(super) fn range(v: &[Bson]) -> MongoResult<Bson> {
@@ -294,18 +267,9 @@ pub(super) fn range(v: &[Bson]) -> MongoResult<Bson> {
 const MAX_RANGE_BYTES: i64 = 100 * 1024 * 1024;
 
 fn array_to_object(v: Bson) -> MongoResult<Bson> {
-    let arr = match v {
-        Bson::Array(a) => a,
-        x if is_nullish(&x) => return Ok(Bson::Null),
-        x => {
-            return Err(err(
-                40386,
-                format!(
-                    "$arrayToObject requires an array input, found: {}",
-                    type_name(&x)
-                ),
-            ))
-        }
+    let Some(arr) = array_or_null(v, 40386, "$arrayToObject requires an array input, found: ")?
+    else {
+        return Ok(Bson::Null);
     };
     let mut out = Document::new();
     let first_is_array = matches!(arr.first(), Some(Bson::Array(_)));
@@ -377,15 +341,9 @@ fn array_to_object(v: Bson) -> MongoResult<Bson> {
 }
 
 #[inline(never)]
-pub(super) fn named_zip<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let inputs = req(slots, cx, 0)?;
-    let longest = match arg(slots, cx, 1)? {
+pub(super) fn named_zip(a: &mut Args) -> MongoResult<Bson> {
+    let inputs = a.req(0)?;
+    let longest = match a.arg(1)? {
         None => false,
         Some(Bson::Boolean(b)) => b,
         Some(x) => {
@@ -395,7 +353,7 @@ pub(super) fn named_zip<'e>(
             ))
         }
     };
-    let defaults = match arg(slots, cx, 2)? {
+    let defaults = match a.arg(2)? {
         None => None,
         Some(Bson::Array(a)) => Some(a),
         Some(x) => {
@@ -463,42 +421,22 @@ pub(super) fn named_zip<'e>(
 }
 
 #[inline(never)]
-pub(super) fn named_sort_array<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let input = req(slots, cx, 0)?;
-    let spec = slots[1].as_ref().and_then(Expr::as_constant).unwrap();
-    let mut arr = match input {
-        Bson::Array(a) => a,
-        x if is_nullish(&x) => return Ok(Bson::Null),
-        x => {
-            return Err(err(
-                2942504,
-                format!(
-                    "The input argument to $sortArray must be an array, but was of type: {}",
-                    type_name(&x)
-                ),
-            ))
-        }
+pub(super) fn named_sort_array(a: &mut Args) -> MongoResult<Bson> {
+    let input = a.req(0)?;
+    let spec = a.expr(1).and_then(Expr::as_constant).unwrap();
+    let msg = "The input argument to $sortArray must be an array, but was of type: ";
+    let Some(mut arr) = array_or_null(input, 2942504, msg)? else {
+        return Ok(Bson::Null);
     };
     sort_values(&mut arr, spec)?;
     Ok(Bson::Array(arr))
 }
 
 #[inline(never)]
-pub(super) fn named_first_last_n<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let input = req(slots, cx, 0)?;
-    let n = req(slots, cx, 1)?;
+pub(super) fn named_first_last_n(a: &mut Args) -> MongoResult<Bson> {
+    let name = a.name();
+    let input = a.req(0)?;
+    let n = a.req(1)?;
     let n = parse_n(name, &n)?;
     let mut arr = match input {
         Bson::Array(a) => a,
@@ -512,7 +450,7 @@ pub(super) fn named_first_last_n<'e>(
             ))
         }
     };
-    match op {
+    match a.op {
         Op::FirstN => arr.truncate(n),
         Op::LastN => {
             let k = arr.len().saturating_sub(n);
@@ -520,7 +458,7 @@ pub(super) fn named_first_last_n<'e>(
         }
         _ => {
             arr.retain(|x| !is_nullish(x));
-            if op == Op::MaxN {
+            if a.op == Op::MaxN {
                 arr.sort_by(|a, b| compare_values(b, a));
             } else {
                 arr.sort_by(compare_values);

@@ -1,12 +1,12 @@
 //! Operators that bind variables or choose what to evaluate: `$cond`, `$switch`, `$let`,
 //! `$filter`, `$map` and `$reduce` (parsing and evaluation).
 
-use bson::Bson;
+use bson::{Bson, Document};
 
 use crate::MongoResult;
 
 use super::arith::as_int_exact;
-use super::convert::type_name;
+use super::convert::array_or_null;
 use super::eval::Cx;
 use super::parse::{args_of, boxed, validate_var_name};
 use super::{err, is_nullish, truthy, Expr, Node};
@@ -147,26 +147,14 @@ fn parse_as(v: Option<&Bson>, default: &str) -> MongoResult<String> {
 }
 
 pub(super) fn parse_filter(arg: &Bson) -> MongoResult<Node> {
-    let Bson::Document(d) = arg else {
-        return Err(err(
-            28646,
-            "$filter only supports an object as its argument",
-        ));
-    };
-    for k in d.keys() {
-        if !matches!(k.as_str(), "input" | "as" | "cond" | "limit") {
-            return Err(err(
-                28647,
-                format!("Unrecognized parameter to $filter: {k}"),
-            ));
-        }
-    }
-    let input = d
-        .get("input")
-        .ok_or_else(|| err(28648, "Missing 'input' parameter to $filter"))?;
-    let cond = d
-        .get("cond")
-        .ok_or_else(|| err(28650, "Missing 'cond' parameter to $filter"))?;
+    let d = arg_object(
+        arg,
+        &["input", "as", "cond", "limit"],
+        (28646, "$filter only supports an object as its argument"),
+        (28647, "Unrecognized parameter to $filter: "),
+    )?;
+    let input = required(d, "input", 28648, "Missing 'input' parameter to $filter")?;
+    let cond = required(d, "cond", 28650, "Missing 'cond' parameter to $filter")?;
     Ok(Node::Filter {
         input: boxed(Expr::parse(input)?),
         name: parse_as(d.get("as"), "this")?,
@@ -176,20 +164,14 @@ pub(super) fn parse_filter(arg: &Bson) -> MongoResult<Node> {
 }
 
 pub(super) fn parse_map(arg: &Bson) -> MongoResult<Node> {
-    let Bson::Document(d) = arg else {
-        return Err(err(16878, "$map only supports an object as its argument"));
-    };
-    for k in d.keys() {
-        if !matches!(k.as_str(), "input" | "as" | "in") {
-            return Err(err(16879, format!("Unrecognized parameter to $map: {k}")));
-        }
-    }
-    let input = d
-        .get("input")
-        .ok_or_else(|| err(16880, "Missing 'input' parameter to $map"))?;
-    let body = d
-        .get("in")
-        .ok_or_else(|| err(16882, "Missing 'in' parameter to $map"))?;
+    let d = arg_object(
+        arg,
+        &["input", "as", "in"],
+        (16878, "$map only supports an object as its argument"),
+        (16879, "Unrecognized parameter to $map: "),
+    )?;
+    let input = required(d, "input", 16880, "Missing 'input' parameter to $map")?;
+    let body = required(d, "in", 16882, "Missing 'in' parameter to $map")?;
     Ok(Node::Map {
         input: boxed(Expr::parse(input)?),
         name: parse_as(d.get("as"), "this")?,
@@ -198,31 +180,53 @@ pub(super) fn parse_map(arg: &Bson) -> MongoResult<Node> {
 }
 
 pub(super) fn parse_reduce(arg: &Bson) -> MongoResult<Node> {
-    let Bson::Document(d) = arg else {
-        return Err(err(40075, "$reduce requires an object as an argument"));
-    };
-    for k in d.keys() {
-        if !matches!(k.as_str(), "input" | "initialValue" | "in") {
-            return Err(err(
-                40076,
-                format!("$reduce found an unknown argument: {k}"),
-            ));
-        }
-    }
-    let input = d
-        .get("input")
-        .ok_or_else(|| err(40077, "$reduce requires 'input' to be specified"))?;
-    let initial = d
-        .get("initialValue")
-        .ok_or_else(|| err(40078, "$reduce requires 'initialValue' to be specified"))?;
-    let body = d
-        .get("in")
-        .ok_or_else(|| err(40079, "$reduce requires 'in' to be specified"))?;
+    let d = arg_object(
+        arg,
+        &["input", "initialValue", "in"],
+        (40075, "$reduce requires an object as an argument"),
+        (40076, "$reduce found an unknown argument: "),
+    )?;
+    let input = required(
+        d,
+        "input",
+        40077,
+        "$reduce requires 'input' to be specified",
+    )?;
+    let initial = required(
+        d,
+        "initialValue",
+        40078,
+        "$reduce requires 'initialValue' to be specified",
+    )?;
+    let body = required(d, "in", 40079, "$reduce requires 'in' to be specified")?;
     Ok(Node::Reduce {
         input: boxed(Expr::parse(input)?),
         initial: boxed(Expr::parse(initial)?),
         body: boxed(Expr::parse(body)?),
     })
+}
+
+/// The argument object of `$filter`, `$map` or `$reduce`: the error `not_object` (code,
+/// message) unless `arg` is a document, `unknown` (code, message before the key) for its
+/// first key not in `known`.
+fn arg_object<'a>(
+    arg: &'a Bson,
+    known: &[&str],
+    not_object: (i32, &str),
+    unknown: (i32, &str),
+) -> MongoResult<&'a Document> {
+    let Bson::Document(d) = arg else {
+        return Err(err(not_object.0, not_object.1));
+    };
+    match d.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(err(unknown.0, format!("{}{k}", unknown.1))),
+        None => Ok(d),
+    }
+}
+
+/// The value of `key` in an argument object, or the error (`code`, `msg`) when it is absent.
+fn required<'a>(d: &'a Document, key: &str, code: i32, msg: &str) -> MongoResult<&'a Bson> {
+    d.get(key).ok_or_else(|| err(code, msg))
 }
 
 // Separate functions keep `ev`'s frame small: it is on the stack once per level of
@@ -295,15 +299,8 @@ pub(super) fn ev_filter<'e>(
             },
         },
     };
-    let items = match input {
-        Bson::Array(a) => a,
-        v if is_nullish(&v) => return Ok(Bson::Null),
-        v => {
-            return Err(err(
-                28651,
-                format!("input to $filter must be an array not {}", type_name(&v)),
-            ))
-        }
+    let Some(items) = array_or_null(input, 28651, "input to $filter must be an array not ")? else {
+        return Ok(Bson::Null);
     };
     let mut out = Vec::new();
     let depth = cx.locals.len();
@@ -331,15 +328,9 @@ pub(super) fn ev_map<'e>(
     body: &'e Expr,
     cx: &mut Cx<'_, 'e>,
 ) -> MongoResult<Bson> {
-    let items = match input.ev(cx)? {
-        Bson::Array(a) => a,
-        v if is_nullish(&v) => return Ok(Bson::Null),
-        v => {
-            return Err(err(
-                16883,
-                format!("input to $map must be an array not {}", type_name(&v)),
-            ))
-        }
+    let msg = "input to $map must be an array not ";
+    let Some(items) = array_or_null(input.ev(cx)?, 16883, msg)? else {
+        return Ok(Bson::Null);
     };
     let mut out = Vec::with_capacity(items.len());
     for item in items {
@@ -363,18 +354,9 @@ pub(super) fn ev_reduce<'e>(
     body: &'e Expr,
     cx: &mut Cx<'_, 'e>,
 ) -> MongoResult<Bson> {
-    let items = match input.ev(cx)? {
-        Bson::Array(a) => a,
-        v if is_nullish(&v) => return Ok(Bson::Null),
-        v => {
-            return Err(err(
-                40080,
-                format!(
-                    "$reduce requires that 'input' be an array, found: {}",
-                    type_name(&v)
-                ),
-            ))
-        }
+    let msg = "$reduce requires that 'input' be an array, found: ";
+    let Some(items) = array_or_null(input.ev(cx)?, 40080, msg)? else {
+        return Ok(Bson::Null);
     };
     let mut acc = initial.ev(cx)?;
     for item in items {

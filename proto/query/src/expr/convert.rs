@@ -1,5 +1,7 @@
 //! Types and conversion: `$type`, `$isNumber`, `$convert` and the `$toX` shorthands.
 
+use std::fmt::Display;
+
 use bson::{oid::ObjectId, spec::ElementType, Bson, DateTime};
 
 use crate::{MongoError, MongoResult};
@@ -7,10 +9,10 @@ use crate::{MongoError, MongoResult};
 use super::arith::{as_int_exact, num_of};
 use super::calendar::parse_date_string;
 use super::decimal::Dec;
-use super::eval::{arg, misrouted, req, Cx};
+use super::eval::{misrouted, Args};
 use super::ops::Op;
 use super::string::coerce_to_string;
-use super::{is_nullish, truthy, Expr};
+use super::{err, is_nullish, truthy};
 
 /// MongoDB's type name as `$type` reports it.
 pub fn type_name(v: &Bson) -> &'static str {
@@ -43,6 +45,39 @@ pub(crate) fn type_name_or_missing(v: &Bson) -> &'static str {
     match v {
         Bson::Undefined => "missing",
         v => type_name(v),
+    }
+}
+
+/// An operator's argument of the wrong type: error `code`, `msg` followed by the type of `v`.
+pub(super) fn type_error(code: i32, msg: impl Display, v: &Bson) -> MongoError {
+    err(code, format!("{msg}{}", type_name(v)))
+}
+
+/// An operator's argument that must be of one type: what `pick` takes from `v`, `None` for
+/// null or missing (the operator's result is then null), else [`type_error`].
+pub(super) fn typed_or_null<'v, T>(
+    v: &'v Bson,
+    pick: impl FnOnce(&'v Bson) -> Option<T>,
+    code: i32,
+    msg: impl Display,
+) -> MongoResult<Option<T>> {
+    match pick(v) {
+        Some(t) => Ok(Some(t)),
+        None if is_nullish(v) => Ok(None),
+        None => Err(type_error(code, msg, v)),
+    }
+}
+
+/// [`typed_or_null`] for an array argument the operator consumes.
+pub(super) fn array_or_null(
+    v: Bson,
+    code: i32,
+    msg: impl Display,
+) -> MongoResult<Option<Vec<Bson>>> {
+    match v {
+        Bson::Array(a) => Ok(Some(a)),
+        v if is_nullish(&v) => Ok(None),
+        v => Err(type_error(code, msg, &v)),
     }
 }
 
@@ -336,25 +371,19 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
 }
 
 #[inline(never)]
-pub(super) fn named_convert<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let input = req(slots, cx, 0)?;
+pub(super) fn named_convert(a: &mut Args) -> MongoResult<Bson> {
+    let input = a.req(0)?;
     if is_nullish(&input) {
-        return Ok(arg(slots, cx, 3)?.unwrap_or(Bson::Null));
+        return a.on_null(3);
     }
-    let to = req(slots, cx, 1)?;
+    let to = a.req(1)?;
     if is_nullish(&to) {
         return Ok(Bson::Null);
     }
     let to = target_type(&to)?;
     match convert(input, to) {
         Ok(v) => Ok(v),
-        Err(e) if e.code == 241 && slots[2].is_some() => Ok(req(slots, cx, 2)?),
+        Err(e) if e.code == 241 => a.on_error(2, e),
         Err(e) => Err(e),
     }
 }

@@ -10,23 +10,17 @@ use super::calendar::{
     Parts, Tz, MS_PER_DAY,
 };
 use super::convert::{conversion_failure, type_name, type_name_or_missing};
-use super::eval::{arg, req, Cx};
+use super::eval::Args;
 use super::ops::Op;
-use super::{err, is_nullish, Expr};
+use super::{err, is_nullish};
 
 #[inline(never)]
-pub(super) fn named_date_to_string<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let date = req(slots, cx, 0)?;
+pub(super) fn named_date_to_string(a: &mut Args) -> MongoResult<Bson> {
+    let date = a.req(0)?;
     if is_nullish(&date) {
-        return Ok(arg(slots, cx, 3)?.unwrap_or(Bson::Null));
+        return a.on_null(3);
     }
-    let format = match arg(slots, cx, 1)? {
+    let format = match a.arg(1)? {
         None => None,
         Some(Bson::String(s)) => Some(s),
         Some(x) if is_nullish(&x) => return Ok(Bson::Null),
@@ -40,7 +34,7 @@ pub(super) fn named_date_to_string<'e>(
             ))
         }
     };
-    let Some(tz) = timezone_arg(arg(slots, cx, 2)?)? else {
+    let Some(tz) = timezone_arg(a.arg(2)?)? else {
         return Ok(Bson::Null);
     };
     let ms = date_millis(&date)?;
@@ -54,29 +48,20 @@ pub(super) fn named_date_to_string<'e>(
 }
 
 #[inline(never)]
-pub(super) fn named_date_from_string<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let s = req(slots, cx, 0)?;
+pub(super) fn named_date_from_string(a: &mut Args) -> MongoResult<Bson> {
+    let s = a.req(0)?;
     let s = match s {
         Bson::String(s) => s,
-        x if is_nullish(&x) => return Ok(arg(slots, cx, 4)?.unwrap_or(Bson::Null)),
+        x if is_nullish(&x) => return a.on_null(4),
         x => {
             let e = conversion_failure(format!(
                 "$dateFromString requires that 'dateString' be a string, found: {} with value {x}",
                 type_name(&x)
             ));
-            return match &slots[3] {
-                Some(_) => Ok(req(slots, cx, 3)?),
-                None => Err(e),
-            };
+            return a.on_error(3, e);
         }
     };
-    let format = match arg(slots, cx, 1)? {
+    let format = match a.arg(1)? {
         None => None,
         Some(Bson::String(f)) => Some(f),
         Some(x) if is_nullish(&x) => return Ok(Bson::Null),
@@ -90,34 +75,25 @@ pub(super) fn named_date_from_string<'e>(
             ))
         }
     };
-    let Some(tz) = timezone_arg(arg(slots, cx, 2)?)? else {
+    let Some(tz) = timezone_arg(a.arg(2)?)? else {
         return Ok(Bson::Null);
     };
     match parse_date_string(&s, format.as_deref(), tz.fixed_offset()) {
         Ok(d) => Ok(Bson::DateTime(d)),
-        Err(msg) => match &slots[3] {
-            Some(_) => Ok(req(slots, cx, 3)?),
-            None => Err(conversion_failure(msg)),
-        },
+        Err(msg) => a.on_error(3, conversion_failure(msg)),
     }
 }
 
 #[inline(never)]
-pub(super) fn named_date_to_parts<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let date = req(slots, cx, 0)?;
+pub(super) fn named_date_to_parts(a: &mut Args) -> MongoResult<Bson> {
+    let date = a.req(0)?;
     if is_nullish(&date) {
         return Ok(Bson::Null);
     }
-    let Some(tz) = timezone_arg(arg(slots, cx, 1)?)? else {
+    let Some(tz) = timezone_arg(a.arg(1)?)? else {
         return Ok(Bson::Null);
     };
-    let iso = match arg(slots, cx, 2)? {
+    let iso = match a.arg(2)? {
         None => false,
         Some(Bson::Boolean(b)) => b,
         Some(x) if is_nullish(&x) => return Ok(Bson::Null),
@@ -141,17 +117,12 @@ pub(super) fn named_date_to_parts<'e>(
 }
 
 #[inline(never)]
-pub(super) fn named_date_add<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let start = req(slots, cx, 0)?;
-    let unit = req(slots, cx, 1)?;
-    let amount = req(slots, cx, 2)?;
-    let tz = arg(slots, cx, 3)?;
+pub(super) fn named_date_add(a: &mut Args) -> MongoResult<Bson> {
+    let name = a.name();
+    let start = a.req(0)?;
+    let unit = a.req(1)?;
+    let amount = a.req(2)?;
+    let tz = a.arg(3)?;
     if is_nullish(&start) || is_nullish(&unit) || is_nullish(&amount) {
         return Ok(Bson::Null);
     }
@@ -166,7 +137,7 @@ pub(super) fn named_date_add<'e>(
             format!("{name} expects integer amount of time units"),
         ));
     };
-    if op == Op::DateSubtract {
+    if a.op == Op::DateSubtract {
         // i64::MIN cannot be negated (mongod: 6045000).
         amount = amount.checked_neg().ok_or_else(|| {
             err(
@@ -181,18 +152,13 @@ pub(super) fn named_date_add<'e>(
 }
 
 #[inline(never)]
-pub(super) fn named_date_diff<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let start = req(slots, cx, 0)?;
-    let end = req(slots, cx, 1)?;
-    let unit = req(slots, cx, 2)?;
-    let tz = arg(slots, cx, 3)?;
-    let sow = arg(slots, cx, 4)?;
+pub(super) fn named_date_diff(a: &mut Args) -> MongoResult<Bson> {
+    let name = a.name();
+    let start = a.req(0)?;
+    let end = a.req(1)?;
+    let unit = a.req(2)?;
+    let tz = a.arg(3)?;
+    let sow = a.arg(4)?;
     if is_nullish(&start) || is_nullish(&end) || is_nullish(&unit) {
         return Ok(Bson::Null);
     }
@@ -206,18 +172,13 @@ pub(super) fn named_date_diff<'e>(
 }
 
 #[inline(never)]
-pub(super) fn named_date_trunc<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let date = req(slots, cx, 0)?;
-    let unit = req(slots, cx, 1)?;
-    let bin = arg(slots, cx, 2)?;
-    let tz = arg(slots, cx, 3)?;
-    let sow = arg(slots, cx, 4)?;
+pub(super) fn named_date_trunc(a: &mut Args) -> MongoResult<Bson> {
+    let name = a.name();
+    let date = a.req(0)?;
+    let unit = a.req(1)?;
+    let bin = a.arg(2)?;
+    let tz = a.arg(3)?;
+    let sow = a.arg(4)?;
     if is_nullish(&date) || is_nullish(&unit) {
         return Ok(Bson::Null);
     }
@@ -241,23 +202,17 @@ pub(super) fn named_date_trunc<'e>(
 }
 
 #[inline(never)]
-pub(super) fn named_date_part<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let date = req(slots, cx, 0)?;
+pub(super) fn named_date_part(a: &mut Args) -> MongoResult<Bson> {
+    let date = a.req(0)?;
     if is_nullish(&date) {
         return Ok(Bson::Null);
     }
-    let Some(tz) = timezone_arg(arg(slots, cx, 1)?)? else {
+    let Some(tz) = timezone_arg(a.arg(1)?)? else {
         return Ok(Bson::Null);
     };
     let ms = date_millis(&date)?;
     let p = Parts::of(tz.local(ms));
-    let v = match op {
+    let v = match a.op {
         Op::Year => p.year as i32,
         Op::Month => p.month as i32,
         Op::DayOfMonth => p.day as i32,
@@ -276,26 +231,12 @@ pub(super) fn named_date_part<'e>(
 }
 
 #[inline(never)]
-pub(super) fn date_from_parts<'e>(
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    const NAMES: [&str; 10] = [
-        "year",
-        "month",
-        "day",
-        "hour",
-        "minute",
-        "second",
-        "millisecond",
-        "isoWeekYear",
-        "isoWeek",
-        "isoDayOfWeek",
-    ];
+pub(super) fn date_from_parts(a: &mut Args) -> MongoResult<Bson> {
+    // The table's parameters: the ten parts, then "timezone".
+    let (names, _) = a.op.named_params();
     let mut vals: [Option<i64>; 10] = [None; 10];
     for i in 0..10 {
-        if let Some(e) = &slots[i] {
-            let v = e.ev(cx)?;
+        if let Some(v) = a.arg(i)? {
             if is_nullish(&v) {
                 return Ok(Bson::Null);
             }
@@ -306,7 +247,7 @@ pub(super) fn date_from_parts<'e>(
                         40515,
                         format!(
                             "'{}' must evaluate to an integer, found {} with value {v}",
-                            NAMES[i],
+                            names[i],
                             type_name(&v)
                         ),
                     ))
@@ -314,14 +255,11 @@ pub(super) fn date_from_parts<'e>(
             }
         }
     }
-    let tz = match &slots[10] {
-        Some(e) => {
-            let v = e.ev(cx)?;
-            match timezone_arg(Some(v))? {
-                Some(tz) => tz,
-                None => return Ok(Bson::Null),
-            }
-        }
+    let tz = match a.arg(10)? {
+        Some(v) => match timezone_arg(Some(v))? {
+            Some(tz) => tz,
+            None => return Ok(Bson::Null),
+        },
         None => Tz {
             offset_ms: 0,
             named_utc: true,
@@ -352,7 +290,7 @@ pub(super) fn date_from_parts<'e>(
     for (i, v) in vals.iter().enumerate().skip(1) {
         if let Some(v) = v {
             if !(-32768..=32767).contains(v) {
-                return Err(err(31034, format!("'{}' must evaluate to a value in the range [-32768, 32767]; value {v} is not in range", NAMES[i])));
+                return Err(err(31034, format!("'{}' must evaluate to a value in the range [-32768, 32767]; value {v} is not in range", names[i])));
             }
         }
     }

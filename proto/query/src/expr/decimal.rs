@@ -75,13 +75,17 @@ impl Dec {
     pub(crate) fn from_d128(d: &Decimal128) -> Dec {
         match crate::order::decode_decimal(d) {
             crate::order::DecimalParts::NaN => DEC_NAN,
-            crate::order::DecimalParts::Infinity { neg } => Dec {
-                neg,
-                coef: 0,
-                exp: 0,
-                special: 1,
-            },
+            crate::order::DecimalParts::Infinity { neg } => Dec::infinity(neg),
             crate::order::DecimalParts::Finite { neg, coef, exp } => Dec::finite(neg, coef, exp),
+        }
+    }
+
+    fn infinity(neg: bool) -> Dec {
+        Dec {
+            neg,
+            coef: 0,
+            exp: 0,
+            special: 1,
         }
     }
 
@@ -106,12 +110,7 @@ impl Dec {
             return Some(DEC_NAN);
         }
         if lower == "inf" || lower == "infinity" {
-            return Some(Dec {
-                neg,
-                coef: 0,
-                exp: 0,
-                special: 1,
-            });
+            return Some(Dec::infinity(neg));
         }
         let (mant, exp_part) = match lower.find('e') {
             Some(i) => (&lower[..i], Some(&lower[i + 1..])),
@@ -183,12 +182,7 @@ impl Dec {
             if self.coef == 0 {
                 self.exp = 6111;
             } else {
-                return Dec {
-                    neg: self.neg,
-                    coef: 0,
-                    exp: 0,
-                    special: 1,
-                };
+                return Dec::infinity(self.neg);
             }
         }
         self
@@ -219,12 +213,7 @@ impl Dec {
             return DEC_NAN;
         }
         if f.is_infinite() {
-            return Dec {
-                neg: f < 0.0,
-                coef: 0,
-                exp: 0,
-                special: 1,
-            };
+            return Dec::infinity(f < 0.0);
         }
         if f == 0.0 {
             return Dec::finite(f.is_sign_negative(), 0, 0);
@@ -360,12 +349,7 @@ impl Dec {
             if self.is_zero() || o.is_zero() {
                 return DEC_NAN;
             }
-            return Dec {
-                neg,
-                coef: 0,
-                exp: 0,
-                special: 1,
-            };
+            return Dec::infinity(neg);
         }
         let (mut a, mut b) = (*self, *o);
         if a.coef.checked_mul(b.coef).is_none() {
@@ -387,14 +371,7 @@ impl Dec {
         let neg = self.neg != o.neg;
         match (self.special, o.special) {
             (1, 1) => return DEC_NAN,
-            (1, _) => {
-                return Dec {
-                    neg,
-                    coef: 0,
-                    exp: 0,
-                    special: 1,
-                }
-            }
+            (1, _) => return Dec::infinity(neg),
             (_, 1) => return Dec::finite(neg, 0, 0),
             _ => {}
         }
@@ -402,12 +379,7 @@ impl Dec {
             if self.coef == 0 {
                 return DEC_NAN;
             }
-            return Dec {
-                neg,
-                coef: 0,
-                exp: 0,
-                special: 1,
-            };
+            return Dec::infinity(neg);
         }
         let mut exp = self.exp - o.exp;
         let mut q = self.coef / o.coef;

@@ -242,49 +242,76 @@ pub(super) fn misrouted(op: Op) -> MongoError {
 fn eval_named<'e>(op: Op, slots: &'e [Option<Expr>], cx: &mut Cx<'_, 'e>) -> MongoResult<Bson> {
     // One small function per operator: expressions nest (up to the document depth
     // limit) through here, so this frame and theirs must stay small.
-    let name = op.name();
+    let a = &mut Args { op, slots, cx };
     match op {
-        Op::Trim | Op::LTrim | Op::RTrim => named_trim(op, name, slots, cx),
-        Op::ReplaceOne | Op::ReplaceAll => named_replace(op, name, slots, cx),
-        Op::Zip => named_zip(op, name, slots, cx),
-        Op::SortArray => named_sort_array(op, name, slots, cx),
-        Op::FirstN | Op::LastN | Op::MaxN | Op::MinN => named_first_last_n(op, name, slots, cx),
-        Op::Convert => named_convert(op, name, slots, cx),
-        Op::DateToString => named_date_to_string(op, name, slots, cx),
-        Op::DateFromString => named_date_from_string(op, name, slots, cx),
-        Op::DateToParts => named_date_to_parts(op, name, slots, cx),
-        Op::DateFromParts => date_from_parts(slots, cx),
-        Op::DateAdd | Op::DateSubtract => named_date_add(op, name, slots, cx),
-        Op::DateDiff => named_date_diff(op, name, slots, cx),
-        Op::DateTrunc => named_date_trunc(op, name, slots, cx),
-        Op::GetField => named_get_field(op, name, slots, cx),
-        Op::SetField | Op::UnsetField => named_set_field(op, name, slots, cx),
-        _ if op.is_date_part() => named_date_part(op, name, slots, cx),
+        Op::Trim | Op::LTrim | Op::RTrim => named_trim(a),
+        Op::ReplaceOne | Op::ReplaceAll => named_replace(a),
+        Op::Zip => named_zip(a),
+        Op::SortArray => named_sort_array(a),
+        Op::FirstN | Op::LastN | Op::MaxN | Op::MinN => named_first_last_n(a),
+        Op::Convert => named_convert(a),
+        Op::DateToString => named_date_to_string(a),
+        Op::DateFromString => named_date_from_string(a),
+        Op::DateToParts => named_date_to_parts(a),
+        Op::DateFromParts => date_from_parts(a),
+        Op::DateAdd | Op::DateSubtract => named_date_add(a),
+        Op::DateDiff => named_date_diff(a),
+        Op::DateTrunc => named_date_trunc(a),
+        Op::GetField => named_get_field(a),
+        Op::SetField | Op::UnsetField => named_set_field(a),
+        _ if op.is_date_part() => named_date_part(a),
         _ => Err(MongoError::internal(format!(
-            "operator {name} has no named form"
+            "operator {} has no named form",
+            op.name()
         ))),
     }
 }
 
-/// Evaluates an optional named argument; absent → None.
-pub(super) fn arg<'e>(
+/// A named-argument operator's arguments: its slots (in `Op::named_params` order),
+/// evaluated on demand in `cx`.
+pub(super) struct Args<'a, 'r, 'e> {
+    pub(super) op: Op,
     slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-    i: usize,
-) -> MongoResult<Option<Bson>> {
-    match slots.get(i) {
-        Some(Some(e)) => Ok(Some(e.ev(cx)?)),
-        _ => Ok(None),
-    }
+    pub(super) cx: &'a mut Cx<'r, 'e>,
 }
 
-/// Evaluates a required named argument (parsing guarantees it is present).
-pub(super) fn req<'e>(
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-    i: usize,
-) -> MongoResult<Bson> {
-    arg(slots, cx, i)?.ok_or_else(|| MongoError::internal("missing required argument"))
+impl<'e> Args<'_, '_, 'e> {
+    /// The operator's canonical name (for error messages).
+    pub(super) fn name(&self) -> &'static str {
+        self.op.name()
+    }
+
+    /// The unevaluated argument in slot `i`, if given.
+    pub(super) fn expr(&self, i: usize) -> Option<&'e Expr> {
+        self.slots.get(i).and_then(Option::as_ref)
+    }
+
+    /// Evaluates an optional argument; absent → None.
+    pub(super) fn arg(&mut self, i: usize) -> MongoResult<Option<Bson>> {
+        match self.expr(i) {
+            Some(e) => Ok(Some(e.ev(self.cx)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Evaluates a required argument (parsing guarantees it is present).
+    pub(super) fn req(&mut self, i: usize) -> MongoResult<Bson> {
+        self.arg(i)?
+            .ok_or_else(|| MongoError::internal("missing required argument"))
+    }
+
+    /// The `onNull` argument in slot `i` (null when not given).
+    pub(super) fn on_null(&mut self, i: usize) -> MongoResult<Bson> {
+        Ok(self.arg(i)?.unwrap_or(Bson::Null))
+    }
+
+    /// The `onError` argument in slot `i` in place of `error`, or `error` when not given.
+    pub(super) fn on_error(&mut self, i: usize, error: MongoError) -> MongoResult<Bson> {
+        match self.expr(i) {
+            Some(_) => self.req(i),
+            None => Err(error),
+        }
+    }
 }
 
 #[cfg(test)]

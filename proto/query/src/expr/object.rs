@@ -6,9 +6,9 @@ use bson::{Bson, Document};
 use crate::{MongoError, MongoResult};
 
 use super::convert::{type_name, type_name_or_missing};
-use super::eval::{arg, misrouted, req, Cx};
+use super::eval::{misrouted, Args};
 use super::ops::Op;
-use super::{err, is_nullish, Expr, MISSING};
+use super::{err, is_nullish, MISSING};
 
 /// Evaluates a positional object operator on its evaluated arguments.
 pub(super) fn eval(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
@@ -71,14 +71,8 @@ pub(super) fn eval(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
 }
 
 #[inline(never)]
-pub(super) fn named_get_field<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let field = req(slots, cx, 0)?;
+pub(super) fn named_get_field(a: &mut Args) -> MongoResult<Bson> {
+    let field = a.req(0)?;
     let Bson::String(field) = field else {
         return Err(err(
             3041704,
@@ -88,9 +82,9 @@ pub(super) fn named_get_field<'e>(
             ),
         ));
     };
-    let input = match arg(slots, cx, 1)? {
+    let input = match a.arg(1)? {
         Some(v) => v,
-        None => cx.field(&[]),
+        None => a.cx.field(&[]),
     };
     match input {
         Bson::Document(d) => Ok(d.get(&field).cloned().unwrap_or(MISSING)),
@@ -101,14 +95,9 @@ pub(super) fn named_get_field<'e>(
 }
 
 #[inline(never)]
-pub(super) fn named_set_field<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let field = req(slots, cx, 0)?;
+pub(super) fn named_set_field(a: &mut Args) -> MongoResult<Bson> {
+    let name = a.name();
+    let field = a.req(0)?;
     let Bson::String(field) = field else {
         return Err(err(
             4161106,
@@ -118,9 +107,9 @@ pub(super) fn named_set_field<'e>(
             ),
         ));
     };
-    let input = req(slots, cx, 1)?;
-    let value = if op == Op::SetField {
-        req(slots, cx, 2)?
+    let input = a.req(1)?;
+    let value = if a.op == Op::SetField {
+        a.req(2)?
     } else {
         MISSING
     };

@@ -4,12 +4,13 @@ use bson::Bson;
 
 use crate::MongoResult;
 
-use super::arith::{as_int_exact, num_f64, num_of, num_to_bson};
+use super::arith::{as_int_exact, num_f64, num_of, num_to_bson, Num};
+use super::array::index_range;
 use super::calendar::format_date;
-use super::convert::{fmt_double, type_name, type_name_or_missing};
-use super::eval::{arg, misrouted, req, Cx};
+use super::convert::{fmt_double, type_name, type_name_or_missing, typed_or_null};
+use super::eval::{misrouted, Args};
 use super::ops::Op;
-use super::{err, is_nullish, Expr};
+use super::{err, is_nullish};
 
 /// Evaluates a positional string operator on its evaluated arguments.
 pub(super) fn eval(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
@@ -61,39 +62,20 @@ pub(super) fn eval(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
             )),
         },
         Split => {
-            let s = match &v[0] {
-                Bson::String(s) => s,
-                x if is_nullish(x) => return Ok(Bson::Null),
-                x => {
-                    return Err(err(
-                        40085,
-                        format!(
-                            "$split requires an expression that evaluates to a string as a first argument, found: {}",
-                            type_name(x)
-                        ),
-                    ))
-                }
+            let what = "$split requires an expression that evaluates to a string as a";
+            let first = format_args!("{what} first argument, found: ");
+            let Some(s) = typed_or_null(&v[0], Bson::as_str, 40085, first)? else {
+                return Ok(Bson::Null);
             };
-            let sep = match &v[1] {
-                Bson::String(s) => s,
-                x if is_nullish(x) => return Ok(Bson::Null),
-                x => {
-                    return Err(err(
-                        40086,
-                        format!(
-                            "$split requires an expression that evaluates to a string as a second argument, found: {}",
-                            type_name(x)
-                        ),
-                    ))
-                }
+            let second = format_args!("{what} second argument, found: ");
+            let Some(sep) = typed_or_null(&v[1], Bson::as_str, 40086, second)? else {
+                return Ok(Bson::Null);
             };
             if sep.is_empty() {
                 return Err(err(40087, "$split requires a non-empty separator"));
             }
             Ok(Bson::Array(
-                s.split(sep.as_str())
-                    .map(|p| Bson::String(p.to_string()))
-                    .collect(),
+                s.split(sep).map(|p| Bson::String(p.to_string())).collect(),
             ))
         }
         IndexOfBytes | IndexOfCP => index_of_str(op, &v),
@@ -132,24 +114,8 @@ pub(super) fn substr(op: Op, s: &Bson, start: &Bson, len: &Bson) -> MongoResult<
     let name = op.name();
     let s = coerce_to_string(name, s)?;
     if op == Op::SubstrBytes {
-        let Some(st) = num_of(start) else {
-            return Err(err(
-                16034,
-                format!(
-                    "{name}: starting index must be a numeric type (is BSON type {})",
-                    type_name(start)
-                ),
-            ));
-        };
-        let Some(ln) = num_of(len) else {
-            return Err(err(
-                16035,
-                format!(
-                    "{name}: length must be a numeric type (is BSON type {})",
-                    type_name(len)
-                ),
-            ));
-        };
+        let st = substr_num(name, "starting index", start, 16034)?;
+        let ln = substr_num(name, "length", len, 16035)?;
         let st = num_f64(st);
         if st < 0.0 {
             return Err(err(
@@ -183,42 +149,8 @@ pub(super) fn substr(op: Op, s: &Bson, start: &Bson, len: &Bson) -> MongoResult<
         }
         return Ok(Bson::String(s[st..end].to_string()));
     }
-    let Some(st) = num_of(start) else {
-        return Err(err(
-            34450,
-            format!(
-                "{name}: starting index must be a numeric type (is BSON type {})",
-                type_name(start)
-            ),
-        ));
-    };
-    let Some(st) = as_int_exact(start).filter(|i| i32::try_from(*i).is_ok()) else {
-        return Err(err(
-            34451,
-            format!(
-                "{name}: starting index cannot be represented as a 32-bit integral value: {}",
-                num_to_bson(st)
-            ),
-        ));
-    };
-    let Some(ln) = num_of(len) else {
-        return Err(err(
-            34452,
-            format!(
-                "{name}: length must be a numeric type (is BSON type {})",
-                type_name(len)
-            ),
-        ));
-    };
-    let Some(ln) = as_int_exact(len).filter(|i| i32::try_from(*i).is_ok()) else {
-        return Err(err(
-            34453,
-            format!(
-                "{name}: length cannot be represented as a 32-bit integral value: {}",
-                num_to_bson(ln)
-            ),
-        ));
-    };
+    let st = substr_int(name, "starting index", start, (34450, 34451))?;
+    let ln = substr_int(name, "length", len, (34452, 34453))?;
     if st < 0 {
         return Err(err(
             34455,
@@ -236,20 +168,41 @@ pub(super) fn substr(op: Op, s: &Bson, start: &Bson, len: &Bson) -> MongoResult<
     ))
 }
 
+/// A `$substrBytes`/`$substrCP` index argument (`what`: "starting index" or "length") as a
+/// number, else error `code`.
+fn substr_num(name: &str, what: &str, v: &Bson, code: i32) -> MongoResult<Num> {
+    num_of(v).ok_or_else(|| {
+        err(
+            code,
+            format!(
+                "{name}: {what} must be a numeric type (is BSON type {})",
+                type_name(v)
+            ),
+        )
+    })
+}
+
+/// A `$substrCP` index argument as a 32-bit integer; `codes`: (not a number, not one).
+fn substr_int(name: &str, what: &str, v: &Bson, codes: (i32, i32)) -> MongoResult<i64> {
+    let n = substr_num(name, what, v, codes.0)?;
+    as_int_exact(v)
+        .filter(|i| i32::try_from(*i).is_ok())
+        .ok_or_else(|| {
+            err(
+                codes.1,
+                format!(
+                    "{name}: {what} cannot be represented as a 32-bit integral value: {}",
+                    num_to_bson(n)
+                ),
+            )
+        })
+}
+
 fn index_of_str(op: Op, v: &[Bson]) -> MongoResult<Bson> {
     let name = op.name();
-    let s = match &v[0] {
-        Bson::String(s) => s,
-        x if is_nullish(x) => return Ok(Bson::Null),
-        x => {
-            return Err(err(
-                40091,
-                format!(
-                    "{name} requires a string as the first argument, found: {}",
-                    type_name(x)
-                ),
-            ))
-        }
+    let first = format_args!("{name} requires a string as the first argument, found: ");
+    let Some(s) = typed_or_null(&v[0], Bson::as_str, 40091, first)? else {
+        return Ok(Bson::Null);
     };
     let sub = match &v[1] {
         Bson::String(s) => s,
@@ -263,48 +216,28 @@ fn index_of_str(op: Op, v: &[Bson]) -> MongoResult<Bson> {
             ))
         }
     };
-    let bound = |i: usize| -> MongoResult<Option<usize>> {
-        match v.get(i) {
-            None => Ok(None),
-            Some(x) => match as_int_exact(x) {
-                Some(n) if n >= 0 => Ok(Some(n as usize)),
-                Some(_) => Err(err(40097, format!("{name} requires a nonnegative start index, found: {x}"))),
-                None => Err(err(
-                    40096,
-                    format!("{name} requires an integral starting index, found a value of type: {}, with value: {x}", type_name(x)),
-                )),
-            },
-        }
-    };
-    let start = bound(2)?.unwrap_or(0);
     if op == Op::IndexOfBytes {
-        let hay = s.as_bytes();
-        let end = bound(3)?.unwrap_or(hay.len()).min(hay.len());
-        if start > end {
-            return Ok(Bson::Int32(-1));
-        }
-        let needle = sub.as_bytes();
-        if needle.is_empty() {
-            return Ok(Bson::Int32(start as i32));
-        }
-        let pos = hay[start..end]
-            .windows(needle.len())
-            .position(|w| w == needle);
-        return Ok(Bson::Int32(pos.map_or(-1, |p| (p + start) as i32)));
+        let (start, end) = index_range(name, v, s.len())?;
+        return Ok(find_in(s.as_bytes(), sub.as_bytes(), start, end));
     }
     let hay: Vec<char> = s.chars().collect();
     let needle: Vec<char> = sub.chars().collect();
-    let end = bound(3)?.unwrap_or(hay.len()).min(hay.len());
+    let (start, end) = index_range(name, v, hay.len())?;
+    Ok(find_in(&hay, &needle, start, end))
+}
+
+/// Where `needle` first stands in `hay[start..end]` (`start` for an empty needle), or -1.
+fn find_in<T: PartialEq>(hay: &[T], needle: &[T], start: usize, end: usize) -> Bson {
     if start > end {
-        return Ok(Bson::Int32(-1));
+        return Bson::Int32(-1);
     }
     if needle.is_empty() {
-        return Ok(Bson::Int32(start as i32));
+        return Bson::Int32(start as i32);
     }
     let pos = hay[start..end]
         .windows(needle.len())
-        .position(|w| w == needle.as_slice());
-    Ok(Bson::Int32(pos.map_or(-1, |p| (p + start) as i32)))
+        .position(|w| w == needle);
+    Bson::Int32(pos.map_or(-1, |p| (p + start) as i32))
 }
 
 const WHITESPACE: &[char] = &[
@@ -334,15 +267,10 @@ fn check_string_size(len: Option<usize>) -> MongoResult<()> {
 }
 
 #[inline(never)]
-pub(super) fn named_trim<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let input = req(slots, cx, 0)?;
-    let chars = arg(slots, cx, 1)?;
+pub(super) fn named_trim(a: &mut Args) -> MongoResult<Bson> {
+    let name = a.name();
+    let input = a.req(0)?;
+    let chars = a.arg(1)?;
     let s = match &input {
         Bson::String(s) => s,
         x if is_nullish(x) => return Ok(Bson::Null),
@@ -372,7 +300,7 @@ pub(super) fn named_trim<'e>(
     };
     let pred = |c: char| set.contains(&c);
     Ok(Bson::String(
-        match op {
+        match a.op {
             Op::Trim => s.trim_matches(pred),
             Op::LTrim => s.trim_start_matches(pred),
             _ => s.trim_end_matches(pred),
@@ -382,14 +310,9 @@ pub(super) fn named_trim<'e>(
 }
 
 #[inline(never)]
-pub(super) fn named_replace<'e>(
-    op: Op,
-    name: &'static str,
-    slots: &'e [Option<Expr>],
-    cx: &mut Cx<'_, 'e>,
-) -> MongoResult<Bson> {
-    let _ = (op, name);
-    let vals = [req(slots, cx, 0)?, req(slots, cx, 1)?, req(slots, cx, 2)?];
+pub(super) fn named_replace(a: &mut Args) -> MongoResult<Bson> {
+    let name = a.name();
+    let vals = [a.req(0)?, a.req(1)?, a.req(2)?];
     let names = ["input", "find", "replacement"];
     let codes = [51746, 51745, 51744];
     let mut strs: Vec<&str> = Vec::new();
@@ -419,7 +342,7 @@ pub(super) fn named_replace<'e>(
     // The result's size, before building it: a short 'find' with a long
     // 'replacement' multiplies the input.
     let (input, find, repl) = (strs[0], strs[1], strs[2]);
-    let matches = if op == Op::ReplaceOne {
+    let matches = if a.op == Op::ReplaceOne {
         usize::from(find.is_empty() || input.contains(find))
     } else if find.is_empty() {
         input.chars().count() + 1
@@ -431,7 +354,7 @@ pub(super) fn named_replace<'e>(
             .checked_mul(repl.len())
             .and_then(|n| n.checked_add(input.len())),
     )?;
-    Ok(Bson::String(if op == Op::ReplaceOne {
+    Ok(Bson::String(if a.op == Op::ReplaceOne {
         strs[0].replacen(strs[1], strs[2], 1)
     } else if strs[1].is_empty() {
         // Like MongoDB: an empty 'find' matches between every character.

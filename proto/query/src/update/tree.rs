@@ -363,14 +363,7 @@ pub(super) fn merge_nodes(a: &Node, b: &Node, path: &str) -> MongoResult<Node> {
                 positional: pb,
             },
         ) => {
-            let mut children = ca.clone();
-            for (k, v) in cb {
-                let merged = match children.get(k) {
-                    Some(existing) => merge_nodes(existing, v, &format!("{path}.{k}"))?,
-                    None => v.clone(),
-                };
-                children.insert(k.clone(), merged);
-            }
+            let children = merge_children(ca, cb, path)?;
             let positional = match (pa, pb) {
                 (Some(x), Some(y)) => Some(Box::new(merge_nodes(x, y, &format!("{path}.$"))?)),
                 (x, y) => x.clone().or_else(|| y.clone()),
@@ -381,16 +374,26 @@ pub(super) fn merge_nodes(a: &Node, b: &Node, path: &str) -> MongoResult<Node> {
             })
         }
         (Node::Array { children: ca }, Node::Array { children: cb }) => {
-            let mut children = ca.clone();
-            for (k, v) in cb {
-                let merged = match children.get(k) {
-                    Some(existing) => merge_nodes(existing, v, &format!("{path}.{k}"))?,
-                    None => v.clone(),
-                };
-                children.insert(k.clone(), merged);
-            }
+            let children = merge_children(ca, cb, path)?;
             Ok(Node::Array { children })
         }
         _ => Err(conflict()),
     }
+}
+
+/// The children of two merged nodes: those under the same name merged with [`merge_nodes`].
+fn merge_children(
+    a: &BTreeMap<String, Node>,
+    b: &BTreeMap<String, Node>,
+    path: &str,
+) -> MongoResult<BTreeMap<String, Node>> {
+    let mut children = a.clone();
+    for (k, v) in b {
+        let merged = match children.get(k) {
+            Some(existing) => merge_nodes(existing, v, &format!("{path}.{k}"))?,
+            None => v.clone(),
+        };
+        children.insert(k.clone(), merged);
+    }
+    Ok(children)
 }
