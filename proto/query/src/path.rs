@@ -287,7 +287,7 @@ pub fn set_path(doc: &mut Document, path: &str, value: Bson) -> MongoResult<()> 
                 let Some(idx) = array_index(comp) else {
                     return Err(not_viable(comp, &Bson::Array(arr.clone())));
                 };
-                crate::update::check_backfill(arr.len(), idx)?;
+                check_backfill(arr.len(), idx)?;
                 while arr.len() <= idx {
                     arr.push(Bson::Null);
                 }
@@ -321,6 +321,23 @@ pub fn remove_path(doc: &mut Document, path: &str) -> Option<Bson> {
             _ => None,
         },
     }
+}
+
+/// mongod's `kMaxPaddingAllowed`: an update may pad an array with at most this many nulls.
+pub(crate) const MAX_ARRAY_PADDING: usize = 1_500_000;
+
+/// Refuses padding an array of `len` elements up to index `idx` with more than
+/// [`MAX_ARRAY_PADDING`] nulls: CannotBackfillArray (34), as mongod's `maybePadTo`.
+pub(crate) fn check_backfill(len: usize, idx: usize) -> MongoResult<()> {
+    if idx.saturating_sub(len) > MAX_ARRAY_PADDING {
+        return Err(MongoError {
+            code: 34,
+            code_name: std::borrow::Cow::Borrowed("CannotBackfillArray"),
+            message: format!("can't backfill more than {MAX_ARRAY_PADDING} elements"),
+            extra: None,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -373,7 +373,7 @@ pub(super) fn create_at(base: &mut Bson, parts: &[String], value: Bson) -> Mongo
             Bson::Array(a) => {
                 let idx = parse_index(part)
                     .ok_or_else(|| MongoError::internal("non-numeric array component"))?;
-                check_backfill(a.len(), idx)?;
+                crate::path::check_backfill(a.len(), idx)?;
                 while a.len() < idx {
                     a.push(Bson::Null);
                 }
@@ -392,23 +392,6 @@ pub(super) fn create_at(base: &mut Bson, parts: &[String], value: Bson) -> Mongo
                 ))
             }
         };
-    }
-    Ok(())
-}
-
-/// mongod's `kMaxPaddingAllowed`: an update may pad an array with at most this many nulls.
-pub(crate) const MAX_ARRAY_PADDING: usize = 1_500_000;
-
-/// Refuses padding an array of `len` elements up to index `idx` with more than
-/// [`MAX_ARRAY_PADDING`] nulls: CannotBackfillArray (34), as mongod's `maybePadTo`.
-pub(crate) fn check_backfill(len: usize, idx: usize) -> MongoResult<()> {
-    if idx.saturating_sub(len) > MAX_ARRAY_PADDING {
-        return Err(MongoError {
-            code: 34,
-            code_name: Cow::Borrowed("CannotBackfillArray"),
-            message: format!("can't backfill more than {MAX_ARRAY_PADDING} elements"),
-            extra: None,
-        });
     }
     Ok(())
 }

@@ -26,7 +26,6 @@ mod tests;
 mod tree;
 mod values;
 
-pub(crate) use self::apply::check_backfill;
 pub use self::parse::MODIFIERS;
 
 use self::apply::create_at;
