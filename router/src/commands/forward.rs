@@ -6,6 +6,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use std::sync::Arc;
 
+use super::table::{Command, Member};
 use crate::context::Session;
 use crate::read_preference::{Mode, ReadPreference};
 use crate::shard_client::{Forward, ShardHandle};
@@ -35,15 +36,16 @@ const ROUTER_ONLY: &[&str] = &[
 /// appended to it as array fields, in named steps: read the client's options, claim the
 /// cursors it names, target a shard (or all of them), encode, send through the forward
 /// gate within the deadline, send again where a shard says the routing was stale, and
-/// record the cursor the reply opens.
+/// record the cursor the reply opens. `command` is `cmd`'s entry in the command table.
 pub async fn run(
     session: &mut Session,
+    command: &'static Command,
     db: &str,
     mut cmd: Document,
     sequences: Vec<wire::DocSequence>,
 ) -> MongoResult<Document> {
     let name = cmd.keys().next().cloned().unwrap_or_default();
-    let mut opts = options(session, &name, &cmd)?;
+    let mut opts = options(session, command, &name, &cmd)?;
     // A cursor lives on the member that opened it, and belongs to the user who did.
     let owner = session.auth.owner();
     let mut target = Target::default();
@@ -107,13 +109,17 @@ struct Options {
     after_cluster_time: Option<Bson>,
 }
 
-fn options(session: &Session, name: &str, cmd: &Document) -> MongoResult<Options> {
+fn options(
+    session: &Session,
+    command: &Command,
+    name: &str,
+    cmd: &Document,
+) -> MongoResult<Options> {
     let (w, wtimeout_ms) = write_concern(cmd.get("writeConcern"))?;
     // Validated either way; forwarded (and used for shedding) only when deadlines are on.
     let deadline_ms = max_time_ms(cmd.get("maxTimeMS"))?;
     let split = resplit(session, deadline_ms)?;
-    let writes =
-        super::find(name).is_none_or(|c| c.member == super::Member::Primary) || writes_output(cmd);
+    let writes = command.member == Member::Primary || writes_output(cmd);
     // Validated even where it is ignored: a write goes to the primary.
     let read_preference = ReadPreference::parse(cmd.get("$readPreference"))?;
     let fwd = Forward {

@@ -52,7 +52,7 @@ mod update_zone_key_range;
 mod users_info;
 mod whatsmyuri;
 
-pub use table::{collection_of, find, Member};
+pub use table::{collection_of, find};
 
 pub async fn dispatch(
     session: &mut Session,
@@ -121,7 +121,7 @@ pub async fn dispatch(
     // Boxed: inline, every command's future (a refused one's too, and those the
     // router answers itself) would be the size of a forwarded one's, and be moved in
     // whole at each level (`forward`).
-    let mut reply = Box::pin(forward::run(session, db, cmd, sequences)).await?;
+    let mut reply = Box::pin(forward::run(session, command, db, cmd, sequences)).await?;
     if name == "listDatabases" {
         authz::filter_databases(session, &mut reply);
     }
