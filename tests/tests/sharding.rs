@@ -1008,3 +1008,60 @@ async fn a_group_over_shards_holds_groups_at_the_router_not_documents() {
     assert_eq!(code(&e), Some(146), "{e}");
     cluster.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_cursors_reports_merged_and_shard_cursors_together() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let admin = client.database("admin");
+    admin
+        .run_command(doc! {"shardCollection": "kc.c", "key": {"k": "hashed"}})
+        .await
+        .unwrap();
+    let db = client.database("kc");
+    db.collection::<Document>("c")
+        .insert_many(docs(200))
+        .await
+        .unwrap();
+    let same: Vec<Document> = (0..10)
+        .map(|i| doc! {"_id": 1000 + i, "k": "same"})
+        .collect();
+    db.collection::<Document>("c")
+        .insert_many(same)
+        .await
+        .unwrap();
+    let cursor_id = |reply: &Document| reply.get_document("cursor").unwrap().get_i64("id").unwrap();
+    // Over both shards: a cursor merged at the router.
+    let merged = db
+        .run_command(doc! {"find": "c", "batchSize": 2})
+        .await
+        .unwrap();
+    // One shard key value: a cursor on the one shard that has it.
+    let targeted = db
+        .run_command(doc! {"find": "c", "filter": {"k": "same"}, "batchSize": 2})
+        .await
+        .unwrap();
+    let (m, t) = (cursor_id(&merged), cursor_id(&targeted));
+    assert!(m != 0 && t != 0, "{merged} {targeted}");
+    let reply = db
+        .run_command(doc! {"killCursors": "c", "cursors": [m, t]})
+        .await
+        .unwrap();
+    let mut killed: Vec<i64> = reply
+        .get_array("cursorsKilled")
+        .unwrap()
+        .iter()
+        .filter_map(Bson::as_i64)
+        .collect();
+    killed.sort();
+    let mut both = vec![m, t];
+    both.sort();
+    assert_eq!(killed, both, "{reply}");
+    for id in [m, t] {
+        let err = db
+            .run_command(doc! {"getMore": id, "collection": "c"})
+            .await
+            .unwrap_err();
+        assert_eq!(code(&err), Some(43), "{err}");
+    }
+}

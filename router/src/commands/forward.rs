@@ -182,6 +182,8 @@ struct CursorsNamed {
     get_more: Option<i64>,
     /// Left for the shard to kill.
     killed: Vec<i64>,
+    /// Merged cursors killed at the router: the shard's reply lists them too.
+    killed_here: Vec<i64>,
 }
 
 impl CursorsNamed {
@@ -227,7 +229,7 @@ async fn claim_cursors(
         return Ok(Claimed::Cursors(named));
     }
     let cursors = &session.state.cursors;
-    let mut killed_here = Vec::new();
+    let killed_here = &mut named.killed_here;
     for id in kill_list(cmd) {
         // Ids this router never handed out are left for the shard to report as not found.
         match cursors.claim(id, owner) {
@@ -241,7 +243,11 @@ async fn claim_cursors(
                 target.shard = target.shard.take().or(claim.shard);
             }
             Err(e) if e.code == ErrorCode::CursorNotFound as i32 => {}
-            Err(e) => return Err(e),
+            Err(e) => {
+                // The merged cursors killed before this one are gone all the same.
+                killed_here.iter().for_each(|id| cursors.closed(*id));
+                return Err(e);
+            }
         }
         opts.fwd.writes = false;
         named.killed.push(id);
@@ -250,7 +256,7 @@ async fn claim_cursors(
         killed_here.iter().for_each(|id| cursors.closed(*id));
         if named.killed.is_empty() {
             return Ok(Claimed::Answered(bson::doc! {
-                "cursorsKilled": killed_here,
+                "cursorsKilled": killed_here.clone(),
                 "cursorsNotFound": [],
                 "cursorsAlive": [],
                 "cursorsUnknown": [],
@@ -484,9 +490,12 @@ fn record_cursors(
     target: Target,
     fwd: &Forward,
     owner: crate::cursors::Owner,
-    (reply, member, waits): Sent,
+    (mut reply, member, waits): Sent,
 ) -> Document {
     session.last_waits = Some(waits);
+    if let Ok(killed) = reply.get_array_mut("cursorsKilled") {
+        killed.extend(named.killed_here.iter().map(|&id| Bson::Int64(id)));
+    }
     let cursors = &session.state.cursors;
     named.killed.iter().for_each(|id| cursors.closed(*id));
     if let Ok(id) = reply.get_document("cursor").and_then(|c| c.get_i64("id")) {
