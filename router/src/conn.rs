@@ -31,34 +31,10 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
         let registration = state.current_ops.register(id, &peer.to_string());
         let slot = registration.slot.clone();
         let mut session = Session::new(id, peer, state, slot, x509_subject);
-        // Over the configured connection rate, a connection waits its turn, or is closed
-        // at once when too many already wait.
-        if let Some(rate) = &session.state.connection_rate {
-            match rate.admit() {
-                None => {
-                    debug!("connection refused by the connection rate limit");
-                    return;
-                }
-                Some(wait) if !wait.is_zero() => tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(wait) => {}
-                },
-                Some(_) => {}
-            }
-        }
-        // A new connection handshakes only when the ingress gate lets it (newest first
-        // under a storm); closed at once when the gate sheds it.
-        let gate = session.state.handshakes.clone();
-        let mut pass = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            p = gate.enter() => match p {
-                Some(p) => Some(p),
-                None => {
-                    debug!("connection shed by the handshake queue");
-                    return;
-                }
-            },
+        let Some(pass) = admit(&session, &shutdown).await else {
+            return;
         };
+        let mut pass = Some(pass);
         let pass_idle =
             std::time::Duration::from_millis(session.state.config.handshake_queue_wait_ms);
         let mut buf = Vec::new();
@@ -168,6 +144,39 @@ pub async fn handle<S: AsyncRead + AsyncWrite + Send + Unpin>(
     }
     .instrument(span)
     .await
+}
+
+/// Lets a new connection through the connection rate limit, where a connection waits its
+/// turn or is closed at once when too many already wait, and then the handshake gate,
+/// which lets it handshake newest first under a storm. `None`: close it (refused, shed,
+/// or shutting down).
+async fn admit(
+    session: &Session,
+    shutdown: &CancellationToken,
+) -> Option<crate::overload::ingress::HandshakePass> {
+    if let Some(rate) = &session.state.connection_rate {
+        match rate.admit() {
+            None => {
+                debug!("connection refused by the connection rate limit");
+                return None;
+            }
+            Some(wait) if !wait.is_zero() => tokio::select! {
+                _ = shutdown.cancelled() => return None,
+                _ = tokio::time::sleep(wait) => {}
+            },
+            Some(_) => {}
+        }
+    }
+    let gate = session.state.handshakes.clone();
+    tokio::select! {
+        _ = shutdown.cancelled() => None,
+        p = gate.enter() => {
+            if p.is_none() {
+                debug!("connection shed by the handshake queue");
+            }
+            p
+        }
+    }
 }
 
 impl Session {
