@@ -310,51 +310,9 @@ impl Replica {
             log::DurableLog::open(log_dir, &voters, config.sync).map_err(|e| e.to_string())?;
         log.set_segment_bytes(config.log_segment_kb * 1024);
         base.create_table(REPL_TABLE).map_err(|e| e.to_string())?;
-        let applied = match base
-            .get(REPL_TABLE, APPLIED_KEY)
-            .map_err(|e| e.to_string())?
-        {
-            Some(v) => snapshot::decode_applied(&v).ok_or("bad applied index")?.0,
-            None => 0,
-        };
+        let applied = applied_index(base.as_ref())?;
         log.commit_at_least(applied).map_err(|e| e.to_string())?;
-        // A priority-0 member must never be primary (as in MongoDB): its election timer is
-        // set beyond reach, so it never campaigns, yet it votes and keeps the log.
-        // An arbiter holds no data but keeps the log too, so a write can commit on the
-        // primary's site and the arbiter alone; if that site then fails, the arbiter
-        // refuses its vote to every surviving data member (their logs are behind) and none
-        // can be elected. So the arbiter may campaign, on a slower timer than the data
-        // members (it wins only when they cannot), and hands leadership to a data member
-        // at once, catching it up first (`Driver::arbiter_handover`).
-        let (min_election_tick, max_election_tick) = if me.arbiter {
-            (2 * ELECTION_TICK, 3 * ELECTION_TICK)
-        } else if me.priority <= 0 {
-            (NEVER_ELECTION_TICK, NEVER_ELECTION_TICK + 1)
-        } else {
-            (0, 0)
-        };
-        let raft_config = raft::Config {
-            id: me.id,
-            election_tick: ELECTION_TICK,
-            min_election_tick,
-            max_election_tick,
-            heartbeat_tick: 2,
-            applied,
-            max_size_per_msg: 4 * 1024 * 1024,
-            max_inflight_msgs: 256,
-            check_quorum: true,
-            pre_vote: true,
-            priority: me.priority,
-            ..Default::default()
-        };
-        raft_config.validate().map_err(|e| e.to_string())?;
-        let mut raw =
-            raft::RawNode::new(&raft_config, log.storage().clone(), &slog_bridge::logger())
-                .map_err(|e| e.to_string())?;
-        if voters == [me.id] {
-            // A set of one need not wait an election timeout to elect itself.
-            let _ = raw.campaign();
-        }
+        let raw = raft_node(&me, applied, log.storage().clone(), voters == [me.id])?;
         let faults = Arc::new(Faults::default());
         let peers: Vec<(u64, String)> = config
             .members
@@ -660,6 +618,68 @@ impl Drop for Replica {
     fn drop(&mut self) {
         let _ = self.events.send(Event::Stop);
     }
+}
+
+/// The index the data has applied through, as recorded beside it (0 for new data).
+fn applied_index(base: &dyn Engine) -> Result<u64, String> {
+    match base
+        .get(REPL_TABLE, APPLIED_KEY)
+        .map_err(|e| e.to_string())?
+    {
+        Some(v) => Ok(snapshot::decode_applied(&v).ok_or("bad applied index")?.0),
+        None => Ok(0),
+    }
+}
+
+/// The election timer's range for this member, in ticks ((0, 0): raft's default).
+fn election_ticks(me: &config::MemberConfig) -> (usize, usize) {
+    // A priority-0 member must never be primary (as in MongoDB): its election timer is
+    // set beyond reach, so it never campaigns, yet it votes and keeps the log.
+    // An arbiter holds no data but keeps the log too, so a write can commit on the
+    // primary's site and the arbiter alone; if that site then fails, the arbiter
+    // refuses its vote to every surviving data member (their logs are behind) and none
+    // can be elected. So the arbiter may campaign, on a slower timer than the data
+    // members (it wins only when they cannot), and hands leadership to a data member
+    // at once, catching it up first (`Driver::arbiter_handover`).
+    if me.arbiter {
+        (2 * ELECTION_TICK, 3 * ELECTION_TICK)
+    } else if me.priority <= 0 {
+        (NEVER_ELECTION_TICK, NEVER_ELECTION_TICK + 1)
+    } else {
+        (0, 0)
+    }
+}
+
+/// The Raft node over `storage`, which has applied through `applied`. A set of one
+/// (`alone`) need not wait an election timeout to elect itself.
+fn raft_node(
+    me: &config::MemberConfig,
+    applied: u64,
+    storage: log_store::LogStore,
+    alone: bool,
+) -> Result<raft::RawNode<log_store::LogStore>, String> {
+    let (min_election_tick, max_election_tick) = election_ticks(me);
+    let raft_config = raft::Config {
+        id: me.id,
+        election_tick: ELECTION_TICK,
+        min_election_tick,
+        max_election_tick,
+        heartbeat_tick: 2,
+        applied,
+        max_size_per_msg: 4 * 1024 * 1024,
+        max_inflight_msgs: 256,
+        check_quorum: true,
+        pre_vote: true,
+        priority: me.priority,
+        ..Default::default()
+    };
+    raft_config.validate().map_err(|e| e.to_string())?;
+    let mut raw = raft::RawNode::new(&raft_config, storage, &slog_bridge::logger())
+        .map_err(|e| e.to_string())?;
+    if alone {
+        let _ = raw.campaign();
+    }
+    Ok(raw)
 }
 
 #[cfg(test)]
