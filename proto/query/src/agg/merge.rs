@@ -264,54 +264,8 @@ pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
     let mut has_let = false;
     for (k, v) in d {
         match k.as_str() {
-            "into" => match v {
-                Bson::String(c) => into = Some((None, c.clone())),
-                Bson::Document(ns) => {
-                    let mut db = None;
-                    let mut coll = None;
-                    for (nk, nv) in ns {
-                        match (nk.as_str(), nv) {
-                            ("db", Bson::String(s)) => db = Some(s.clone()),
-                            ("coll", Bson::String(s)) => coll = Some(s.clone()),
-                            _ => return Err(unknown("$merge.into", nk)),
-                        }
-                    }
-                    let coll = coll.ok_or_else(|| {
-                        MongoError::new(ErrorCode::Location40414, "BSON field '$merge.into.coll' is missing but a required field")
-                    })?;
-                    into = Some((db, coll));
-                }
-                _ => {
-                    return Err(MongoError::location(
-                        51178,
-                        format!("$merge 'into' field  must be either a string or an object, but found {}", crate::expr::type_name(v)),
-                    ))
-                }
-            },
-            "on" => {
-                let fields: Vec<String> = match v {
-                    Bson::String(s) => vec![s.clone()],
-                    Bson::Array(a) if !a.is_empty() => a
-                        .iter()
-                        .map(|x| match x {
-                            Bson::String(s) => Ok(s.clone()),
-                            _ => Err(MongoError::location(51134, "$merge 'on' array elements must be strings")),
-                        })
-                        .collect::<MongoResult<_>>()?,
-                    Bson::Array(_) => {
-                        return Err(MongoError::location(51187, "If explicitly specifying $merge 'on', must include at least one field"))
-                    }
-                    _ => return Err(MongoError::location(51186, "$merge 'on' field  must be either a string or an array of strings")),
-                };
-                let mut seen = std::collections::HashSet::new();
-                for f in &fields {
-                    crate::depth::check_path(f)?;
-                    if !seen.insert(f.clone()) {
-                        return Err(MongoError::location(31465, format!("Found a duplicate field '{f}'")));
-                    }
-                }
-                spec.on = fields;
-            }
+            "into" => into = Some(parse_into(v)?),
+            "on" => spec.on = parse_on(v)?,
             "let" => {
                 let Bson::Document(l) = v else {
                     return Err(wrong_type("$merge", k, "object"));
@@ -321,51 +275,8 @@ pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
                     spec.let_vars.push((name.clone(), Expr::parse(e)?));
                 }
             }
-            "whenMatched" => {
-                spec.when_matched = match v {
-                    Bson::String(s) => match s.as_str() {
-                        "replace" => WhenMatched::Replace,
-                        "keepExisting" => WhenMatched::KeepExisting,
-                        "merge" => WhenMatched::Merge,
-                        "fail" => WhenMatched::Fail,
-                        other => {
-                            return Err(MongoError::bad_value(format!(
-                                "Enumeration value '{other}' for field '$merge.whenMatched' is not a valid value."
-                            )))
-                        }
-                    },
-                    Bson::Array(stages) => {
-                        let stages = stage_docs(stages, ErrorCode::TypeMismatch as i32, "$merge whenMatched pipeline stages must be objects")?;
-                        for s in &stages {
-                            let name = s.keys().next().map(String::as_str).unwrap_or("");
-                            if !matches!(name, "$addFields" | "$set" | "$project" | "$unset" | "$replaceRoot" | "$replaceWith") {
-                                return Err(MongoError::location(
-                                    ErrorCode::InvalidOptions as i32,
-                                    format!("{name} is not allowed to be used within an update"),
-                                )
-                                .with_code_name(ErrorCode::InvalidOptions));
-                            }
-                        }
-                        WhenMatched::Pipeline(Box::new(Pipeline::parse(&stages)?))
-                    }
-                    _ => return Err(wrong_type("$merge", k, "string or array")),
-                }
-            }
-            "whenNotMatched" => {
-                spec.when_not_matched = match v {
-                    Bson::String(s) => match s.as_str() {
-                        "insert" => WhenNotMatched::Insert,
-                        "discard" => WhenNotMatched::Discard,
-                        "fail" => WhenNotMatched::Fail,
-                        other => {
-                            return Err(MongoError::bad_value(format!(
-                                "Enumeration value '{other}' for field '$merge.whenNotMatched' is not a valid value."
-                            )))
-                        }
-                    },
-                    _ => return Err(wrong_type("$merge", k, "string")),
-                }
-            }
+            "whenMatched" => spec.when_matched = parse_when_matched(k, v)?,
+            "whenNotMatched" => spec.when_not_matched = parse_when_not_matched(k, v)?,
             _ => return Err(unknown("$merge", k)),
         }
     }
@@ -385,6 +296,136 @@ pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
     spec.db = db;
     spec.coll = coll;
     Ok(OutputStage::Merge(spec))
+}
+
+/// `into`: a collection name, or `{db, coll}`.
+fn parse_into(v: &Bson) -> MongoResult<(Option<String>, String)> {
+    Ok(match v {
+        Bson::String(c) => (None, c.clone()),
+        Bson::Document(ns) => {
+            let mut db = None;
+            let mut coll = None;
+            for (nk, nv) in ns {
+                match (nk.as_str(), nv) {
+                    ("db", Bson::String(s)) => db = Some(s.clone()),
+                    ("coll", Bson::String(s)) => coll = Some(s.clone()),
+                    _ => return Err(unknown("$merge.into", nk)),
+                }
+            }
+            let coll = coll.ok_or_else(|| {
+                MongoError::new(
+                    ErrorCode::Location40414,
+                    "BSON field '$merge.into.coll' is missing but a required field",
+                )
+            })?;
+            (db, coll)
+        }
+        _ => {
+            return Err(MongoError::location(
+                51178,
+                format!(
+                    "$merge 'into' field  must be either a string or an object, but found {}",
+                    crate::expr::type_name(v)
+                ),
+            ))
+        }
+    })
+}
+
+/// `on`: the fields that identify a document, each once.
+fn parse_on(v: &Bson) -> MongoResult<Vec<String>> {
+    let fields: Vec<String> = match v {
+        Bson::String(s) => vec![s.clone()],
+        Bson::Array(a) if !a.is_empty() => a
+            .iter()
+            .map(|x| match x {
+                Bson::String(s) => Ok(s.clone()),
+                _ => Err(MongoError::location(
+                    51134,
+                    "$merge 'on' array elements must be strings",
+                )),
+            })
+            .collect::<MongoResult<_>>()?,
+        Bson::Array(_) => {
+            return Err(MongoError::location(
+                51187,
+                "If explicitly specifying $merge 'on', must include at least one field",
+            ))
+        }
+        _ => {
+            return Err(MongoError::location(
+                51186,
+                "$merge 'on' field  must be either a string or an array of strings",
+            ))
+        }
+    };
+    let mut seen = std::collections::HashSet::new();
+    for f in &fields {
+        crate::depth::check_path(f)?;
+        if !seen.insert(f.clone()) {
+            return Err(MongoError::location(
+                31465,
+                format!("Found a duplicate field '{f}'"),
+            ));
+        }
+    }
+    Ok(fields)
+}
+
+/// `whenMatched`: a mode, or an update pipeline of the stages an update allows.
+fn parse_when_matched(k: &str, v: &Bson) -> MongoResult<WhenMatched> {
+    Ok(match v {
+        Bson::String(s) => match s.as_str() {
+            "replace" => WhenMatched::Replace,
+            "keepExisting" => WhenMatched::KeepExisting,
+            "merge" => WhenMatched::Merge,
+            "fail" => WhenMatched::Fail,
+            other => {
+                return Err(MongoError::bad_value(format!(
+                "Enumeration value '{other}' for field '$merge.whenMatched' is not a valid value."
+            )))
+            }
+        },
+        Bson::Array(stages) => {
+            let stages = stage_docs(
+                stages,
+                ErrorCode::TypeMismatch as i32,
+                "$merge whenMatched pipeline stages must be objects",
+            )?;
+            for s in &stages {
+                let name = s.keys().next().map(String::as_str).unwrap_or("");
+                if !matches!(
+                    name,
+                    "$addFields" | "$set" | "$project" | "$unset" | "$replaceRoot" | "$replaceWith"
+                ) {
+                    return Err(MongoError::location(
+                        ErrorCode::InvalidOptions as i32,
+                        format!("{name} is not allowed to be used within an update"),
+                    )
+                    .with_code_name(ErrorCode::InvalidOptions));
+                }
+            }
+            WhenMatched::Pipeline(Box::new(Pipeline::parse(&stages)?))
+        }
+        _ => return Err(wrong_type("$merge", k, "string or array")),
+    })
+}
+
+/// `whenNotMatched`: `insert`, `discard` or `fail`.
+fn parse_when_not_matched(k: &str, v: &Bson) -> MongoResult<WhenNotMatched> {
+    Ok(match v {
+        Bson::String(s) => match s.as_str() {
+            "insert" => WhenNotMatched::Insert,
+            "discard" => WhenNotMatched::Discard,
+            "fail" => WhenNotMatched::Fail,
+            other => {
+                return Err(MongoError::bad_value(format!(
+                    "Enumeration value '{other}' for field '$merge.whenNotMatched' is not a valid value."
+                )))
+            }
+        },
+        _ => return Err(wrong_type("$merge", k, "string")),
+    })
 }
 
 trait WithCodeName {
