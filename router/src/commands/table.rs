@@ -75,24 +75,25 @@ pub struct Command {
 }
 
 impl Command {
-    const fn router(name: &'static str, rule: Rule, run: Handler) -> Command {
+    const fn new(name: &'static str, rule: Rule, run: Run) -> Command {
         Command {
             name,
             aliases: &[],
             rule,
-            run: Run::Router(run),
+            run,
             member: Member::Primary,
             names: Names::Nothing,
             raw_sequences: false,
         }
     }
 
+    const fn router(name: &'static str, rule: Rule, run: Handler) -> Command {
+        Command::new(name, rule, Run::Router(run))
+    }
+
     /// A forwarded command that writes (or must reach the primary).
     const fn write(name: &'static str, op: Op, rule: Rule) -> Command {
-        Command {
-            run: Run::Forward(op),
-            ..Command::router(name, rule, unreachable_handler)
-        }
+        Command::new(name, rule, Run::Forward(op))
     }
 
     /// A forwarded command that may run on any member its read preference allows.
@@ -138,15 +139,6 @@ impl Command {
     pub fn is_forwarded(&self) -> bool {
         matches!(self.run, Run::Forward(_))
     }
-}
-
-/// Never called: forwarded commands have no handler (`Run::Forward`).
-fn unreachable_handler<'a>(_: &'a mut Session, _: &'a str, _: &'a Document) -> BoxFuture<'a> {
-    Box::pin(async {
-        Err(wire::MongoError::internal(
-            "a forwarded command has no handler",
-        ))
-    })
 }
 
 const fn cluster(a: &'static [crate::auth::roles::Action]) -> Rule {
