@@ -156,6 +156,26 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
             .map_err(anyhow::Error::msg)
     };
     register_shards(&config_handle("A")?, &sets[1..], &shutdown).await?;
+    // Each config server member runs the coordinator while it is primary.
+    let settings = configsvr::coordinator::Settings::new(Duration::from_millis(
+        shard::config::DEFAULT_BALANCER_INTERVAL_MS,
+    ));
+    let mut coordinators = Vec::new();
+    for member in running.iter().take(sets[0].1.len()) {
+        let cluster = router::sharding::Cluster::new(
+            config_handle("A")?,
+            links.clone(),
+            "A",
+            Some(cluster_key.clone()),
+            shutdown.clone(),
+        );
+        coordinators.push(tokio::spawn(configsvr::coordinator::run(
+            member.node.clone(),
+            Arc::new(cluster),
+            settings.clone(),
+            shutdown.clone(),
+        )));
+    }
     let mut routers = Vec::new();
     for (i, site) in SITES.iter().enumerate() {
         let mut config = router::RouterConfig {
@@ -197,6 +217,9 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
     shutdown.cancelled().await;
     for r in routers {
         r.await?.context("router")?;
+    }
+    for c in coordinators {
+        c.await?;
     }
     // The links hold every member's node: a member's storage closes only once they are
     // gone. Members then stop side by side, each with its final checkpoint.

@@ -1,10 +1,32 @@
 //! The config server: the cluster catalog (shards, databases, collections, chunks) on a
-//! Raft-replicated group. It is a shard replica set in every respect — the same
-//! replication, storage and commands — whose data is the `config` database; routers
-//! read and write the catalog there with ordinary commands at majority write concern
-//! (`router::sharding::catalog`). This crate holds what differs: a config server is
-//! always a replica set, and its set is named `config`.
+//! Raft-replicated group, and the coordinator that changes it. A member is a shard replica
+//! set member in every respect (the same replication, storage and commands) whose data
+//! is the `config` database; routers read the catalog there with ordinary commands
+//! (`router::sharding::catalog`). What differs: a config server is always a replica set
+//! named `config`, and its primary runs the coordinator (`coordinator.rs`): DDL that
+//! spans shards, migrations, `movePrimary`, the balancer, and the recovery of anything
+//! left half done.
 
+pub mod balance_policy;
+pub mod balancer;
+pub mod context;
+pub mod coordinator;
+pub mod locks;
+pub mod migrate;
+pub mod migration_recovery;
+pub mod move_primary;
+pub mod move_recovery;
+pub mod requests;
+pub mod shard_collection;
+pub mod shard_ddl;
+pub mod sweeper;
+pub mod zones;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use router::shard_client::{MemberLink, ShardHandle};
+use router::sharding::{Cluster, LinkFactory};
 use tokio_util::sync::CancellationToken;
 
 /// The replica set name every config server member must use.
@@ -23,38 +45,68 @@ pub fn validate(config: &shard::ShardConfig) -> Result<(), String> {
     }
 }
 
-/// Runs a config server member until `shutdown`.
+/// Runs a config server member, and its coordinator while it is primary, until
+/// `shutdown`.
 pub async fn start(config: shard::ShardConfig, shutdown: CancellationToken) -> Result<(), String> {
     validate(&config)?;
-    shard::start(config, shutdown)
+    let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
+        .map_err(|e| format!("binding {}: {e}", config.listen))?;
+    tracing::info!(addr = %config.listen, "config server listening");
+    let member = shard::service::open_member(&config, listener)
+        .await
+        .map_err(|e| e.to_string())?;
+    let cluster = Arc::new(cluster_of(&config, shutdown.clone())?);
+    let settings = coordinator::Settings::new(Duration::from_millis(config.balancer_interval_ms));
+    let coordinating = tokio::spawn(coordinator::run(
+        member.node.clone(),
+        cluster,
+        settings,
+        shutdown.clone(),
+    ));
+    shutdown.cancelled().await;
+    let _ = coordinating.await;
+    member.shutdown.cancel();
+    member
+        .task
+        .await
+        .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_config_server_is_a_replica_set_named_config() {
-        let mut c = shard::ShardConfig::default();
-        assert!(validate(&c).is_err());
-        let member = shard::repl::MemberConfig {
-            id: 1,
-            host: "127.0.0.1:1".into(),
-            site: "A".into(),
-            priority: 1,
-            votes: 1,
-            arbiter: false,
-            dial: None,
-        };
-        c.replication = Some(shard::repl::ReplConfig::new(
-            "shard0",
-            1,
-            vec![member.clone()],
-        ));
-        assert!(validate(&c).is_err());
-        c.replication = Some(shard::repl::ReplConfig::new(SET_NAME, 1, vec![member]));
-        assert!(validate(&c).is_ok());
-    }
+/// How the coordinator of member `config` reaches the catalog (its own replica set) and
+/// the shards: as a router does, with the member's cluster key and certificates.
+pub fn cluster_of(
+    config: &shard::ShardConfig,
+    shutdown: CancellationToken,
+) -> Result<Cluster, String> {
+    let repl = config
+        .replication
+        .as_ref()
+        .ok_or("a config server must be a replica set member: set [replication]")?;
+    let auth = config.cluster_auth()?;
+    let hosts: Vec<&str> = repl
+        .members
+        .iter()
+        .filter(|m| !m.arbiter)
+        .map(|m| m.host.as_str())
+        .collect();
+    let site = repl
+        .members
+        .iter()
+        .find(|m| m.id == repl.me)
+        .map(|m| m.site.clone())
+        .unwrap_or_default();
+    let tls = auth.tls.clone();
+    let catalog = ShardHandle::connect_with(&hosts.join(","), &site, tls.clone())
+        .map_err(|e| e.to_string())?
+        .with_cluster_key(auth.sent_key())?;
+    let links: LinkFactory = Arc::new(move |a: &str| MemberLink::Grpc(a.to_string(), tls.clone()));
+    Ok(Cluster::new(
+        catalog,
+        links,
+        &site,
+        auth.sent_key(),
+        shutdown,
+    ))
 }

@@ -92,9 +92,6 @@ pub struct RouterConfig {
     /// again. Shard versions correct a stale table on first use; this bounds how long a
     /// collection sharded through another router looks unsharded here.
     pub catalog_cache_ms: u64,
-    /// In a sharded cluster: the pause between balancer rounds (one router at a time
-    /// runs a round; see `sharding::balancer`).
-    pub balancer_interval_ms: u64,
 }
 
 impl Default for RouterConfig {
@@ -134,7 +131,6 @@ impl Default for RouterConfig {
             tls_cluster_ca: String::new(),
             enable_test_commands: false,
             catalog_cache_ms: 1000,
-            balancer_interval_ms: 10_000,
         }
     }
 }
@@ -162,9 +158,6 @@ impl RouterConfig {
         }
         if !(self.connection_rate_per_sec >= 0.0 && self.connection_rate_per_sec.is_finite()) {
             return Err("connection_rate_per_sec must be a non-negative number".into());
-        }
-        if self.balancer_interval_ms == 0 {
-            return Err("balancer_interval_ms must be positive".into());
         }
         if self.handshake_queue_wait_ms == 0 {
             return Err("handshake_queue_wait_ms must be positive".into());

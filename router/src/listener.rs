@@ -16,9 +16,6 @@ use crate::conn::handle;
 use crate::context::RouterState;
 use crate::counters::OpCounters;
 use crate::shard_client::ShardHandle;
-use crate::sharding::migration_recovery::MigrationRecovery;
-use crate::sharding::move_recovery::MoveRecovery;
-use crate::sharding::sweeper;
 use crate::tls::{Accepted, Tls};
 use crate::{RouterConfig, RouterError};
 
@@ -186,9 +183,6 @@ async fn serve_inner(
     state.lag.spawn(&tasks, shutdown.clone());
     crate::auth::setup::spawn_bootstrap(&tasks, &state, shutdown.clone());
     crate::auth::revocation::spawn(&tasks, &state.auth, shutdown.clone());
-    crate::sharding::balancer::spawn(&tasks, &state, shutdown.clone());
-    sweeper::spawn::<MoveRecovery>(&tasks, &state, shutdown.clone());
-    sweeper::spawn::<MigrationRecovery>(&tasks, &state, shutdown.clone());
     if let (Some(_), Ok(shards), Ok(zones)) = (
         &state.cluster,
         state.config.shards_to_add(),

@@ -51,7 +51,12 @@ pub struct ShardConfig {
     /// queue, nothing shed); only for measuring what admission buys (`bulwark chaos
     /// overload`).
     pub admission_control: bool,
+    /// Config servers only: the pause between balancer rounds (`configsvr::balancer`).
+    pub balancer_interval_ms: u64,
 }
+
+/// The balancer's default pause between rounds.
+pub const DEFAULT_BALANCER_INTERVAL_MS: u64 = 10_000;
 
 impl Default for ShardConfig {
     fn default() -> Self {
@@ -74,6 +79,7 @@ impl Default for ShardConfig {
             read_tickets_min: 0,
             read_tickets_max: 0,
             admission_control: true,
+            balancer_interval_ms: DEFAULT_BALANCER_INTERVAL_MS,
         }
     }
 }
@@ -89,6 +95,18 @@ impl ShardConfig {
             if self.engine != "wiredtiger" {
                 return Err("replica-set members run on wiredtiger".into());
             }
+        }
+        let config_server = self
+            .replication
+            .as_ref()
+            .is_some_and(|r| r.set_name == "config");
+        if self.balancer_interval_ms == 0 {
+            return Err("balancer_interval_ms must be positive".into());
+        }
+        if !config_server && self.balancer_interval_ms != DEFAULT_BALANCER_INTERVAL_MS {
+            return Err(
+                "balancer_interval_ms applies to config servers only (replica set 'config')".into(),
+            );
         }
         if self.cache_mb < 16 {
             return Err("cache_mb must be at least 16".into());

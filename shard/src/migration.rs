@@ -1,8 +1,8 @@
 //! What the migration commands share: the range they name, the collection's ownership,
 //! and installing a new ownership through the replicated catalog.
 //!
-//! A router coordinates a migration (see `router/src/sharding/migrate.rs`); the shards
-//! only do the steps it asks for: the donor records changes, hands out the range's
+//! The config server primary coordinates a migration (`configsvr/src/migrate.rs`); the
+//! shards only do the steps it asks for: the donor records changes, hands out the range's
 //! documents and changes, enters its critical section and deletes the range once it is
 //! no longer its own; the recipient applies what it is sent. Documents a shard holds
 //! outside its ranges are orphans, which reads skip (see `scan.rs`).

@@ -193,19 +193,8 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
         tls = auth.tls.is_some(),
         "shard listening"
     );
-    let ttl = Duration::from_secs(config.ttl_interval_secs);
-    if let Some(repl) = config.replication.clone() {
-        let member = start_member(
-            listener,
-            config.dir.clone(),
-            config.cache_mb,
-            config.cursor_timeout(),
-            ttl,
-            repl,
-            auth,
-        )
-        .await?;
-        configure_admission(&member.node.admission, &config);
+    if config.replication.is_some() {
+        let member = open_member(&config, listener).await?;
         shutdown.cancelled().await;
         member.shutdown.cancel();
         return member
@@ -213,6 +202,7 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
             .await
             .map_err(|e| ShardError::Catalog(e.to_string()))?;
     }
+    let ttl = Duration::from_secs(config.ttl_interval_secs);
     let kind = config.engine_kind().map_err(ShardError::Catalog)?;
     let cursor_timeout = config.cursor_timeout();
     let node = tokio::task::spawn_blocking(move || Node::open(&kind, cursor_timeout))
@@ -220,6 +210,30 @@ pub async fn start(config: ShardConfig, shutdown: CancellationToken) -> Result<(
         .map_err(|e| ShardError::Catalog(e.to_string()))??;
     configure_admission(&node.admission, &config);
     serve_with_auth(node, listener, ttl, auth, shutdown).await
+}
+
+/// Opens the replica-set member `config` describes and serves it on `listener` in the
+/// background, until its `shutdown` token is cancelled.
+pub async fn open_member(
+    config: &ShardConfig,
+    listener: TcpListener,
+) -> Result<RunningMember, ShardError> {
+    let repl = config
+        .replication
+        .clone()
+        .ok_or_else(|| ShardError::Catalog("not a replica set member: no [replication]".into()))?;
+    let member = start_member(
+        listener,
+        config.dir.clone(),
+        config.cache_mb,
+        config.cursor_timeout(),
+        Duration::from_secs(config.ttl_interval_secs),
+        repl,
+        config.cluster_auth().map_err(ShardError::Catalog)?,
+    )
+    .await?;
+    configure_admission(&member.node.admission, config);
+    Ok(member)
 }
 
 /// Serves an already opened node on an already bound listener (tests use port 0).

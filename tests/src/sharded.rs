@@ -1,15 +1,32 @@
-//! `TestShardedCluster`: a config server replica set and N shard replica sets (one member
-//! each, to keep tests light), with routers reaching them over real gRPC, all in this
-//! process on ephemeral loopback ports. Shards are added through the router with
-//! `addShard`, as an operator would.
+//! `TestShardedCluster`: a config server replica set (with its coordinator) and N shard
+//! replica sets (one member each, to keep tests light), with routers reaching them over
+//! real gRPC, all in this process on ephemeral loopback ports. Each router runs on a
+//! runtime of its own, so a test can kill one outright. Shards are added through the
+//! router with `addShard`, as an operator would.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use configsvr::coordinator::Settings;
 use shard::repl::{MemberConfig, ReplConfig};
 use shard::service::RunningMember;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+/// A router running on its own runtime, which stops with it.
+struct RunningRouter {
+    runtime: Option<tokio::runtime::Runtime>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for RunningRouter {
+    fn drop(&mut self) {
+        // A runtime cannot be dropped from inside another; this one is not waited for.
+        if let Some(r) = self.runtime.take() {
+            r.shutdown_background();
+        }
+    }
+}
 
 pub struct TestShardedCluster {
     /// The config servers' members, then each shard's.
@@ -18,7 +35,10 @@ pub struct TestShardedCluster {
     pub shard_hosts: Vec<String>,
     pub routers: Vec<SocketAddr>,
     router_shutdown: CancellationToken,
-    router_tasks: Vec<JoinHandle<()>>,
+    router_tasks: Vec<Option<RunningRouter>>,
+    /// The config servers' coordinator: its balancer's pace, holding requests.
+    pub coordinator: std::sync::Arc<Settings>,
+    coordinator_tasks: Vec<JoinHandle<()>>,
     /// The config server members' addresses, as routers are given them.
     config_servers: String,
     _dir: tempfile::TempDir,
@@ -34,6 +54,13 @@ impl TestShardedCluster {
     /// Like [`TestShardedCluster::start`], each shard a replica set of `per_shard`
     /// members in sites A, B, C, ... (A's preferred as primary).
     pub async fn start_with(shards: usize, routers: usize, per_shard: usize) -> TestShardedCluster {
+        // `BULWARK_TEST_LOG=info` (an env-filter) shows the nodes' logs.
+        if let Ok(filter) = std::env::var("BULWARK_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
         let dir = tempfile::tempdir().expect("tempdir");
         let mut sets = Vec::new();
         let mut hosts = Vec::new();
@@ -87,19 +114,47 @@ impl TestShardedCluster {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let config_host = hosts.remove(0);
+        let config_servers = config_host.split_once('/').unwrap().1.to_string();
+        // The balancer stays idle: tests move chunks themselves, or set its pace.
+        let coordinator = Settings::new(Duration::from_secs(3600));
+        let router_shutdown = CancellationToken::new();
+        let coordinator_tasks = sets[0]
+            .iter()
+            .flatten()
+            .map(|m| {
+                let catalog = router::shard_client::ShardHandle::connect_lazy(&config_servers, "A")
+                    .expect("config server handle");
+                let links: router::sharding::LinkFactory = std::sync::Arc::new(|a: &str| {
+                    router::shard_client::MemberLink::Grpc(a.to_string(), None)
+                });
+                let cluster = router::sharding::Cluster::new(
+                    catalog,
+                    links,
+                    "A",
+                    None,
+                    router_shutdown.clone(),
+                );
+                tokio::spawn(configsvr::coordinator::run(
+                    m.node.clone(),
+                    std::sync::Arc::new(cluster),
+                    coordinator.clone(),
+                    router_shutdown.clone(),
+                ))
+            })
+            .collect();
         let mut cluster = TestShardedCluster {
             sets,
             shard_hosts: hosts,
             routers: Vec::new(),
-            router_shutdown: CancellationToken::new(),
+            router_shutdown,
             router_tasks: Vec::new(),
-            config_servers: config_host.split_once('/').unwrap().1.to_string(),
+            coordinator,
+            coordinator_tasks,
+            config_servers,
             _dir: dir,
         };
-        // Their balancers stay idle: tests move chunks themselves, or add a router whose
-        // balancer runs.
         for _ in 0..routers {
-            cluster.add_router(1000, 3_600_000).await;
+            cluster.add_router(1000).await;
         }
         let admin = cluster.client(0).await.database("admin");
         for host in cluster.shard_hosts.clone() {
@@ -112,24 +167,39 @@ impl TestShardedCluster {
     }
 
     /// Starts another router, which keeps a collection's routing for `catalog_cache_ms`
-    /// before reading it again and runs a balancer round every `balancer_interval_ms`;
-    /// returns its index.
-    pub async fn add_router(&mut self, catalog_cache_ms: u64, balancer_interval_ms: u64) -> usize {
-        let listener = router::listener::bind("127.0.0.1:0").await.unwrap();
+    /// before reading it again; returns its index.
+    pub async fn add_router(&mut self, catalog_cache_ms: u64) -> usize {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
         self.routers.push(listener.local_addr().unwrap());
         let config = router::RouterConfig {
             listen: listener.local_addr().unwrap().to_string(),
             config_servers: self.config_servers.clone(),
             site: "A".into(),
             catalog_cache_ms,
-            balancer_interval_ms,
             ..Default::default()
         };
         let sd = self.router_shutdown.clone();
-        self.router_tasks.push(tokio::spawn(async move {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let task = runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             router::serve(listener, config, sd).await.expect("router");
+        });
+        self.router_tasks.push(Some(RunningRouter {
+            runtime: Some(runtime),
+            task,
         }));
         self.routers.len() - 1
+    }
+
+    /// Kills router `i` as `kill -9` would: every task of it stops where it is, its
+    /// connections drop, and it says nothing to anyone.
+    pub fn kill_router(&mut self, i: usize) {
+        self.router_tasks[i] = None;
     }
 
     /// A driver client of router `i`.
@@ -169,7 +239,10 @@ impl TestShardedCluster {
 
     pub async fn stop(mut self) {
         self.router_shutdown.cancel();
-        for t in self.router_tasks.drain(..) {
+        for mut r in self.router_tasks.drain(..).flatten() {
+            let _ = (&mut r.task).await;
+        }
+        for t in self.coordinator_tasks.drain(..) {
             let _ = t.await;
         }
         for m in self.sets.drain(..).flatten().flatten() {

@@ -122,7 +122,7 @@ async fn counter(c: mongodb::Collection<Document>, stop: Arc<AtomicBool>) -> usi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn chunks_move_under_writes_and_every_document_stays_exactly_once() {
-    let mut cluster = TestShardedCluster::start(2, 1).await;
+    let cluster = TestShardedCluster::start(2, 1).await;
     let client = cluster.client(0).await;
     let admin = client.database("admin");
     let db = client.database("mig");
@@ -168,7 +168,9 @@ async fn chunks_move_under_writes_and_every_document_stays_exactly_once() {
             .unwrap();
     }
     let leaving = other_shard(&database_primary(&client, "mig").await);
-    let _balancer = cluster.add_router(1000, 100).await;
+    cluster
+        .coordinator
+        .set_balancer_interval(Duration::from_millis(100));
     drain(&admin, leaving, Duration::from_secs(120)).await;
     stop.store(true, Ordering::SeqCst);
     let checks = count.await.unwrap();
@@ -215,7 +217,7 @@ async fn chunks_move_under_writes_and_every_document_stays_exactly_once() {
 async fn a_router_that_missed_a_migration_still_answers_correctly() {
     let mut cluster = TestShardedCluster::start(2, 1).await;
     // Keeps a collection's routing for an hour: only shard versions can correct it.
-    let stale_router = cluster.add_router(3_600_000, 3_600_000).await;
+    let stale_router = cluster.add_router(3_600_000).await;
     let client = cluster.client(0).await;
     let stale = cluster.client(stale_router).await;
     let admin = client.database("admin");
@@ -318,9 +320,9 @@ async fn a_router_that_missed_a_migration_still_answers_correctly() {
 }
 
 /// A migration whose coordinator died inside its critical section: the donor refuses
-/// writes (routers retry, then give up at the deadline) until the coordinator's lease
-/// runs out; then a router's recovery pass takes the lock over and abandons the dead
-/// migration with no other migration asked for. Writes go through again, nothing is lost,
+/// writes (routers retry, then give up at the deadline) until the config server
+/// primary's recovery pass takes the lock over and abandons the dead migration, with no
+/// other migration asked for. Writes go through again, nothing is lost,
 /// and the dead coordinator's version is refused by the donor from then on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
@@ -357,8 +359,11 @@ async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
         .map(|c| c.get_timestamp("lastmod").unwrap())
         .max_by_key(|t| (t.time, t.increment))
         .unwrap();
+    // The config servers recover nothing until the dead coordinator's state is set up
+    // and the writes it holds are seen to wait.
+    cluster.coordinator.pause(true);
     // What a coordinator leaves behind when it dies in step 4: the donor recording and
-    // in its critical section, and a lock nobody renews.
+    // in its critical section, and a lock whose owner no longer runs.
     let direct = cluster.direct(&donor);
     let fwd = Forward {
         writes: true,
@@ -387,8 +392,6 @@ async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
         .insert_one(doc! {
             "_id": "mig.r", "owner": "dead", "donor": &donor, "recipient": other_shard,
             "min": [100], "max": [Bson::MaxKey],
-            // It died just now: its lease still runs for a few seconds.
-            "expires": bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() + 3000),
         })
         .await
         .unwrap();
@@ -400,7 +403,8 @@ async fn a_migration_abandoned_by_its_coordinator_is_recovered() {
     // Reads go on meanwhile.
     assert_eq!(c.count_documents(doc! {}).await.unwrap(), 200);
 
-    // No migration is asked for: the routers' recovery pass ends the critical section.
+    // No migration is asked for: the config servers' recovery pass ends the critical section.
+    cluster.coordinator.pause(false);
     let inserted = until_accepted(&db, insert, Duration::from_secs(60)).await;
     assert_eq!(inserted.unwrap().get_i32("n"), Ok(1));
     assert_eq!(chunk_shard(&client, "mig.r", doc! {"k": 100}).await, donor);

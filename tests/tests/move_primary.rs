@@ -51,7 +51,7 @@ async fn writer(c: mongodb::Collection<Document>, base: i32, stop: Arc<AtomicBoo
 async fn unsharded_collections_move_whole_under_writes_and_stale_routers_follow() {
     let mut cluster = TestShardedCluster::start(2, 1).await;
     // Keeps what it read for an hour: only database versions can correct it.
-    let stale_router = cluster.add_router(3_600_000, 3_600_000).await;
+    let stale_router = cluster.add_router(3_600_000).await;
     let client = cluster.client(0).await;
     let stale = cluster.client(stale_router).await;
     let admin = client.database("admin");
@@ -256,9 +256,9 @@ async fn a_former_primary_shard_can_be_removed_and_bad_requests_get_mongodb_erro
 }
 
 /// A `movePrimary` whose coordinator died inside its critical section: the donor holds
-/// writes to the database (each waits, bounded by its deadline) until the coordinator's
-/// lease runs out and a router's recovery pass abandons the dead move (fencing its commit
-/// off); no other `movePrimary` is needed, and one afterwards moves the database.
+/// writes to the database (each waits, bounded by its deadline) until the config server
+/// primary's recovery pass abandons the dead move (fencing its commit off); no other
+/// `movePrimary` is needed, and one afterwards moves the database.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_move_abandoned_by_its_coordinator_is_recovered() {
     use router::shard_client::Forward;
@@ -273,8 +273,11 @@ async fn a_move_abandoned_by_its_coordinator_is_recovered() {
     let donor = database_primary(&client, "ab").await;
     let recipient = other_shard(&donor);
     let version = database_version(&client, "ab").await;
+    // The config servers recover nothing until the dead coordinator's state is set up
+    // and the writes it holds are seen to wait.
+    cluster.coordinator.pause(true);
     // What a coordinator leaves behind when it dies in step 4: the donor in its critical
-    // section, the recipient ready to be primary, and a lock nobody renews.
+    // section, the recipient ready to be primary, and a lock whose owner no longer runs.
     let fwd = Forward {
         writes: true,
         ..Default::default()
@@ -298,8 +301,6 @@ async fn a_move_abandoned_by_its_coordinator_is_recovered() {
         .insert_one(doc! {
             "_id": "ab", "owner": "dead", "movePrimary": true, "donor": &donor,
             "recipient": recipient, "lastMod": version,
-            // It died just now: its lease still runs for a few seconds.
-            "expires": bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() + 3000),
         })
         .await
         .unwrap();
@@ -312,7 +313,8 @@ async fn a_move_abandoned_by_its_coordinator_is_recovered() {
     assert_eq!(code(&e), Some(50), "{e}");
     assert_eq!(c.count_documents(doc! {}).await.unwrap(), 100);
 
-    // No movePrimary is asked for: the routers' recovery pass ends the critical section.
+    // No movePrimary is asked for: the config servers' recovery pass ends the critical section.
+    cluster.coordinator.pause(false);
     let insert = doc! {"insert": "u", "documents": [{"_id": 1000}], "maxTimeMS": 300};
     let inserted = until_accepted(&db, insert, Duration::from_secs(60)).await;
     assert_eq!(inserted.unwrap().get_i32("n"), Ok(1));

@@ -202,6 +202,16 @@ impl MongoError {
         })
     }
 
+    /// An error with any code, named as MongoDB names it (what another node reported).
+    pub fn coded(code: i32, message: impl Into<String>) -> Self {
+        MongoError {
+            code,
+            code_name: Cow::Owned(code_name(code)),
+            message: message.into(),
+            extra: None,
+        }
+    }
+
     pub fn with_extra(mut self, extra: Document) -> Self {
         self.extra = Some(Box::new(extra));
         self

@@ -1,5 +1,5 @@
 //! `balancerStart` and `balancerStop`: turn the cluster's balancer on or off (a setting
-//! on the config servers, read by every router's balancer loop). Stopping waits, bounded,
+//! on the config servers, read by the config server primary's balancer). Stopping waits, bounded,
 //! for a round in progress to finish, as mongos does.
 
 use std::time::{Duration, Instant};

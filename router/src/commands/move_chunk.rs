@@ -1,5 +1,6 @@
 //! `moveChunk` and `moveRange`: move a chunk (or a range inside one, split off first) of
-//! a sharded collection to another shard (see `sharding::migrate`).
+//! a sharded collection to another shard. The config servers run the migration
+//! (`sharding::coordination`; the work is in `configsvr::migrate`).
 //!
 //! `moveChunk: ns` names the chunk by a document it holds (`find`) or by its `bounds`,
 //! and the shard by `to`; `moveRange: ns` gives `min` (and optionally `max`) and
@@ -10,7 +11,8 @@ use query::shard_key::KeyValue;
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::context::Session;
-use crate::sharding::{admin_only, migrate, require};
+use crate::sharding::coordination::{self, Request};
+use crate::sharding::{admin_only, require, Cluster};
 
 pub async fn move_chunk(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     admin_only(db, "moveChunk")?;
@@ -44,7 +46,7 @@ pub async fn move_chunk(session: &mut Session, db: &str, cmd: &Document) -> Mong
             "'bounds' must be the bounds of one chunk",
         ));
     }
-    migrate::move_range(cluster, ns, &min, Some(&max), to).await?;
+    move_range_on(cluster, ns, min, Some(max), to).await?;
     Ok(bson::doc! {"millis": 0})
 }
 
@@ -63,8 +65,28 @@ pub async fn move_range(session: &mut Session, db: &str, cmd: &Document) -> Mong
             .transpose()
     };
     let min = bound("min")?.ok_or_else(|| MongoError::failed_to_parse("moveRange needs 'min'"))?;
-    migrate::move_range(cluster, ns, &min, bound("max")?.as_ref(), to).await?;
+    let max = bound("max")?;
+    move_range_on(cluster, ns, min, max, to).await?;
     Ok(Document::new())
+}
+
+async fn move_range_on(
+    cluster: &Cluster,
+    ns: &str,
+    min: KeyValue,
+    max: Option<KeyValue>,
+    to: &str,
+) -> MongoResult<Document> {
+    let request = Request::MoveRange {
+        ns: ns.to_string(),
+        min,
+        max,
+        to: to.to_string(),
+    };
+    let reply = coordination::run(cluster, request).await?;
+    // This router's next command on the collection routes by the new table.
+    cluster.refresh(ns).await?;
+    Ok(reply)
 }
 
 fn namespace<'a>(cmd: &'a Document, name: &str) -> MongoResult<&'a str> {

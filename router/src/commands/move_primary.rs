@@ -1,11 +1,13 @@
 //! `movePrimary: db, to: shard`: makes `to` the primary shard of `db`, moving its
-//! unsharded collections there (see `sharding::move_primary`).
+//! unsharded collections there. The config servers run the move
+//! (`sharding::coordination`; the work is in `configsvr::move_primary`).
 
 use bson::{doc, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::context::Session;
-use crate::sharding::{admin_only, move_primary, require};
+use crate::sharding::coordination::{self, Request};
+use crate::sharding::{admin_only, require};
 
 pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     admin_only(db, "movePrimary")?;
@@ -28,6 +30,11 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
     let to = cmd
         .get_str("to")
         .map_err(|_| MongoError::failed_to_parse("movePrimary needs 'to', a shard name"))?;
-    move_primary::move_primary(cluster, name, to).await?;
+    let request = Request::MovePrimary {
+        db: name.to_string(),
+        to: to.to_string(),
+    };
+    coordination::run(cluster, request).await?;
+    cluster.forget_primary(name);
     Ok(doc! {})
 }

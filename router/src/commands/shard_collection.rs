@@ -1,4 +1,6 @@
-//! `shardCollection`: makes a collection sharded by a key.
+//! `shardCollection`: makes a collection sharded by a key. The router checks the
+//! command and asks the config servers to run it (`sharding::coordination`; the work is
+//! in `configsvr::shard_collection`).
 //!
 //! The collection is created on its database's primary shard if needed, and must have an
 //! index starting with the key unless it is empty (then the index is created). A hashed
@@ -7,26 +9,30 @@
 //! primary shard. Shards that receive chunks get the collection and its indexes first;
 //! the catalog entry, written last, makes the new routing live.
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 use query::shard_key::ShardKey;
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::context::Session;
-use crate::sharding::routing::{initial_chunks, zoned_chunks};
-use crate::sharding::shard_ddl::{create_indexes, ensure_collection, index_copies, list_indexes};
-use crate::sharding::zones::zone_ranges;
-use crate::sharding::{admin_only, catalog, internal, require};
+use crate::sharding::coordination::{self, Request};
+use crate::sharding::{admin_only, catalog, require};
 
-const DEFAULT_CHUNKS_PER_SHARD: usize = 2;
+/// What a `shardCollection` asks for, checked.
+pub struct Spec<'a> {
+    pub ns: &'a str,
+    pub db: &'a str,
+    pub coll: &'a str,
+    pub key: ShardKey,
+    pub unique: bool,
+}
 
-pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
-    admin_only(db, "shardCollection")?;
-    let cluster = require(session)?;
+/// Checks `cmd` (the router does before it asks the config servers, which check again).
+pub fn parse(cmd: &Document) -> MongoResult<Spec<'_>> {
     let ns = cmd
         .get_str("shardCollection")
         .or_else(|_| cmd.get_str("shardcollection"))
         .map_err(|_| MongoError::type_mismatch("'shardCollection' must be a namespace string"))?;
-    let Some((db_name, coll)) = ns
+    let Some((db, coll)) = ns
         .split_once('.')
         .filter(|(d, c)| !d.is_empty() && !c.is_empty())
     else {
@@ -35,7 +41,7 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
             format!("Invalid namespace specified '{ns}'"),
         ));
     };
-    if db_name == "admin" || db_name == "config" || coll.starts_with("system.") {
+    if db == "admin" || db == "config" || coll.starts_with("system.") {
         return Err(MongoError::new(
             ErrorCode::IllegalOperation,
             format!("can't shard {ns}"),
@@ -52,127 +58,36 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
             "hashed shard keys cannot be declared unique.",
         ));
     }
-    if let Some(existing) = catalog::routing_table(&cluster.config, ns, None).await? {
-        if existing.key.pattern() == key.pattern() {
-            return Ok(doc! {"collectionsharded": ns});
-        }
-        return Err(already_sharded(ns, existing.key.pattern()));
-    }
-    let primary = cluster.primary(db_name, true).await?;
-    ensure_collection(&primary.handle, db_name, coll).await?;
-    let count = internal(&primary.handle, db_name, &doc! {"count": coll}, false).await?;
-    let empty = crate::sharding::scatter::number(&count, "n") == 0;
-    let mut indexes = list_indexes(&primary.handle, db_name, coll).await?;
-    if !indexes.iter().any(|ix| supports(ix, &key)) {
-        if !empty {
-            return Err(MongoError::new(
-                ErrorCode::InvalidOptions,
-                format!(
-                    "Please create an index that starts with the proposed shard key {} before sharding the collection",
-                    key.pattern()
-                ),
-            ));
-        }
-        let spec = doc! {"key": key.pattern().clone(), "name": index_name(&key), "unique": unique};
-        create_indexes(&primary.handle, db_name, coll, vec![spec.clone()]).await?;
-        indexes.push(spec);
-    }
-    let per_shard = match crate::sharding::scatter::count_arg(cmd, "numInitialChunks")? {
-        Some(n) if n > 0 => {
-            let shards = cluster.shards().await?.len().max(1) as i64;
-            ((n + shards - 1) / shards) as usize
-        }
-        _ => DEFAULT_CHUNKS_PER_SHARD,
-    };
-    let shards: Vec<String> = cluster
-        .shards()
-        .await?
-        .iter()
-        .map(|s| s.name.clone())
-        .collect();
-    let zones = zone_ranges(cluster, ns, &key).await?;
-    let chunks = if empty && !zones.is_empty() {
-        let mut zones = zones;
-        zoned_chunks(&key, &mut zones, &primary.name)
-    } else {
-        initial_chunks(&key, &shards, &primary.name, per_shard, empty)
-    };
-    let copies = index_copies(indexes);
-    let mut receivers: Vec<&str> = chunks.iter().map(|c| c.shard.as_str()).collect();
-    receivers.sort();
-    receivers.dedup();
-    for name in receivers.into_iter().filter(|n| *n != primary.name) {
-        let shard = cluster.shard(name).await?;
-        ensure_collection(&shard.handle, db_name, coll).await?;
-        if !copies.is_empty() {
-            create_indexes(&shard.handle, db_name, coll, copies.clone()).await?;
-        }
-    }
-    let entry = catalog::shard_collection(&cluster.config, ns, &key, unique, &chunks).await?;
-    // Every shard learns its part now, so that the first commands find none behind.
-    if let Some(table) = cluster.refresh(ns).await? {
-        cluster.publish(&table).await?;
-    }
-    match entry.get_document("key") {
-        Ok(won) if won == key.pattern() => Ok(doc! {"collectionsharded": ns}),
-        Ok(won) => Err(already_sharded(ns, won)),
-        Err(_) => Err(MongoError::internal("catalog entry without a key")),
-    }
+    crate::sharding::scatter::count_arg(cmd, "numInitialChunks")?;
+    Ok(Spec {
+        ns,
+        db,
+        coll,
+        key,
+        unique,
+    })
 }
 
-fn already_sharded(ns: &str, key: &Document) -> MongoError {
+pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
+    admin_only(db, "shardCollection")?;
+    let cluster = require(session)?;
+    let spec = parse(cmd)?;
+    if let Some(existing) = catalog::routing_table(&cluster.config, spec.ns, None).await? {
+        if existing.key.pattern() == spec.key.pattern() {
+            return Ok(doc! {"collectionsharded": spec.ns});
+        }
+        return Err(already_sharded(spec.ns, existing.key.pattern()));
+    }
+    let reply = coordination::run(cluster, Request::ShardCollection(cmd.clone())).await?;
+    // This router's next command on the collection routes by its new table.
+    cluster.refresh(spec.ns).await?;
+    Ok(reply)
+}
+
+/// The error for a collection sharded already by another key.
+pub fn already_sharded(ns: &str, key: &Document) -> MongoError {
     MongoError::new(
         ErrorCode::AlreadyInitialized,
         format!("sharding already enabled for collection {ns} with options {{ key: {key} }}"),
     )
-}
-
-/// Whether index `ix` starts with the shard key (same fields, same kinds, in order).
-fn supports(ix: &Document, key: &ShardKey) -> bool {
-    let Ok(ix_key) = ix.get_document("key") else {
-        return false;
-    };
-    if ix.get_document("partialFilterExpression").is_ok() || ix.get_bool("sparse") == Ok(true) {
-        return false;
-    }
-    let mut fields = ix_key.iter();
-    key.pattern().iter().all(|(f, kind)| {
-        fields.next().is_some_and(|(g, v)| {
-            f == g
-                && match (kind, v) {
-                    (Bson::String(a), Bson::String(b)) => a == b,
-                    (Bson::String(_), _) | (_, Bson::String(_)) => false,
-                    (a, b) => query::order::values_equal(a, b),
-                }
-        })
-    })
-}
-
-fn index_name(key: &ShardKey) -> String {
-    key.pattern()
-        .iter()
-        .map(|(f, v)| match v {
-            Bson::String(s) => format!("{f}_{s}"),
-            _ => format!("{f}_1"),
-        })
-        .collect::<Vec<_>>()
-        .join("_")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_index_supports_a_key_it_starts_with() {
-        let key = ShardKey::parse(&doc! {"a": 1}).unwrap();
-        assert!(supports(&doc! {"key": {"a": 1, "b": 1}}, &key));
-        assert!(supports(&doc! {"key": {"a": 1.0}}, &key));
-        assert!(!supports(&doc! {"key": {"b": 1, "a": 1}}, &key));
-        assert!(!supports(&doc! {"key": {"a": "hashed"}}, &key));
-        assert!(!supports(&doc! {"key": {"a": 1}, "sparse": true}, &key));
-        let hashed = ShardKey::parse(&doc! {"a": "hashed"}).unwrap();
-        assert!(supports(&doc! {"key": {"a": "hashed"}}, &hashed));
-        assert_eq!(index_name(&hashed), "a_hashed");
-    }
 }

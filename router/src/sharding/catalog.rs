@@ -19,7 +19,9 @@ const CLIENT: &str = "router-catalog";
 /// Chunk documents inserted per command.
 const INSERT_BATCH: usize = 500;
 
-async fn call(config: &ShardHandle, cmd: Document, writes: bool) -> MongoResult<Document> {
+/// Runs `cmd` on the config servers' `config` database; `ok: 0` and write errors become
+/// errors.
+pub async fn call(config: &ShardHandle, cmd: Document, writes: bool) -> MongoResult<Document> {
     let fwd = Forward {
         writes,
         ..Default::default()
@@ -436,141 +438,6 @@ pub async fn split_chunk(
     Ok(())
 }
 
-/// Takes the migration lock of `ns` (one migration per collection at a time, whichever
-/// router runs it): `lock`, a `config.migrations` document under the collection's name,
-/// held for `lease` unless renewed. `Ok(None)`: taken. `Ok(Some(stale))`: the lock of a
-/// coordinator that stopped renewing it; recover its migration, then take the lock again.
-pub async fn lock_migration(
-    config: &ShardHandle,
-    mut lock: Document,
-    lease: std::time::Duration,
-) -> MongoResult<Option<Document>> {
-    let ns = lock.get_str("_id").unwrap_or_default().to_string();
-    lock.insert("expires", expiry(lease));
-    match call(
-        config,
-        doc! {"insert": "migrations", "documents": [lock]},
-        true,
-    )
-    .await
-    {
-        Ok(_) => return Ok(None),
-        Err(e) if e.code == ErrorCode::DuplicateKey as i32 => {}
-        Err(e) => return Err(e),
-    }
-    let held = find_all(config, "config", "migrations", doc! {"_id": &ns}).await?;
-    let expired = held.into_iter().next().filter(|h| {
-        h.get_datetime("expires")
-            .is_ok_and(|t| *t < bson::DateTime::now())
-    });
-    expired.map(Some).ok_or_else(|| {
-        MongoError::new(
-            ErrorCode::ConflictingOperationInProgress,
-            format!("a migration of {ns} is already in progress"),
-        )
-    })
-}
-
-/// Takes over `stale`, an expired migration lock, for a recovery: the lock gets a new
-/// owner and lease only if it is still exactly `stale`, so of several routers that found
-/// it expired one recovers it. `Ok(Some(lock))`: ours now; `Ok(None)`: another router
-/// took it (or it was released).
-pub async fn take_over_migration(
-    config: &ShardHandle,
-    stale: &Document,
-    lease: std::time::Duration,
-) -> MongoResult<Option<Document>> {
-    let mut mine = stale.clone();
-    // Kept in this copy only: what the recovery fences off.
-    mine.insert(
-        "takenFrom",
-        stale.get("owner").cloned().unwrap_or(Bson::Null),
-    );
-    mine.insert("owner", ObjectId::new());
-    mine.insert("expires", expiry(lease));
-    let mut q = lock_query(stale);
-    q.insert(
-        "expires",
-        stale.get("expires").cloned().unwrap_or(Bson::Null),
-    );
-    let set = doc! {"owner": mine.get("owner").cloned(), "expires": mine.get("expires").cloned()};
-    let update = doc! {"q": q, "u": {"$set": set}};
-    let reply = call(
-        config,
-        doc! {"update": "migrations", "updates": [update]},
-        true,
-    )
-    .await?;
-    Ok((super::scatter::number(&reply, "nModified") == 1).then_some(mine))
-}
-
-/// The migration locks whose lease ran out: their coordinators stopped.
-pub async fn expired_migrations(config: &ShardHandle) -> MongoResult<Vec<Document>> {
-    let filter = doc! {"expires": {"$lt": bson::DateTime::now()}};
-    find_all(config, "config", "migrations", filter).await
-}
-
-/// Extends `lock` by `lease` from now. Fails with `LockBusy` once another router took it
-/// over (this coordinator stalled past its lease and was recovered): it must stop.
-pub async fn renew_migration(
-    config: &ShardHandle,
-    lock: &Document,
-    lease: std::time::Duration,
-) -> MongoResult<()> {
-    let update = doc! {"q": lock_query(lock), "u": {"$set": {"expires": expiry(lease)}}};
-    let reply = call(
-        config,
-        doc! {"update": "migrations", "updates": [update]},
-        true,
-    )
-    .await?;
-    if super::scatter::number(&reply, "n") == 0 {
-        return Err(MongoError::new(
-            ErrorCode::LockBusy,
-            format!(
-                "the migration lock of {} expired and was taken over",
-                lock.get_str("_id").unwrap_or_default()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Renews `lock` and says whether this router still holds it: false once another router
-/// took it over. A failure to reach the config servers counts as held: nobody can take
-/// the lock over before its lease runs out.
-pub async fn still_holds(
-    config: &ShardHandle,
-    lock: &Document,
-    lease: std::time::Duration,
-) -> bool {
-    match renew_migration(config, lock, lease).await {
-        Err(e) if e.code == ErrorCode::LockBusy as i32 => false,
-        Err(e) => {
-            tracing::warn!(error = %e, "renewing a migration lock");
-            true
-        }
-        Ok(()) => true,
-    }
-}
-
-/// Releases the migration lock `lock` (exactly that one: a lock taken over since stays).
-pub async fn unlock_migration(config: &ShardHandle, lock: &Document) -> MongoResult<()> {
-    delete(config, "migrations", lock_query(lock)).await
-}
-
-/// Matches exactly `lock`: its name and its owner.
-fn lock_query(lock: &Document) -> Document {
-    doc! {
-        "_id": lock.get("_id").cloned().unwrap_or(Bson::Null),
-        "owner": lock.get("owner").cloned().unwrap_or(Bson::Null),
-    }
-}
-
-fn expiry(lease: std::time::Duration) -> bson::DateTime {
-    bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() + lease.as_millis() as i64)
-}
-
 /// Commits a migration: the chunk starting at `chunk.min` now belongs to `to`, at a new
 /// major version above every chunk of the collection. Fails unless the chunk is still
 /// the donor's under the same epoch (the commit happens once).
@@ -679,47 +546,13 @@ async fn setting(config: &ShardHandle, id: &str) -> MongoResult<Option<Document>
         .next())
 }
 
-/// The balancer lock: one round at a time in the whole cluster, whichever router runs
-/// it. A lock whose holder vanished expires after `lease`. Returns whether `holder` has it.
-pub async fn take_balancer_lock(
-    config: &ShardHandle,
-    holder: &str,
-    lease: std::time::Duration,
-) -> MongoResult<bool> {
-    let now = bson::DateTime::now();
-    let expires = expiry(lease);
-    let lock = doc! {"_id": "balancer", "holder": holder, "expires": expires};
-    match call(config, doc! {"insert": "locks", "documents": [lock]}, true).await {
-        Ok(_) => return Ok(true),
-        Err(e) if e.code == ErrorCode::DuplicateKey as i32 => {}
-        Err(e) => return Err(e),
-    }
-    let steal = doc! {
-        "q": {"_id": "balancer", "expires": {"$lt": now}},
-        "u": {"$set": {"holder": holder, "expires": expires}},
-    };
-    let reply = call(config, doc! {"update": "locks", "updates": [steal]}, true).await?;
-    Ok(super::scatter::number(&reply, "nModified") == 1)
-}
-
-pub async fn release_balancer_lock(config: &ShardHandle, holder: &str) -> MongoResult<()> {
-    delete(config, "locks", doc! {"_id": "balancer", "holder": holder}).await
-}
-
-/// Whether a balancer round holds the lock now.
+/// Whether a balancer round runs now: the config server primary's balancer marks
+/// `config.locks` `{_id: "balancer"}` for the length of a round.
 pub async fn balancer_busy(config: &ShardHandle) -> MongoResult<bool> {
-    let now = bson::DateTime::now();
-    let found = find_all(
-        config,
-        "config",
-        "locks",
-        doc! {"_id": "balancer", "expires": {"$gte": now}},
-    )
-    .await?;
+    let found = find_all(config, "config", "locks", doc! {"_id": "balancer"}).await?;
     Ok(!found.is_empty())
 }
 
-/// Counts a finished balancer round.
 pub async fn count_balancer_round(config: &ShardHandle) -> MongoResult<()> {
     change_setting(config, "balancer", doc! {"$inc": {"rounds": 1_i64}}).await
 }
@@ -857,7 +690,8 @@ pub async fn drop_database(config: &ShardHandle, db: &str) -> MongoResult<()> {
     delete(config, "databases", doc! {"_id": db}).await
 }
 
-async fn delete(config: &ShardHandle, coll: &str, q: Document) -> MongoResult<()> {
+/// Deletes every document of `config.<coll>` matching `q`.
+pub async fn delete(config: &ShardHandle, coll: &str, q: Document) -> MongoResult<()> {
     call(
         config,
         doc! {"delete": coll, "deletes": [{"q": q, "limit": 0}]},

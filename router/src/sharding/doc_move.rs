@@ -1,7 +1,8 @@
 //! Moving one document to the shard its new shard key belongs to, after an update in a
 //! retryable write changed the key (`scatter/shard_key_change.rs`), in steps that each
 //! may run twice, so that a move its router abandoned (it died, or lost its shards) is
-//! finished by another router (`move_recovery.rs`) with the same code:
+//! finished by the config server primary (`configsvr/src/move_recovery.rs`) with the
+//! same code:
 //!
 //! 1. **Intent** on the donor (`_shardsvrBeginMove`): the pre- and post-image and the
 //!    statement's session, recorded only while the stored document is exactly the

@@ -10,23 +10,15 @@
 //! by its shard key (`routing.rs`) to the shards whose chunks it can touch, and merged
 //! here when it touches more than one (`scatter/`).
 
-pub mod balance_policy;
-pub mod balancer;
 pub mod catalog;
+pub mod coordination;
 pub mod databases;
 pub mod doc_move;
 pub mod merge_cursor;
 pub mod merged_cursor_command;
-pub mod migrate;
-pub mod migration_recovery;
-pub mod move_primary;
-pub mod move_recovery;
 pub mod routing;
 pub mod scatter;
-pub mod shard_ddl;
-pub mod sweeper;
 pub mod versioning;
-pub mod zones;
 
 use std::collections::HashMap;
 use std::sync::Arc;

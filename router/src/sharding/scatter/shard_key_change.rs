@@ -9,7 +9,8 @@
 //! shard, the new document inserted on the shard owning its key, the old one deleted
 //! with `_shardsvrDeleteIfUnchanged` as the update's statement of its retryable write
 //! (so a retry is recognised and applies once). A move whose router died between the
-//! insert and the delete is finished by any router (`sharding/move_recovery.rs`); if the
+//! insert and the delete is finished by the config server primary
+//! (`configsvr/src/move_recovery.rs`); if the
 //! old document changed in between, the insert is undone and the update starts again.
 
 use bson::{doc, Bson, Document};

@@ -1,12 +1,12 @@
-//! What the router asks of a shard when a collection arrives on it (`shardCollection`,
+//! What the coordinator asks of a shard when a collection arrives on it (`shardCollection`,
 //! a chunk migration, `movePrimary`): the collection itself, and copies of the donor's
 //! indexes.
 
 use bson::{doc, Document};
 use wire::{ErrorCode, MongoResult};
 
-use crate::shard_client::ShardHandle;
-use crate::sharding::internal;
+use router::shard_client::ShardHandle;
+use router::sharding::{internal, scatter};
 
 pub async fn ensure_collection(handle: &ShardHandle, db: &str, coll: &str) -> MongoResult<()> {
     match internal(handle, db, &doc! {"create": coll}, true).await {
@@ -21,7 +21,7 @@ pub async fn list_indexes(
     coll: &str,
 ) -> MongoResult<Vec<Document>> {
     let reply = internal(handle, db, &doc! {"listIndexes": coll}, false).await?;
-    Ok(crate::sharding::scatter::first_batch(&reply)?.1)
+    Ok(scatter::first_batch(&reply)?.1)
 }
 
 pub async fn create_indexes(

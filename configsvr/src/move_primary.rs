@@ -1,7 +1,7 @@
 //! Moving a database's primary shard (`movePrimary`): its unsharded collections go to
-//! another shard, coordinated by the router that was asked. As with a migration, the state
-//! that must outlive a router is on the config servers (the lock, the commit) and on the
-//! shards (their placements, the critical section), never here.
+//! another shard, coordinated by the config server primary. As with a migration, the
+//! state that must outlive a failover is in the catalog (the lock, the commit) and on the
+//! shards (their placements, the critical section).
 //!
 //! 1. Lock the database (`config.migrations`, under its name) at its version `v`.
 //! 2. The recipient learns it will be primary from `v + 1`; it is sent nothing as primary
@@ -20,25 +20,26 @@
 //!    `StaleDbVersion`, and routers read the primary again), and drops its copies.
 //!
 //! A failure before the commit ends the critical section and drops the recipient's
-//! copies; the database stays where it was. A coordinator that stops (its router dies)
-//! stops renewing the lock; any router that finds it expired (`migration_recovery.rs`,
-//! or the next `movePrimary` of the database) takes it over and finishes the work
-//! (`recover`): the commit decides whether the move happened. Before abandoning, the
-//! recovery fences the stalled coordinator's commit off (`config.databases`
-//! `fencedMoves`), and that coordinator's renewals fail, so it stops.
+//! copies; the database stays where it was. A lock whose coordinator no longer runs is an
+//! orphan: the primary's recovery pass (`migration_recovery.rs`, or the next `movePrimary`
+//! of the database) takes it over and finishes the work (`recover`): the commit decides
+//! whether the move happened. Before abandoning, the recovery fences the old
+//! coordinator's commit off (`config.databases` `fencedMoves`), and that coordinator's
+//! lock checks fail, so it stops.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
+use router::sharding::{catalog, internal, scatter, Shard};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use super::migrate::{Pages, LEASE};
-use super::{catalog, internal, Cluster, Shard};
-use crate::sharding::shard_ddl::{create_indexes, index_copies, list_indexes};
+use crate::context::Ctx;
+use crate::locks;
+use crate::migrate::Pages;
+use crate::shard_ddl::{create_indexes, index_copies, list_indexes};
 
 /// Moves `db`'s primary shard to `to`. Returns once the donor's copies are dropped.
-pub async fn move_primary(cluster: &Cluster, db: &str, to: &str) -> MongoResult<()> {
+pub async fn move_primary(cluster: &Ctx, db: &str, to: &str) -> MongoResult<()> {
     let recipient = cluster.shard(to).await?;
     // A second pass only after recovering an abandoned move, which may have moved it.
     for _ in 0..2 {
@@ -52,12 +53,13 @@ pub async fn move_primary(cluster: &Cluster, db: &str, to: &str) -> MongoResult<
             return Ok(());
         }
         let donor = cluster.shard(&from).await?;
+        let running = cluster.run_as();
         let lock = doc! {
-            "_id": db, "owner": ObjectId::new(), "movePrimary": true,
+            "_id": db, "owner": running.owner, "movePrimary": true,
             "donor": &donor.name, "recipient": &recipient.name, "lastMod": version,
         };
-        if let Some(stale) = catalog::lock_migration(&cluster.config, lock.clone(), LEASE).await? {
-            super::migrate::recover_expired(cluster, &stale).await?;
+        if let Some(orphan) = locks::take(cluster, lock.clone()).await? {
+            crate::migrate::recover_orphan(cluster, &orphan).await?;
             continue;
         }
         let m = Move {
@@ -70,12 +72,9 @@ pub async fn move_primary(cluster: &Cluster, db: &str, to: &str) -> MongoResult<
             unfinished: AtomicBool::new(false),
         };
         let moved = m.run().await;
-        if m.unfinished.load(Ordering::SeqCst) {
-            return moved;
-        }
-        let unlocked = catalog::unlock_migration(&cluster.config, &lock).await;
         cluster.forget_primary(db);
-        return moved.and(unlocked);
+        let unfinished = m.unfinished.load(Ordering::SeqCst);
+        return locks::release_unless(cluster, &lock, unfinished, moved).await;
     }
     Err(MongoError::new(
         ErrorCode::ConflictingOperationInProgress,
@@ -83,10 +82,10 @@ pub async fn move_primary(cluster: &Cluster, db: &str, to: &str) -> MongoResult<
     ))
 }
 
-/// Finishes what a coordinator that stopped left (`lock`, now this router's): if its
+/// Finishes what a coordinator that stopped left (`lock`, now this primary's): if its
 /// commit is in the catalog, the donor learns it and drops its copies; otherwise its
 /// commit is fenced off and the move is abandoned.
-pub(super) async fn recover(cluster: &Cluster, lock: &Document) -> MongoResult<()> {
+pub async fn recover(cluster: &Ctx, lock: &Document) -> MongoResult<()> {
     let db = lock.get_str("_id").unwrap_or_default();
     let field = |f: &str| lock.get_str(f).unwrap_or_default().to_string();
     let m = Move {
@@ -122,7 +121,7 @@ pub(super) async fn recover(cluster: &Cluster, lock: &Document) -> MongoResult<(
 }
 
 struct Move<'a> {
-    cluster: &'a Cluster,
+    cluster: &'a Ctx,
     db: &'a str,
     donor: &'a Shard,
     recipient: &'a Shard,
@@ -158,13 +157,14 @@ impl Move<'_> {
             .map(|_| ())
     }
 
-    /// Whether this coordinator still holds its lock (renewing it).
+    /// Whether this coordinator still holds its lock.
     async fn still_ours(&self) -> bool {
-        catalog::still_holds(&self.cluster.config, self.lock, LEASE).await
+        locks::still_holds(self.cluster, self.lock).await
     }
 
+    /// Stops the move once a new primary took its lock over.
     async fn renew(&self) -> MongoResult<()> {
-        catalog::renew_migration(&self.cluster.config, self.lock, LEASE).await
+        locks::confirm(self.cluster, self.lock).await
     }
 
     async fn run(&self) -> MongoResult<()> {
@@ -290,7 +290,7 @@ impl Move<'_> {
     /// The collections `shard` holds of the database, and which of them are sharded.
     async fn collections(&self, shard: &Shard) -> MongoResult<Vec<Collection>> {
         let reply = internal(&shard.handle, self.db, &doc! {"listCollections": 1}, false).await?;
-        let (_, listed) = super::scatter::first_batch(&reply)?;
+        let (_, listed) = scatter::first_batch(&reply)?;
         let mut out = Vec::new();
         for c in listed {
             let name = c.get_str("name").unwrap_or_default().to_string();
@@ -311,7 +311,7 @@ impl Move<'_> {
     /// the unsharded collections (its chunks of sharded ones stay).
     async fn finish(&self) -> MongoResult<()> {
         if !self.still_ours().await {
-            tracing::info!(db = %self.db, "the movePrimary committed; the router that took it over finishes it");
+            tracing::info!(db = %self.db, "the movePrimary committed; the recovery that took it over finishes it");
             return Ok(());
         }
         self.placement(self.recipient, true, self.version + 1, false)
@@ -339,12 +339,12 @@ impl Move<'_> {
     }
 
     /// Gives up before the commit: the donor takes writes again and the recipient drops
-    /// its copies. If a step fails, the move is marked `unfinished`: its lock is left to
-    /// expire and the recovery pass abandons again. A coordinator whose lock was taken
+    /// its copies. If a step fails, the move is marked `unfinished`: its lock stays, an
+    /// orphan once this operation ends, and the recovery pass abandons again. A coordinator whose lock was taken
     /// over does nothing: the recovery does this.
     async fn abandon(&self) {
         if !self.still_ours().await {
-            tracing::warn!(db = %self.db, "not abandoning a movePrimary another router took over");
+            tracing::warn!(db = %self.db, "not abandoning a movePrimary a recovery took over");
             return;
         }
         let steps = async {

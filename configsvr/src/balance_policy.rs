@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use query::order::compare_arrays;
 use query::shard_key::KeyValue;
 
-use super::routing::{Chunk, ZoneRange};
+use router::sharding::routing::{Chunk, ZoneRange};
 
 /// Chunk count difference that makes the balancer move a chunk.
 pub const THRESHOLD: usize = 2;

@@ -5,12 +5,12 @@
 use query::shard_key::ShardKey;
 use wire::MongoResult;
 
-use crate::sharding::catalog;
-use crate::sharding::routing::ZoneRange;
+use router::sharding::catalog;
+use router::sharding::routing::ZoneRange;
 
 /// The zone ranges recorded for `ns`, with the shards of each zone.
 pub async fn zone_ranges(
-    cluster: &crate::sharding::Cluster,
+    cluster: &router::sharding::Cluster,
     ns: &str,
     key: &ShardKey,
 ) -> MongoResult<Vec<ZoneRange>> {

@@ -1,6 +1,7 @@
-//! The balancer: every router runs the loop, and a lease on the config servers
-//! (`config.locks`) lets one round run at a time in the cluster. A router that dies
-//! mid-round leaves a lease that expires; nothing else of the balancer lives in a router.
+//! The balancer: the config server primary runs a round every `balancer_interval_ms`
+//! (`Settings`), so one round runs at a time in the cluster, and a round cut short by a
+//! failover leaves nothing a router must clean up. For `balancerStatus` it marks
+//! `config.locks` `{_id: "balancer"}` while a round runs.
 //!
 //! A round, for each sharded collection that allows balancing:
 //! 1. splits chunks grown past the chunk size (`config.settings` `chunksize`), at keys
@@ -8,69 +9,80 @@
 //! 2. takes one step of `balance_policy` (zone splits, zone moves, draining shards,
 //!    even chunk counts), moving chunks with `migrate`.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bson::{doc, Document};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+use router::sharding::catalog::{self, call, delete};
+use router::sharding::routing::RoutingTable;
+use router::sharding::{internal, scatter};
 use tracing::{debug, info};
 use wire::MongoResult;
 
-use super::balance_policy::{next_step, Step};
-use super::routing::RoutingTable;
-use super::{catalog, internal, migrate, Cluster};
-use crate::context::RouterState;
-use crate::sharding::zones::zone_ranges;
+use crate::balance_policy::{next_step, Step};
+use crate::context::Ctx;
+use crate::coordinator::Term;
+use crate::migrate;
+use crate::zones::zone_ranges;
 
-/// How long a round may hold the lock before another router may take it over.
-const LEASE: Duration = Duration::from_secs(300);
 /// Chunk splits per collection per round.
 const MAX_SPLITS: usize = 16;
 
-/// Starts the balancer loop of a router serving a sharded cluster.
-pub fn spawn(tasks: &TaskTracker, state: &Arc<RouterState>, shutdown: CancellationToken) {
-    if state.cluster.is_none() {
-        return;
-    }
-    let every = Duration::from_millis(state.config.balancer_interval_ms);
-    let holder = format!("{}:{}", state.host, bson::oid::ObjectId::new());
-    let state = state.clone();
-    tasks.spawn(async move {
+/// How often the loop looks at the interval, which may change while it waits.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Runs a round every `settings.balancer_interval()` until `stop`.
+pub fn spawn(term: &Term) {
+    let (ctx, settings, stop) = (term.ctx.clone(), term.settings.clone(), term.stop.clone());
+    term.tasks.spawn(async move {
+        let mut last = Instant::now();
         loop {
+            let pause = settings.balancer_interval().min(TICK);
             tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(every) => {}
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(pause) => {}
             }
-            let Some(cluster) = state.cluster.as_ref() else {
-                return;
-            };
-            match round(cluster, &holder).await {
-                Ok(0) => {}
-                Ok(steps) => info!(steps, "balancer round"),
-                Err(e) => debug!(error = %e, "balancer round failed"),
+            if last.elapsed() < settings.balancer_interval() || settings.paused() {
+                continue;
             }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                done = round(&ctx) => match done {
+                    Ok(0) => {}
+                    Ok(steps) => info!(steps, "balancer round"),
+                    Err(e) => debug!(error = %e, "balancer round failed"),
+                },
+            }
+            last = Instant::now();
         }
     });
 }
 
-/// One balancer round, if the balancer is on and this router gets the lock; returns the
-/// number of splits and moves made.
-pub async fn round(cluster: &Cluster, holder: &str) -> MongoResult<usize> {
-    if catalog::balancer_mode(&cluster.config).await? == "off" {
+/// One balancer round, if the balancer is on; returns the number of splits and moves
+/// made.
+pub async fn round(ctx: &Ctx) -> MongoResult<usize> {
+    if catalog::balancer_mode(&ctx.config).await? == "off" {
         return Ok(0);
     }
-    if !catalog::take_balancer_lock(&cluster.config, holder, LEASE).await? {
-        return Ok(0);
-    }
-    let steps = balance_all(cluster).await;
-    let counted = catalog::count_balancer_round(&cluster.config).await;
-    let released = catalog::release_balancer_lock(&cluster.config, holder).await;
+    let mark = doc! {"q": {"_id": "balancer"}, "u": {"_id": "balancer", "started": bson::DateTime::now()}, "upsert": true};
+    call(
+        &ctx.config,
+        doc! {"update": "locks", "updates": [mark]},
+        true,
+    )
+    .await?;
+    let steps = balance_all(ctx).await;
+    let counted = catalog::count_balancer_round(&ctx.config).await;
+    let unmarked = clear_mark(ctx).await;
     let steps = steps?;
-    counted.and(released).map(|_| steps)
+    counted.and(unmarked).map(|_| steps)
 }
 
-async fn balance_all(cluster: &Cluster) -> MongoResult<usize> {
+/// Removes the mark of a round (this primary's, or one a former primary left).
+pub async fn clear_mark(ctx: &Ctx) -> MongoResult<()> {
+    delete(&ctx.config, "locks", doc! {"_id": "balancer"}).await
+}
+
+async fn balance_all(cluster: &Ctx) -> MongoResult<usize> {
     let shard_docs = catalog::shards(&cluster.config).await?;
     let name = |d: &Document| d.get_str("_id").unwrap_or_default().to_string();
     let shards: Vec<String> = shard_docs.iter().map(name).collect();
@@ -126,11 +138,7 @@ async fn balance_all(cluster: &Cluster) -> MongoResult<usize> {
 
 /// Splits the chunks of `table` holding more than `max_bytes`, on shards whose chunks
 /// average at least half that (the others cannot have one so large). Returns the splits.
-async fn split_large(
-    cluster: &Cluster,
-    table: &RoutingTable,
-    max_bytes: i64,
-) -> MongoResult<usize> {
+async fn split_large(cluster: &Ctx, table: &RoutingTable, max_bytes: i64) -> MongoResult<usize> {
     let (db, coll) = table.ns.split_once('.').unwrap_or((&table.ns, ""));
     let mut splits = 0;
     for shard_name in table.all_shards() {
@@ -141,7 +149,7 @@ async fn split_large(
             .filter(|c| c.shard == shard_name)
             .collect();
         let stats = internal(&shard.handle, db, &doc! {"collStats": coll}, false).await?;
-        let size = super::scatter::number(&stats, "size");
+        let size = scatter::number(&stats, "size");
         if size < max_bytes || size / (mine.len() as i64).max(1) < max_bytes / 2 {
             continue;
         }

@@ -1,8 +1,8 @@
-//! Finishing shard key moves their routers abandoned (`doc_move.rs`). Every router asks
-//! each shard, every `EVERY`, for move intents older than `STALE`; a live move takes
-//! milliseconds, so an older one lost its router (or its router lost the shards). Each is
-//! run again from its insert: every step may run twice, so two routers finishing the same
-//! move, or a slow original router, end in the same state.
+//! Finishing shard key moves their routers abandoned (`router::sharding::doc_move`). The
+//! config server primary asks each shard, every `EVERY`, for move intents older than
+//! `STALE`; a live move takes milliseconds, so an older one lost its router (or its
+//! router lost the shards). Each is run again from its insert: every step may run twice,
+//! so a pass finishing a move and a slow original router end in the same state.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +11,13 @@ use bson::{doc, Bson, Document};
 use tracing::{debug, info, warn};
 use wire::MongoResult;
 
-use super::doc_move::{DocMove, ShardCalls};
-use super::routing::RoutingTable;
-use super::sweeper::Sweep;
-use super::{internal, Cluster};
-use crate::shard_client::Forward;
+use router::shard_client::Forward;
+use router::sharding::doc_move::{DocMove, ShardCalls};
+use router::sharding::routing::RoutingTable;
+use router::sharding::{internal, versioning, Cluster};
+
+use crate::context::Ctx;
+use crate::sweeper::Sweep;
 
 /// An intent this old has lost its router.
 const STALE: Duration = Duration::from_secs(5);
@@ -28,8 +30,8 @@ impl Sweep for MoveRecovery {
     const EVERY: Duration = EVERY;
     const DONE: &'static str = "finished shard key moves abandoned by their router";
 
-    fn sweep(cluster: &Cluster) -> impl std::future::Future<Output = MongoResult<usize>> + Send {
-        sweep(cluster)
+    fn sweep(ctx: &Ctx) -> impl std::future::Future<Output = MongoResult<usize>> + Send {
+        sweep(ctx)
     }
 }
 
@@ -77,7 +79,7 @@ async fn finish(cluster: &Cluster, from: &str, intent: &Document) -> MongoResult
     Ok(true)
 }
 
-/// Shard calls of a recovering router: versioned by the freshly read routing.
+/// Shard calls of a recovery: versioned by the freshly read routing.
 struct Recovery<'a> {
     cluster: &'a Cluster,
     db: &'a str,
@@ -91,7 +93,7 @@ impl ShardCalls for Recovery<'_> {
 
     async fn call(&self, shard: &str, mut cmd: Document) -> MongoResult<Document> {
         let name = cmd.keys().next().cloned().unwrap_or_default();
-        super::versioning::attach(&name, &mut cmd, &self.table);
+        versioning::attach(&name, &mut cmd, &self.table);
         let fwd = Forward {
             writes: name != "find",
             ..Default::default()
@@ -99,7 +101,7 @@ impl ShardCalls for Recovery<'_> {
         let shard = self.cluster.shard(shard).await?;
         let (reply, _, _) = shard
             .handle
-            .run(self.db, &cmd, &fwd, "router-move-recovery")
+            .run(self.db, &cmd, &fwd, "configsvr-move-recovery")
             .await?;
         Ok(reply)
     }

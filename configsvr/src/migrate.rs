@@ -1,7 +1,7 @@
-//! Moving a chunk from one shard to another, coordinated by the router that was asked
-//! (`moveChunk`, `moveRange`, the balancer). Any router can do it: the state that must
-//! survive a router is on the config servers (the lock, the commit) and on the shards
-//! (ownership, the critical section), never here.
+//! Moving a chunk from one shard to another, coordinated by the config server primary
+//! (`moveChunk` and `moveRange` through `requests.rs`, the balancer). The state that must
+//! survive a failover is in the catalog (the lock, the commit) and on the shards
+//! (ownership, the critical section); a new primary recovers what the last one left.
 //!
 //! 1. Lock the collection's migrations (`config.migrations`) and bring every shard to
 //!    the current version; give the recipient the collection's indexes.
@@ -18,11 +18,11 @@
 //!
 //! Until the commit the recipient's copy is orphaned data it skips on reads; a failure
 //! before it ends the critical section and deletes that copy, and the chunk stays where
-//! it was. A coordinator that stops (its router dies) stops renewing the lock; any router
-//! that finds it expired (`migration_recovery.rs`, or the next migration of the
-//! collection) takes it over and finishes the work (`recover`): the commit decides
-//! whether the migration happened. A coordinator that only stalled cannot interfere
-//! afterwards: its lock renewals fail, the recovery fences its commit off in the catalog,
+//! it was. A lock whose coordinator no longer runs (its primary stepped down or died) is an
+//! orphan: the primary's recovery pass (`migration_recovery.rs`, or the next migration of
+//! the collection) takes it over and finishes the work (`recover`): the commit decides
+//! whether the migration happened. A coordinator on a deposed primary cannot interfere
+//! afterwards: its lock checks fail, the recovery fences its commit off in the catalog,
 //! and every step it sends names the collection version it began at, which the shards
 //! refuse once the recovery moved them on (`shard/src/migration.rs`, `expect_version`).
 
@@ -34,14 +34,13 @@ use query::ownership::ShardVersion;
 use query::shard_key::KeyValue;
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use super::routing::{Chunk, RoutingTable};
-use super::{catalog, internal, Cluster, Shard};
-use crate::shard_client::ShardHandle;
-use crate::sharding::shard_ddl::{create_indexes, index_copies, list_indexes};
+use router::shard_client::ShardHandle;
+use router::sharding::routing::{Chunk, RoutingTable};
+use router::sharding::{catalog, internal, scatter, Shard};
 
-/// How long the migration lock is held without renewal: a coordinator renews it after
-/// every batch, so a lock older than this belongs to one that stopped.
-pub(super) const LEASE: Duration = Duration::from_secs(30);
+use crate::context::Ctx;
+use crate::locks;
+use crate::shard_ddl::{create_indexes, index_copies, list_indexes};
 /// Catch-up rounds before the critical section, whatever remains.
 const CATCH_UP_ROUNDS: usize = 20;
 /// Changes left in a round small enough to finish inside the critical section.
@@ -50,7 +49,7 @@ const SMALL_ROUND: usize = 100;
 /// Moves the chunk `[min, max)` of `ns` to shard `to`; a range inside one chunk is split
 /// off it first. Returns once the donor's copy is deleted.
 pub async fn move_range(
-    cluster: &Cluster,
+    cluster: &Ctx,
     ns: &str,
     min: &KeyValue,
     max: Option<&KeyValue>,
@@ -81,31 +80,33 @@ pub async fn move_range(
             catalog::split_chunk(&cluster.config, &table, &holder, cut).await?;
         }
     }
-    let table = routing(cluster, ns).await?;
+    let mut table = routing(cluster, ns).await?;
     let chunk = table.chunk_for_key(min).clone();
     let donor = cluster.shard(&chunk.shard).await?;
+    let running = cluster.run_as();
     let lock = doc! {
-        "_id": ns, "owner": bson::oid::ObjectId::new(),
+        "_id": ns, "owner": running.owner,
         "donor": &donor.name, "recipient": &recipient.name,
         "min": chunk.min.clone(), "max": chunk.max.clone(),
     };
-    if let Some(stale) = catalog::lock_migration(&cluster.config, lock.clone(), LEASE).await? {
-        recover_expired(cluster, &stale).await?;
-        if catalog::lock_migration(&cluster.config, lock.clone(), LEASE)
-            .await?
-            .is_some()
-        {
+    if let Some(orphan) = locks::take(cluster, lock.clone()).await? {
+        recover_orphan(cluster, &orphan).await?;
+        if locks::take(cluster, lock.clone()).await?.is_some() {
             return Err(MongoError::new(
                 ErrorCode::ConflictingOperationInProgress,
                 format!("a migration of {ns} is already in progress"),
             ));
         }
         // The recovery may have moved chunks: route from what the catalog says now.
-        let table = routing(cluster, ns).await?;
-        if table.chunk_for_key(min).shard != chunk.shard
-            || table.chunk_for_key(min).min != chunk.min
-        {
-            catalog::unlock_migration(&cluster.config, &lock).await?;
+        table = routing(cluster, ns).await?;
+        let now = table.chunk_for_key(min);
+        if now.shard == recipient.name && now.min == chunk.min {
+            // The recovered migration was this one (run again after a failover), and
+            // it had committed.
+            return locks::release(cluster, &lock).await;
+        }
+        if now.shard != chunk.shard || now.min != chunk.min {
+            locks::release(cluster, &lock).await?;
             return Err(MongoError::new(
                 ErrorCode::ConflictingOperationInProgress,
                 format!(
@@ -114,50 +115,39 @@ pub async fn move_range(
             ));
         }
     }
-    let m = Migration {
-        cluster,
-        table: &table,
-        chunk: &chunk,
-        donor: &donor,
-        recipient: &recipient,
-        lock: &lock,
-        unfinished: AtomicBool::new(false),
-    };
+    let m = Migration::new(cluster, &table, &chunk, &donor, &recipient, &lock);
     let moved = m.run().await;
-    if m.unfinished.load(Ordering::SeqCst) {
-        return moved;
-    }
-    let unlocked = catalog::unlock_migration(&cluster.config, &lock).await;
-    moved.and(unlocked)
+    locks::release_unless(cluster, &lock, m.unfinished.load(Ordering::SeqCst), moved).await
 }
 
-/// Takes over `stale`, the expired lock of a coordinator that stopped, recovers its
-/// migration or `movePrimary`, and releases the lock. Fails with `LockBusy` when another
-/// router took it over first.
-pub(super) async fn recover_expired(cluster: &Cluster, stale: &Document) -> MongoResult<()> {
-    let Some(lock) = catalog::take_over_migration(&cluster.config, stale, LEASE).await? else {
+/// Takes over `orphan`, the lock of a coordinator that no longer runs, recovers its
+/// migration or `movePrimary`, and releases the lock. Fails with `LockBusy` when the lock
+/// changed meanwhile (another recovery took it over).
+pub async fn recover_orphan(cluster: &Ctx, orphan: &Document) -> MongoResult<()> {
+    let running = cluster.run_as();
+    let Some(lock) = locks::take_over(cluster, orphan, &running).await? else {
         return Err(MongoError::new(
             ErrorCode::LockBusy,
             format!(
-                "another router is recovering the abandoned migration of {}",
-                stale.get_str("_id").unwrap_or_default()
+                "the abandoned migration of {} is being recovered already",
+                orphan.get_str("_id").unwrap_or_default()
             ),
         ));
     };
     if lock.get_bool("movePrimary") == Ok(true) {
-        super::move_primary::recover(cluster, &lock).await?;
+        crate::move_primary::recover(cluster, &lock).await?;
     } else {
         recover(cluster, &lock).await?;
     }
-    catalog::unlock_migration(&cluster.config, &lock).await
+    locks::release(cluster, &lock).await
 }
 
-/// Finishes what a coordinator that stopped left (`lock`, now this router's): if its
+/// Finishes what a coordinator that stopped left (`lock`, now this primary's): if its
 /// commit is in the catalog, the shards learn it and the donor deletes its copy.
 /// Otherwise its commit is fenced off first (it may only have stalled), both shards learn
 /// the fenced version (which refuses its steps), and the migration is abandoned: the
 /// donor takes writes again and the recipient's copy goes.
-async fn recover(cluster: &Cluster, lock: &Document) -> MongoResult<()> {
+async fn recover(cluster: &Ctx, lock: &Document) -> MongoResult<()> {
     let ns = lock.get_str("_id").unwrap_or_default();
     let field = |f: &str| lock.get_str(f).unwrap_or_default().to_string();
     let bound = |f: &str| lock.get_array(f).cloned().unwrap_or_default();
@@ -175,15 +165,7 @@ async fn recover(cluster: &Cluster, lock: &Document) -> MongoResult<()> {
         // Fenced, or committed just before the fence: the catalog says which.
         table = routing(cluster, ns).await?;
     }
-    let m = Migration {
-        cluster,
-        table: &table,
-        chunk: &chunk,
-        donor: &donor,
-        recipient: &recipient,
-        lock,
-        unfinished: AtomicBool::new(false),
-    };
+    let m = Migration::new(cluster, &table, &chunk, &donor, &recipient, lock);
     tracing::info!(%ns, donor = %donor.name, recipient = %recipient.name, "recovering an abandoned migration");
     if committed(&table) {
         return m.finish(&table).await;
@@ -199,7 +181,7 @@ async fn recover(cluster: &Cluster, lock: &Document) -> MongoResult<()> {
     Ok(())
 }
 
-async fn routing(cluster: &Cluster, ns: &str) -> MongoResult<std::sync::Arc<RoutingTable>> {
+async fn routing(cluster: &Ctx, ns: &str) -> MongoResult<std::sync::Arc<RoutingTable>> {
     cluster.refresh(ns).await?.ok_or_else(|| {
         MongoError::new(
             ErrorCode::NamespaceNotFound,
@@ -209,7 +191,7 @@ async fn routing(cluster: &Cluster, ns: &str) -> MongoResult<std::sync::Arc<Rout
 }
 
 struct Migration<'a> {
-    cluster: &'a Cluster,
+    cluster: &'a Ctx,
     table: &'a RoutingTable,
     chunk: &'a Chunk,
     donor: &'a Shard,
@@ -220,7 +202,26 @@ struct Migration<'a> {
     unfinished: AtomicBool,
 }
 
-impl Migration<'_> {
+impl<'a> Migration<'a> {
+    fn new(
+        cluster: &'a Ctx,
+        table: &'a RoutingTable,
+        chunk: &'a Chunk,
+        donor: &'a Shard,
+        recipient: &'a Shard,
+        lock: &'a Document,
+    ) -> Migration<'a> {
+        Migration {
+            cluster,
+            table,
+            chunk,
+            donor,
+            recipient,
+            lock,
+            unfinished: AtomicBool::new(false),
+        }
+    }
+
     fn db_coll(&self) -> (&str, &str) {
         self.table
             .ns
@@ -276,7 +277,7 @@ impl Migration<'_> {
     /// recording and deletes its copy.
     async fn finish(&self, committed: &RoutingTable) -> MongoResult<()> {
         if !self.still_ours().await {
-            tracing::info!(ns = %self.table.ns, "the migration committed; the router that took it over finishes it");
+            tracing::info!(ns = %self.table.ns, "the migration committed; the recovery that took it over finishes it");
             return Ok(());
         }
         self.cluster.publish(committed).await?;
@@ -294,14 +295,14 @@ impl Migration<'_> {
         self.delete_range(self.donor).await
     }
 
-    /// Whether this coordinator still holds its lock (renewing it).
+    /// Whether this coordinator still holds its lock.
     async fn still_ours(&self) -> bool {
-        catalog::still_holds(&self.cluster.config, self.lock, LEASE).await
+        locks::still_holds(self.cluster, self.lock).await
     }
 
-    /// Keeps the migration lock while the migration makes progress.
+    /// Stops the migration once a new primary took its lock over.
     async fn renew(&self) -> MongoResult<()> {
-        catalog::renew_migration(&self.cluster.config, self.lock, LEASE).await
+        locks::confirm(self.cluster, self.lock).await
     }
 
     async fn copy_indexes(&self) -> MongoResult<()> {
@@ -380,11 +381,11 @@ impl Migration<'_> {
             )
             .await?;
         }
-        Ok(n + super::scatter::number(&mods, "pending") as usize)
+        Ok(n + scatter::number(&mods, "pending") as usize)
     }
 
     /// Abandons after `e`, the error to report; an abandon left unfinished marks the
-    /// migration `unfinished`, so that its lock is left to expire.
+    /// migration `unfinished`, so that its lock stays for the recovery pass.
     async fn abandoned(&self, critical: bool, e: MongoError) -> MongoError {
         if !self.abandon(critical).await {
             self.unfinished.store(true, Ordering::SeqCst);
@@ -393,18 +394,18 @@ impl Migration<'_> {
     }
 
     /// Gives up before the commit: the donor takes writes again and the recipient drops
-    /// its partial copy. Returns whether both happened. If not, the lock must stay, to
-    /// expire: the recovery pass then abandons again, and no other migration of the
+    /// its partial copy. Returns whether both happened. If not, the lock must stay, an
+    /// orphan once this operation ends: the recovery pass then abandons again, and no other migration of the
     /// collection starts meanwhile (its commit would bring the leftover copy back to
     /// life). A coordinator whose lock was taken over does nothing: the recovery did
     /// this, and a migration after it may be using the same range.
     async fn abandon(&self, critical: bool) -> bool {
         if !self.still_ours().await {
-            tracing::warn!(ns = %self.table.ns, "not abandoning a migration another router took over");
+            tracing::warn!(ns = %self.table.ns, "not abandoning a migration a recovery took over");
             return true;
         }
         let resumed = !critical || self.end_critical_section().await;
-        // Unversioned: the donor may have moved on, and this router holds the lock. Only
+        // Unversioned: the donor may have moved on, and this coordinator holds the lock. Only
         // memory is at stake (the donor's recording), so this one is best effort.
         let _ = self
             .on(
@@ -478,7 +479,7 @@ impl Migration<'_> {
 
 /// Copies pages of something a donor shard holds to a recipient shard (a migration's
 /// documents and session records, a `movePrimary`'s collections).
-pub(super) struct Pages<'a> {
+pub struct Pages<'a> {
     pub donor: &'a ShardHandle,
     pub recipient: &'a ShardHandle,
     pub db: &'a str,
