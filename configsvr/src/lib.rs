@@ -11,6 +11,8 @@ pub mod balance_policy;
 pub mod balancer;
 pub mod context;
 pub mod coordinator;
+pub mod drop_collection;
+pub mod drop_database;
 pub mod locks;
 pub mod migrate;
 pub mod migration_recovery;

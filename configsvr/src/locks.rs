@@ -1,9 +1,11 @@
-//! Migration locks (`config.migrations`): one migration or `movePrimary` at a time per
-//! collection or database. A lock names its owner, an operation running on the config
+//! Migration locks (`config.migrations`): one migration, `movePrimary` or drop at a time
+//! per collection or database. A lock names its owner, an operation running on the config
 //! server primary (`context::Running`); a lock whose owner does not run there is an
 //! orphan, recovered by `migration_recovery.rs`. Every step of a migration checks that
 //! its lock is still its own, so a coordinator on a deposed primary stops at its next
 //! step once the new primary took the lock over.
+
+use std::time::{Duration, Instant};
 
 use bson::{doc, Bson, Document};
 use router::sharding::catalog::{call, delete, find_all};
@@ -38,6 +40,44 @@ pub async fn take(ctx: &Ctx, lock: Document) -> MongoResult<Option<Document>> {
             format!("a migration of {id} is already in progress"),
         )
     })
+}
+
+/// How long an operation that waits its turn (`acquire`) waits for the lock's holder.
+const LOCK_WAIT: Duration = Duration::from_secs(120);
+
+/// Takes `lock` for an operation that waits its turn (a drop): an orphan is recovered
+/// first, and a lock held by an operation running here is waited for, up to `LOCK_WAIT`.
+pub async fn acquire(ctx: &Ctx, lock: &Document) -> MongoResult<()> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match take(ctx, lock.clone()).await {
+            Ok(None) => return Ok(()),
+            Ok(Some(orphan)) => {
+                match Box::pin(crate::migrate::recover_orphan(ctx, &orphan)).await {
+                    // Another recovery has it: wait for it as for any holder.
+                    Err(e) if e.code != ErrorCode::LockBusy as i32 => return Err(e),
+                    _ => {}
+                }
+            }
+            Err(e) if e.code != ErrorCode::ConflictingOperationInProgress as i32 => return Err(e),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Runs `work` under `lock` (taken as `acquire` takes it), for an operation that is
+/// decided once it holds the lock: a failure keeps the lock, an orphan once this
+/// operation ends, and the recovery pass finishes the work.
+pub async fn decided(
+    ctx: &Ctx,
+    lock: &Document,
+    work: impl std::future::Future<Output = MongoResult<()>>,
+) -> MongoResult<()> {
+    acquire(ctx, lock).await?;
+    work.await?;
+    release(ctx, lock).await
 }
 
 /// Takes over `orphan` for a recovery run as `running`: the lock changes owner only if it

@@ -121,7 +121,7 @@ pub async fn move_range(
 }
 
 /// Takes over `orphan`, the lock of a coordinator that no longer runs, recovers its
-/// migration or `movePrimary`, and releases the lock. Fails with `LockBusy` when the lock
+/// migration or `movePrimary` (or finishes its drop), and releases the lock. Fails with `LockBusy` when the lock
 /// changed meanwhile (another recovery took it over).
 pub async fn recover_orphan(cluster: &Ctx, orphan: &Document) -> MongoResult<()> {
     let running = cluster.run_as();
@@ -134,10 +134,13 @@ pub async fn recover_orphan(cluster: &Ctx, orphan: &Document) -> MongoResult<()>
             ),
         ));
     };
-    if lock.get_bool("movePrimary") == Ok(true) {
-        crate::move_primary::recover(cluster, &lock).await?;
-    } else {
-        recover(cluster, &lock).await?;
+    match lock.get_str("drop") {
+        Ok(crate::drop_collection::KIND) => crate::drop_collection::recover(cluster, &lock).await?,
+        Ok(crate::drop_database::KIND) => crate::drop_database::recover(cluster, &lock).await?,
+        _ if lock.get_bool("movePrimary") == Ok(true) => {
+            crate::move_primary::recover(cluster, &lock).await?
+        }
+        _ => recover(cluster, &lock).await?,
     }
     locks::release(cluster, &lock).await
 }

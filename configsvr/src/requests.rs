@@ -19,7 +19,7 @@ use wire::MongoResult;
 
 use crate::context::Ctx;
 use crate::coordinator::Term;
-use crate::{migrate, move_primary, shard_collection};
+use crate::{drop_collection, drop_database, migrate, move_primary, shard_collection};
 
 /// How often the primary looks for new requests.
 const POLL: Duration = Duration::from_millis(20);
@@ -108,6 +108,8 @@ async fn execute(ctx: &Ctx, entry: &Document) -> MongoResult<Document> {
             move_primary::move_primary(ctx, &db, &to).await?;
             Ok(Document::new())
         }
+        Request::DropCollection { ns } => drop_collection::run(ctx, &ns).await,
+        Request::DropDatabase { db } => drop_database::run(ctx, &db).await,
     }
 }
 

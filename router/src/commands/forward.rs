@@ -63,11 +63,27 @@ pub async fn run(
     opts.fwd.op_id = session.ops.current_opid();
     session.ops.forwarded(command.clone());
     if let (Some(table), Some(cluster)) = (target.scatter.take(), &session.state.cluster) {
-        let cmd = decode(&command)?;
-        return Box::pin(scatter_command(
-            session, cluster, table, db, &name, cmd, opts.fwd, opts.split,
-        ))
-        .await;
+        let ns = table.ns.clone();
+        let fwd = opts.fwd.clone();
+        let scatter = scatter_command(
+            session,
+            cluster,
+            table,
+            db,
+            &name,
+            decode(&command)?,
+            fwd,
+            opts.split,
+        );
+        return match Box::pin(scatter).await {
+            Err(stale) if no_longer_sharded(cluster, &ns, &stale).await => {
+                Box::pin(unsharded_again(
+                    session, db, &name, &command, &mut opts, stale,
+                ))
+                .await
+            }
+            other => other,
+        };
     }
     // Kept only where a stale version may send the command again.
     let kept = (target.versioned.is_some() || target.db_versioned).then(|| command.clone());
@@ -86,7 +102,8 @@ pub async fn run(
     };
     let sent = match kept {
         Some(command) => {
-            match resend_if_stale(session, db, &name, &mut target, command, &opts, sent).await? {
+            match resend_if_stale(session, db, &name, &mut target, command, &mut opts, sent).await?
+            {
                 Resent::Reply(sent) => sent,
                 Resent::Answered(reply) => return Ok(reply),
             }
@@ -431,7 +448,7 @@ async fn resend_if_stale(
     name: &str,
     target: &mut Target,
     command: bytes::Bytes,
-    opts: &Options,
+    opts: &mut Options,
     mut sent: Sent,
 ) -> MongoResult<Resent> {
     let Some(cluster) = &session.state.cluster else {
@@ -469,7 +486,8 @@ async fn resend_if_stale(
             );
             let fresh = Box::pin(cluster.on_stale(&ns, shard.as_deref(), &stale, 0)).await?;
             let Some(table) = fresh else {
-                return Err(stale);
+                let again = unsharded_again(session, db, name, &command, opts, stale);
+                return Box::pin(again).await.map(Resent::Answered);
             };
             let fwd = opts.fwd.clone();
             return Box::pin(scatter_command(
@@ -480,6 +498,50 @@ async fn resend_if_stale(
         }
     }
     Ok(Resent::Reply(sent))
+}
+
+/// Whether `error` is a `StaleConfig` from a collection the catalog no longer has sharded
+/// (dropped, perhaps created again unsharded). The routing was refreshed when the error
+/// came, so the cached table is the catalog's.
+async fn no_longer_sharded(
+    cluster: &crate::sharding::Cluster,
+    ns: &str,
+    error: &MongoError,
+) -> bool {
+    error.code == ErrorCode::StaleConfig as i32 && matches!(cluster.table(ns).await, Ok(None))
+}
+
+/// Sends `command`, routed for a sharded collection that is sharded no more, once again as
+/// the unsharded collection it is now. A shard refuses a command routed at another
+/// version whole, and what ran before the drop went with the collection, so running it
+/// whole is what the client asked for. A collection sharded again meanwhile returns the
+/// `stale` error.
+async fn unsharded_again(
+    session: &mut Session,
+    db: &str,
+    name: &str,
+    command: &bytes::Bytes,
+    opts: &mut Options,
+    stale: MongoError,
+) -> MongoResult<Document> {
+    let mut cmd = decode(command)?;
+    cmd.remove("shardVersion");
+    cmd.remove("databaseVersion");
+    let mut target = Target::default();
+    if let Some(reply) = route(session, db, name, &mut cmd, &opts.fwd, &mut target).await? {
+        return Ok(reply);
+    }
+    if target.scatter.is_some() {
+        return Err(stale);
+    }
+    let command =
+        bson::to_vec(&cmd).map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+    let sent = send(session, db, &target, bytes::Bytes::from(command), opts).await?;
+    let owner = session.auth.owner();
+    let named = CursorsNamed::default();
+    Ok(record_cursors(
+        session, &named, target, &opts.fwd, owner, sent,
+    ))
 }
 
 /// Records what the reply did to the router's cursors: the ones killed or exhausted are

@@ -681,13 +681,33 @@ pub async fn drop_collection(config: &ShardHandle, ns: &str) -> MongoResult<()> 
 
 /// Removes what the catalog says about database `db` and its collections.
 pub async fn drop_database(config: &ShardHandle, db: &str) -> MongoResult<()> {
-    let prefix = Bson::RegularExpression(bson::Regex {
-        pattern: format!("^{}\\.", regex_escape(db)),
-        options: String::new(),
-    });
+    let prefix = namespaces_of(db);
     delete(config, "collections", doc! {"_id": prefix.clone()}).await?;
     delete(config, "chunks", doc! {"ns": prefix}).await?;
     delete(config, "databases", doc! {"_id": db}).await
+}
+
+/// The sharded collections of database `db`.
+pub async fn sharded_collections(config: &ShardHandle, db: &str) -> MongoResult<Vec<String>> {
+    let found = find_all(
+        config,
+        "config",
+        "collections",
+        doc! {"_id": namespaces_of(db)},
+    )
+    .await?;
+    Ok(found
+        .iter()
+        .filter_map(|c| c.get_str("_id").ok().map(str::to_string))
+        .collect())
+}
+
+/// A regular expression matching the namespaces of database `db`.
+fn namespaces_of(db: &str) -> Bson {
+    Bson::RegularExpression(bson::Regex {
+        pattern: format!("^{}\\.", regex_escape(db)),
+        options: String::new(),
+    })
 }
 
 /// Deletes every document of `config.<coll>` matching `q`.

@@ -1,5 +1,5 @@
 //! Cluster operations that span several nodes (`shardCollection`, `moveChunk`/`moveRange`,
-//! `movePrimary`) run on the config server replica set's primary, not in the router that
+//! `movePrimary`, dropping a sharded collection or a database) run on the config server replica set's primary, not in the router that
 //! was asked. A router writes the request to `config.coordinators` (majority write
 //! concern, so it is in the config servers' Raft log) and waits for its outcome there.
 //! The config servers' coordinator (`configsvr::coordinator`) runs every request it finds,
@@ -45,6 +45,10 @@ pub enum Request {
     },
     /// Make `to` the primary shard of `db`.
     MovePrimary { db: String, to: String },
+    /// Drop the sharded collection `ns` everywhere.
+    DropCollection { ns: String },
+    /// Drop the database `db` everywhere, its sharded collections included.
+    DropDatabase { db: String },
 }
 
 impl Request {
@@ -56,6 +60,8 @@ impl Request {
                 "max": max.clone().map_or(Bson::Null, Bson::Array), "to": to,
             },
             Request::MovePrimary { db, to } => doc! {"kind": "movePrimary", "db": db, "to": to},
+            Request::DropCollection { ns } => doc! {"kind": "drop", "ns": ns},
+            Request::DropDatabase { db } => doc! {"kind": "dropDatabase", "db": db},
         }
     }
 
@@ -79,6 +85,8 @@ impl Request {
                 db: text("db")?,
                 to: text("to")?,
             }),
+            "drop" => Ok(Request::DropCollection { ns: text("ns")? }),
+            "dropDatabase" => Ok(Request::DropDatabase { db: text("db")? }),
             other => Err(MongoError::failed_to_parse(format!(
                 "unknown coordinator request kind '{other}'"
             ))),
@@ -186,6 +194,8 @@ mod tests {
                 db: "a".into(),
                 to: "s0".into(),
             },
+            Request::DropCollection { ns: "a.b".into() },
+            Request::DropDatabase { db: "a".into() },
         ] {
             assert_eq!(Request::from_document(&r.to_document()).unwrap(), r);
         }

@@ -5,7 +5,8 @@
 use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use super::{catalog, Cluster};
+use super::coordination::{self, Request};
+use super::Cluster;
 use crate::context::Session;
 use crate::shard_client::{reply_ok, Forward, ShardHandle};
 
@@ -61,36 +62,13 @@ pub async fn list(session: &Session, cluster: &Cluster, cmd: &Document) -> Mongo
     Ok(doc! {"databases": merged, "totalSize": total, "totalSizeMb": total >> 20})
 }
 
-pub async fn drop(
-    session: &Session,
-    cluster: &Cluster,
-    db: &str,
-    fwd: &Forward,
-) -> MongoResult<Document> {
-    let fwd = Forward {
-        writes: true,
-        ..fwd.clone()
-    };
-    let version = catalog::database_primary(&cluster.config, db).await?;
-    let shards = cluster.shards().await?;
-    for s in &shards {
-        let (reply, _, _) = s
-            .handle
-            .run(db, &doc! {"dropDatabase": 1}, &fwd, &session.peer_text)
-            .await?;
-        reply_ok(reply)?;
-    }
-    // Every shard remembers the dropped version, so a router that cached it is sent to
-    // read the primary again (a database created again starts at a newer version).
-    if let Some((_, v)) = version {
-        let gone = doc! {"_shardsvrDbPlacement": 1, "primary": false, "lastMod": v};
-        for s in &shards {
-            super::internal(&s.handle, db, &gone, true).await?;
-        }
-    }
-    catalog::drop_database(&cluster.config, db).await?;
+/// Drops `db` everywhere: the config server primary runs the drop
+/// (`configsvr::drop_database`), which finishes even if this router dies.
+pub async fn drop(cluster: &Cluster, db: &str) -> MongoResult<Document> {
+    let request = Request::DropDatabase { db: db.to_string() };
+    let reply = coordination::run(cluster, request).await;
     cluster.forget_database(db);
-    Ok(doc! {"dropped": db})
+    reply
 }
 
 /// Where a `renameCollection` goes: the primary shard of both databases. A sharded

@@ -462,9 +462,7 @@ pub async fn route_command(
                 .map(Routed::Answered)
         }
         "dropDatabase" if db != "admin" && db != "config" => {
-            return databases::drop(session, cluster, db, fwd)
-                .await
-                .map(Routed::Answered)
+            return databases::drop(cluster, db).await.map(Routed::Answered)
         }
         "renameCollection" => return databases::rename_target(cluster, cmd).await.map(Routed::To),
         _ => {}

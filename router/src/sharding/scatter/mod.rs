@@ -97,7 +97,7 @@ async fn dispatch(ctx: &Ctx<'_>, name: &str, cmd: Document) -> MongoResult<Docum
         "aggregate" => aggregate::run(ctx, cmd).await,
         "findAndModify" | "findandmodify" => find_and_modify::run(ctx, cmd).await,
         "explain" => explain::run(ctx, cmd).await,
-        "drop" => whole_collection::drop(ctx, cmd).await,
+        "drop" => whole_collection::drop(ctx).await,
         "createIndexes" | "dropIndexes" | "deleteIndexes" => {
             whole_collection::everywhere(ctx, cmd).await
         }

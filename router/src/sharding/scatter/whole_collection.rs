@@ -1,14 +1,13 @@
 //! Commands about a sharded collection as a whole: index changes go to every shard that
-//! holds part of it (and the primary shard), `drop` removes it everywhere and from the
-//! catalog, `collStats` adds the shards' figures up, `validate` is valid when every
+//! holds part of it (and the primary shard), `drop` is run by the config servers, `collStats` adds the shards' figures up, `validate` is valid when every
 //! shard's is, and the rest is answered by the primary shard (every shard has the same
 //! indexes and options).
 
 use bson::{doc, Bson, Document};
-use wire::{ErrorCode, MongoResult};
+use wire::MongoResult;
 
 use super::{count_value, number, Answer, Ctx};
-use crate::sharding::catalog;
+use crate::sharding::coordination::{self, Request};
 
 /// The shards holding the collection: those with chunks, and the primary shard.
 async fn holders(ctx: &Ctx<'_>) -> MongoResult<Vec<String>> {
@@ -57,23 +56,13 @@ pub async fn on_primary(ctx: &Ctx<'_>, cmd: Document) -> MongoResult<Document> {
     Ok(ctx.one(&primary, &cmd).await?.0)
 }
 
-/// Drops the collection on every shard (a shard that gave all its chunks away still has
-/// it, with its ownership), then from the catalog.
-pub async fn drop(ctx: &Ctx<'_>, cmd: Document) -> MongoResult<Document> {
-    for shard in ctx.cluster.shards().await? {
-        let shard = shard.name.clone();
-        let (reply, _) = ctx.one(&shard, &cmd).await?;
-        let code = reply.get_i32("code").ok();
-        if reply.get_f64("ok").unwrap_or(1.0) != 1.0
-            && code != Some(ErrorCode::NamespaceNotFound as i32)
-        {
-            return Ok(reply);
-        }
-    }
+/// Drops the collection everywhere: the config server primary runs the drop
+/// (`configsvr::drop_collection`), which finishes even if this router dies.
+pub async fn drop(ctx: &Ctx<'_>) -> MongoResult<Document> {
     let ns = ctx.ns();
-    catalog::drop_collection(&ctx.cluster.config, &ns).await?;
+    let reply = coordination::run(ctx.cluster, Request::DropCollection { ns: ns.clone() }).await;
     ctx.cluster.forget(&ns);
-    Ok(doc! {"ns": ns})
+    reply
 }
 
 /// The shards' `collStats` added up, each shard's under `shards`.
