@@ -123,7 +123,7 @@ impl Parser {
         for comp in path.split('.') {
             if comp.is_empty() {
                 return Err(MongoError::new(
-                    ErrorCode::Location15998,
+                    ErrorCode::FieldPathEmptyComponent,
                     "FieldPath field names may not be empty strings.",
                 ));
             }
@@ -132,7 +132,7 @@ impl Parser {
             }
             if comp.starts_with('$') {
                 return Err(MongoError::new(
-                    ErrorCode::Location16410,
+                    ErrorCode::FieldPathDollarPrefix,
                     format!("FieldPath field names may not start with '$'. Consider using $getField or $setField. ({full})"),
                 ));
             }

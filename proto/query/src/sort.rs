@@ -66,13 +66,13 @@ impl SortSpec {
             for comp in k.split('.') {
                 if comp.is_empty() {
                     return Err(MongoError::new(
-                        ErrorCode::Location15998,
+                        ErrorCode::FieldPathEmptyComponent,
                         "FieldPath field names may not be empty strings.",
                     ));
                 }
                 if comp.starts_with('$') {
                     return Err(MongoError::new(
-                        ErrorCode::Location16410,
+                        ErrorCode::FieldPathDollarPrefix,
                         format!("FieldPath field names may not start with '$'. Consider using $getField or $setField. ({k})"),
                     ));
                 }

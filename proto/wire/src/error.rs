@@ -8,14 +8,20 @@ use std::borrow::Cow;
 
 use bson::{doc, Document};
 
-/// Generates [`ErrorCode`] from one table: each row is a variant, whose name is the
-/// `codeName` drivers see, its number, and `retryable` where a retryable write may be
-/// sent again after it (MongoDB's list: the write either did not happen or, with the
-/// same `txnNumber`, will not happen twice).
+/// Generates [`ErrorCode`] from one table. Each row is a variant, its number and at most
+/// one label:
+///
+/// - no label: one of MongoDB's named codes (`src/mongo/base/error_codes.yml`); the
+///   variant's name is the `codeName` drivers see.
+/// - `retryable`: a named code after which a retryable write may be sent again
+///   (MongoDB's list: the write either did not happen or, with the same `txnNumber`,
+///   will not happen twice).
+/// - `location`: one of MongoDB's numbered assertions, which it reports as
+///   `codeName: "Location<N>"`; the variant's name is for Rust code only.
 macro_rules! error_codes {
     ($($name:ident = $code:literal $(, $label:ident)?;)*) => {
-        /// MongoDB error codes used by Bulwark (values from mongo
-        /// `src/mongo/base/error_codes.yml`).
+        /// MongoDB error codes used by Bulwark: named codes (values from mongo
+        /// `src/mongo/base/error_codes.yml`) and numbered assertions (`Location<N>`).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[repr(i32)]
         pub enum ErrorCode {
@@ -26,10 +32,11 @@ macro_rules! error_codes {
             /// Every code, in the table's order.
             pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$name,)*];
 
-            /// The `codeName` MongoDB gives this code.
+            /// The `codeName` MongoDB gives this code: its name, or `Location<N>` for a
+            /// numbered assertion.
             pub fn name(self) -> &'static str {
                 match self {
-                    $(ErrorCode::$name => stringify!($name),)*
+                    $(ErrorCode::$name => error_codes!(@name $name $code $($label)?),)*
                 }
             }
 
@@ -48,12 +55,32 @@ macro_rules! error_codes {
                     $(ErrorCode::$name => error_codes!(@retryable $($label)?),)*
                 }
             }
+
+            /// Whether this is one of MongoDB's numbered assertions (`Location<N>`)
+            /// rather than a named code.
+            pub fn is_location(self) -> bool {
+                match self {
+                    $(ErrorCode::$name => error_codes!(@location $($label)?),)*
+                }
+            }
         }
+    };
+    (@name $name:ident $code:literal location) => {
+        concat!("Location", $code)
+    };
+    (@name $name:ident $code:literal $(retryable)?) => {
+        stringify!($name)
     };
     (@retryable retryable) => {
         true
     };
-    (@retryable) => {
+    (@retryable $(location)?) => {
+        false
+    };
+    (@location location) => {
+        true
+    };
+    (@location $(retryable)?) => {
         false
     };
 }
@@ -140,12 +167,16 @@ error_codes! {
     NotPrimaryNoSecondaryOk = 13435, retryable;
     NotPrimaryOrSecondary = 13436, retryable;
     OutOfDiskSpace = 14031;
-    Location15998 = 15998;
-    Location16410 = 16410;
     SearchNotEnabled = 31082;
-    Location40352 = 40352;
-    Location40414 = 40414;
-    Location40415 = 40415;
+
+    // MongoDB's numbered assertions, by number: codeName `Location<N>`.
+    FieldPathEmptyComponent = 15998, location;
+    FieldPathDollarPrefix = 16410, location;
+    FieldPathEmpty = 40352, location;
+    // MongoDB's newer error_codes.yml names 40414 and 40415 (IDLFailedToParse,
+    // IDLUnknownField); Bulwark answers as MongoDB 7.0, which reports them as Location codes.
+    RequiredFieldMissing = 40414, location;
+    UnknownField = 40415, location;
 }
 
 /// The `codeName` of any code: MongoDB's name when Bulwark knows the code, otherwise
@@ -266,12 +297,36 @@ mod tests {
     #[test]
     fn every_code_is_found_by_its_number_and_named_once() {
         let mut names = std::collections::HashSet::new();
+        let mut numbers = std::collections::HashSet::new();
         for &c in ErrorCode::ALL {
             assert_eq!(ErrorCode::from_code(c as i32), Some(c));
+            assert!(numbers.insert(c as i32), "{} twice", c as i32);
             assert!(names.insert(c.name()), "{} twice", c.name());
+            assert_eq!(code_name(c as i32), c.name());
         }
         assert_eq!(code_name(11000), "DuplicateKey");
         assert_eq!(code_name(4242), "Location4242");
+        assert_eq!(ErrorCode::from_code(4242), None);
+    }
+
+    #[test]
+    fn code_names_are_mongodb_s() {
+        for &c in ErrorCode::ALL {
+            let variant = format!("{c:?}");
+            if c.is_location() {
+                // A numbered assertion: MongoDB's codeName, whatever the Rust name.
+                assert_eq!(c.name(), format!("Location{}", c as i32), "{variant}");
+                assert!(!c.is_retryable_write(), "{variant}");
+            } else {
+                // A named code: the variant is MongoDB's name.
+                assert_eq!(c.name(), variant);
+                assert!(!variant.starts_with("Location"), "{variant}");
+            }
+        }
+        assert_eq!(ErrorCode::FieldPathEmpty.name(), "Location40352");
+        assert_eq!(ErrorCode::BadValue.name(), "BadValue");
+        let e = MongoError::new(ErrorCode::RequiredFieldMissing, "m");
+        assert_eq!((e.code, e.code_name.as_ref()), (40414, "Location40414"));
     }
 
     #[test]

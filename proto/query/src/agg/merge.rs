@@ -167,7 +167,7 @@ pub fn merge_document(
 
 fn unknown(stage: &str, k: &str) -> MongoError {
     MongoError::new(
-        ErrorCode::Location40415,
+        ErrorCode::UnknownField,
         format!("BSON field '{stage}.{k}' is an unknown field."),
     )
 }
@@ -214,7 +214,7 @@ pub(crate) fn parse_out(arg: &Bson) -> MongoResult<OutputStage> {
             }
             let coll = coll.ok_or_else(|| {
                 MongoError::new(
-                    ErrorCode::Location40414,
+                    ErrorCode::RequiredFieldMissing,
                     "BSON field '$out.coll' is missing but a required field",
                 )
             })?;
@@ -282,7 +282,7 @@ pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
     }
     let (db, coll) = into.ok_or_else(|| {
         MongoError::new(
-            ErrorCode::Location40414,
+            ErrorCode::RequiredFieldMissing,
             "BSON field '$merge.into' is missing but a required field",
         )
     })?;
@@ -314,7 +314,7 @@ fn parse_into(v: &Bson) -> MongoResult<(Option<String>, String)> {
             }
             let coll = coll.ok_or_else(|| {
                 MongoError::new(
-                    ErrorCode::Location40414,
+                    ErrorCode::RequiredFieldMissing,
                     "BSON field '$merge.into.coll' is missing but a required field",
                 )
             })?;

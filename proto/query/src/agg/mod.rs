@@ -456,14 +456,14 @@ fn parse_replace_root(arg: &Bson) -> MongoResult<Stage> {
     for k in d.keys() {
         if k != "newRoot" {
             return Err(MongoError::new(
-                ErrorCode::Location40415,
+                ErrorCode::UnknownField,
                 format!("BSON field '$replaceRoot.{k}' is an unknown field."),
             ));
         }
     }
     let root = d.get("newRoot").ok_or_else(|| {
         MongoError::new(
-            ErrorCode::Location40414,
+            ErrorCode::RequiredFieldMissing,
             "BSON field '$replaceRoot.newRoot' is missing but a required field",
         )
     })?;
@@ -586,7 +586,7 @@ fn parse_union_with(arg: &Bson) -> MongoResult<Stage> {
                     }
                     _ => {
                         return Err(MongoError::new(
-                            ErrorCode::Location40415,
+                            ErrorCode::UnknownField,
                             format!("BSON field '$unionWith.{k}' is an unknown field."),
                         ))
                     }
@@ -594,7 +594,7 @@ fn parse_union_with(arg: &Bson) -> MongoResult<Stage> {
             }
             let coll = coll.ok_or_else(|| {
                 MongoError::new(
-                    ErrorCode::Location40414,
+                    ErrorCode::RequiredFieldMissing,
                     "BSON field '$unionWith.coll' is missing but a required field",
                 )
             })?;
@@ -614,7 +614,7 @@ fn parse_union_with(arg: &Bson) -> MongoResult<Stage> {
 pub fn command_stages(cmd: &Document) -> MongoResult<Vec<Document>> {
     match cmd.get("pipeline") {
         None => Err(MongoError::new(
-            ErrorCode::Location40414,
+            ErrorCode::RequiredFieldMissing,
             "BSON field 'aggregate.pipeline' is missing but a required field",
         )),
         Some(Bson::Array(stages)) => stages
