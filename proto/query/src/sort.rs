@@ -37,12 +37,12 @@ fn direction(field: &str, v: &Bson) -> MongoResult<bool> {
     match n {
         Some(1.0) => Ok(true),
         Some(-1.0) => Ok(false),
-        Some(_) => Err(MongoError::location(
-            15975,
+        Some(_) => Err(MongoError::new(
+            ErrorCode::SortOrderInvalid,
             "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
         )),
-        None => Err(MongoError::location(
-            15974,
+        None => Err(MongoError::new(
+            ErrorCode::SortKeyIllegal,
             format!("Illegal key in $sort specification: {field}: {v}"),
         )),
     }
