@@ -543,16 +543,6 @@ impl MongoError {
         }
     }
 
-    /// An error whose code has no name in [`ErrorCode`] (MongoDB's numbered "LocationNNNN" asserts).
-    pub fn location(code: i32, message: impl Into<String>) -> Self {
-        MongoError {
-            code,
-            code_name: Cow::Owned(format!("Location{code}")),
-            message: message.into(),
-            extra: None,
-        }
-    }
-
     /// Work refused because the server is overloaded, before anything was started: what
     /// MongoDB 8.2's ingress request rate limiter answers (code 462 with the labels of
     /// the client-backpressure specification). Drivers that know the labels retry after
@@ -565,7 +555,8 @@ impl MongoError {
         })
     }
 
-    /// An error with any code, named as MongoDB names it (what another node reported).
+    /// An error with any code, named as MongoDB names it: what another node reported. Bulwark's
+    /// own errors name their code: [`MongoError::new`].
     pub fn coded(code: i32, message: impl Into<String>) -> Self {
         MongoError {
             code,
