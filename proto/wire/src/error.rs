@@ -139,6 +139,8 @@ error_codes! {
     WriteConflict = 112;
     CommandNotSupported = 115;
     ConflictingOperationInProgress = 117;
+    FailedToSatisfyReadPreference = 133;
+    ReadConcernMajorityNotAvailableYet = 134;
     UnsupportedFormat = 140;
     ExceededMemoryLimit = 146;
     CommandNotSupportedOnView = 166;
@@ -147,6 +149,7 @@ error_codes! {
     ZoneNotFound = 177;
     RangeOverlapConflict = 178;
     PrimarySteppedDown = 189, retryable;
+    NetworkInterfaceExceededTimeLimit = 202;
     QueryFeatureNotAllowed = 224;
     TransactionTooOld = 225;
     NotImplemented = 238;
