@@ -299,8 +299,8 @@ impl Session {
             Some(Bson::Double(n)) if *n >= 1.0 => *n as u64,
             _ => return None,
         };
-        // A command without its database gets that error (40571, `run_with`), not a
-        // refusal a retry would only turn into it.
+        // A command without its database gets that error (`OpMsgMissingDb`, 40571, in
+        // `run_with`), not a refusal a retry would only turn into it.
         if !matches!(cmd.get("$db"), Some(Bson::String(_))) {
             return None;
         }

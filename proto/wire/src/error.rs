@@ -652,7 +652,8 @@ mod tests {
         assert_eq!(ErrorCode::FieldPathEmpty.name(), "Location40352");
         assert_eq!(ErrorCode::BadValue.name(), "BadValue");
         let e = MongoError::new(ErrorCode::RequiredFieldMissing, "m");
-        assert_eq!((e.code, e.code_name.as_ref()), (40414, "Location40414"));
+        assert_eq!(e.code, 40414);
+        assert_eq!(e.code_name, "Location40414");
     }
 
     #[test]
