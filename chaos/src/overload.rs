@@ -29,6 +29,7 @@ use mongodb::event::EventHandler;
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use wire::ErrorCode;
 
 use crate::cluster::{client, Cluster};
 use crate::local::{LocalCluster, LocalOptions};
@@ -150,9 +151,9 @@ enum Outcome {
 impl Outcome {
     /// A failed command's outcome by its error code.
     fn of_code(code: i32) -> Outcome {
-        match code {
-            462 => Outcome::Shed,
-            50 => Outcome::Expired,
+        match ErrorCode::from_code(code) {
+            Some(ErrorCode::IngressRequestRateLimitExceeded) => Outcome::Shed,
+            Some(ErrorCode::MaxTimeMSExpired) => Outcome::Expired,
             _ => Outcome::Other,
         }
     }

@@ -38,7 +38,7 @@ const ROUNDS: usize = 3;
 /// Connections the spread window's lookups take turns over: eight pools of 100.
 pub const SPREAD_OVER: usize = 800;
 /// What the shedder answers (`MongoError::overloaded`).
-const OVERLOADED: i32 = 462;
+const OVERLOADED: i32 = wire::ErrorCode::IngressRequestRateLimitExceeded as i32;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RefusalCost {

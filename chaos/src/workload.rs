@@ -19,6 +19,7 @@ use mongodb::options::ReadConcern;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio_util::sync::CancellationToken;
+use wire::ErrorCode;
 
 use crate::history::{Event, History, Nanos, Op, Outcome};
 
@@ -203,7 +204,7 @@ pub(crate) fn outcome<T>(op: &Op, result: &Result<T, OpError>) -> (Outcome, i32)
         // A read that failed told us nothing.
         Err(e) if matches!(op, Op::Read { .. } | Op::Query { .. }) => (Outcome::Fail, e.code()),
         // A duplicate key is a definite refusal.
-        Err(e) if e.code() == 11000 => (Outcome::Fail, 11000),
+        Err(e) if e.code() == ErrorCode::DuplicateKey as i32 => (Outcome::Fail, e.code()),
         // A write that failed otherwise may still have happened (the driver retried, or
         // the reply was lost).
         Err(e) => (Outcome::Unknown, e.code()),

@@ -37,7 +37,7 @@ const EVENTS: &[(&str, &str)] = &[
 ];
 
 /// `Unauthorized`: a command refused by authorization.
-const UNAUTHORIZED: i32 = 13;
+const UNAUTHORIZED: i32 = wire::ErrorCode::Unauthorized as i32;
 
 pub struct AuditLog {
     path: PathBuf,

@@ -8,7 +8,9 @@ use bson::{Bson, Document};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, info_span, Instrument};
-use wire::{Compressor, DocSequence, Incoming, MongoError, MsgHeader, OpMsg, Request, WireError};
+use wire::{
+    Compressor, DocSequence, ErrorCode, Incoming, MongoError, MsgHeader, OpMsg, Request, WireError,
+};
 
 use crate::commands;
 use crate::context::{RouterState, Session};
@@ -230,7 +232,7 @@ impl Session {
                         // Boxed: a legacy path, kept out of every command's future.
                         Box::pin(self.run(cmd)).await
                     }
-                    _ => MongoError::location(5739101, "OP_QUERY is no longer supported. The client driver may require an upgrade.")
+                    _ => MongoError::new(ErrorCode::OpQueryUnsupported, "OP_QUERY is no longer supported. The client driver may require an upgrade.")
                         .to_document(),
                 };
                 Some(self.encode_reply(&header, wire::OP_REPLY, &reply, None))
@@ -297,8 +299,8 @@ impl Session {
             Some(Bson::Double(n)) if *n >= 1.0 => *n as u64,
             _ => return None,
         };
-        // A command without its database gets that error (40571, `run_with`), not a
-        // refusal a retry would only turn into it.
+        // A command without its database gets that error (`OpMsgMissingDb`, 40571, in
+        // `run_with`), not a refusal a retry would only turn into it.
         if !matches!(cmd.get("$db"), Some(Bson::String(_))) {
             return None;
         }
@@ -359,8 +361,11 @@ impl Session {
         let db = match cmd.get("$db") {
             Some(Bson::String(db)) => db.clone(),
             _ => {
-                return MongoError::location(40571, "OP_MSG requests require a $db argument")
-                    .to_document();
+                return MongoError::new(
+                    ErrorCode::OpMsgMissingDb,
+                    "OP_MSG requests require a $db argument",
+                )
+                .to_document();
             }
         };
         // `$external` holds users authenticated elsewhere (SASL on that database).

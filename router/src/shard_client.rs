@@ -538,12 +538,12 @@ pub fn reply_ok(reply: Document) -> MongoResult<Document> {
             .get_i32("code")
             .unwrap_or(ErrorCode::InternalError as i32);
         let msg = reply.get_str("errmsg").unwrap_or("command failed");
-        return Err(MongoError::location(code, msg));
+        return Err(MongoError::coded(code, msg));
     }
     if let Ok(errors) = reply.get_array("writeErrors") {
         if let Some(bson::Bson::Document(e)) = errors.first() {
             let code = e.get_i32("code").unwrap_or(ErrorCode::InternalError as i32);
-            return Err(MongoError::location(
+            return Err(MongoError::coded(
                 code,
                 e.get_str("errmsg").unwrap_or("write error"),
             ));

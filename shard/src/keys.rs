@@ -5,7 +5,7 @@
 
 use bson::{Bson, Document};
 use query::keystring;
-use wire::{MongoError, MongoResult};
+use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::{IndexMeta, KeyKind};
 
@@ -42,8 +42,8 @@ pub fn index_keys(index: &IndexMeta, doc: &Document) -> MongoResult<Vec<Vec<Bson
         }
         if *kind == KeyKind::Hashed {
             if values.iter().any(|v| matches!(v, Bson::Array(_))) || values.len() > 1 {
-                return Err(MongoError::location(
-                    16766,
+                return Err(MongoError::new(
+                    ErrorCode::HashedIndexArrayValue,
                     "Error: hashed indexes do not currently support array values",
                 ));
             }
@@ -55,8 +55,8 @@ pub fn index_keys(index: &IndexMeta, doc: &Document) -> MongoResult<Vec<Vec<Bson
         return Ok(Vec::new());
     }
     if array_fields > 1 {
-        return Err(MongoError::location(
-            171,
+        return Err(MongoError::new(
+            ErrorCode::CannotIndexParallelArrays,
             format!("cannot index parallel arrays for index {}", index.name),
         ));
     }

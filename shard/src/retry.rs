@@ -208,8 +208,8 @@ pub fn merge_record(held: Option<&Document>, incoming: &Document) -> Document {
 /// namespace was kept name none, and pass).
 fn check_same_namespace(recorded: Option<&str>, ns: &str, txn: i64) -> MongoResult<()> {
     match recorded {
-        Some(recorded) if recorded != ns => Err(MongoError::location(
-            40606,
+        Some(recorded) if recorded != ns => Err(MongoError::new(
+            ErrorCode::RetryableWriteOtherNamespace,
             format!(
                 "retryable write on {ns} is not compatible with the previous write of \
                  txnNumber {txn} in this session, on {recorded}"

@@ -4,6 +4,7 @@
 //! bug the fault uncovered.
 
 use serde::Serialize;
+use wire::ErrorCode;
 
 use crate::check::linearizable::describe;
 use crate::history::{Event, History, Op};
@@ -18,13 +19,35 @@ use crate::history::{Event, History, Op};
 /// InterruptedAtShutdown, InterruptedDueToReplStateChange, NotPrimaryNoSecondaryOk,
 /// NotPrimaryOrSecondary.
 const TRANSIENT: &[i32] = &[
-    -1, 6, 7, 50, 64, 89, 91, 95, 133, 134, 189, 202, 262, 462, 9001, 10107, 11600, 11602, 13435,
-    13436,
+    -1,
+    ErrorCode::HostUnreachable as i32,
+    ErrorCode::HostNotFound as i32,
+    ErrorCode::MaxTimeMSExpired as i32,
+    ErrorCode::WriteConcernFailed as i32,
+    ErrorCode::NetworkTimeout as i32,
+    ErrorCode::ShutdownInProgress as i32,
+    ErrorCode::NotSecondary as i32,
+    ErrorCode::FailedToSatisfyReadPreference as i32,
+    ErrorCode::ReadConcernMajorityNotAvailableYet as i32,
+    ErrorCode::PrimarySteppedDown as i32,
+    ErrorCode::NetworkInterfaceExceededTimeLimit as i32,
+    ErrorCode::ExceededTimeLimit as i32,
+    ErrorCode::IngressRequestRateLimitExceeded as i32,
+    ErrorCode::SocketException as i32,
+    ErrorCode::NotWritablePrimary as i32,
+    ErrorCode::InterruptedAtShutdown as i32,
+    ErrorCode::InterruptedDueToReplStateChange as i32,
+    ErrorCode::NotPrimaryNoSecondaryOk as i32,
+    ErrorCode::NotPrimaryOrSecondary as i32,
 ];
 
 /// Codes a DDL step may also end with when an earlier step's outcome was unknown (it
 /// happened after all): NamespaceNotFound, IndexNotFound, NamespaceExists.
-const DDL_AFTER_UNKNOWN: &[i32] = &[26, 27, 48];
+const DDL_AFTER_UNKNOWN: &[i32] = &[
+    ErrorCode::NamespaceNotFound as i32,
+    ErrorCode::IndexNotFound as i32,
+    ErrorCode::NamespaceExists as i32,
+];
 
 #[derive(Debug, Default, Serialize)]
 pub struct Report {
@@ -41,7 +64,7 @@ impl Report {
 fn explained(e: &Event) -> bool {
     e.code == 0
         || TRANSIENT.contains(&e.code)
-        || (matches!(e.op, Op::DupInsert { .. }) && e.code == 11000)
+        || (matches!(e.op, Op::DupInsert { .. }) && e.code == ErrorCode::DuplicateKey as i32)
         || (matches!(e.op, Op::Ddl { .. }) && DDL_AFTER_UNKNOWN.contains(&e.code))
 }
 

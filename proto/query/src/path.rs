@@ -330,12 +330,10 @@ pub(crate) const MAX_ARRAY_PADDING: usize = 1_500_000;
 /// [`MAX_ARRAY_PADDING`] nulls: CannotBackfillArray (34), as mongod's `maybePadTo`.
 pub(crate) fn check_backfill(len: usize, idx: usize) -> MongoResult<()> {
     if idx.saturating_sub(len) > MAX_ARRAY_PADDING {
-        return Err(MongoError {
-            code: 34,
-            code_name: std::borrow::Cow::Borrowed("CannotBackfillArray"),
-            message: format!("can't backfill more than {MAX_ARRAY_PADDING} elements"),
-            extra: None,
-        });
+        return Err(MongoError::new(
+            ErrorCode::CannotBackfillArray,
+            format!("can't backfill more than {MAX_ARRAY_PADDING} elements"),
+        ));
     }
     Ok(())
 }

@@ -41,8 +41,8 @@ pub struct Projection {
 }
 
 fn positional_error() -> MongoError {
-    MongoError::location(
-        51246,
+    MongoError::new(
+        ErrorCode::PositionalProjectionNoMatch,
         "Executor error during find command :: caused by :: positional operator '.$' couldn't find a matching element in the array",
     )
 }
@@ -75,16 +75,16 @@ impl Parser {
                 Ok(())
             }
             (Kind::Include, Some(true)) | (Kind::Exclude, Some(false)) => Ok(()),
-            (Kind::Exclude, Some(true)) => Err(MongoError::location(
-                31254,
+            (Kind::Exclude, Some(true)) => Err(MongoError::new(
+                ErrorCode::ProjectionExclusionInInclusion,
                 format!("Cannot do exclusion on field {path} in inclusion projection"),
             )),
             (Kind::Include, Some(false)) => {
                 if is_expr {
-                    Err(MongoError::location(31252, format!("Cannot use expression other than $meta in exclusion projection (field {path})")))
+                    Err(MongoError::new(ErrorCode::ProjectionExpressionInExclusion, format!("Cannot use expression other than $meta in exclusion projection (field {path})")))
                 } else {
-                    Err(MongoError::location(
-                        31253,
+                    Err(MongoError::new(
+                        ErrorCode::ProjectionInclusionInExclusion,
                         format!("Cannot do inclusion on field {path} in exclusion projection"),
                     ))
                 }
@@ -123,24 +123,24 @@ impl Parser {
         for comp in path.split('.') {
             if comp.is_empty() {
                 return Err(MongoError::new(
-                    ErrorCode::Location15998,
+                    ErrorCode::FieldPathEmptyComponent,
                     "FieldPath field names may not be empty strings.",
                 ));
             }
             if comp == "$" {
-                return Err(MongoError::location(31394, format!("As of 4.4, it's illegal to specify positional operator in the middle of a path.Positional projection may only be used at the end, for example: a.b.$. If the query previously used a form like a.b.$.d, remove the parts following the '$' and the results will be equivalent. (field {full})")));
+                return Err(MongoError::new(ErrorCode::ProjectionPositionalMidPath, format!("As of 4.4, it's illegal to specify positional operator in the middle of a path.Positional projection may only be used at the end, for example: a.b.$. If the query previously used a form like a.b.$.d, remove the parts following the '$' and the results will be equivalent. (field {full})")));
             }
             if comp.starts_with('$') {
                 return Err(MongoError::new(
-                    ErrorCode::Location16410,
+                    ErrorCode::FieldPathDollarPrefix,
                     format!("FieldPath field names may not start with '$'. Consider using $getField or $setField. ({full})"),
                 ));
             }
         }
         if positional {
             if self.positional {
-                return Err(MongoError::location(
-                    31276,
+                return Err(MongoError::new(
+                    ErrorCode::ProjectionPositionalTwice,
                     "Cannot specify more than one positional projection per query.",
                 ));
             }
@@ -152,7 +152,7 @@ impl Parser {
                 _ => false,
             };
             if !include {
-                return Err(MongoError::location(31395, format!("positional projection cannot be used with exclusion or a literal (field {full})")));
+                return Err(MongoError::new(ErrorCode::ProjectionPositionalNotInclusion, format!("positional projection cannot be used with exclusion or a literal (field {full})")));
             }
             self.positional = true;
             self.set_mode(path, Kind::Include, false)?;
@@ -174,8 +174,8 @@ impl Parser {
                 }
             }
             Bson::Document(d) if d.is_empty() => {
-                return Err(MongoError::location(
-                    51270,
+                return Err(MongoError::new(
+                    ErrorCode::ProjectionEmptySubProjection,
                     format!("An empty sub-projection is not a valid value. Found empty object at path {path}"),
                 ))
             }
@@ -189,7 +189,7 @@ impl Parser {
                         return Err(MongoError::bad_value("$elemMatch projection takes exactly one argument"));
                     }
                     if path.contains('.') {
-                        return Err(MongoError::location(31275, format!("Cannot use $elemMatch projection on a nested field ({path}).")));
+                        return Err(MongoError::new(ErrorCode::ProjectionElemMatchNested, format!("Cannot use $elemMatch projection on a nested field ({path}).")));
                     }
                     let Some(Bson::Document(cond)) = d.get("$elemMatch") else {
                         return Err(MongoError::bad_value("elemMatch: Invalid argument, object required."));
@@ -242,7 +242,7 @@ fn parse_slice(arg: &Bson) -> MongoResult<Option<PNode>> {
             let skip = int(&a[0]).unwrap_or(0);
             let limit = int(&a[1]).unwrap_or(0);
             if limit <= 0 {
-                return Err(MongoError::location(28724, "First argument to $slice must be an array, and the second must be a positive number"));
+                return Err(MongoError::new(ErrorCode::SliceFirstNotArray, "First argument to $slice must be an array, and the second must be a positive number"));
             }
             Ok(Some(PNode::Slice {
                 skip: Some(skip),
@@ -254,7 +254,12 @@ fn parse_slice(arg: &Bson) -> MongoResult<Option<PNode>> {
 }
 
 fn insert(nodes: &mut Vec<(String, PNode)>, path: &str, node: PNode) -> MongoResult<()> {
-    let collision = || MongoError::location(31249, format!("Path collision at {path}"));
+    let collision = || {
+        MongoError::new(
+            ErrorCode::ProjectionPathCollision,
+            format!("Path collision at {path}"),
+        )
+    };
     match path.split_once('.') {
         None => {
             if nodes.iter().any(|(k, _)| k == path) {

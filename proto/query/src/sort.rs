@@ -37,12 +37,12 @@ fn direction(field: &str, v: &Bson) -> MongoResult<bool> {
     match n {
         Some(1.0) => Ok(true),
         Some(-1.0) => Ok(false),
-        Some(_) => Err(MongoError::location(
-            15975,
+        Some(_) => Err(MongoError::new(
+            ErrorCode::SortOrderInvalid,
             "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
         )),
-        None => Err(MongoError::location(
-            15974,
+        None => Err(MongoError::new(
+            ErrorCode::SortKeyIllegal,
             format!("Illegal key in $sort specification: {field}: {v}"),
         )),
     }
@@ -66,13 +66,13 @@ impl SortSpec {
             for comp in k.split('.') {
                 if comp.is_empty() {
                     return Err(MongoError::new(
-                        ErrorCode::Location15998,
+                        ErrorCode::FieldPathEmptyComponent,
                         "FieldPath field names may not be empty strings.",
                     ));
                 }
                 if comp.starts_with('$') {
                     return Err(MongoError::new(
-                        ErrorCode::Location16410,
+                        ErrorCode::FieldPathDollarPrefix,
                         format!("FieldPath field names may not start with '$'. Consider using $getField or $setField. ({k})"),
                     ));
                 }

@@ -262,7 +262,7 @@ pub fn check(name: &str, cmd: &Document) -> MongoResult<()> {
     match cmd.keys().find(|k| !known(k)) {
         None => Ok(()),
         Some(k) => Err(MongoError::new(
-            ErrorCode::Location40415,
+            ErrorCode::UnknownField,
             format!("BSON field '{name}.{k}' is an unknown field."),
         )),
     }

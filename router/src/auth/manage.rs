@@ -148,10 +148,10 @@ pub async fn insert_new(
     match auth.store.insert(kind, doc).await {
         Err(e) if e.code == wire::ErrorCode::DuplicateKey as i32 => {
             let (code, what) = match kind {
-                Kind::User => (51003, "User"),
-                Kind::Role => (51002, "Role"),
+                Kind::User => (wire::ErrorCode::UserAlreadyExists, "User"),
+                Kind::Role => (wire::ErrorCode::RoleAlreadyExists, "Role"),
             };
-            Err(MongoError::location(
+            Err(MongoError::new(
                 code,
                 format!("{what} \"{name}@{db}\" already exists"),
             ))

@@ -12,8 +12,10 @@ pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult
     let name = name_arg(cmd, "Role")?;
     manage::require_on_db(session, db, cmd, &[Action::DropRole], &[], false).await?;
     if roles::is_builtin(name, db) {
-        return Err(MongoError::location(
-            166,
+        // MongoDB answers BadValue ("<role> is a built-in role and cannot be modified");
+        // Bulwark's code 166 is MongoDB's CommandNotSupportedOnView.
+        return Err(MongoError::new(
+            ErrorCode::CommandNotSupportedOnView,
             format!("Cannot drop built-in role: {name}@{db}"),
         ));
     }

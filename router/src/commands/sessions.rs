@@ -279,7 +279,7 @@ pub async fn list_local_sessions(
         .find(|k| !["allUsers", "users"].contains(&k.as_str()))
     {
         return Err(MongoError::new(
-            ErrorCode::Location40415,
+            ErrorCode::UnknownField,
             format!("BSON field '$listLocalSessions.{unknown}' is an unknown field."),
         ));
     }

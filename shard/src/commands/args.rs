@@ -129,7 +129,7 @@ pub fn check_statement_fields(stmt: &Document, context: &str, allowed: &[&str]) 
     for k in stmt.keys() {
         if !allowed.contains(&k.as_str()) {
             return Err(MongoError::new(
-                ErrorCode::Location40415,
+                ErrorCode::UnknownField,
                 format!("BSON field '{context}.{k}' is an unknown field."),
             ));
         }

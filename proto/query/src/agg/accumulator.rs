@@ -75,14 +75,14 @@ impl Accumulator {
 
     pub(crate) fn parse(field: &str, spec: &Bson) -> MongoResult<Accumulator> {
         let Bson::Document(d) = spec else {
-            return Err(MongoError::location(
-                40234,
+            return Err(MongoError::new(
+                ErrorCode::AccumulatorNotObject,
                 format!("The field '{field}' must be an accumulator object"),
             ));
         };
         if d.len() != 1 {
-            return Err(MongoError::location(
-                40238,
+            return Err(MongoError::new(
+                ErrorCode::AccumulatorNotSingle,
                 format!("The field '{field}' must specify one accumulator"),
             ));
         }
@@ -115,8 +115,8 @@ impl Accumulator {
                 ))
             }
             _ => {
-                return Err(MongoError::location(
-                    15952,
+                return Err(MongoError::new(
+                    ErrorCode::UnknownGroupOperator,
                     format!("unknown group operator '{name}'"),
                 ))
             }
@@ -124,8 +124,8 @@ impl Accumulator {
         match kind {
             Kind::Count => {
                 if !matches!(arg, Bson::Document(a) if a.is_empty()) {
-                    return Err(MongoError::location(
-                        40273,
+                    return Err(MongoError::new(
+                        ErrorCode::CountAccumulatorTakesArguments,
                         "$count takes no arguments, i.e. $count:{}",
                     ));
                 }
@@ -133,8 +133,8 @@ impl Accumulator {
             }
             Kind::Top | Kind::Bottom | Kind::TopN | Kind::BottomN => {
                 let Bson::Document(a) = arg else {
-                    return Err(MongoError::location(
-                        5788001,
+                    return Err(MongoError::new(
+                        ErrorCode::TopBottomNotObject,
                         format!("specification for {name} must be an object"),
                     ));
                 };
@@ -142,29 +142,35 @@ impl Accumulator {
                 for k in a.keys() {
                     let ok = matches!(k.as_str(), "sortBy" | "output") || (with_n && k == "n");
                     if !ok {
-                        return Err(MongoError::location(
-                            5788002,
+                        return Err(MongoError::new(
+                            ErrorCode::TopBottomUnknownArgument,
                             format!("Unknown argument for {name}: {k}"),
                         ));
                     }
                 }
                 let output = a.get("output").ok_or_else(|| {
-                    MongoError::location(5788004, format!("Missing value for 'output' in {name}"))
+                    MongoError::new(
+                        ErrorCode::TopBottomMissingOutput,
+                        format!("Missing value for 'output' in {name}"),
+                    )
                 })?;
                 let Some(Bson::Document(sort_by)) = a.get("sortBy") else {
-                    return Err(MongoError::location(
-                        5788005,
+                    return Err(MongoError::new(
+                        ErrorCode::TopBottomMissingSortBy,
                         format!("Missing or invalid value for 'sortBy' in {name}"),
                     ));
                 };
                 let n = if with_n {
                     Some(Expr::parse(a.get("n").ok_or_else(|| {
-                        MongoError::location(5788003, format!("Missing value for 'n' in {name}"))
+                        MongoError::new(
+                            ErrorCode::TopBottomMissingN,
+                            format!("Missing value for 'n' in {name}"),
+                        )
                     })?)?)
                 } else {
                     if a.contains_key("n") {
-                        return Err(MongoError::location(
-                            5788002,
+                        return Err(MongoError::new(
+                            ErrorCode::TopBottomUnknownArgument,
                             format!("Unknown argument for {name}: n"),
                         ));
                     }
@@ -179,24 +185,30 @@ impl Accumulator {
             }
             Kind::FirstN | Kind::LastN | Kind::MaxN | Kind::MinN => {
                 let Bson::Document(a) = arg else {
-                    return Err(MongoError::location(
-                        5787801,
+                    return Err(MongoError::new(
+                        ErrorCode::ArgumentsNotObject,
                         format!("specification for {name} must be an object"),
                     ));
                 };
                 for k in a.keys() {
                     if k != "input" && k != "n" {
-                        return Err(MongoError::location(
-                            5787901,
+                        return Err(MongoError::new(
+                            ErrorCode::NAccumulatorUnknownArgument,
                             format!("Unknown argument for {name}: {k}"),
                         ));
                     }
                 }
                 let input = a.get("input").ok_or_else(|| {
-                    MongoError::location(5787907, format!("Missing value for 'input' in {name}"))
+                    MongoError::new(
+                        ErrorCode::NAccumulatorMissingInput,
+                        format!("Missing value for 'input' in {name}"),
+                    )
                 })?;
                 let n = a.get("n").ok_or_else(|| {
-                    MongoError::location(5787906, format!("Missing value for 'n' in {name}"))
+                    MongoError::new(
+                        ErrorCode::NAccumulatorMissingN,
+                        format!("Missing value for 'n' in {name}"),
+                    )
                 })?;
                 Ok(Accumulator {
                     kind,
@@ -207,8 +219,8 @@ impl Accumulator {
             }
             _ => {
                 if matches!(arg, Bson::Array(_)) {
-                    return Err(MongoError::location(
-                        40237,
+                    return Err(MongoError::new(
+                        ErrorCode::AccumulatorNotUnary,
                         format!("The {name} accumulator is a unary operator"),
                     ));
                 }
@@ -231,14 +243,14 @@ impl Accumulator {
                 match expr::as_int_exact(&v) {
                     Some(k) if k > 0 => k as usize,
                     Some(_) => {
-                        return Err(MongoError::location(
-                            5787908,
+                        return Err(MongoError::new(
+                            ErrorCode::NNotPositive,
                             format!("'n' must be greater than 0, found {v}"),
                         ))
                     }
                     None => {
-                        return Err(MongoError::location(
-                            5787902,
+                        return Err(MongoError::new(
+                            ErrorCode::NNotIntegral,
                             format!("Value for 'n' must be of integral type, but found {v}"),
                         ))
                     }
@@ -382,8 +394,8 @@ impl Accumulator {
                 }
                 Bson::Null | Bson::Undefined => {}
                 other => {
-                    return Err(MongoError::location(
-                        40400,
+                    return Err(MongoError::new(
+                        ErrorCode::MergeObjectsNotObject,
                         format!(
                             "$mergeObjects requires object inputs, but input {other} is of type {}",
                             expr::type_name(&other)

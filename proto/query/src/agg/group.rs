@@ -60,8 +60,8 @@ pub struct Group {
 impl Group {
     pub(crate) fn parse(arg: &Bson) -> MongoResult<Group> {
         let Bson::Document(d) = arg else {
-            return Err(MongoError::location(
-                15947,
+            return Err(MongoError::new(
+                ErrorCode::GroupSpecNotObject,
                 "a group's fields must be specified in an object",
             ));
         };
@@ -81,21 +81,24 @@ impl Group {
                 continue;
             }
             if k.contains('.') {
-                return Err(MongoError::location(
-                    40235,
+                return Err(MongoError::new(
+                    ErrorCode::GroupFieldDotted,
                     format!("The field name '{k}' cannot contain '.'"),
                 ));
             }
             if k.starts_with('$') {
-                return Err(MongoError::location(
-                    40236,
+                return Err(MongoError::new(
+                    ErrorCode::GroupFieldOperator,
                     format!("The field name '{k}' cannot be an operator name"),
                 ));
             }
             accs.push((k.clone(), Accumulator::parse(k, v)?));
         }
         let id = id.ok_or_else(|| {
-            MongoError::location(15955, "a group specification must include an _id")
+            MongoError::new(
+                ErrorCode::GroupMissingId,
+                "a group specification must include an _id",
+            )
         })?;
         Ok(Group { id, accs })
     }

@@ -52,8 +52,8 @@ impl Lookup {
                         )))
                     }
                     _ => {
-                        return Err(MongoError::location(
-                            4570,
+                        return Err(MongoError::new(
+                            ErrorCode::LookupArgumentNotString,
                             format!(
                                 "$lookup argument 'from' must be a string, is type {}",
                                 expr::type_name(v)
@@ -63,8 +63,8 @@ impl Lookup {
                 },
                 "localField" | "foreignField" | "as" => {
                     let Bson::String(s) = v else {
-                        return Err(MongoError::location(
-                            4570,
+                        return Err(MongoError::new(
+                            ErrorCode::LookupArgumentNotString,
                             format!(
                                 "$lookup argument '{k}' must be a string, is type {}",
                                 expr::type_name(v)
@@ -73,8 +73,8 @@ impl Lookup {
                     };
                     crate::depth::check_path(s)?;
                     if s.is_empty() || s.starts_with('$') || s.split('.').any(str::is_empty) {
-                        return Err(MongoError::location(
-                            16410,
+                        return Err(MongoError::new(
+                            ErrorCode::FieldPathDollarPrefix,
                             format!("FieldPath '{s}' is not valid for $lookup '{k}'"),
                         ));
                     }
@@ -87,11 +87,7 @@ impl Lookup {
                 }
                 "let" => {
                     let Bson::Document(l) = v else {
-                        return Err(MongoError::location(
-                            ErrorCode::FailedToParse as i32,
-                            "$lookup argument 'let' must be an object",
-                        ))
-                        .map_err(|e| parse_err(e.message));
+                        return Err(parse_err("$lookup argument 'let' must be an object"));
                     };
                     for (name, e) in l {
                         let_vars.push((name.clone(), Expr::parse(e)?));
@@ -103,7 +99,7 @@ impl Lookup {
                     };
                     let stages = super::stage_docs(
                         stages,
-                        ErrorCode::FailedToParse as i32,
+                        ErrorCode::FailedToParse,
                         "$lookup pipeline elements must be objects",
                     )?;
                     pipeline = Some(Pipeline::parse_inner(&stages, Nesting::Lookup)?);
@@ -313,8 +309,8 @@ pub(crate) struct GraphLookup {
 impl GraphLookup {
     pub(crate) fn parse(arg: &Bson) -> MongoResult<GraphLookup> {
         let Bson::Document(d) = arg else {
-            return Err(MongoError::location(
-                40327,
+            return Err(MongoError::new(
+                ErrorCode::GraphLookupNotObject,
                 "the $graphLookup stage specification must be an object",
             ));
         };
@@ -333,12 +329,12 @@ impl GraphLookup {
                 {
                     Ok(split_path(s))
                 }
-                Bson::String(s) => Err(MongoError::location(
-                    16410,
+                Bson::String(s) => Err(MongoError::new(
+                    ErrorCode::FieldPathDollarPrefix,
                     format!("FieldPath '{s}' is not valid for $graphLookup '{k}'"),
                 )),
-                _ => Err(MongoError::location(
-                    40103,
+                _ => Err(MongoError::new(
+                    ErrorCode::GraphLookupArgumentNotString,
                     format!(
                         "expected string as argument for {k}, found: {}",
                         expr::type_name(v)
@@ -354,8 +350,8 @@ impl GraphLookup {
                         from = Some(s.clone());
                     }
                     _ => {
-                        return Err(MongoError::location(
-                            40103,
+                        return Err(MongoError::new(
+                            ErrorCode::GraphLookupArgumentNotString,
                             "expected string as argument for from",
                         ))
                     }
@@ -367,8 +363,8 @@ impl GraphLookup {
                 "depthField" => depth_field = Some(path_arg(k, v)?),
                 "maxDepth" => {
                     let n = expr::as_int_exact(v).ok_or_else(|| {
-                        MongoError::location(
-                            40100,
+                        MongoError::new(
+                            ErrorCode::GraphLookupMaxDepthNotNumeric,
                             format!(
                                 "maxDepth must be numeric, found type: {}",
                                 expr::type_name(v)
@@ -376,8 +372,8 @@ impl GraphLookup {
                         )
                     })?;
                     if n < 0 {
-                        return Err(MongoError::location(
-                            40101,
+                        return Err(MongoError::new(
+                            ErrorCode::GraphLookupMaxDepthNegative,
                             format!("maxDepth requires a nonnegative argument, found: {n}"),
                         ));
                     }
@@ -385,24 +381,24 @@ impl GraphLookup {
                 }
                 "restrictSearchWithMatch" => {
                     let Bson::Document(m) = v else {
-                        return Err(MongoError::location(
-                            40185,
+                        return Err(MongoError::new(
+                            ErrorCode::GraphLookupRestrictNotObject,
                             "restrictSearchWithMatch must be an object",
                         ));
                     };
                     restrict = Some(Matcher::new(m)?);
                 }
                 _ => {
-                    return Err(MongoError::location(
-                        40104,
+                    return Err(MongoError::new(
+                        ErrorCode::GraphLookupUnknownArgument,
                         format!("Unknown argument to $graphLookup: {k}"),
                     ))
                 }
             }
         }
         let missing = || {
-            MongoError::location(
-                40105,
+            MongoError::new(
+                ErrorCode::GraphLookupMissingArgument,
                 "from, as, startWith, connectFromField and connectToField must all be specified",
             )
         };

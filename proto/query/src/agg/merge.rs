@@ -88,8 +88,8 @@ impl MergeSpec {
             let path: Vec<String> = field.split('.').map(str::to_string).collect();
             match super::project::get_nested(doc, &path) {
                 Some(Bson::Null) | Some(Bson::Undefined) | Some(Bson::Array(_)) | None => {
-                    return Err(MongoError::location(
-                        51132,
+                    return Err(MongoError::new(
+                        ErrorCode::MergeOnFieldMissing,
                         format!("$merge write error: 'on' field '{field}' cannot be missing, null, undefined or an array"),
                     ))
                 }
@@ -113,8 +113,8 @@ pub fn merge_document(
         return match spec.when_not_matched {
             WhenNotMatched::Insert => Ok(MergeAction::Insert(new.clone())),
             WhenNotMatched::Discard => Ok(MergeAction::Nothing),
-            WhenNotMatched::Fail => Err(MongoError::location(
-                13113,
+            WhenNotMatched::Fail => Err(MongoError::new(
+                ErrorCode::MergeStageNoMatchingDocument,
                 "$merge could not find a matching document in the target collection for at least one document in the source collection",
             )),
         };
@@ -167,7 +167,7 @@ pub fn merge_document(
 
 fn unknown(stage: &str, k: &str) -> MongoError {
     MongoError::new(
-        ErrorCode::Location40415,
+        ErrorCode::UnknownField,
         format!("BSON field '{stage}.{k}' is an unknown field."),
     )
 }
@@ -214,15 +214,15 @@ pub(crate) fn parse_out(arg: &Bson) -> MongoResult<OutputStage> {
             }
             let coll = coll.ok_or_else(|| {
                 MongoError::new(
-                    ErrorCode::Location40414,
+                    ErrorCode::RequiredFieldMissing,
                     "BSON field '$out.coll' is missing but a required field",
                 )
             })?;
             check_target(db.as_deref(), &coll)?;
             Ok(OutputStage::Out { db, coll })
         }
-        other => Err(MongoError::location(
-            16990,
+        other => Err(MongoError::new(
+            ErrorCode::OutSpecInvalid,
             format!(
                 "$out only supports a string or object argument, not {}",
                 crate::expr::type_name(other)
@@ -248,8 +248,8 @@ pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
         }
         Bson::Document(_) => {}
         other => {
-            return Err(MongoError::location(
-                51182,
+            return Err(MongoError::new(
+                ErrorCode::MergeSpecInvalid,
                 format!(
                     "$merge only supports a string or object argument, not {}",
                     crate::expr::type_name(other)
@@ -282,14 +282,14 @@ pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
     }
     let (db, coll) = into.ok_or_else(|| {
         MongoError::new(
-            ErrorCode::Location40414,
+            ErrorCode::RequiredFieldMissing,
             "BSON field '$merge.into' is missing but a required field",
         )
     })?;
     check_target(db.as_deref(), &coll)?;
     if has_let && !matches!(spec.when_matched, WhenMatched::Pipeline(_)) {
-        return Err(MongoError::location(
-            51199,
+        return Err(MongoError::new(
+            ErrorCode::MergeLetWithoutPipeline,
             "Cannot use 'let' variables with 'whenMatched' mode other than a pipeline",
         ));
     }
@@ -314,15 +314,15 @@ fn parse_into(v: &Bson) -> MongoResult<(Option<String>, String)> {
             }
             let coll = coll.ok_or_else(|| {
                 MongoError::new(
-                    ErrorCode::Location40414,
+                    ErrorCode::RequiredFieldMissing,
                     "BSON field '$merge.into.coll' is missing but a required field",
                 )
             })?;
             (db, coll)
         }
         _ => {
-            return Err(MongoError::location(
-                51178,
+            return Err(MongoError::new(
+                ErrorCode::MergeIntoInvalid,
                 format!(
                     "$merge 'into' field  must be either a string or an object, but found {}",
                     crate::expr::type_name(v)
@@ -340,21 +340,21 @@ fn parse_on(v: &Bson) -> MongoResult<Vec<String>> {
             .iter()
             .map(|x| match x {
                 Bson::String(s) => Ok(s.clone()),
-                _ => Err(MongoError::location(
-                    51134,
+                _ => Err(MongoError::new(
+                    ErrorCode::MergeOnNotStrings,
                     "$merge 'on' array elements must be strings",
                 )),
             })
             .collect::<MongoResult<_>>()?,
         Bson::Array(_) => {
-            return Err(MongoError::location(
-                51187,
+            return Err(MongoError::new(
+                ErrorCode::MergeOnEmpty,
                 "If explicitly specifying $merge 'on', must include at least one field",
             ))
         }
         _ => {
-            return Err(MongoError::location(
-                51186,
+            return Err(MongoError::new(
+                ErrorCode::MergeOnInvalid,
                 "$merge 'on' field  must be either a string or an array of strings",
             ))
         }
@@ -363,8 +363,8 @@ fn parse_on(v: &Bson) -> MongoResult<Vec<String>> {
     for f in &fields {
         crate::depth::check_path(f)?;
         if !seen.insert(f.clone()) {
-            return Err(MongoError::location(
-                31465,
+            return Err(MongoError::new(
+                ErrorCode::MergeOnDuplicateField,
                 format!("Found a duplicate field '{f}'"),
             ));
         }
@@ -389,7 +389,7 @@ fn parse_when_matched(k: &str, v: &Bson) -> MongoResult<WhenMatched> {
         Bson::Array(stages) => {
             let stages = stage_docs(
                 stages,
-                ErrorCode::TypeMismatch as i32,
+                ErrorCode::TypeMismatch,
                 "$merge whenMatched pipeline stages must be objects",
             )?;
             for s in &stages {
@@ -398,11 +398,10 @@ fn parse_when_matched(k: &str, v: &Bson) -> MongoResult<WhenMatched> {
                     name,
                     "$addFields" | "$set" | "$project" | "$unset" | "$replaceRoot" | "$replaceWith"
                 ) {
-                    return Err(MongoError::location(
-                        ErrorCode::InvalidOptions as i32,
+                    return Err(MongoError::new(
+                        ErrorCode::InvalidOptions,
                         format!("{name} is not allowed to be used within an update"),
-                    )
-                    .with_code_name(ErrorCode::InvalidOptions));
+                    ));
                 }
             }
             WhenMatched::Pipeline(Box::new(Pipeline::parse(&stages)?))
@@ -426,16 +425,4 @@ fn parse_when_not_matched(k: &str, v: &Bson) -> MongoResult<WhenNotMatched> {
         },
         _ => return Err(wrong_type("$merge", k, "string")),
     })
-}
-
-trait WithCodeName {
-    fn with_code_name(self, code: ErrorCode) -> Self;
-}
-
-impl WithCodeName for MongoError {
-    fn with_code_name(mut self, code: ErrorCode) -> Self {
-        self.code = code as i32;
-        self.code_name = std::borrow::Cow::Borrowed(code.name());
-        self
-    }
 }

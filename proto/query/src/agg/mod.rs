@@ -96,15 +96,15 @@ impl Pipeline {
         let mut leading_match = None;
         for (i, spec) in stages.iter().enumerate() {
             if spec.len() != 1 {
-                return Err(MongoError::location(
-                    40323,
+                return Err(MongoError::new(
+                    ErrorCode::StageNotOneField,
                     "A pipeline stage specification object must contain exactly one field.",
                 ));
             }
             let (name, arg) = spec.iter().next().unwrap();
             if output.is_some() {
-                return Err(MongoError::location(
-                    40601,
+                return Err(MongoError::new(
+                    ErrorCode::OutputStageNotLast,
                     format!(
                         "{} can only be the final stage in the pipeline",
                         stage_name(&output)
@@ -115,16 +115,16 @@ impl Pipeline {
                 "$out" | "$merge" => {
                     if nesting != Nesting::Top {
                         let code = if nesting == Nesting::Facet {
-                            40600
+                            ErrorCode::NotAllowedInFacet
                         } else {
-                            51047
+                            ErrorCode::NotAllowedInLookup
                         };
                         let msg = if nesting == Nesting::Facet {
                             format!("{name} is not allowed to be used within a $facet stage")
                         } else {
                             format!("{name} is not allowed within a $lookup's sub-pipeline")
                         };
-                        return Err(MongoError::location(code, msg));
+                        return Err(MongoError::new(code, msg));
                     }
                     output = Some(if name == "$out" {
                         merge::parse_out(arg)?
@@ -134,8 +134,8 @@ impl Pipeline {
                     continue;
                 }
                 "$documents" if i != 0 => {
-                    return Err(MongoError::location(
-                        40602,
+                    return Err(MongoError::new(
+                        ErrorCode::DocumentsNotFirst,
                         "$documents is only valid as the first stage in a pipeline",
                     ));
                 }
@@ -145,8 +145,8 @@ impl Pipeline {
                     }
                 }
                 "$facet" if nesting == Nesting::Facet => {
-                    return Err(MongoError::location(
-                        40600,
+                    return Err(MongoError::new(
+                        ErrorCode::NotAllowedInFacet,
                         "$facet is not allowed to be used within a $facet stage",
                     ));
                 }
@@ -329,8 +329,8 @@ fn stage_name(out: &Option<OutputStage>) -> &'static str {
     }
 }
 
-fn err(code: i32, msg: impl Into<String>) -> MongoError {
-    MongoError::location(code, msg)
+fn err(code: ErrorCode, msg: impl Into<String>) -> MongoError {
+    MongoError::new(code, msg)
 }
 
 fn split_path(p: &str) -> Vec<String> {
@@ -342,7 +342,7 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
         "$match" => {
             let Bson::Document(d) = arg else {
                 return Err(err(
-                    15959,
+                    ErrorCode::MatchSpecNotObject,
                     "the match filter must be an expression in an object",
                 ));
             };
@@ -350,14 +350,17 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
         }
         "$project" => {
             let Bson::Document(d) = arg else {
-                return Err(err(15969, "$project specification must be an object"));
+                return Err(err(
+                    ErrorCode::ProjectSpecNotObject,
+                    "$project specification must be an object",
+                ));
             };
             Stage::Project(Projection::parse(d)?)
         }
         "$addFields" | "$set" => {
             let Bson::Document(d) = arg else {
                 return Err(err(
-                    40272,
+                    ErrorCode::StageSpecNotObject,
                     format!(
                         "{name} specification stage must be an object, got {}",
                         crate::expr::type_name(arg)
@@ -370,7 +373,10 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
         "$group" => Stage::Group(Box::new(Group::parse(arg)?)),
         "$sort" => {
             let Bson::Document(d) = arg else {
-                return Err(err(15973, "the $sort key specification must be an object"));
+                return Err(err(
+                    ErrorCode::SortStageSpecNotObject,
+                    "the $sort key specification must be an object",
+                ));
             };
             Stage::Sort(SortKeys::parse(d)?)
         }
@@ -410,7 +416,7 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
         }
         _ => {
             return Err(err(
-                40324,
+                ErrorCode::UnknownStage,
                 format!("Unrecognized pipeline stage name: '{name}'"),
             ))
         }
@@ -422,22 +428,22 @@ fn parse_unset(arg: &Bson) -> MongoResult<Stage> {
     let paths = match arg {
         Bson::String(s) => vec![s.clone()],
         Bson::Array(a) if a.is_empty() => {
-            return Err(err(31119, "$unset specification must be a string or an array with at least one field"))
+            return Err(err(ErrorCode::UnsetSpecEmpty, "$unset specification must be a string or an array with at least one field"))
         }
         Bson::Array(a) => a
             .iter()
             .map(|x| match x {
                 Bson::String(s) => Ok(s.clone()),
-                _ => Err(err(31120, "$unset specification must be a string or an array containing only string values")),
+                _ => Err(err(ErrorCode::UnsetSpecNotStrings, "$unset specification must be a string or an array containing only string values")),
             })
             .collect::<MongoResult<Vec<_>>>()?,
-        _ => return Err(err(31002, "$unset specification must be a string or an array")),
+        _ => return Err(err(ErrorCode::UnsetSpecInvalid, "$unset specification must be a string or an array")),
     };
     for p in &paths {
         crate::depth::check_path(p)?;
         if p.is_empty() || p.starts_with('$') || p.split('.').any(str::is_empty) {
             return Err(err(
-                31002,
+                ErrorCode::UnsetSpecInvalid,
                 format!("Invalid $unset :: caused by :: FieldPath '{p}' is not valid"),
             ));
         }
@@ -449,21 +455,21 @@ fn parse_unset(arg: &Bson) -> MongoResult<Stage> {
 fn parse_replace_root(arg: &Bson) -> MongoResult<Stage> {
     let Bson::Document(d) = arg else {
         return Err(err(
-            40228,
+            ErrorCode::ReplaceRootNotObject,
             "expected an object as specification for $replaceRoot stage",
         ));
     };
     for k in d.keys() {
         if k != "newRoot" {
             return Err(MongoError::new(
-                ErrorCode::Location40415,
+                ErrorCode::UnknownField,
                 format!("BSON field '$replaceRoot.{k}' is an unknown field."),
             ));
         }
     }
     let root = d.get("newRoot").ok_or_else(|| {
         MongoError::new(
-            ErrorCode::Location40414,
+            ErrorCode::RequiredFieldMissing,
             "BSON field '$replaceRoot.newRoot' is missing but a required field",
         )
     })?;
@@ -474,13 +480,13 @@ fn parse_replace_root(arg: &Bson) -> MongoResult<Stage> {
 fn parse_facet(arg: &Bson) -> MongoResult<Stage> {
     let Bson::Document(d) = arg else {
         return Err(err(
-            15947,
+            ErrorCode::GroupSpecNotObject,
             "the $facet specification must be a non-empty object",
         ));
     };
     if d.is_empty() {
         return Err(err(
-            40169,
+            ErrorCode::FacetSpecInvalid,
             "the $facet specification must be a non-empty object",
         ));
     }
@@ -488,14 +494,18 @@ fn parse_facet(arg: &Bson) -> MongoResult<Stage> {
     for (k, v) in d {
         let Bson::Array(stages) = v else {
             return Err(err(
-                40170,
+                ErrorCode::FacetArgumentNotArray,
                 format!(
                     "arguments to $facet must be arrays, {k} is type {}",
                     crate::expr::type_name(v)
                 ),
             ));
         };
-        let stages = stage_docs(stages, 40171, "subpipeline elements must be objects")?;
+        let stages = stage_docs(
+            stages,
+            ErrorCode::FacetStageNotObject,
+            "subpipeline elements must be objects",
+        )?;
         facets.push((k.clone(), Pipeline::parse_inner(&stages, Nesting::Facet)?));
     }
     Ok(Stage::Facet(facets))
@@ -505,24 +515,37 @@ fn parse_facet(arg: &Bson) -> MongoResult<Stage> {
 fn parse_sample(arg: &Bson) -> MongoResult<Stage> {
     let Bson::Document(d) = arg else {
         return Err(err(
-            28745,
+            ErrorCode::SampleNotObject,
             "the $sample stage specification must be an object",
         ));
     };
     let mut size = None;
     for (k, v) in d {
         if k != "size" {
-            return Err(err(28748, format!("unrecognized option to $sample: {k}")));
+            return Err(err(
+                ErrorCode::SampleUnknownOption,
+                format!("unrecognized option to $sample: {k}"),
+            ));
         }
-        let n = crate::expr::as_int_exact(v)
-            .ok_or_else(|| err(28746, "size argument to $sample must be a number"))?;
+        let n = crate::expr::as_int_exact(v).ok_or_else(|| {
+            err(
+                ErrorCode::SampleSizeNotNumber,
+                "size argument to $sample must be a number",
+            )
+        })?;
         if n < 0 {
-            return Err(err(28747, "size argument to $sample must not be negative"));
+            return Err(err(
+                ErrorCode::SampleSizeNegative,
+                "size argument to $sample must not be negative",
+            ));
         }
         size = Some(n as usize);
     }
     Ok(Stage::Sample(size.ok_or_else(|| {
-        err(28749, "$sample stage must specify a size")
+        err(
+            ErrorCode::SampleMissingSize,
+            "$sample stage must specify a size",
+        )
     })?))
 }
 
@@ -530,12 +553,15 @@ fn parse_sample(arg: &Bson) -> MongoResult<Stage> {
 fn parse_limit(arg: &Bson) -> MongoResult<Stage> {
     let n = crate::expr::as_int_exact(arg).ok_or_else(|| {
         err(
-            15957,
+            ErrorCode::LimitNotNumber,
             format!("the limit must be specified as a number, got {arg}"),
         )
     })?;
     if n <= 0 {
-        return Err(err(15958, "the limit must be positive"));
+        return Err(err(
+            ErrorCode::LimitNotPositive,
+            "the limit must be positive",
+        ));
     }
     Ok(Stage::Limit(n as usize))
 }
@@ -544,13 +570,13 @@ fn parse_limit(arg: &Bson) -> MongoResult<Stage> {
 fn parse_skip(arg: &Bson) -> MongoResult<Stage> {
     let n = crate::expr::as_int_exact(arg).ok_or_else(|| {
         err(
-            15972,
+            ErrorCode::SkipNotNumber,
             format!("Argument to $skip must be a number, got {arg}"),
         )
     })?;
     if n < 0 {
         return Err(err(
-            15956,
+            ErrorCode::SkipNegative,
             format!("Argument to $skip cannot be negative, got {n}"),
         ));
     }
@@ -574,8 +600,11 @@ fn parse_union_with(arg: &Bson) -> MongoResult<Stage> {
                         coll = Some(c.clone());
                     }
                     ("pipeline", Bson::Array(a)) => {
-                        let stages =
-                            stage_docs(a, 40172, "$unionWith pipeline elements must be objects")?;
+                        let stages = stage_docs(
+                            a,
+                            ErrorCode::UnionWithStageNotObject,
+                            "$unionWith pipeline elements must be objects",
+                        )?;
                         pipeline = Some(Box::new(Pipeline::parse_inner(&stages, Nesting::Lookup)?));
                     }
                     ("coll" | "pipeline", _) => {
@@ -586,7 +615,7 @@ fn parse_union_with(arg: &Bson) -> MongoResult<Stage> {
                     }
                     _ => {
                         return Err(MongoError::new(
-                            ErrorCode::Location40415,
+                            ErrorCode::UnknownField,
                             format!("BSON field '$unionWith.{k}' is an unknown field."),
                         ))
                     }
@@ -594,18 +623,16 @@ fn parse_union_with(arg: &Bson) -> MongoResult<Stage> {
             }
             let coll = coll.ok_or_else(|| {
                 MongoError::new(
-                    ErrorCode::Location40414,
+                    ErrorCode::RequiredFieldMissing,
                     "BSON field '$unionWith.coll' is missing but a required field",
                 )
             })?;
             Stage::UnionWith(coll, pipeline)
         }
         _ => {
-            return Err(err(
-                ErrorCode::FailedToParse as i32,
+            return Err(MongoError::failed_to_parse(
                 "the $unionWith stage specification must be an object or string",
             ))
-            .map_err(|e: MongoError| MongoError::failed_to_parse(e.message))
         }
     })
 }
@@ -614,7 +641,7 @@ fn parse_union_with(arg: &Bson) -> MongoResult<Stage> {
 pub fn command_stages(cmd: &Document) -> MongoResult<Vec<Document>> {
     match cmd.get("pipeline") {
         None => Err(MongoError::new(
-            ErrorCode::Location40414,
+            ErrorCode::RequiredFieldMissing,
             "BSON field 'aggregate.pipeline' is missing but a required field",
         )),
         Some(Bson::Array(stages)) => stages
@@ -632,7 +659,7 @@ pub fn command_stages(cmd: &Document) -> MongoResult<Vec<Document>> {
     }
 }
 
-fn stage_docs(a: &[Bson], code: i32, msg: &str) -> MongoResult<Vec<Document>> {
+fn stage_docs(a: &[Bson], code: ErrorCode, msg: &str) -> MongoResult<Vec<Document>> {
     a.iter()
         .map(|s| match s {
             Bson::Document(d) => Ok(d.clone()),
@@ -703,7 +730,7 @@ fn run_stage(
                             v.to_string()
                         };
                         return Err(err(
-                            40228,
+                            ErrorCode::ReplaceRootNotObject,
                             format!(
                                 "'replacement document' must evaluate to an object, but resulting value was: {shown}. Type of resulting value: '{}'. Input document: {d}",
                                 crate::expr::type_name_or_missing(&v)
@@ -761,7 +788,7 @@ fn run_stage(
         Stage::Documents(e) => {
             let v = e.eval(&Document::new(), vars)?;
             let Bson::Array(items) = v else {
-                return Err(err(5858203, "an array is expected"));
+                return Err(err(ErrorCode::DocumentsNotArray, "an array is expected"));
             };
             items
                 .into_iter()
@@ -858,18 +885,18 @@ impl Unwind {
                     match k.as_str() {
                         "path" => match v {
                             Bson::String(s) => path = Some(s.clone()),
-                            _ => return Err(err(28808, format!("expected a string as the path for $unwind stage, got {}", crate::expr::type_name(v)))),
+                            _ => return Err(err(ErrorCode::UnwindPathNotString, format!("expected a string as the path for $unwind stage, got {}", crate::expr::type_name(v)))),
                         },
                         "includeArrayIndex" => match v {
                             Bson::String(s) => {
                                 if s.is_empty() || s.starts_with('$') {
-                                    return Err(err(28822, format!("includeArrayIndex option to $unwind stage should not be prefixed with a '$': {s}")));
+                                    return Err(err(ErrorCode::UnwindIndexFieldDollarPrefixed, format!("includeArrayIndex option to $unwind stage should not be prefixed with a '$': {s}")));
                                 }
                                 index = Some(s.clone());
                             }
                             _ => {
                                 return Err(err(
-                                    28810,
+                                    ErrorCode::UnwindIndexFieldInvalid,
                                     format!("expected a non-empty string for the includeArrayIndex  option to $unwind stage, got {}", crate::expr::type_name(v)),
                                 ))
                             }
@@ -878,19 +905,19 @@ impl Unwind {
                             Bson::Boolean(b) => preserve = *b,
                             _ => {
                                 return Err(err(
-                                    28809,
+                                    ErrorCode::UnwindPreserveNotBool,
                                     format!("expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage, got {}", crate::expr::type_name(v)),
                                 ))
                             }
                         },
-                        _ => return Err(err(28811, format!("unrecognized option to $unwind stage: {k}"))),
+                        _ => return Err(err(ErrorCode::UnwindUnknownOption, format!("unrecognized option to $unwind stage: {k}"))),
                     }
                 }
-                (path.ok_or_else(|| err(28812, "no path specified to $unwind stage"))?, index, preserve)
+                (path.ok_or_else(|| err(ErrorCode::UnwindMissingPath, "no path specified to $unwind stage"))?, index, preserve)
             }
             other => {
                 return Err(err(
-                    15981,
+                    ErrorCode::UnwindSpecInvalid,
                     format!("expected either a string or an object as specification for $unwind stage, got {}", crate::expr::type_name(other)),
                 ))
             }
@@ -901,13 +928,13 @@ impl Unwind {
         }
         let Some(p) = path.strip_prefix('$') else {
             return Err(err(
-                28818,
+                ErrorCode::UnwindPathNotDollarPrefixed,
                 format!("path option to $unwind stage should be prefixed with a '$': {path}"),
             ));
         };
         if p.is_empty() || p.split('.').any(str::is_empty) || p.starts_with('$') {
             return Err(err(
-                28818,
+                ErrorCode::UnwindPathNotDollarPrefixed,
                 format!("invalid path for $unwind stage: {path}"),
             ));
         }
@@ -968,7 +995,7 @@ fn parse_output(v: Option<&Bson>, stage: &str) -> MongoResult<Vec<(String, Accum
             Ok(out)
         }
         Some(_) => Err(err(
-            40196,
+            ErrorCode::BucketOutputNotObject,
             format!("The $bucket 'output' field must be an object, but found type: {stage}"),
         )),
     }
@@ -989,23 +1016,41 @@ pub fn desugar(name: &str, arg: &Bson) -> MongoResult<Option<Vec<Document>>> {
 
 fn count(arg: &Bson) -> MongoResult<Vec<Document>> {
     let Bson::String(s) = arg else {
-        return Err(err(40156, "the count field must be a non-empty string"));
+        return Err(err(
+            ErrorCode::CountFieldNotString,
+            "the count field must be a non-empty string",
+        ));
     };
     if s.is_empty() {
-        return Err(err(40157, "the count field must be a non-empty string"));
+        return Err(err(
+            ErrorCode::CountFieldEmpty,
+            "the count field must be a non-empty string",
+        ));
     }
     if s.starts_with('$') {
-        return Err(err(40158, "the count field cannot be a $-prefixed path"));
+        return Err(err(
+            ErrorCode::CountFieldDollarPrefixed,
+            "the count field cannot be a $-prefixed path",
+        ));
     }
     if s.contains('\0') {
-        return Err(err(40159, "the count field cannot contain a null byte"));
+        return Err(err(
+            ErrorCode::CountFieldNullByte,
+            "the count field cannot contain a null byte",
+        ));
     }
     if s.contains('.') {
-        return Err(err(40160, "the count field cannot contain '.'"));
+        return Err(err(
+            ErrorCode::CountFieldDotted,
+            "the count field cannot contain '.'",
+        ));
     }
     if s == "_id" {
         // What the `$group` it stands for says: its spec would name `_id` twice.
-        return Err(err(15948, "a group's _id may only be specified once"));
+        return Err(err(
+            ErrorCode::GroupIdSpecifiedTwice,
+            "a group's _id may only be specified once",
+        ));
     }
     let mut group = bson::doc! {"_id": Bson::Null};
     group.insert(s.as_str(), bson::doc! {"$sum": 1});
@@ -1023,7 +1068,7 @@ fn sort_by_count(arg: &Bson) -> MongoResult<Vec<Document>> {
     };
     if !ok {
         return Err(err(
-            40148,
+            ErrorCode::SortByCountInvalid,
             "the sortByCount field must be defined as a $-prefixed path or an expression",
         ));
     }
@@ -1035,16 +1080,22 @@ fn sort_by_count(arg: &Bson) -> MongoResult<Vec<Document>> {
 
 fn bucket(arg: &Bson) -> MongoResult<Vec<Document>> {
     let Bson::Document(d) = arg else {
-        return Err(err(40201, "Argument to $bucket stage must be an object"));
+        return Err(err(
+            ErrorCode::BucketNotObject,
+            "Argument to $bucket stage must be an object",
+        ));
     };
     for k in d.keys() {
         if !matches!(k.as_str(), "groupBy" | "boundaries" | "default" | "output") {
-            return Err(err(40197, format!("Unrecognized option to $bucket: {k}.")));
+            return Err(err(
+                ErrorCode::BucketUnknownOption,
+                format!("Unrecognized option to $bucket: {k}."),
+            ));
         }
     }
     let group_by = d.get("groupBy").ok_or_else(|| {
         err(
-            40198,
+            ErrorCode::BucketMissingArgument,
             "$bucket requires 'groupBy' and 'boundaries' to be specified.",
         )
     })?;
@@ -1055,35 +1106,35 @@ fn bucket(arg: &Bson) -> MongoResult<Vec<Document>> {
     };
     if !ok_group {
         return Err(err(
-            40202,
+            ErrorCode::BucketGroupByInvalid,
             "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression",
         ));
     }
     let Some(b) = d.get("boundaries") else {
         return Err(err(
-            40198,
+            ErrorCode::BucketMissingArgument,
             "$bucket requires 'groupBy' and 'boundaries' to be specified.",
         ));
     };
     let Bson::Array(boundaries) = b else {
         return Err(err(
-            40200,
+            ErrorCode::BucketBoundariesNotArray,
             "The $bucket 'boundaries' field must be an array",
         ));
     };
     if boundaries.len() < 2 {
-        return Err(err(40192, format!("The $bucket 'boundaries' field must have at least 2 values, but found {} value(s).", boundaries.len())));
+        return Err(err(ErrorCode::BucketTooFewBoundaries, format!("The $bucket 'boundaries' field must have at least 2 values, but found {} value(s).", boundaries.len())));
     }
     for w in boundaries.windows(2) {
         if crate::order::type_rank(&w[0]) != crate::order::type_rank(&w[1]) {
             return Err(err(
-                40193,
+                ErrorCode::BucketBoundariesMixedTypes,
                 "All values in the the 'boundaries' option to $bucket must have the same type.",
             ));
         }
         if compare_values(&w[0], &w[1]) != std::cmp::Ordering::Less {
             return Err(err(
-                40194,
+                ErrorCode::BucketBoundariesUnsorted,
                 "The 'boundaries' option to $bucket must be sorted in ascending order.",
             ));
         }
@@ -1096,7 +1147,7 @@ fn bucket(arg: &Bson) -> MongoResult<Vec<Document>> {
             && compare_values(def, lo) != std::cmp::Ordering::Less
             && compare_values(def, hi) == std::cmp::Ordering::Less
         {
-            return Err(err(40199, "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary."));
+            return Err(err(ErrorCode::BucketDefaultInRange, "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary."));
         }
     }
     let bound = |v: &Bson| bson::doc! {"$literal": v.clone()};
@@ -1120,7 +1171,10 @@ fn bucket(arg: &Bson) -> MongoResult<Vec<Document>> {
     match d.get("output") {
         Some(Bson::Document(output)) if output.contains_key("_id") => {
             // What the `$group` it stands for says: its spec would name `_id` twice.
-            return Err(err(15948, "a group's _id may only be specified once"));
+            return Err(err(
+                ErrorCode::GroupIdSpecifiedTwice,
+                "a group's _id may only be specified once",
+            ));
         }
         Some(Bson::Document(output)) => group.extend(output.clone()),
         _ => {
@@ -1143,7 +1197,10 @@ struct BucketAuto {
 impl BucketAuto {
     fn parse(arg: &Bson) -> MongoResult<BucketAuto> {
         let Bson::Document(d) = arg else {
-            return Err(err(40240, "The argument to $bucketAuto must be an object"));
+            return Err(err(
+                ErrorCode::BucketAutoNotObject,
+                "The argument to $bucketAuto must be an object",
+            ));
         };
         for k in d.keys() {
             match k.as_str() {
@@ -1156,7 +1213,7 @@ impl BucketAuto {
                 }
                 _ => {
                     return Err(err(
-                        40245,
+                        ErrorCode::BucketAutoUnknownOption,
                         format!("Unrecognized option to $bucketAuto: {k}."),
                     ))
                 }
@@ -1164,7 +1221,7 @@ impl BucketAuto {
         }
         let (Some(g), Some(b)) = (d.get("groupBy"), d.get("buckets")) else {
             return Err(err(
-                40246,
+                ErrorCode::BucketAutoMissingArgument,
                 "$bucketAuto requires 'groupBy' and 'buckets' to be specified",
             ));
         };
@@ -1172,7 +1229,7 @@ impl BucketAuto {
             Some(n) if n > 0 && n <= i32::MAX as i64 => n as usize,
             Some(_) => {
                 return Err(err(
-                    40243,
+                    ErrorCode::BucketAutoBucketsNotPositive,
                     format!(
                         "The $bucketAuto 'buckets' field must be greater than 0, but found: {b}"
                     ),
@@ -1180,7 +1237,7 @@ impl BucketAuto {
             }
             None => {
                 return Err(err(
-                    40241,
+                    ErrorCode::BucketAutoBucketsNotNumeric,
                     format!(
                     "The $bucketAuto 'buckets' field must be a numeric value, but found type: {}",
                     crate::expr::type_name(b)
@@ -1292,7 +1349,7 @@ fn redact(
             Ok(Some(out))
         }
         _ => Err(err(
-            17053,
+            ErrorCode::RedactInvalidResult,
             format!("$redact's expression should not return anything aside from the variables $$KEEP, $$DESCEND, and $$PRUNE, but returned {v}"),
         )),
     }

@@ -4,7 +4,7 @@
 use bson::{Bson, Document};
 
 use crate::expr::{Expr, Variables};
-use crate::{MongoError, MongoResult};
+use crate::{ErrorCode, MongoError, MongoResult};
 
 /// A projection tree: each level lists its fields in specification order.
 #[derive(Debug, Clone, Default)]
@@ -29,8 +29,8 @@ impl Tree {
     /// existing leaf is a collision, as in MongoDB.
     fn insert(&mut self, path: &[&str], item: Item, full: &str) -> MongoResult<()> {
         let collision = || {
-            MongoError::location(
-                31250,
+            MongoError::new(
+                ErrorCode::ProjectionPathPrefixCollision,
                 format!("Invalid $project :: caused by :: Path collision at {full}"),
             )
         };
@@ -78,20 +78,20 @@ impl Tree {
 fn check_field_name(k: &str, full: &str) -> MongoResult<()> {
     crate::depth::check_path(full)?;
     if k.is_empty() {
-        return Err(MongoError::location(
-            40352,
+        return Err(MongoError::new(
+            ErrorCode::FieldPathEmpty,
             "FieldPath cannot be constructed with empty string",
         ));
     }
     if k.starts_with('$') {
-        return Err(MongoError::location(
-            16410,
+        return Err(MongoError::new(
+            ErrorCode::FieldPathDollarPrefix,
             format!("FieldPath field names may not start with '$'. Given FieldPath: {k}"),
         ));
     }
     if k.split('.').any(str::is_empty) {
-        return Err(MongoError::location(
-            15998,
+        return Err(MongoError::new(
+            ErrorCode::FieldPathEmptyComponent,
             format!("FieldPath field names may not be empty strings. Given: {k}"),
         ));
     }
@@ -111,7 +111,7 @@ pub(crate) struct Projection {
 impl Projection {
     pub(crate) fn parse(spec: &Document) -> MongoResult<Projection> {
         if spec.is_empty() {
-            return Err(MongoError::location(51272, "Invalid $project :: caused by :: projection specification must have at least one field"));
+            return Err(MongoError::new(ErrorCode::ProjectionEmpty, "Invalid $project :: caused by :: projection specification must have at least one field"));
         }
         let mut tree = Tree::default();
         parse_project_level(spec, "", &mut tree)?;
@@ -130,20 +130,20 @@ impl Projection {
             match mode {
                 None => mode = Some(this),
                 Some(true) if !this => {
-                    conflict = Some(MongoError::location(
-                        31254,
+                    conflict = Some(MongoError::new(
+                        ErrorCode::ProjectionExclusionInInclusion,
                         format!("Invalid $project :: caused by :: Cannot do exclusion on field {k} in inclusion projection"),
                     ))
                 }
                 Some(false) if matches!(i, Item::Expr(_)) => {
-                    conflict = Some(MongoError::location(
-                        31252,
+                    conflict = Some(MongoError::new(
+                        ErrorCode::ProjectionExpressionInExclusion,
                         format!("Invalid $project :: caused by :: Cannot use expression other than $meta in exclusion projection (field {k})"),
                     ))
                 }
                 Some(false) if this => {
-                    conflict = Some(MongoError::location(
-                        31253,
+                    conflict = Some(MongoError::new(
+                        ErrorCode::ProjectionInclusionInExclusion,
                         format!("Invalid $project :: caused by :: Cannot do inclusion on field {k} in exclusion projection"),
                     ))
                 }
@@ -173,8 +173,8 @@ impl Projection {
         let inclusion = mode.unwrap_or(false);
         if inclusion {
             if nested_id_excl {
-                return Err(MongoError::location(
-                    31254,
+                return Err(MongoError::new(
+                    ErrorCode::ProjectionExclusionInInclusion,
                     "Invalid $project :: caused by :: Cannot do exclusion on field _id in inclusion projection",
                 ));
             }
@@ -221,8 +221,8 @@ fn parse_project_level(spec: &Document, prefix: &str, tree: &mut Tree) -> MongoR
                 }
             }
             Bson::Document(d) if d.is_empty() => {
-                return Err(MongoError::location(
-                    51270,
+                return Err(MongoError::new(
+                    ErrorCode::ProjectionEmptySubProjection,
                     format!("Invalid $project :: caused by :: An empty sub-projection is not a valid value. Found empty object at path {full}"),
                 ))
             }
@@ -252,8 +252,8 @@ fn insert_subtree(tree: &mut Tree, path: &[&str], sub: Tree, full: &str) -> Mong
                 }
             }
             Some(_) => {
-                return Err(MongoError::location(
-                    31250,
+                return Err(MongoError::new(
+                    ErrorCode::ProjectionPathPrefixCollision,
                     format!("Invalid $project :: caused by :: Path collision at {full}"),
                 ))
             }
@@ -266,8 +266,8 @@ fn insert_subtree(tree: &mut Tree, path: &[&str], sub: Tree, full: &str) -> Mong
     }
     match tree.fields.iter_mut().find(|(n, _)| n == head) {
         Some((_, Item::Sub(t))) => insert_subtree(t, rest, sub, full),
-        _ => Err(MongoError::location(
-            31250,
+        _ => Err(MongoError::new(
+            ErrorCode::ProjectionPathPrefixCollision,
             format!("Invalid $project :: caused by :: Path collision at {full}"),
         )),
     }

@@ -16,8 +16,8 @@ pub(crate) struct SortKeys {
 impl SortKeys {
     pub(crate) fn parse(spec: &Document) -> MongoResult<SortKeys> {
         if spec.is_empty() {
-            return Err(MongoError::location(
-                15976,
+            return Err(MongoError::new(
+                ErrorCode::SortSpecEmpty,
                 "$sort stage must have at least one sort key",
             ));
         }

@@ -3,7 +3,7 @@
 
 use bson::{Bson, DateTime};
 
-use crate::{MongoError, MongoResult};
+use crate::{ErrorCode, MongoError, MongoResult};
 
 use super::convert::type_name;
 use super::decimal::{Dec, Rounding};
@@ -137,7 +137,10 @@ fn arith_add(v: &[Bson]) -> MongoResult<Bson> {
         match x {
             Bson::DateTime(d) => {
                 if date.is_some() {
-                    return Err(err(16612, "only one date allowed in an $add expression"));
+                    return Err(err(
+                        ErrorCode::AddMultipleDates,
+                        "only one date allowed in an $add expression",
+                    ));
                 }
                 date = Some(d.timestamp_millis());
             }
@@ -146,7 +149,7 @@ fn arith_add(v: &[Bson]) -> MongoResult<Bson> {
                 Some(n) => acc = num_add(acc, n),
                 None => {
                     return Err(err(
-                        16554,
+                        ErrorCode::AddNotNumericOrDate,
                         format!(
                             "$add only supports numeric or date types, not {}",
                             type_name(x)
@@ -195,7 +198,7 @@ fn arith_subtract(a: &Bson, b: &Bson) -> MongoResult<Bson> {
         _ => match (num_of(a), num_of(b)) {
             (Some(x), Some(y)) => Ok(num_to_bson(num_sub(x, y))),
             _ => Err(err(
-                16556,
+                ErrorCode::SubtractInvalidTypes,
                 format!("can't $subtract {} from {}", type_name(b), type_name(a)),
             )),
         },
@@ -214,7 +217,7 @@ fn arith_multiply(v: &[Bson]) -> MongoResult<Bson> {
             Some(n) => acc = num_mul(acc, n),
             None => {
                 return Err(err(
-                    16555,
+                    ErrorCode::MultiplyNotNumeric,
                     format!(
                         "$multiply only supports numeric types, not {}",
                         type_name(x)
@@ -236,7 +239,7 @@ fn arith_divide(a: &Bson, b: &Bson) -> MongoResult<Bson> {
     }
     let (Some(x), Some(y)) = (num_of(a), num_of(b)) else {
         return Err(err(
-            16609,
+            ErrorCode::DivideNotNumeric,
             format!(
                 "$divide only supports numeric types, not {} and {}",
                 type_name(a),
@@ -263,7 +266,7 @@ fn arith_mod(a: &Bson, b: &Bson) -> MongoResult<Bson> {
     }
     let (Some(x), Some(y)) = (num_of(a), num_of(b)) else {
         return Err(err(
-            16611,
+            ErrorCode::ModNotNumeric,
             format!(
                 "$mod only supports numeric types, not {} and {}",
                 type_name(a),
@@ -276,7 +279,7 @@ fn arith_mod(a: &Bson, b: &Bson) -> MongoResult<Bson> {
         n => num_f64(n) == 0.0,
     };
     if zero && !matches!((x, y), (Num::D(_), _) | (_, Num::D(_))) {
-        return Err(err(16610, "can't $mod by zero"));
+        return Err(err(ErrorCode::ModByZero, "can't $mod by zero"));
     }
     Ok(match (x, y) {
         (Num::M(_), _) | (_, Num::M(_)) => Bson::Decimal128(num_dec(x).rem(&num_dec(y)).to_d128()),
@@ -297,16 +300,8 @@ fn unary_math(op: Op, v: &Bson) -> MongoResult<Bson> {
     }
     let name = op.name();
     let Some(n) = num_of(v) else {
-        let code = match op {
-            Op::Abs => 28765,
-            Op::Ceil | Op::Floor => 28765,
-            Op::Sqrt => 28765,
-            Op::Exp => 28765,
-            Op::Ln => 28765,
-            _ => 28765,
-        };
         return Err(err(
-            code,
+            ErrorCode::MathNotNumeric,
             format!("{name} only supports numeric types, not {}", type_name(v)),
         ));
     };
@@ -314,7 +309,7 @@ fn unary_math(op: Op, v: &Bson) -> MongoResult<Bson> {
     if is_nan && !matches!(op, Op::Abs | Op::Ceil | Op::Floor) {
         return Ok(num_to_bson(n));
     }
-    let positive_check = |code: i32, allow_zero: bool| -> MongoResult<()> {
+    let positive_check = |code: ErrorCode, allow_zero: bool| -> MongoResult<()> {
         let f = num_f64(n);
         if f < 0.0 || (!allow_zero && f == 0.0) {
             let what = if allow_zero {
@@ -340,7 +335,12 @@ fn unary_math(op: Op, v: &Bson) -> MongoResult<Bson> {
             },
             Num::L(l) => match l.checked_abs() {
                 Some(a) => Bson::Int64(a),
-                None => return Err(err(28680, "can't take $abs of long long min")),
+                None => {
+                    return Err(err(
+                        ErrorCode::AbsOfLongMin,
+                        "can't take $abs of long long min",
+                    ))
+                }
             },
             Num::D(d) => Bson::Double(d.abs()),
             Num::M(d) => Bson::Decimal128(d.abs().to_d128()),
@@ -358,16 +358,16 @@ fn unary_math(op: Op, v: &Bson) -> MongoResult<Bson> {
             }
         },
         Op::Sqrt => {
-            positive_check(28714, true)?;
+            positive_check(ErrorCode::SqrtNegative, true)?;
             float_result(n, num_f64(n).sqrt())
         }
         Op::Exp => float_result(n, num_f64(n).exp()),
         Op::Ln => {
-            positive_check(28766, false)?;
+            positive_check(ErrorCode::LnNotPositive, false)?;
             float_result(n, num_f64(n).ln())
         }
         Op::Log10 => {
-            positive_check(28761, false)?;
+            positive_check(ErrorCode::Log10NotPositive, false)?;
             float_result(n, num_f64(n).log10())
         }
         _ => unreachable!(),
@@ -387,20 +387,20 @@ fn arith_log(a: &Bson, b: &Bson) -> MongoResult<Bson> {
     }
     let Some(x) = num_of(a) else {
         return Err(err(
-            28756,
+            ErrorCode::LogArgumentNotNumeric,
             format!("$log's argument must be numeric, not {}", type_name(a)),
         ));
     };
     let Some(base) = num_of(b) else {
         return Err(err(
-            28757,
+            ErrorCode::LogBaseNotNumeric,
             format!("$log's base must be numeric, not {}", type_name(b)),
         ));
     };
     let (xf, bf) = (num_f64(x), num_f64(base));
     if xf <= 0.0 {
         return Err(err(
-            28758,
+            ErrorCode::LogArgumentNotPositive,
             format!(
                 "$log's argument must be a positive number, but is {}",
                 num_to_bson(x)
@@ -409,7 +409,7 @@ fn arith_log(a: &Bson, b: &Bson) -> MongoResult<Bson> {
     }
     if bf <= 0.0 || bf == 1.0 {
         return Err(err(
-            28759,
+            ErrorCode::LogBaseInvalid,
             format!(
                 "$log's base must be a positive number not equal to 1, but is {}",
                 num_to_bson(base)
@@ -429,20 +429,20 @@ fn arith_pow(a: &Bson, b: &Bson) -> MongoResult<Bson> {
     }
     let Some(x) = num_of(a) else {
         return Err(err(
-            28762,
+            ErrorCode::PowBaseNotNumeric,
             format!("$pow's base must be numeric, not {}", type_name(a)),
         ));
     };
     let Some(y) = num_of(b) else {
         return Err(err(
-            28763,
+            ErrorCode::PowExponentNotNumeric,
             format!("$pow's exponent must be numeric, not {}", type_name(b)),
         ));
     };
     let (xf, yf) = (num_f64(x), num_f64(y));
     if xf == 0.0 && yf < 0.0 {
         return Err(err(
-            28764,
+            ErrorCode::PowZeroToNegative,
             "$pow cannot take a base of 0 and a negative exponent",
         ));
     }
@@ -489,7 +489,7 @@ fn round_trunc(op: Op, v: &Bson, place: Option<&Bson>) -> MongoResult<Bson> {
             Some(p) if (-20..=100).contains(&p) => p as i32,
             _ => {
                 return Err(err(
-                    51083,
+                    ErrorCode::RoundPrecisionOutOfRange,
                     format!(
                         "cannot apply {name} with precision value {p} value must be in [-20, 100]"
                     ),
@@ -499,7 +499,7 @@ fn round_trunc(op: Op, v: &Bson, place: Option<&Bson>) -> MongoResult<Bson> {
     };
     let Some(n) = num_of(v) else {
         return Err(err(
-            51081,
+            ErrorCode::RoundNotNumeric,
             format!("{name} only supports numeric types, not {}", type_name(v)),
         ));
     };
@@ -524,7 +524,7 @@ fn round_trunc(op: Op, v: &Bson, place: Option<&Bson>) -> MongoResult<Bson> {
             Some(r) => Bson::Int64(r),
             None => {
                 return Err(err(
-                    51080,
+                    ErrorCode::RoundDecimalConversion,
                     format!("invalid conversion from Decimal128 result in {name}"),
                 ))
             }

@@ -19,7 +19,9 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
     match op {
         ArrayElemAt => {
             let first = "$arrayElemAt's first argument must be an array, but is ";
-            let Some(arr) = typed_or_null(&v[0], Bson::as_array, 28689, first)? else {
+            let Some(arr) =
+                typed_or_null(&v[0], Bson::as_array, ErrorCode::ArrayElemAtNotArray, first)?
+            else {
                 return Ok(Bson::Null);
             };
             if is_nullish(&v[1]) {
@@ -27,7 +29,7 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
             }
             let Some(num) = num_of(&v[1]) else {
                 return Err(err(
-                    28690,
+                    ErrorCode::ArrayElemAtIndexNotNumeric,
                     format!(
                         "$arrayElemAt's second argument must be a numeric value, but is {}",
                         type_name(&v[1])
@@ -36,7 +38,7 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
             };
             let Some(i) = as_int_exact(&v[1]).filter(|i| i32::try_from(*i).is_ok()) else {
                 return Err(err(
-                    28691,
+                    ErrorCode::ArrayElemAtIndexNotInt32,
                     format!("$arrayElemAt's second argument must be representable as a 32-bit integer: {}", num_to_bson(num)),
                 ));
             };
@@ -44,7 +46,9 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
         }
         First | Last => {
             let msg = format_args!("{name}'s argument must be an array, but is ");
-            let Some(a) = typed_or_null(&v[0], Bson::as_array, 28689, msg)? else {
+            let Some(a) =
+                typed_or_null(&v[0], Bson::as_array, ErrorCode::ArrayElemAtNotArray, msg)?
+            else {
                 return Ok(Bson::Null);
             };
             let e = if op == First { a.first() } else { a.last() };
@@ -53,7 +57,7 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
         Size => match &v[0] {
             Bson::Array(a) => Ok(Bson::Int32(a.len() as i32)),
             x => Err(err(
-                17124,
+                ErrorCode::SizeNotArray,
                 format!(
                     "The argument to $size must be an array. Type of argument was: {}",
                     type_name_or_missing(x)
@@ -64,7 +68,11 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
         ConcatArrays => {
             let mut out = Vec::new();
             for x in v {
-                let Some(a) = array_or_null(x, 28664, "$concatArrays only supports arrays, not ")?
+                let Some(a) = array_or_null(
+                    x,
+                    ErrorCode::ConcatArraysNotArray,
+                    "$concatArrays only supports arrays, not ",
+                )?
                 else {
                     return Ok(Bson::Null);
                 };
@@ -75,7 +83,7 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
         In => match &v[1] {
             Bson::Array(a) => Ok(Bson::Boolean(a.iter().any(|e| values_eq(e, &v[0])))),
             x => Err(err(
-                40081,
+                ErrorCode::InNotArray,
                 format!(
                     "$in requires an array as a second argument, found: {}",
                     type_name_or_missing(x)
@@ -87,7 +95,9 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
         Range => range(&v),
         ReverseArray => {
             let msg = "The argument to $reverseArray must be an array, but was of type: ";
-            let Some(mut a) = array_or_null(v.pop().unwrap(), 34435, msg)? else {
+            let Some(mut a) =
+                array_or_null(v.pop().unwrap(), ErrorCode::ReverseArrayNotArray, msg)?
+            else {
                 return Ok(Bson::Null);
             };
             a.reverse();
@@ -102,7 +112,7 @@ pub(super) fn eval(op: Op, mut v: Vec<Bson>) -> MongoResult<Bson> {
             )),
             x if is_nullish(&x) => Ok(Bson::Null),
             x => Err(err(
-                40390,
+                ErrorCode::ObjectToArrayNotDocument,
                 format!(
                     "$objectToArray requires a document input, found: {}",
                     type_name(&x)
@@ -128,7 +138,7 @@ pub(super) fn slice(v: &[Bson]) -> MongoResult<Bson> {
         x if is_nullish(x) => return Ok(Bson::Null),
         x => {
             return Err(err(
-                28724,
+                ErrorCode::SliceFirstNotArray,
                 format!(
                     "First argument to $slice must be an array, but is of type: {}",
                     type_name(x)
@@ -139,7 +149,7 @@ pub(super) fn slice(v: &[Bson]) -> MongoResult<Bson> {
     if v[1..].iter().any(is_nullish) {
         return Ok(Bson::Null);
     }
-    let int_arg = |i: usize, code: i32, what: &str| -> MongoResult<i64> {
+    let int_arg = |i: usize, code: ErrorCode, what: &str| -> MongoResult<i64> {
         as_int_exact(&v[i])
             .filter(|n| i32::try_from(*n).is_ok())
             .ok_or_else(|| {
@@ -154,18 +164,18 @@ pub(super) fn slice(v: &[Bson]) -> MongoResult<Bson> {
     };
     let len = arr.len() as i64;
     let (start, count) = if v.len() == 2 {
-        let n = int_arg(1, 28725, "Second")?;
+        let n = int_arg(1, ErrorCode::SliceSecondNotNumeric, "Second")?;
         if n >= 0 {
             (0, n.min(len))
         } else {
             ((len + n).max(0), (-n).min(len))
         }
     } else {
-        let pos = int_arg(1, 28725, "Second")?;
-        let n = int_arg(2, 28726, "Third")?;
+        let pos = int_arg(1, ErrorCode::SliceSecondNotNumeric, "Second")?;
+        let n = int_arg(2, ErrorCode::SliceThirdNotNumeric, "Third")?;
         if n <= 0 {
             return Err(err(
-                28729,
+                ErrorCode::SliceThirdNotPositive,
                 format!("Third argument to $slice must be positive: {}", v[2]),
             ));
         }
@@ -183,7 +193,8 @@ pub(super) fn slice(v: &[Bson]) -> MongoResult<Bson> {
 
 fn index_of_array(v: &[Bson]) -> MongoResult<Bson> {
     let msg = "$indexOfArray requires an array as a first argument, found: ";
-    let Some(arr) = typed_or_null(&v[0], Bson::as_array, 40090, msg)? else {
+    let Some(arr) = typed_or_null(&v[0], Bson::as_array, ErrorCode::IndexOfArrayNotArray, msg)?
+    else {
         return Ok(Bson::Null);
     };
     let (start, end) = index_range("$indexOfArray", v, arr.len())?;
@@ -204,9 +215,9 @@ pub(super) fn index_range(name: &str, v: &[Bson], len: usize) -> MongoResult<(us
             None => Ok(None),
             Some(x) => match as_int_exact(x) {
                 Some(n) if n >= 0 => Ok(Some(n as usize)),
-                Some(_) => Err(err(40097, format!("{name} requires a nonnegative start index, found: {x}"))),
+                Some(_) => Err(err(ErrorCode::IndexOfStartNegative, format!("{name} requires a nonnegative start index, found: {x}"))),
                 None => Err(err(
-                    40096,
+                    ErrorCode::IndexOfStartNotIntegral,
                     format!("{name} requires an integral starting index, found a value of type: {}, with value: {x}", type_name(x)),
                 )),
             },
@@ -218,7 +229,7 @@ pub(super) fn index_range(name: &str, v: &[Bson], len: usize) -> MongoResult<(us
 }
 
 pub(super) fn range(v: &[Bson]) -> MongoResult<Bson> {
-    let get = |i: usize, c_num: i32, c_int: i32, what: &str| -> MongoResult<i64> {
+    let get = |i: usize, c_num: ErrorCode, c_int: ErrorCode, what: &str| -> MongoResult<i64> {
         let x = &v[i];
         if num_of(x).is_none() {
             return Err(err(
@@ -233,15 +244,33 @@ pub(super) fn range(v: &[Bson]) -> MongoResult<Bson> {
             .filter(|n| i32::try_from(*n).is_ok())
             .ok_or_else(|| err(c_int, format!("$range requires a {what} that can be represented as a 32-bit integer, found value: {x}")))
     };
-    let start = get(0, 34443, 34444, "starting value")?;
-    let end = get(1, 34445, 34446, "ending value")?;
+    let start = get(
+        0,
+        ErrorCode::RangeStartNotNumeric,
+        ErrorCode::RangeStartNotInt32,
+        "starting value",
+    )?;
+    let end = get(
+        1,
+        ErrorCode::RangeEndNotNumeric,
+        ErrorCode::RangeEndNotInt32,
+        "ending value",
+    )?;
     let step = if v.len() > 2 {
-        get(2, 34447, 34448, "step value")?
+        get(
+            2,
+            ErrorCode::RangeStepNotNumeric,
+            ErrorCode::RangeStepNotInt32,
+            "step value",
+        )?
     } else {
         1
     };
     if step == 0 {
-        return Err(err(34449, "$range requires a non-zero step value"));
+        return Err(err(
+            ErrorCode::RangeStepZero,
+            "$range requires a non-zero step value",
+        ));
     }
     // mongod's estimate (sizeof(vector) + length * sizeof(Value)) against
     // internalQueryMaxRangeBytes: ExceededMemoryLimit (146) rather than a huge allocation.
@@ -267,7 +296,11 @@ pub(super) fn range(v: &[Bson]) -> MongoResult<Bson> {
 const MAX_RANGE_BYTES: i64 = 100 * 1024 * 1024;
 
 fn array_to_object(v: Bson) -> MongoResult<Bson> {
-    let Some(arr) = array_or_null(v, 40386, "$arrayToObject requires an array input, found: ")?
+    let Some(arr) = array_or_null(
+        v,
+        ErrorCode::ArrayToObjectNotArray,
+        "$arrayToObject requires an array input, found: ",
+    )?
     else {
         return Ok(Bson::Null);
     };
@@ -278,7 +311,7 @@ fn array_to_object(v: Bson) -> MongoResult<Bson> {
             Bson::Array(mut pair) if first_is_array => {
                 if pair.len() != 2 {
                     return Err(err(
-                        40397,
+                        ErrorCode::ArrayToObjectPairSize,
                         format!("$arrayToObject requires an array of size 2 arrays,found array of size: {}", pair.len()),
                     ));
                 }
@@ -287,7 +320,7 @@ fn array_to_object(v: Bson) -> MongoResult<Bson> {
                     Bson::String(k) => (k, val),
                     k => {
                         return Err(err(
-                            40395,
+                            ErrorCode::ArrayToObjectPairKeyNotString,
                             format!(
                                 "$arrayToObject requires an array of key-value pairs, where the key must be of type string. Found key type: {}",
                                 type_name(&k)
@@ -299,13 +332,13 @@ fn array_to_object(v: Bson) -> MongoResult<Bson> {
             Bson::Document(mut d) if !first_is_array => {
                 if d.len() != 2 {
                     return Err(err(
-                        40392,
+                        ErrorCode::ArrayToObjectKeyCount,
                         format!("$arrayToObject requires an object keys of 'k' and 'v'. Found incorrect number of keys:{}", d.len()),
                     ));
                 }
                 let (Some(k), Some(val)) = (d.remove("k"), d.remove("v")) else {
                     return Err(err(
-                        40393,
+                        ErrorCode::ArrayToObjectMissingKOrV,
                         "$arrayToObject requires an object with keys 'k' and 'v'. Missing either or both keys from: {}",
                     ));
                 };
@@ -313,7 +346,7 @@ fn array_to_object(v: Bson) -> MongoResult<Bson> {
                     Bson::String(k) => (k, val),
                     k => {
                         return Err(err(
-                            40394,
+                            ErrorCode::ArrayToObjectKNotString,
                             format!("$arrayToObject requires an object with keys 'k' and 'v', where the value of 'k' must be of type string. Found type: {}", type_name(&k)),
                         ))
                     }
@@ -321,17 +354,17 @@ fn array_to_object(v: Bson) -> MongoResult<Bson> {
             }
             Bson::Array(_) | Bson::Document(_) => {
                 return Err(err(
-                    40396,
+                    ErrorCode::ArrayToObjectMixedFormats,
                     "$arrayToObject requires a consistent input format. Elements must all be arrays or all be objects",
                 ))
             }
             other => {
-                return Err(err(40398, format!("Unrecognised input type format for $arrayToObject: {}", type_name(&other))))
+                return Err(err(ErrorCode::ArrayToObjectInvalidElement, format!("Unrecognised input type format for $arrayToObject: {}", type_name(&other))))
             }
         };
         if k.contains('\0') {
             return Err(err(
-                4940400,
+                ErrorCode::ArrayToObjectKeyNullByte,
                 "Key field cannot contain an embedded null byte",
             ));
         }
@@ -348,7 +381,7 @@ pub(super) fn named_zip(a: &mut Args) -> MongoResult<Bson> {
         Some(Bson::Boolean(b)) => b,
         Some(x) => {
             return Err(err(
-                34463,
+                ErrorCode::ZipUseLongestLengthNotBool,
                 format!("useLongestLength must be a bool, found {}", type_name(&x)),
             ))
         }
@@ -358,7 +391,7 @@ pub(super) fn named_zip(a: &mut Args) -> MongoResult<Bson> {
         Some(Bson::Array(a)) => Some(a),
         Some(x) => {
             return Err(err(
-                34462,
+                ErrorCode::ZipDefaultsNotArray,
                 format!(
                     "defaults must be an array of expressions, found {}",
                     type_name(&x)
@@ -368,7 +401,7 @@ pub(super) fn named_zip(a: &mut Args) -> MongoResult<Bson> {
     };
     let Bson::Array(inputs) = inputs else {
         return Err(err(
-            34461,
+            ErrorCode::ZipInputsNotArray,
             format!(
                 "inputs must be an array of expressions, found {}",
                 type_name(&inputs)
@@ -377,12 +410,15 @@ pub(super) fn named_zip(a: &mut Args) -> MongoResult<Bson> {
     };
     if defaults.is_some() && !longest {
         return Err(err(
-            34466,
+            ErrorCode::ZipDefaultsWithoutUseLongestLength,
             "cannot specify defaults unless useLongestLength is true",
         ));
     }
     if defaults.as_ref().is_some_and(|d| d.len() != inputs.len()) {
-        return Err(err(34467, "defaults and inputs must have the same length"));
+        return Err(err(
+            ErrorCode::ZipDefaultsLengthMismatch,
+            "defaults and inputs must have the same length",
+        ));
     }
     let mut arrays = Vec::with_capacity(inputs.len());
     for x in inputs {
@@ -391,7 +427,7 @@ pub(super) fn named_zip(a: &mut Args) -> MongoResult<Bson> {
             x if is_nullish(&x) => return Ok(Bson::Null),
             x => {
                 return Err(err(
-                    34468,
+                    ErrorCode::ZipInputNotArray,
                     format!("$zip found a non-array expression in input: {x}"),
                 ))
             }
@@ -425,7 +461,7 @@ pub(super) fn named_sort_array(a: &mut Args) -> MongoResult<Bson> {
     let input = a.req(0)?;
     let spec = a.expr(1).and_then(Expr::as_constant).unwrap();
     let msg = "The input argument to $sortArray must be an array, but was of type: ";
-    let Some(mut arr) = array_or_null(input, 2942504, msg)? else {
+    let Some(mut arr) = array_or_null(input, ErrorCode::SortArrayInputNotArray, msg)? else {
         return Ok(Bson::Null);
     };
     sort_values(&mut arr, spec)?;
@@ -442,7 +478,7 @@ pub(super) fn named_first_last_n(a: &mut Args) -> MongoResult<Bson> {
         Bson::Array(a) => a,
         x => {
             return Err(err(
-                5788200,
+                ErrorCode::NInputNotArray,
                 format!(
                     "Input must be an array, but found {}",
                     type_name_or_missing(&x)
@@ -473,11 +509,11 @@ fn parse_n(name: &str, n: &Bson) -> MongoResult<usize> {
     match as_int_exact(n) {
         Some(k) if k > 0 => Ok(k as usize),
         Some(_) => Err(err(
-            5787908,
+            ErrorCode::NNotPositive,
             format!("'n' must be greater than 0, found {n} for {name}"),
         )),
         None => Err(err(
-            5787902,
+            ErrorCode::NNotIntegral,
             format!("Value for 'n' must be of integral type, but found {n} for {name}"),
         )),
     }
@@ -494,7 +530,7 @@ pub(crate) fn sort_values(arr: &mut [Bson], spec: &Bson) -> MongoResult<()> {
                         Some(1) => false,
                         Some(-1) => true,
                         _ => return Err(err(
-                            15975,
+                            ErrorCode::SortOrderInvalid,
                             "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
                         )),
                     };
@@ -547,7 +583,7 @@ pub(super) fn validate_sort_by(spec: &Bson) -> MongoResult<()> {
         Bson::Int32(1) | Bson::Int32(-1) | Bson::Int64(1) | Bson::Int64(-1) => Ok(()),
         Bson::Double(f) if *f == 1.0 || *f == -1.0 => Ok(()),
         _ => Err(err(
-            2942503,
+            ErrorCode::SortArraySortByInvalid,
             "$sortArray sortBy must be either 1, -1, or a non-empty sort specification",
         )),
     }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use bson::{Bson, DateTime};
 
-use crate::MongoResult;
+use crate::{ErrorCode, MongoResult};
 
 use super::convert::{type_name, type_name_or_missing};
 use super::{err, is_nullish};
@@ -153,7 +153,7 @@ pub(super) fn timezone_arg(v: Option<Bson>) -> MongoResult<Option<Tz>> {
         Some(Bson::String(s)) => s,
         Some(x) => {
             return Err(err(
-                40517,
+                ErrorCode::TimezoneNotString,
                 format!(
                     "timezone must evaluate to a string, found {}",
                     type_name(&x)
@@ -176,7 +176,7 @@ pub(super) fn timezone_arg(v: Option<Bson>) -> MongoResult<Option<Tz>> {
             named_utc: false,
         })),
         None => Err(err(
-            40485,
+            ErrorCode::TimezoneUnknown,
             format!("unrecognized time zone identifier: \"{s}\""),
         )),
     }
@@ -213,7 +213,7 @@ pub(super) fn date_millis(v: &Bson) -> MongoResult<i64> {
         Bson::Timestamp(t) => Ok(t.time as i64 * 1000),
         Bson::ObjectId(o) => Ok(o.timestamp().timestamp_millis()),
         x => Err(err(
-            16006,
+            ErrorCode::DateConversionFailed,
             format!(
                 "can't convert from BSON type {} to Date",
                 type_name_or_missing(x)
@@ -247,12 +247,15 @@ pub(super) fn format_date(fmt: &str, ms: i64, off: i64) -> MongoResult<String> {
             continue;
         }
         let Some(spec) = chars.next() else {
-            return Err(err(18535, "Unmatched '%' at end of format string"));
+            return Err(err(
+                ErrorCode::DateFormatTrailingPercent,
+                "Unmatched '%' at end of format string",
+            ));
         };
         let needs_year = matches!(spec, 'Y' | 'G');
         if needs_year && !(0..=9999).contains(&p.year) {
             return Err(err(
-                18537,
+                ErrorCode::DateToStringYearOutOfRange,
                 format!(
                     "$dateToString is only defined on year 0-9999, tried to use year {}",
                     p.year
@@ -292,7 +295,7 @@ pub(super) fn format_date(fmt: &str, ms: i64, off: i64) -> MongoResult<String> {
             '%' => write!(out, "%"),
             other => {
                 return Err(err(
-                    18536,
+                    ErrorCode::DateFormatInvalidCharacter,
                     format!("Invalid format character '%{other}' in format string"),
                 ))
             }

@@ -3,7 +3,7 @@
 
 use bson::{Bson, Document};
 
-use crate::MongoResult;
+use crate::{ErrorCode, MongoResult};
 
 use super::arith::as_int_exact;
 use super::convert::array_or_null;
@@ -20,19 +20,35 @@ pub(super) fn parse_cond(arg: &Bson) -> MongoResult<Node> {
                     "if" => i = Some(Expr::parse(v)?),
                     "then" => t = Some(Expr::parse(v)?),
                     "else" => e = Some(Expr::parse(v)?),
-                    _ => return Err(err(17083, format!("Unrecognized parameter to $cond: {k}"))),
+                    _ => {
+                        return Err(err(
+                            ErrorCode::CondUnknownArgument,
+                            format!("Unrecognized parameter to $cond: {k}"),
+                        ))
+                    }
                 }
             }
-            let i = i.ok_or_else(|| err(17080, "Missing 'if' parameter to $cond"))?;
-            let t = t.ok_or_else(|| err(17081, "Missing 'then' parameter to $cond"))?;
-            let e = e.ok_or_else(|| err(17082, "Missing 'else' parameter to $cond"))?;
+            let i =
+                i.ok_or_else(|| err(ErrorCode::CondMissingIf, "Missing 'if' parameter to $cond"))?;
+            let t = t.ok_or_else(|| {
+                err(
+                    ErrorCode::CondMissingThen,
+                    "Missing 'then' parameter to $cond",
+                )
+            })?;
+            let e = e.ok_or_else(|| {
+                err(
+                    ErrorCode::CondMissingElse,
+                    "Missing 'else' parameter to $cond",
+                )
+            })?;
             Ok(Node::Cond(Box::new((i, t, e))))
         }
         _ => {
             let args = args_of(arg)?;
             if args.len() != 3 {
                 return Err(err(
-                    16020,
+                    ErrorCode::ExpressionArgumentCount,
                     format!(
                         "Expression $cond takes exactly 3 arguments. {} were passed in.",
                         args.len()
@@ -51,7 +67,10 @@ pub(super) fn parse_cond(arg: &Bson) -> MongoResult<Node> {
 
 pub(super) fn parse_switch(arg: &Bson) -> MongoResult<Node> {
     let Bson::Document(d) = arg else {
-        return Err(err(40060, "$switch requires an object as an argument"));
+        return Err(err(
+            ErrorCode::SwitchNotObject,
+            "$switch requires an object as an argument",
+        ));
     };
     let mut branches = Vec::new();
     let mut default = None;
@@ -59,11 +78,17 @@ pub(super) fn parse_switch(arg: &Bson) -> MongoResult<Node> {
         match k.as_str() {
             "branches" => {
                 let Bson::Array(a) = v else {
-                    return Err(err(40061, "$switch expected an array for 'branches'"));
+                    return Err(err(
+                        ErrorCode::SwitchBranchesNotArray,
+                        "$switch expected an array for 'branches'",
+                    ));
                 };
                 for b in a {
                     let Bson::Document(bd) = b else {
-                        return Err(err(40062, "$switch expected each branch to be an object"));
+                        return Err(err(
+                            ErrorCode::SwitchBranchNotObject,
+                            "$switch expected each branch to be an object",
+                        ));
                     };
                     let (mut case, mut then) = (None, None);
                     for (bk, bv) in bd {
@@ -72,7 +97,7 @@ pub(super) fn parse_switch(arg: &Bson) -> MongoResult<Node> {
                             "then" => then = Some(Expr::parse(bv)?),
                             _ => {
                                 return Err(err(
-                                    40063,
+                                    ErrorCode::SwitchBranchUnknownArgument,
                                     format!("$switch found an unknown argument to a branch: {bk}"),
                                 ))
                             }
@@ -80,13 +105,13 @@ pub(super) fn parse_switch(arg: &Bson) -> MongoResult<Node> {
                     }
                     let case = case.ok_or_else(|| {
                         err(
-                            40064,
+                            ErrorCode::SwitchBranchMissingCase,
                             "$switch requires each branch have a 'case' expression",
                         )
                     })?;
                     let then = then.ok_or_else(|| {
                         err(
-                            40065,
+                            ErrorCode::SwitchBranchMissingThen,
                             "$switch requires each branch have a 'then' expression.",
                         )
                     })?;
@@ -96,28 +121,37 @@ pub(super) fn parse_switch(arg: &Bson) -> MongoResult<Node> {
             "default" => default = Some(boxed(Expr::parse(v)?)),
             _ => {
                 return Err(err(
-                    40067,
+                    ErrorCode::SwitchUnknownArgument,
                     format!("$switch found an unknown argument: {k}"),
                 ))
             }
         }
     }
     if branches.is_empty() {
-        return Err(err(40068, "$switch requires at least one branch."));
+        return Err(err(
+            ErrorCode::SwitchNoBranches,
+            "$switch requires at least one branch.",
+        ));
     }
     Ok(Node::Switch(branches, default))
 }
 
 pub(super) fn parse_let(arg: &Bson) -> MongoResult<Node> {
     let Bson::Document(d) = arg else {
-        return Err(err(16874, "$let only supports an object as its argument"));
+        return Err(err(
+            ErrorCode::LetNotObject,
+            "$let only supports an object as its argument",
+        ));
     };
     let (mut vars, mut body) = (None, None);
     for (k, v) in d {
         match k.as_str() {
             "vars" => {
                 let Bson::Document(vd) = v else {
-                    return Err(err(10065, "invalid parameter: expected an object (vars)"));
+                    return Err(err(
+                        ErrorCode::LetVarsNotObject,
+                        "invalid parameter: expected an object (vars)",
+                    ));
                 };
                 let mut out = Vec::new();
                 for (name, e) in vd {
@@ -127,11 +161,22 @@ pub(super) fn parse_let(arg: &Bson) -> MongoResult<Node> {
                 vars = Some(out);
             }
             "in" => body = Some(Expr::parse(v)?),
-            _ => return Err(err(16875, format!("Unrecognized parameter to $let: {k}"))),
+            _ => {
+                return Err(err(
+                    ErrorCode::LetUnknownArgument,
+                    format!("Unrecognized parameter to $let: {k}"),
+                ))
+            }
         }
     }
-    let vars = vars.ok_or_else(|| err(16876, "Missing 'vars' parameter to $let"))?;
-    let body = body.ok_or_else(|| err(16877, "Missing 'in' parameter to $let"))?;
+    let vars = vars.ok_or_else(|| {
+        err(
+            ErrorCode::LetMissingVars,
+            "Missing 'vars' parameter to $let",
+        )
+    })?;
+    let body =
+        body.ok_or_else(|| err(ErrorCode::LetMissingIn, "Missing 'in' parameter to $let"))?;
     Ok(Node::Let(vars, boxed(body)))
 }
 
@@ -142,7 +187,7 @@ fn parse_as(v: Option<&Bson>, default: &str) -> MongoResult<String> {
             validate_var_name(s)?;
             Ok(s.clone())
         }
-        Some(_) => Err(err(16866, "'as' must be a string")),
+        Some(_) => Err(err(ErrorCode::AsNotString, "'as' must be a string")),
     }
 }
 
@@ -150,11 +195,27 @@ pub(super) fn parse_filter(arg: &Bson) -> MongoResult<Node> {
     let d = arg_object(
         arg,
         &["input", "as", "cond", "limit"],
-        (28646, "$filter only supports an object as its argument"),
-        (28647, "Unrecognized parameter to $filter: "),
+        (
+            ErrorCode::FilterNotObject,
+            "$filter only supports an object as its argument",
+        ),
+        (
+            ErrorCode::FilterUnknownArgument,
+            "Unrecognized parameter to $filter: ",
+        ),
     )?;
-    let input = required(d, "input", 28648, "Missing 'input' parameter to $filter")?;
-    let cond = required(d, "cond", 28650, "Missing 'cond' parameter to $filter")?;
+    let input = required(
+        d,
+        "input",
+        ErrorCode::FilterMissingInput,
+        "Missing 'input' parameter to $filter",
+    )?;
+    let cond = required(
+        d,
+        "cond",
+        ErrorCode::FilterMissingCond,
+        "Missing 'cond' parameter to $filter",
+    )?;
     Ok(Node::Filter {
         input: boxed(Expr::parse(input)?),
         name: parse_as(d.get("as"), "this")?,
@@ -167,11 +228,27 @@ pub(super) fn parse_map(arg: &Bson) -> MongoResult<Node> {
     let d = arg_object(
         arg,
         &["input", "as", "in"],
-        (16878, "$map only supports an object as its argument"),
-        (16879, "Unrecognized parameter to $map: "),
+        (
+            ErrorCode::MapNotObject,
+            "$map only supports an object as its argument",
+        ),
+        (
+            ErrorCode::MapUnknownArgument,
+            "Unrecognized parameter to $map: ",
+        ),
     )?;
-    let input = required(d, "input", 16880, "Missing 'input' parameter to $map")?;
-    let body = required(d, "in", 16882, "Missing 'in' parameter to $map")?;
+    let input = required(
+        d,
+        "input",
+        ErrorCode::MapMissingInput,
+        "Missing 'input' parameter to $map",
+    )?;
+    let body = required(
+        d,
+        "in",
+        ErrorCode::MapMissingIn,
+        "Missing 'in' parameter to $map",
+    )?;
     Ok(Node::Map {
         input: boxed(Expr::parse(input)?),
         name: parse_as(d.get("as"), "this")?,
@@ -183,22 +260,33 @@ pub(super) fn parse_reduce(arg: &Bson) -> MongoResult<Node> {
     let d = arg_object(
         arg,
         &["input", "initialValue", "in"],
-        (40075, "$reduce requires an object as an argument"),
-        (40076, "$reduce found an unknown argument: "),
+        (
+            ErrorCode::ReduceNotObject,
+            "$reduce requires an object as an argument",
+        ),
+        (
+            ErrorCode::ReduceUnknownArgument,
+            "$reduce found an unknown argument: ",
+        ),
     )?;
     let input = required(
         d,
         "input",
-        40077,
+        ErrorCode::ReduceMissingInput,
         "$reduce requires 'input' to be specified",
     )?;
     let initial = required(
         d,
         "initialValue",
-        40078,
+        ErrorCode::ReduceMissingInitialValue,
         "$reduce requires 'initialValue' to be specified",
     )?;
-    let body = required(d, "in", 40079, "$reduce requires 'in' to be specified")?;
+    let body = required(
+        d,
+        "in",
+        ErrorCode::ReduceMissingIn,
+        "$reduce requires 'in' to be specified",
+    )?;
     Ok(Node::Reduce {
         input: boxed(Expr::parse(input)?),
         initial: boxed(Expr::parse(initial)?),
@@ -212,8 +300,8 @@ pub(super) fn parse_reduce(arg: &Bson) -> MongoResult<Node> {
 fn arg_object<'a>(
     arg: &'a Bson,
     known: &[&str],
-    not_object: (i32, &str),
-    unknown: (i32, &str),
+    not_object: (ErrorCode, &str),
+    unknown: (ErrorCode, &str),
 ) -> MongoResult<&'a Document> {
     let Bson::Document(d) = arg else {
         return Err(err(not_object.0, not_object.1));
@@ -225,7 +313,7 @@ fn arg_object<'a>(
 }
 
 /// The value of `key` in an argument object, or the error (`code`, `msg`) when it is absent.
-fn required<'a>(d: &'a Document, key: &str, code: i32, msg: &str) -> MongoResult<&'a Bson> {
+fn required<'a>(d: &'a Document, key: &str, code: ErrorCode, msg: &str) -> MongoResult<&'a Bson> {
     d.get(key).ok_or_else(|| err(code, msg))
 }
 
@@ -245,7 +333,7 @@ pub(super) fn ev_switch<'e>(
     match default {
         Some(d) => d.ev(cx),
         None => Err(err(
-            40066,
+            ErrorCode::SwitchNoMatchingBranch,
             "$switch could not find a matching branch for an input, and no default was specified.",
         )),
     }
@@ -287,10 +375,15 @@ pub(super) fn ev_filter<'e>(
             v if is_nullish(&v) => None,
             v => match as_int_exact(&v) {
                 Some(n) if n >= 1 && n <= i32::MAX as i64 => Some(n as usize),
-                Some(_) => return Err(err(327391, "$filter: limit must be greater than 0")),
+                Some(_) => {
+                    return Err(err(
+                        ErrorCode::FilterLimitNotPositive,
+                        "$filter: limit must be greater than 0",
+                    ))
+                }
                 None => {
                     return Err(err(
-                        327392,
+                        ErrorCode::FilterLimitNotInt32,
                         format!(
                             "$filter: limit must be represented as a 32-bit integral value: {v}"
                         ),
@@ -299,7 +392,12 @@ pub(super) fn ev_filter<'e>(
             },
         },
     };
-    let Some(items) = array_or_null(input, 28651, "input to $filter must be an array not ")? else {
+    let Some(items) = array_or_null(
+        input,
+        ErrorCode::FilterInputNotArray,
+        "input to $filter must be an array not ",
+    )?
+    else {
         return Ok(Bson::Null);
     };
     let mut out = Vec::new();
@@ -329,7 +427,7 @@ pub(super) fn ev_map<'e>(
     cx: &mut Cx<'_, 'e>,
 ) -> MongoResult<Bson> {
     let msg = "input to $map must be an array not ";
-    let Some(items) = array_or_null(input.ev(cx)?, 16883, msg)? else {
+    let Some(items) = array_or_null(input.ev(cx)?, ErrorCode::MapInputNotArray, msg)? else {
         return Ok(Bson::Null);
     };
     let mut out = Vec::with_capacity(items.len());
@@ -355,7 +453,7 @@ pub(super) fn ev_reduce<'e>(
     cx: &mut Cx<'_, 'e>,
 ) -> MongoResult<Bson> {
     let msg = "$reduce requires that 'input' be an array, found: ";
-    let Some(items) = array_or_null(input.ev(cx)?, 40080, msg)? else {
+    let Some(items) = array_or_null(input.ev(cx)?, ErrorCode::ReduceInputNotArray, msg)? else {
         return Ok(Bson::Null);
     };
     let mut acc = initial.ev(cx)?;

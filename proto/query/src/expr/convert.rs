@@ -4,7 +4,7 @@ use std::fmt::Display;
 
 use bson::{oid::ObjectId, spec::ElementType, Bson, DateTime};
 
-use crate::{MongoError, MongoResult};
+use crate::{ErrorCode, MongoError, MongoResult};
 
 use super::arith::{as_int_exact, num_of};
 use super::calendar::parse_date_string;
@@ -49,7 +49,7 @@ pub(crate) fn type_name_or_missing(v: &Bson) -> &'static str {
 }
 
 /// An operator's argument of the wrong type: error `code`, `msg` followed by the type of `v`.
-pub(super) fn type_error(code: i32, msg: impl Display, v: &Bson) -> MongoError {
+pub(super) fn type_error(code: ErrorCode, msg: impl Display, v: &Bson) -> MongoError {
     err(code, format!("{msg}{}", type_name(v)))
 }
 
@@ -58,7 +58,7 @@ pub(super) fn type_error(code: i32, msg: impl Display, v: &Bson) -> MongoError {
 pub(super) fn typed_or_null<'v, T>(
     v: &'v Bson,
     pick: impl FnOnce(&'v Bson) -> Option<T>,
-    code: i32,
+    code: ErrorCode,
     msg: impl Display,
 ) -> MongoResult<Option<T>> {
     match pick(v) {
@@ -71,7 +71,7 @@ pub(super) fn typed_or_null<'v, T>(
 /// [`typed_or_null`] for an array argument the operator consumes.
 pub(super) fn array_or_null(
     v: Bson,
-    code: i32,
+    code: ErrorCode,
     msg: impl Display,
 ) -> MongoResult<Option<Vec<Bson>>> {
     match v {
@@ -114,12 +114,7 @@ pub(crate) fn fmt_double(d: f64) -> String {
 }
 
 pub(super) fn conversion_failure(msg: impl Into<String>) -> MongoError {
-    MongoError {
-        code: 241,
-        code_name: std::borrow::Cow::Borrowed("ConversionFailure"),
-        message: msg.into(),
-        extra: None,
-    }
+    MongoError::new(ErrorCode::ConversionFailure, msg)
 }
 
 fn target_type(v: &Bson) -> MongoResult<ElementType> {
@@ -383,7 +378,7 @@ pub(super) fn named_convert(a: &mut Args) -> MongoResult<Bson> {
     let to = target_type(&to)?;
     match convert(input, to) {
         Ok(v) => Ok(v),
-        Err(e) if e.code == 241 => a.on_error(2, e),
+        Err(e) if e.code == ErrorCode::ConversionFailure as i32 => a.on_error(2, e),
         Err(e) => Err(e),
     }
 }

@@ -26,7 +26,7 @@ pub(super) fn named_date_to_string(a: &mut Args) -> MongoResult<Bson> {
         Some(x) if is_nullish(&x) => return Ok(Bson::Null),
         Some(x) => {
             return Err(err(
-                18533,
+                ErrorCode::DateToStringFormatNotString,
                 format!(
                     "$dateToString requires that 'format' be a string, found: {} with value {x}",
                     type_name(&x)
@@ -67,7 +67,7 @@ pub(super) fn named_date_from_string(a: &mut Args) -> MongoResult<Bson> {
         Some(x) if is_nullish(&x) => return Ok(Bson::Null),
         Some(x) => {
             return Err(err(
-                40684,
+                ErrorCode::DateFromStringFormatNotString,
                 format!(
                     "$dateFromString requires that 'format' be a string, found: {}",
                     type_name(&x)
@@ -99,7 +99,7 @@ pub(super) fn named_date_to_parts(a: &mut Args) -> MongoResult<Bson> {
         Some(x) if is_nullish(&x) => return Ok(Bson::Null),
         Some(x) => {
             return Err(err(
-                40521,
+                ErrorCode::Iso8601NotBool,
                 format!("iso8601 must evaluate to a bool, found {}", type_name(&x)),
             ))
         }
@@ -133,7 +133,7 @@ pub(super) fn named_date_add(a: &mut Args) -> MongoResult<Bson> {
     let unit = time_unit(name, &unit)?;
     let Some(mut amount) = as_int_exact(&amount) else {
         return Err(err(
-            5166405,
+            ErrorCode::DateAddAmountNotIntegral,
             format!("{name} expects integer amount of time units"),
         ));
     };
@@ -141,7 +141,7 @@ pub(super) fn named_date_add(a: &mut Args) -> MongoResult<Bson> {
         // i64::MIN cannot be negated (mongod: 6045000).
         amount = amount.checked_neg().ok_or_else(|| {
             err(
-                6045000,
+                ErrorCode::DateSubtractAmountInvalid,
                 format!("invalid $dateSubtract 'amount' parameter value: {amount}"),
             )
         })?;
@@ -192,7 +192,7 @@ pub(super) fn named_date_trunc(a: &mut Args) -> MongoResult<Bson> {
         Some(b) if is_nullish(&b) => return Ok(Bson::Null),
         Some(b) => match as_int_exact(&b) {
             Some(n) if n > 0 => n,
-            _ => return Err(err(5439017, format!("$dateTrunc requires 'binSize' to be a positive 64-bit integer, but got value '{b}'"))),
+            _ => return Err(err(ErrorCode::DateTruncBinSizeInvalid, format!("$dateTrunc requires 'binSize' to be a positive 64-bit integer, but got value '{b}'"))),
         },
     };
     let sow = start_of_week(sow)?;
@@ -244,7 +244,7 @@ pub(super) fn date_from_parts(a: &mut Args) -> MongoResult<Bson> {
                 Some(n) => vals[i] = Some(n),
                 None => {
                     return Err(err(
-                        40515,
+                        ErrorCode::DatePartNotInteger,
                         format!(
                             "'{}' must evaluate to an integer, found {} with value {v}",
                             names[i],
@@ -269,13 +269,13 @@ pub(super) fn date_from_parts(a: &mut Args) -> MongoResult<Bson> {
     let iso = vals[7..].iter().any(Option::is_some);
     if vals[0].is_some() && iso {
         return Err(err(
-            40489,
+            ErrorCode::DateFromPartsMixesIsoDates,
             "$dateFromParts does not allow mixing natural dates with ISO dates",
         ));
     }
     if vals[0].is_none() && vals[7].is_none() {
         return Err(err(
-            40516,
+            ErrorCode::DateFromPartsMissingYear,
             "$dateFromParts requires either 'year' or 'isoWeekYear' to be present",
         ));
     }
@@ -283,14 +283,14 @@ pub(super) fn date_from_parts(a: &mut Args) -> MongoResult<Bson> {
     if !(1..=9999).contains(&year) {
         let n = if natural { "year" } else { "isoWeekYear" };
         return Err(err(
-            40523,
+            ErrorCode::DateFromPartsYearOutOfRange,
             format!("'{n}' must evaluate to an integer in the range 1 to 9999, found {year}"),
         ));
     }
     for (i, v) in vals.iter().enumerate().skip(1) {
         if let Some(v) = v {
             if !(-32768..=32767).contains(v) {
-                return Err(err(31034, format!("'{}' must evaluate to a value in the range [-32768, 32767]; value {v} is not in range", names[i])));
+                return Err(err(ErrorCode::DatePartOutOfRange, format!("'{}' must evaluate to a value in the range [-32768, 32767]; value {v} is not in range", names[i])));
             }
         }
     }
@@ -329,7 +329,7 @@ enum Unit {
 fn time_unit(name: &str, v: &Bson) -> MongoResult<Unit> {
     let Bson::String(s) = v else {
         return Err(err(
-            5439013,
+            ErrorCode::DateUnitNotString,
             format!(
                 "{name} requires 'unit' to be a string, but got {}",
                 type_name(v)
@@ -348,7 +348,7 @@ fn time_unit(name: &str, v: &Bson) -> MongoResult<Unit> {
         "millisecond" => Unit::Millisecond,
         other => {
             return Err(err(
-                5439014,
+                ErrorCode::DateUnitUnknown,
                 format!(
                     "{name} parameter 'unit' value cannot be recognized as a time unit: {other}"
                 ),
@@ -361,7 +361,7 @@ fn start_of_week(v: Option<Bson>) -> MongoResult<i64> {
     let Some(v) = v else { return Ok(0) };
     let Bson::String(s) = &v else {
         return Err(err(
-            5439015,
+            ErrorCode::StartOfWeekNotString,
             format!(
                 "startOfWeek must be a string, found {}",
                 type_name_or_missing(&v)
@@ -381,7 +381,12 @@ fn start_of_week(v: Option<Bson>) -> MongoResult<i64> {
     days.iter()
         .position(|d| *d == l || d[..3] == l)
         .map(|p| p as i64)
-        .ok_or_else(|| err(5439016, format!("unknown day of week: {s}")))
+        .ok_or_else(|| {
+            err(
+                ErrorCode::StartOfWeekUnknown,
+                format!("unknown day of week: {s}"),
+            )
+        })
 }
 
 fn fixed_unit_ms(u: Unit) -> Option<i64> {
@@ -405,7 +410,7 @@ fn months_of(u: Unit) -> i64 {
 }
 
 fn date_add(ms: i64, unit: Unit, amount: i64, tz: &Tz) -> MongoResult<i64> {
-    let overflow = || err(5166406, "$dateAdd overflowed");
+    let overflow = || err(ErrorCode::DateAddOverflow, "$dateAdd overflowed");
     if let Some(u) = fixed_unit_ms(unit) {
         return amount
             .checked_mul(u)
@@ -433,7 +438,7 @@ fn date_diff(s: i64, e: i64, unit: Unit, tz: &Tz, sow: i64) -> MongoResult<i64> 
     Ok(match unit {
         Unit::Millisecond => le
             .checked_sub(ls)
-            .ok_or_else(|| err(5166308, "dateDiff overflowed"))?,
+            .ok_or_else(|| err(ErrorCode::DateDiffOverflow, "dateDiff overflowed"))?,
         Unit::Week => {
             let w = |l: i64| (l.div_euclid(MS_PER_DAY) + 4 - sow).div_euclid(7);
             w(le) - w(ls)

@@ -3,7 +3,7 @@
 
 use bson::{Bson, Document};
 
-use crate::{MongoError, MongoResult};
+use crate::{ErrorCode, MongoError, MongoResult};
 
 use super::array::{named_first_last_n, named_sort_array, named_zip};
 use super::control::{ev_filter, ev_let, ev_map, ev_reduce, ev_switch};
@@ -70,7 +70,10 @@ impl<'r, 'e> Cx<'r, 'e> {
             "DESCEND" | "PRUNE" | "KEEP" => Ok(Bson::String(name.to_string())),
             _ => match self.vars.get(name) {
                 Some(v) => Ok(get_path(v, path)),
-                None => Err(err(17276, format!("Use of undefined variable: {name}"))),
+                None => Err(err(
+                    ErrorCode::UndefinedVariable,
+                    format!("Use of undefined variable: {name}"),
+                )),
             },
         }
     }

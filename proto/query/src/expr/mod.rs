@@ -39,7 +39,7 @@ use std::cmp::Ordering;
 use ::regex::Regex;
 use bson::{Bson, DateTime, Document};
 
-use crate::{MongoError, MongoResult};
+use crate::{ErrorCode, MongoError, MongoResult};
 
 use self::eval::Cx;
 use self::ops::Op;
@@ -280,8 +280,8 @@ enum RegexArg {
     Dynamic(Box<Expr>, Option<Box<Expr>>),
 }
 
-fn err(code: i32, msg: impl Into<String>) -> MongoError {
-    MongoError::location(code, msg)
+fn err(code: ErrorCode, msg: impl Into<String>) -> MongoError {
+    MongoError::new(code, msg)
 }
 
 const MISSING: Bson = Bson::Undefined;

@@ -3,7 +3,7 @@
 
 use bson::{Bson, Document};
 
-use crate::{MongoError, MongoResult};
+use crate::{ErrorCode, MongoError, MongoResult};
 
 use super::convert::{type_name, type_name_or_missing};
 use super::eval::{misrouted, Args};
@@ -26,7 +26,7 @@ pub(super) fn eval(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
                     x if is_nullish(&x) => {}
                     x => {
                         return Err(err(
-                            40400,
+                            ErrorCode::MergeObjectsNotObject,
                             format!(
                                 "$mergeObjects requires object inputs, but input {} is of type {}",
                                 i,
@@ -47,7 +47,7 @@ pub(super) fn eval(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
             }
             x if is_nullish(x) => Ok(Bson::Null),
             x => Err(err(
-                31393,
+                ErrorCode::BsonSizeNotDocument,
                 format!(
                     "$bsonSize requires a document input, found: {}",
                     type_name(x)
@@ -59,7 +59,7 @@ pub(super) fn eval(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
             Bson::Binary(b) => Ok(Bson::Int32(b.bytes.len() as i32)),
             x if is_nullish(x) => Ok(Bson::Null),
             x => Err(err(
-                51276,
+                ErrorCode::BinarySizeInvalidType,
                 format!(
                     "$binarySize requires a string or BinData argument, found: {}",
                     type_name(x)
@@ -75,7 +75,7 @@ pub(super) fn named_get_field(a: &mut Args) -> MongoResult<Bson> {
     let field = a.req(0)?;
     let Bson::String(field) = field else {
         return Err(err(
-            3041704,
+            ErrorCode::GetFieldFieldNotString,
             format!(
                 "$getField requires 'field' to evaluate to type String, but got {}",
                 type_name_or_missing(&field)
@@ -100,7 +100,7 @@ pub(super) fn named_set_field(a: &mut Args) -> MongoResult<Bson> {
     let field = a.req(0)?;
     let Bson::String(field) = field else {
         return Err(err(
-            4161106,
+            ErrorCode::SetFieldFieldNotString,
             format!(
                 "{name} requires 'field' to evaluate to type String, but got {}",
                 type_name_or_missing(&field)
@@ -118,7 +118,7 @@ pub(super) fn named_set_field(a: &mut Args) -> MongoResult<Bson> {
         x if is_nullish(&x) => return Ok(Bson::Null),
         x => {
             return Err(err(
-                4161105,
+                ErrorCode::SetFieldInputNotObject,
                 format!(
                     "{name} requires 'input' to evaluate to type Object, but got {}",
                     type_name(&x)

@@ -6,6 +6,8 @@
 //! their own grammar and are parsed in `control.rs`; the regex operators are parsed in
 //! `regex.rs`.
 
+use crate::ErrorCode;
+
 /// Where an operator's evaluation lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Family {
@@ -40,7 +42,11 @@ const MANY: usize = usize::MAX;
 
 /// Error codes of an argument object when the table gives none: (not an object,
 /// unknown argument, missing required argument).
-const DEFAULT_NAMED_CODES: (i32, i32, i32) = (5787801, 40518, 40539);
+const DEFAULT_NAMED_CODES: (ErrorCode, ErrorCode, ErrorCode) = (
+    ErrorCode::ArgumentsNotObject,
+    ErrorCode::DateOperatorUnknownArgument,
+    ErrorCode::DateOperatorMissingArgument,
+);
 
 /// Generates [`Op`] and its per-operator facts from one row per operator:
 ///
@@ -59,12 +65,14 @@ macro_rules! operators {
         (&[$($param),*], &[$($required),*])
     };
     (@codes) => { DEFAULT_NAMED_CODES };
-    (@codes $codes:expr) => { $codes };
+    (@codes $not_object:ident $unknown:ident $missing:ident) => {
+        (ErrorCode::$not_object, ErrorCode::$unknown, ErrorCode::$missing)
+    };
     ($(
         $op:ident $name:literal $(| $alias:literal)* $family:ident
             $(args($min:expr, $max:expr))?
             $(named($($param:literal),* ; $($required:literal),*))?
-            $(codes($not_object:expr, $unknown:expr, $missing:expr))?
+            $(codes($not_object:ident, $unknown:ident, $missing:ident))?
         ;
     )*) => {
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,9 +119,9 @@ macro_rules! operators {
 
             /// Error codes for the argument object: (not an object, unknown argument,
             /// missing required argument).
-            pub(super) fn named_arg_codes(self) -> (i32, i32, i32) {
+            pub(super) fn named_arg_codes(self) -> (ErrorCode, ErrorCode, ErrorCode) {
                 match self {
-                    $(Op::$op => operators!(@codes $(($not_object, $unknown, $missing))?),)*
+                    $(Op::$op => operators!(@codes $($not_object $unknown $missing)?),)*
                 }
             }
         }
@@ -160,9 +168,12 @@ operators! {
     StrLenBytes "$strLenBytes" String args(1, 1);
     StrLenCP "$strLenCP" String args(1, 1);
     Split "$split" String args(2, 2);
-    Trim "$trim" String named("input", "chars"; "input") codes(50696, 50694, 50695);
-    LTrim "$ltrim" String named("input", "chars"; "input") codes(50696, 50694, 50695);
-    RTrim "$rtrim" String named("input", "chars"; "input") codes(50696, 50694, 50695);
+    Trim "$trim" String named("input", "chars"; "input")
+        codes(TrimNotObject, TrimUnknownArgument, TrimMissingInput);
+    LTrim "$ltrim" String named("input", "chars"; "input")
+        codes(TrimNotObject, TrimUnknownArgument, TrimMissingInput);
+    RTrim "$rtrim" String named("input", "chars"; "input")
+        codes(TrimNotObject, TrimUnknownArgument, TrimMissingInput);
     IndexOfBytes "$indexOfBytes" String args(2, 4);
     IndexOfCP "$indexOfCP" String args(2, 4);
     RegexMatch "$regexMatch" Regex;
@@ -170,10 +181,10 @@ operators! {
     RegexFindAll "$regexFindAll" Regex;
     ReplaceOne "$replaceOne" String
         named("input", "find", "replacement"; "input", "find", "replacement")
-        codes(51751, 51750, 51748);
+        codes(ReplaceNotObject, ReplaceUnknownArgument, ReplaceMissingArgument);
     ReplaceAll "$replaceAll" String
         named("input", "find", "replacement"; "input", "find", "replacement")
-        codes(51751, 51750, 51748);
+        codes(ReplaceNotObject, ReplaceUnknownArgument, ReplaceMissingArgument);
     Strcasecmp "$strcasecmp" String args(2, 2);
     // array
     ArrayElemAt "$arrayElemAt" Array args(2, 2);
@@ -189,15 +200,19 @@ operators! {
     ReverseArray "$reverseArray" Array args(1, 1);
     Zip "$zip" Array
         named("inputs", "useLongestLength", "defaults"; "inputs")
-        codes(34460, 34464, 34465);
+        codes(ZipNotObject, ZipUnknownArgument, ZipMissingInputs);
     ArrayToObject "$arrayToObject" Array args(1, 1);
     ObjectToArray "$objectToArray" Array args(1, 1);
     SortArray "$sortArray" Array named("input", "sortBy"; "input", "sortBy")
-        codes(2942500, 2942501, 2942502);
-    FirstN "$firstN" Array named("input", "n"; "input", "n") codes(5787801, 5787901, 5787906);
-    LastN "$lastN" Array named("input", "n"; "input", "n") codes(5787801, 5787901, 5787906);
-    MaxN "$maxN" Array named("input", "n"; "input", "n") codes(5787801, 5787901, 5787906);
-    MinN "$minN" Array named("input", "n"; "input", "n") codes(5787801, 5787901, 5787906);
+        codes(SortArrayNotObject, SortArrayUnknownArgument, SortArrayMissingArgument);
+    FirstN "$firstN" Array named("input", "n"; "input", "n")
+        codes(ArgumentsNotObject, NAccumulatorUnknownArgument, NAccumulatorMissingN);
+    LastN "$lastN" Array named("input", "n"; "input", "n")
+        codes(ArgumentsNotObject, NAccumulatorUnknownArgument, NAccumulatorMissingN);
+    MaxN "$maxN" Array named("input", "n"; "input", "n")
+        codes(ArgumentsNotObject, NAccumulatorUnknownArgument, NAccumulatorMissingN);
+    MinN "$minN" Array named("input", "n"; "input", "n")
+        codes(ArgumentsNotObject, NAccumulatorUnknownArgument, NAccumulatorMissingN);
     // set
     SetUnion "$setUnion" Set args(0, MANY);
     SetIntersection "$setIntersection" Set args(0, MANY);
@@ -216,8 +231,10 @@ operators! {
     ToBool "$toBool" Convert args(1, 1);
     ToObjectId "$toObjectId" Convert args(1, 1);
     ToDate "$toDate" Convert args(1, 1);
+    // MongoDB answers FailedToParse (9) for $convert's argument object; Bulwark has
+    // answered $zip's codes and 34469, kept as they are.
     Convert "$convert" Convert named("input", "to", "onError", "onNull"; "input", "to")
-        codes(34468, 34467, 34469);
+        codes(ZipInputNotArray, ZipDefaultsLengthMismatch, ConvertMissingArgument);
     IsNumber "$isNumber" Convert args(1, 1);
     // date
     Year "$year" DatePart args(1, 1) named("date", "timezone"; "date");
@@ -234,10 +251,10 @@ operators! {
     IsoWeekYear "$isoWeekYear" DatePart args(1, 1) named("date", "timezone"; "date");
     IsoDayOfWeek "$isoDayOfWeek" DatePart args(1, 1) named("date", "timezone"; "date");
     DateToString "$dateToString" Date named("date", "format", "timezone", "onNull"; "date")
-        codes(18629, 18534, 18628);
+        codes(DateToStringNotObject, DateToStringUnknownArgument, DateToStringMissingDate);
     DateFromString "$dateFromString" Date
         named("dateString", "format", "timezone", "onError", "onNull"; "dateString")
-        codes(40540, 40541, 40542);
+        codes(DateFromStringNotObject, DateFromStringUnknownArgument, DateFromStringMissingDateString);
     DateToParts "$dateToParts" Date named("date", "timezone", "iso8601"; "date");
     DateFromParts "$dateFromParts" Date
         named(
@@ -256,11 +273,11 @@ operators! {
     // object
     MergeObjects "$mergeObjects" Object args(0, MANY);
     GetField "$getField" Object args(1, 1) named("field", "input"; "field")
-        codes(5787801, 3041701, 3041702);
+        codes(ArgumentsNotObject, GetFieldUnknownArgument, GetFieldMissingField);
     SetField "$setField" Object named("field", "input", "value"; "field", "input", "value")
-        codes(4161100, 4161101, 4161102);
+        codes(SetFieldNotObject, SetFieldUnknownArgument, SetFieldMissingArgument);
     UnsetField "$unsetField" Object named("field", "input"; "field", "input")
-        codes(4161100, 4161101, 4161102);
+        codes(SetFieldNotObject, SetFieldUnknownArgument, SetFieldMissingArgument);
     // accumulators as expressions
     Sum "$sum" Accumulator args(0, MANY);
     Avg "$avg" Accumulator args(0, MANY);

@@ -39,12 +39,12 @@ fn parse_path_string(s: &str) -> MongoResult<Node> {
         let mut parts = var.split('.');
         let name = parts.next().unwrap_or_default().to_string();
         if name.is_empty() {
-            return Err(err(16869, "empty variable name"));
+            return Err(err(ErrorCode::VariableNameEmpty, "empty variable name"));
         }
         let path: Vec<String> = parts.map(str::to_string).collect();
         if path.iter().any(String::is_empty) {
             return Err(err(
-                15998,
+                ErrorCode::FieldPathEmptyComponent,
                 "FieldPath field names may not be empty strings.",
             ));
         }
@@ -61,18 +61,21 @@ fn parse_path_string(s: &str) -> MongoResult<Node> {
     }
     let path = &s[1..];
     if path.is_empty() {
-        return Err(err(16872, "'$' by itself is not a valid FieldPath"));
+        return Err(err(
+            ErrorCode::FieldPathDollarOnly,
+            "'$' by itself is not a valid FieldPath",
+        ));
     }
     let parts: Vec<String> = path.split('.').map(str::to_string).collect();
     if parts.iter().any(String::is_empty) {
         return Err(err(
-            15998,
+            ErrorCode::FieldPathEmptyComponent,
             "FieldPath field names may not be empty strings.",
         ));
     }
     if parts.iter().any(|p| p.starts_with('$')) {
         return Err(err(
-            16410,
+            ErrorCode::FieldPathDollarPrefix,
             "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
         ));
     }
@@ -100,7 +103,7 @@ pub(super) fn validate_var_name(name: &str) -> MongoResult<()> {
     let ok_first = matches!(first, Some(c) if c.is_ascii_lowercase() || !c.is_ascii());
     if !ok_first {
         return Err(err(
-            16867,
+            ErrorCode::VariableNameInvalidStart,
             format!("'{name}' starts with an invalid character for a user variable name"),
         ));
     }
@@ -109,7 +112,7 @@ pub(super) fn validate_var_name(name: &str) -> MongoResult<()> {
         .any(|c| c.is_ascii() && !(c.is_ascii_alphanumeric() || c == '_'))
     {
         return Err(err(
-            16868,
+            ErrorCode::VariableNameInvalidCharacter,
             format!("'{name}' contains an invalid character for a variable name"),
         ));
     }
@@ -120,7 +123,7 @@ pub(super) fn parse_doc(d: &Document) -> MongoResult<Node> {
     if let Some((first, _)) = d.iter().next() {
         if first.starts_with('$') {
             if d.len() != 1 {
-                return Err(doc_error(15983, d, ""));
+                return Err(doc_error(ErrorCode::ExpressionNotOneField, d, ""));
             }
             if let Some((name, arg)) = d.iter().next() {
                 return parse_operator(name, arg);
@@ -130,10 +133,10 @@ pub(super) fn parse_doc(d: &Document) -> MongoResult<Node> {
     let mut fields = Vec::with_capacity(d.len());
     for (k, v) in d {
         if k.starts_with('$') {
-            return Err(doc_error(16404, d, k));
+            return Err(doc_error(ErrorCode::ExpressionObjectDollarField, d, k));
         }
         if k.contains('.') {
-            return Err(doc_error(16412, d, k));
+            return Err(doc_error(ErrorCode::ExpressionObjectDottedField, d, k));
         }
         fields.push((k.clone(), Expr::parse(v)?));
     }
@@ -154,9 +157,9 @@ pub(super) fn parse_doc(d: &Document) -> MongoResult<Node> {
 
 #[cold]
 #[inline(never)]
-fn doc_error(code: i32, d: &Document, k: &str) -> MongoError {
+fn doc_error(code: ErrorCode, d: &Document, k: &str) -> MongoError {
     match code {
-        15983 => err(
+        ErrorCode::ExpressionNotOneField => err(
             code,
             format!(
                 "an expression specification must contain exactly one field, the name of the expression. Found {} fields in {}",
@@ -164,7 +167,7 @@ fn doc_error(code: i32, d: &Document, k: &str) -> MongoError {
                 d
             ),
         ),
-        16404 => err(
+        ErrorCode::ExpressionObjectDollarField => err(
             code,
             format!("FieldPath field names may not start with '$'. Found '{k}'"),
         ),
@@ -245,7 +248,7 @@ fn unknown_expression(name: &str) -> MongoError {
 
 #[cold]
 #[inline(never)]
-fn named_arg_error(code: i32, op: Op, what: &str) -> MongoError {
+fn named_arg_error(code: ErrorCode, op: Op, what: &str) -> MongoError {
     err(code, format!("{} {what}", op.name()))
 }
 
@@ -321,7 +324,7 @@ fn arity_error(op: Op, min: usize, max: usize, n: usize) -> MongoError {
             n
         )
     };
-    err(16020, msg)
+    err(ErrorCode::ExpressionArgumentCount, msg)
 }
 
 #[inline(never)]

@@ -3,7 +3,7 @@
 use bson::Bson;
 use regex::Regex;
 
-use crate::MongoResult;
+use crate::{ErrorCode, MongoResult};
 
 use super::convert::type_name;
 use super::eval::Cx;
@@ -15,7 +15,7 @@ pub(super) fn parse_regex(op: Op, arg: &Bson) -> MongoResult<Node> {
     let name = op.name();
     let Bson::Document(d) = arg else {
         return Err(err(
-            51103,
+            ErrorCode::RegexOperatorNotObject,
             format!(
                 "{name} expects an object of named arguments but found: {}",
                 type_name(arg)
@@ -24,15 +24,24 @@ pub(super) fn parse_regex(op: Op, arg: &Bson) -> MongoResult<Node> {
     };
     for k in d.keys() {
         if !matches!(k.as_str(), "input" | "regex" | "options") {
-            return Err(err(31024, format!("{name} found an unknown argument: {k}")));
+            return Err(err(
+                ErrorCode::RegexOperatorUnknownArgument,
+                format!("{name} found an unknown argument: {k}"),
+            ));
         }
     }
-    let input = d
-        .get("input")
-        .ok_or_else(|| err(31022, format!("{name} requires 'input' parameter")))?;
-    let regex = d
-        .get("regex")
-        .ok_or_else(|| err(31023, format!("{name} requires 'regex' parameter")))?;
+    let input = d.get("input").ok_or_else(|| {
+        err(
+            ErrorCode::RegexOperatorMissingInput,
+            format!("{name} requires 'input' parameter"),
+        )
+    })?;
+    let regex = d.get("regex").ok_or_else(|| {
+        err(
+            ErrorCode::RegexOperatorMissingRegex,
+            format!("{name} requires 'regex' parameter"),
+        )
+    })?;
     let regex_e = Expr::parse(regex)?;
     let options_e = d.get("options").map(Expr::parse).transpose()?;
     let constant = regex_e.as_constant().is_some()
@@ -65,7 +74,7 @@ fn build_regex(name: &str, pattern: &Bson, options: Option<&Bson>) -> MongoResul
         Bson::Null | Bson::Undefined => return Ok(None),
         other => {
             return Err(err(
-                51105,
+                ErrorCode::RegexOperatorRegexInvalidType,
                 format!(
                     "{name} needs 'regex' to be of type string or regex, found: {}",
                     type_name(other)
@@ -77,13 +86,13 @@ fn build_regex(name: &str, pattern: &Bson, options: Option<&Bson>) -> MongoResul
         None | Some(Bson::Null) | Some(Bson::Undefined) => {}
         Some(Bson::String(o)) => {
             if !flags.is_empty() && !o.is_empty() {
-                return Err(err(51107, format!("{name} found regex option(s) specified in both 'regex' and 'option' fields")));
+                return Err(err(ErrorCode::RegexOperatorOptionsTwice, format!("{name} found regex option(s) specified in both 'regex' and 'option' fields")));
             }
             flags.push_str(o);
         }
         Some(other) => {
             return Err(err(
-                51106,
+                ErrorCode::RegexOperatorOptionsNotString,
                 format!(
                     "{name} needs 'options' to be of type string, found: {}",
                     type_name(other)
@@ -91,9 +100,12 @@ fn build_regex(name: &str, pattern: &Bson, options: Option<&Bson>) -> MongoResul
             ))
         }
     }
-    compile_regex(&pat, &flags)
-        .map(Some)
-        .map_err(|e| err(51111, format!("Invalid Regex in {name}: {e}")))
+    compile_regex(&pat, &flags).map(Some).map_err(|e| {
+        err(
+            ErrorCode::RegexOperatorInvalidRegex,
+            format!("Invalid Regex in {name}: {e}"),
+        )
+    })
 }
 
 /// Compiles a pattern with MongoDB regex option letters (i, m, s, x, u).
@@ -141,7 +153,7 @@ pub(super) fn eval_regex<'e>(
         x if is_nullish(x) => None,
         x => {
             return Err(err(
-                51104,
+                ErrorCode::RegexOperatorInputNotString,
                 format!(
                     "{name} needs 'input' to be of type string, found: {}",
                     type_name(x)

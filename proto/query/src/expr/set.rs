@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use bson::Bson;
 
-use crate::MongoResult;
+use crate::{ErrorCode, MongoResult};
 
 use super::arith::{as_int_exact, num_f64, num_of};
 use super::convert::{type_name, type_name_or_missing};
@@ -25,7 +25,11 @@ pub(super) fn eval(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
                 a.iter().any(truthy)
             })),
             x => Err(err(
-                if op == AllElementsTrue { 17040 } else { 17041 },
+                if op == AllElementsTrue {
+                    ErrorCode::AllElementsTrueNotArray
+                } else {
+                    ErrorCode::AnyElementTrueNotArray
+                },
                 format!(
                     "{name}'s argument must be an array, but is {}",
                     type_name_or_missing(x)
@@ -111,7 +115,11 @@ fn set_op(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
                     x if is_nullish(&x) => return Ok(Bson::Null),
                     x => {
                         return Err(err(
-                            if op == Op::SetUnion { 17043 } else { 17047 },
+                            if op == Op::SetUnion {
+                                ErrorCode::SetUnionNotArray
+                            } else {
+                                ErrorCode::SetIntersectionNotArray
+                            },
                             format!(
                             "All operands of {name} must be arrays. One argument is of type: {}",
                             type_name(&x)
@@ -147,10 +155,10 @@ fn set_op(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
                 return Ok(Bson::Null);
             }
             let Bson::Array(a) = a else {
-                return Err(err(17048, format!("both operands of $setDifference must be arrays. First argument is of type: {}", type_name(a))));
+                return Err(err(ErrorCode::SetDifferenceFirstNotArray, format!("both operands of $setDifference must be arrays. First argument is of type: {}", type_name(a))));
             };
             let Bson::Array(b) = b else {
-                return Err(err(17049, format!("both operands of $setDifference must be arrays. Second argument is of type: {}", type_name(b))));
+                return Err(err(ErrorCode::SetDifferenceSecondNotArray, format!("both operands of $setDifference must be arrays. Second argument is of type: {}", type_name(b))));
             };
             let mut seen: HashSet<Vec<u8>> = b.iter().map(key_of).collect();
             let mut out = Vec::new();
@@ -162,7 +170,7 @@ fn set_op(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
             for x in &v {
                 let Bson::Array(a) = x else {
                     return Err(err(
-                        17044,
+                        ErrorCode::SetEqualsNotArray,
                         format!("All operands of $setEquals must be arrays. One argument is of type: {}", type_name_or_missing(x)),
                     ));
                 };
@@ -172,10 +180,10 @@ fn set_op(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
         }
         _ => {
             let Bson::Array(a) = &v[0] else {
-                return Err(err(17046, format!("both operands of $setIsSubset must be arrays. First argument is of type: {}", type_name_or_missing(&v[0]))));
+                return Err(err(ErrorCode::SetIsSubsetFirstNotArray, format!("both operands of $setIsSubset must be arrays. First argument is of type: {}", type_name_or_missing(&v[0]))));
             };
             let Bson::Array(b) = &v[1] else {
-                return Err(err(17042, format!("both operands of $setIsSubset must be arrays. Second argument is of type: {}", type_name_or_missing(&v[1]))));
+                return Err(err(ErrorCode::SetIsSubsetSecondNotArray, format!("both operands of $setIsSubset must be arrays. Second argument is of type: {}", type_name_or_missing(&v[1]))));
             };
             let bs: HashSet<Vec<u8>> = b.iter().map(key_of).collect();
             Ok(Bson::Boolean(a.iter().all(|x| bs.contains(&key_of(x)))))

@@ -2,7 +2,7 @@
 
 use bson::Bson;
 
-use crate::MongoResult;
+use crate::{ErrorCode, MongoResult};
 
 use super::arith::{as_int_exact, num_f64, num_of, num_to_bson, Num};
 use super::array::index_range;
@@ -30,7 +30,7 @@ pub(super) fn eval(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
                     x if is_nullish(x) => return Ok(Bson::Null),
                     x => {
                         return Err(err(
-                            16702,
+                            ErrorCode::ConcatNotString,
                             format!("$concat only supports strings, not {}", type_name(x)),
                         ))
                     }
@@ -54,7 +54,11 @@ pub(super) fn eval(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
                 s.chars().count()
             } as i32)),
             x => Err(err(
-                if op == StrLenBytes { 34473 } else { 34471 },
+                if op == StrLenBytes {
+                    ErrorCode::StrLenBytesNotString
+                } else {
+                    ErrorCode::StrLenCPNotString
+                },
                 format!(
                     "{name} requires a string argument, found: {}",
                     type_name_or_missing(x)
@@ -64,15 +68,26 @@ pub(super) fn eval(op: Op, v: Vec<Bson>) -> MongoResult<Bson> {
         Split => {
             let what = "$split requires an expression that evaluates to a string as a";
             let first = format_args!("{what} first argument, found: ");
-            let Some(s) = typed_or_null(&v[0], Bson::as_str, 40085, first)? else {
+            let Some(s) =
+                typed_or_null(&v[0], Bson::as_str, ErrorCode::SplitInputNotString, first)?
+            else {
                 return Ok(Bson::Null);
             };
             let second = format_args!("{what} second argument, found: ");
-            let Some(sep) = typed_or_null(&v[1], Bson::as_str, 40086, second)? else {
+            let Some(sep) = typed_or_null(
+                &v[1],
+                Bson::as_str,
+                ErrorCode::SplitSeparatorNotString,
+                second,
+            )?
+            else {
                 return Ok(Bson::Null);
             };
             if sep.is_empty() {
-                return Err(err(40087, "$split requires a non-empty separator"));
+                return Err(err(
+                    ErrorCode::SplitSeparatorEmpty,
+                    "$split requires a non-empty separator",
+                ));
             }
             Ok(Bson::Array(
                 s.split(sep).map(|p| Bson::String(p.to_string())).collect(),
@@ -100,7 +115,7 @@ pub(super) fn coerce_to_string(name: &str, v: &Bson) -> MongoResult<String> {
         Bson::Timestamp(t) => format!("Timestamp({}, {})", t.time, t.increment),
         other => {
             return Err(err(
-                16007,
+                ErrorCode::StringConversionFailed,
                 format!(
                     "can't convert from BSON type {} to String in {name}",
                     type_name(other)
@@ -114,12 +129,17 @@ pub(super) fn substr(op: Op, s: &Bson, start: &Bson, len: &Bson) -> MongoResult<
     let name = op.name();
     let s = coerce_to_string(name, s)?;
     if op == Op::SubstrBytes {
-        let st = substr_num(name, "starting index", start, 16034)?;
-        let ln = substr_num(name, "length", len, 16035)?;
+        let st = substr_num(
+            name,
+            "starting index",
+            start,
+            ErrorCode::SubstrBytesStartNotNumeric,
+        )?;
+        let ln = substr_num(name, "length", len, ErrorCode::SubstrBytesLengthNotNumeric)?;
         let st = num_f64(st);
         if st < 0.0 {
             return Err(err(
-                50752,
+                ErrorCode::SubstrBytesStartNegative,
                 format!("{name}: starting index must be non-negative (got: {st})"),
             ));
         }
@@ -135,13 +155,13 @@ pub(super) fn substr(op: Op, s: &Bson, start: &Bson, len: &Bson) -> MongoResult<
         };
         if !s.is_char_boundary(st) {
             return Err(err(
-                28656,
+                ErrorCode::SubstrBytesStartMidCharacter,
                 format!("{name}:  Invalid range, starting index is a UTF-8 continuation byte."),
             ));
         }
         if !s.is_char_boundary(end) {
             return Err(err(
-                28657,
+                ErrorCode::SubstrBytesEndMidCharacter,
                 format!(
                     "{name}:  Invalid range, ending index is in the middle of a UTF-8 character."
                 ),
@@ -149,17 +169,33 @@ pub(super) fn substr(op: Op, s: &Bson, start: &Bson, len: &Bson) -> MongoResult<
         }
         return Ok(Bson::String(s[st..end].to_string()));
     }
-    let st = substr_int(name, "starting index", start, (34450, 34451))?;
-    let ln = substr_int(name, "length", len, (34452, 34453))?;
+    let st = substr_int(
+        name,
+        "starting index",
+        start,
+        (
+            ErrorCode::SubstrCPStartNotNumeric,
+            ErrorCode::SubstrCPStartNotInt32,
+        ),
+    )?;
+    let ln = substr_int(
+        name,
+        "length",
+        len,
+        (
+            ErrorCode::SubstrCPLengthNotNumeric,
+            ErrorCode::SubstrCPLengthNotInt32,
+        ),
+    )?;
     if st < 0 {
         return Err(err(
-            34455,
+            ErrorCode::SubstrCPStartNegative,
             format!("{name}: the starting index must be nonnegative integer."),
         ));
     }
     if ln < 0 {
         return Err(err(
-            34454,
+            ErrorCode::SubstrCPLengthNegative,
             format!("{name}: length must be a nonnegative integer."),
         ));
     }
@@ -170,7 +206,7 @@ pub(super) fn substr(op: Op, s: &Bson, start: &Bson, len: &Bson) -> MongoResult<
 
 /// A `$substrBytes`/`$substrCP` index argument (`what`: "starting index" or "length") as a
 /// number, else error `code`.
-fn substr_num(name: &str, what: &str, v: &Bson, code: i32) -> MongoResult<Num> {
+fn substr_num(name: &str, what: &str, v: &Bson, code: ErrorCode) -> MongoResult<Num> {
     num_of(v).ok_or_else(|| {
         err(
             code,
@@ -183,7 +219,7 @@ fn substr_num(name: &str, what: &str, v: &Bson, code: i32) -> MongoResult<Num> {
 }
 
 /// A `$substrCP` index argument as a 32-bit integer; `codes`: (not a number, not one).
-fn substr_int(name: &str, what: &str, v: &Bson, codes: (i32, i32)) -> MongoResult<i64> {
+fn substr_int(name: &str, what: &str, v: &Bson, codes: (ErrorCode, ErrorCode)) -> MongoResult<i64> {
     let n = substr_num(name, what, v, codes.0)?;
     as_int_exact(v)
         .filter(|i| i32::try_from(*i).is_ok())
@@ -201,14 +237,20 @@ fn substr_int(name: &str, what: &str, v: &Bson, codes: (i32, i32)) -> MongoResul
 fn index_of_str(op: Op, v: &[Bson]) -> MongoResult<Bson> {
     let name = op.name();
     let first = format_args!("{name} requires a string as the first argument, found: ");
-    let Some(s) = typed_or_null(&v[0], Bson::as_str, 40091, first)? else {
+    let Some(s) = typed_or_null(
+        &v[0],
+        Bson::as_str,
+        ErrorCode::IndexOfStringNotString,
+        first,
+    )?
+    else {
         return Ok(Bson::Null);
     };
     let sub = match &v[1] {
         Bson::String(s) => s,
         x => {
             return Err(err(
-                40092,
+                ErrorCode::IndexOfSubstringNotString,
                 format!(
                     "{name} requires a string as the second argument, found: {}",
                     type_name_or_missing(x)
@@ -254,7 +296,7 @@ fn check_string_size(len: Option<usize>) -> MongoResult<()> {
     match len {
         Some(n) if n <= MAX_STRING_BYTES => Ok(()),
         n => Err(err(
-            13548,
+            ErrorCode::BufBuilderTooLarge,
             format!(
                 "BufBuilder attempted to grow() to {} bytes, past the 64MB limit.",
                 n.map_or_else(
@@ -276,7 +318,7 @@ pub(super) fn named_trim(a: &mut Args) -> MongoResult<Bson> {
         x if is_nullish(x) => return Ok(Bson::Null),
         x => {
             return Err(err(
-                50699,
+                ErrorCode::TrimInputNotString,
                 format!(
                     "{name} requires its input to be a string, got {x} (of type {}) instead.",
                     type_name(x)
@@ -290,7 +332,7 @@ pub(super) fn named_trim(a: &mut Args) -> MongoResult<Bson> {
         Some(Bson::String(c)) => c.chars().collect(),
         Some(x) => {
             return Err(err(
-                50700,
+                ErrorCode::TrimCharsNotString,
                 format!(
                     "{name} requires 'chars' to be a string, got {x} (of type {}) instead.",
                     type_name(x)
@@ -314,7 +356,11 @@ pub(super) fn named_replace(a: &mut Args) -> MongoResult<Bson> {
     let name = a.name();
     let vals = [a.req(0)?, a.req(1)?, a.req(2)?];
     let names = ["input", "find", "replacement"];
-    let codes = [51746, 51745, 51744];
+    let codes = [
+        ErrorCode::ReplaceInputNotString,
+        ErrorCode::ReplaceFindNotString,
+        ErrorCode::ReplaceReplacementNotString,
+    ];
     let mut strs: Vec<&str> = Vec::new();
     let mut null = false;
     for i in 0..3 {

@@ -106,8 +106,8 @@ impl Re {
                 }
                 'u' | 'l' => {}
                 other => {
-                    return Err(MongoError::location(
-                        51108,
+                    return Err(MongoError::new(
+                        ErrorCode::RegexInvalidFlag,
                         format!("invalid flag in regex options: {other}"),
                     ))
                 }
@@ -119,7 +119,10 @@ impl Re {
             format!("(?{flags}){pattern}")
         };
         let compiled = regex::Regex::new(&full).map_err(|e| {
-            MongoError::location(51091, format!("Regular expression is invalid: {e}"))
+            MongoError::new(
+                ErrorCode::RegexInvalid,
+                format!("Regular expression is invalid: {e}"),
+            )
         })?;
         Ok(Re {
             pattern: pattern.to_string(),
@@ -604,8 +607,8 @@ fn parse_leaf_operator(
                 Bson::String(p) => Re::new(p, options.unwrap_or(""))?,
                 Bson::RegularExpression(r) => {
                     if options.is_some() && !r.options.is_empty() {
-                        return Err(MongoError::location(
-                            51075,
+                        return Err(MongoError::new(
+                            ErrorCode::RegexOptionsTwice,
                             "options set in both $regex and $options",
                         ));
                     }

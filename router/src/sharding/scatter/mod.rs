@@ -230,7 +230,7 @@ fn ok(reply: Document, shard: &str) -> MongoResult<Document> {
         .get_i32("code")
         .unwrap_or(ErrorCode::InternalError as i32);
     let msg = reply.get_str("errmsg").unwrap_or("command failed");
-    let mut e = MongoError::location(code, format!("{msg} (shard {shard})"));
+    let mut e = MongoError::coded(code, format!("{msg} (shard {shard})"));
     if code == ErrorCode::StaleConfig as i32 {
         let mut extra = bson::doc! {"shardId": shard};
         if let Ok(info) = reply.get_document("errInfo") {
