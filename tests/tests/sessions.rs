@@ -156,7 +156,7 @@ async fn under_access_control_a_user_lists_their_own_sessions_unless_allowed_mor
     let both = doc! {"allUsers": true, "users": [{"user": "app", "db": "admin"}]};
     assert_eq!(
         listed(&root, both).await,
-        Err(140),
+        Err(12),
         "allUsers and users together"
     );
     // An empty list of users is the caller.

@@ -95,6 +95,7 @@ error_codes! {
     UnknownError = 8;
     FailedToParse = 9;
     UserNotFound = 11;
+    UnsupportedFormat = 12;
     Unauthorized = 13;
     TypeMismatch = 14;
     Overflow = 15;
@@ -141,7 +142,6 @@ error_codes! {
     ConflictingOperationInProgress = 117;
     FailedToSatisfyReadPreference = 133;
     ReadConcernMajorityNotAvailableYet = 134;
-    UnsupportedFormat = 140;
     ExceededMemoryLimit = 146;
     CommandNotSupportedOnView = 166;
     InvalidPipelineOperator = 168;
