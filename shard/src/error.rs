@@ -1,6 +1,8 @@
 //! The shard crate's one error enum, for failures outside a command (startup, transport).
 //! Command failures are `wire::MongoError`, which become `{ok: 0}` replies.
 
+use crate::repl::ProposeError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ShardError {
     #[error("storage: {0}")]
@@ -22,15 +24,9 @@ pub fn invalid_bson(e: impl std::fmt::Display) -> wire::MongoError {
 
 pub fn storage_to_mongo(e: storage::StorageError) -> wire::MongoError {
     match e {
-        storage::StorageError::Replication {
-            code,
-            name,
-            message,
-        } => wire::MongoError {
-            code,
-            code_name: name.into(),
-            message,
-            extra: None,
+        storage::StorageError::Layer(layer) => match layer.downcast::<ProposeError>() {
+            Ok(e) => wire::MongoError::new(e.code(), e.to_string()),
+            Err(other) => wire::MongoError::internal(format!("storage error: {other}")),
         },
         // WiredTiger cannot go on after a panic (a failed checkpoint or metadata write):
         // the member has stopped replicating and must be restarted. A retryable
@@ -77,6 +73,20 @@ pub fn contain_panic(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replication_failure_is_the_error_drivers_retry_on() {
+        use wire::ErrorCode::{NotWritablePrimary, ShutdownInProgress, WriteConcernFailed};
+        for (e, expected) in [
+            (ProposeError::NotPrimary, NotWritablePrimary),
+            (ProposeError::Timeout, WriteConcernFailed),
+            (ProposeError::Shutdown, ShutdownInProgress),
+        ] {
+            let message = e.to_string();
+            let got = storage_to_mongo(storage::StorageError::Layer(Box::new(e)));
+            assert_eq!((got.code, got.message), (expected as i32, message));
+        }
+    }
 
     #[test]
     fn a_failed_disk_is_a_clear_error_and_a_storage_panic_a_retryable_one() {

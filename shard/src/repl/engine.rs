@@ -23,12 +23,7 @@ impl ReplicatedEngine {
                     table: table.clone(),
                 };
             }
-            let code = e.code();
-            StorageError::Replication {
-                code: code as i32,
-                name: code.name(),
-                message: e.to_string(),
-            }
+            StorageError::Layer(Box::new(e))
         })
     }
 }

@@ -35,14 +35,10 @@ pub enum StorageError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     Other(String),
-    /// A replicated engine could not get the change applied; `code`/`name` are the
-    /// MongoDB error the client should see (e.g. NotWritablePrimary, so drivers retry).
-    #[error("{message}")]
-    Replication {
-        code: i32,
-        name: &'static str,
-        message: String,
-    },
+    /// A layer above the engine (replication) could not get the change applied; the
+    /// layer's own error, which the layer's user turns into what its clients see.
+    #[error("{0}")]
+    Layer(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// A range of keys. Bounds compare bytewise (the order of `[u8]`).
