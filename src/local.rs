@@ -157,7 +157,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
     };
     register_shards(&config_handle("A")?, &sets[1..], &shutdown).await?;
     // Each config server member runs the coordinator while it is primary.
-    let settings = configsvr::coordinator::Settings::new(Duration::from_millis(
+    let settings = configsvr::term::Settings::new(Duration::from_millis(
         shard::config::DEFAULT_BALANCER_INTERVAL_MS,
     ));
     let mut coordinators = Vec::new();

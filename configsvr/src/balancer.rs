@@ -20,8 +20,8 @@ use wire::MongoResult;
 
 use crate::balance_policy::{next_step, Step};
 use crate::context::Ctx;
-use crate::coordinator::Term;
 use crate::migrate;
+use crate::term::Term;
 use crate::zones::zone_ranges;
 
 /// Chunk splits per collection per round.

@@ -8,7 +8,6 @@
 //! primary, it cancels them. Whatever a cancelled task left is in the catalog (pending
 //! requests, orphaned locks) and the next primary takes it from there.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,56 +21,13 @@ use crate::context::Ctx;
 use crate::migration_recovery::MigrationRecovery;
 use crate::move_recovery::MoveRecovery;
 use crate::sweeper::Sweep;
+use crate::term::{Settings, Term};
 use crate::{balancer, requests, sweeper};
 
 /// How long a new primary's first recovery pass may hold up its requests.
 const FIRST_RECOVERY: Duration = Duration::from_secs(30);
 /// How often a member looks at whether it is primary.
 const WATCH: Duration = Duration::from_millis(50);
-
-/// What the coordinator can be told while it runs.
-pub struct Settings {
-    balancer_interval_ms: AtomicU64,
-    paused: AtomicBool,
-}
-
-impl Settings {
-    pub fn new(balancer_interval: Duration) -> Arc<Settings> {
-        Arc::new(Settings {
-            balancer_interval_ms: AtomicU64::new(balancer_interval.as_millis() as u64),
-            paused: AtomicBool::new(false),
-        })
-    }
-
-    pub fn balancer_interval(&self) -> Duration {
-        Duration::from_millis(self.balancer_interval_ms.load(Ordering::Relaxed).max(1))
-    }
-
-    pub fn set_balancer_interval(&self, every: Duration) {
-        self.balancer_interval_ms
-            .store(every.as_millis() as u64, Ordering::Relaxed);
-    }
-
-    /// While `paused`, the coordinator starts nothing new: requests stay pending, and no
-    /// recovery pass or balancer round begins. Tests use it, as a fail point, to act while
-    /// an operation is certainly unfinished or a recovery certainly has not run.
-    pub fn pause(&self, paused: bool) {
-        self.paused.store(paused, Ordering::Relaxed);
-    }
-
-    pub fn paused(&self) -> bool {
-        self.paused.load(Ordering::Relaxed)
-    }
-}
-
-/// What the tasks of one term as primary share.
-pub struct Term {
-    pub tasks: TaskTracker,
-    pub ctx: Arc<Ctx>,
-    pub settings: Arc<Settings>,
-    /// Cancelled when the term ends (a step-down or shutdown).
-    pub stop: CancellationToken,
-}
 
 /// Runs the coordinator of the config server member `node` until `shutdown`; `cluster`
 /// is how it reaches the catalog and the shards.

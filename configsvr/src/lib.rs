@@ -22,6 +22,7 @@ pub mod requests;
 pub mod shard_collection;
 pub mod shard_ddl;
 pub mod sweeper;
+pub mod term;
 pub mod zones;
 
 use std::sync::Arc;
@@ -59,7 +60,7 @@ pub async fn start(config: shard::ShardConfig, shutdown: CancellationToken) -> R
         .await
         .map_err(|e| e.to_string())?;
     let cluster = Arc::new(cluster_of(&config, shutdown.clone())?);
-    let settings = coordinator::Settings::new(Duration::from_millis(config.balancer_interval_ms));
+    let settings = term::Settings::new(Duration::from_millis(config.balancer_interval_ms));
     let coordinating = tokio::spawn(coordinator::run(
         member.node.clone(),
         cluster,

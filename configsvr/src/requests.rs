@@ -18,7 +18,7 @@ use tracing::{debug, info};
 use wire::MongoResult;
 
 use crate::context::Ctx;
-use crate::coordinator::Term;
+use crate::term::Term;
 use crate::{drop_collection, drop_database, migrate, move_primary, shard_collection};
 
 /// How often the primary looks for new requests.

@@ -9,7 +9,7 @@ use tracing::{debug, info};
 use wire::MongoResult;
 
 use crate::context::Ctx;
-use crate::coordinator::Term;
+use crate::term::Term;
 
 /// How often a paused pass looks whether it may run.
 const PAUSED: Duration = Duration::from_millis(20);

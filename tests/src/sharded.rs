@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use configsvr::coordinator::Settings;
+use configsvr::term::Settings;
 use shard::repl::{MemberConfig, ReplConfig};
 use shard::service::RunningMember;
 use tokio::task::JoinHandle;
