@@ -31,7 +31,7 @@ pub struct Running {
     /// Cancelled by `killOp`.
     pub cancel: CancellationToken,
     /// The user who runs it (with auth on): they may kill it without `killop`.
-    pub owner: crate::cursors::Owner,
+    pub owner: crate::owner::Owner,
 }
 
 /// Where a command stands in the router's line for a shard's slots.
@@ -60,7 +60,7 @@ impl ConnOps {
         name: &str,
         db: &str,
         cancel: CancellationToken,
-        owner: crate::cursors::Owner,
+        owner: crate::owner::Owner,
     ) -> u64 {
         let seq = {
             let mut s = self.seq.lock();
@@ -174,7 +174,7 @@ impl CurrentOps {
     }
 
     /// Who runs operation `opid`, if it is running.
-    pub fn owner_of(&self, opid: u64) -> Option<crate::cursors::Owner> {
+    pub fn owner_of(&self, opid: u64) -> Option<crate::owner::Owner> {
         self.with_running(opid, |r| r.owner.clone())
     }
 

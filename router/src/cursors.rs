@@ -48,8 +48,7 @@ const IDLE_LIMIT: Duration = Duration::from_secs(660);
 /// A stripe is swept for idle entries each time it grows by this many.
 const SWEEP_EVERY: usize = 1024;
 
-/// The authenticated user as `(user, db)`; `None` when auth is off or nobody logged in.
-pub type Owner = Option<(String, String)>;
+use crate::owner::Owner;
 
 struct Entry {
     /// The member holding the cursor when it is not the primary.

@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod cert_subject;
 pub mod cluster_time;
 pub mod commands;
 pub mod config;
@@ -18,6 +19,7 @@ pub mod error_labels;
 pub mod fail_point;
 pub mod listener;
 pub mod overload;
+pub mod owner;
 pub mod read_preference;
 pub mod session_cache;
 pub mod shard_client;

@@ -153,7 +153,7 @@ pub async fn accept(
                 .1
                 .peer_certificates()
                 .and_then(|chain| chain.first())
-                .and_then(|leaf| crate::auth::x509::subject_of(leaf));
+                .and_then(|leaf| crate::cert_subject::subject_of(leaf));
             Some(Accepted::Tls(Box::new(s), subject))
         }
         Ok(Err(e)) => {

@@ -19,7 +19,6 @@ pub mod scram;
 pub mod setup;
 pub mod store;
 pub mod user;
-pub mod x509;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -257,7 +256,7 @@ pub struct ConnAuth {
 
 impl ConnAuth {
     /// The owner recorded on cursors this connection opens.
-    pub fn owner(&self) -> crate::cursors::Owner {
+    pub fn owner(&self) -> crate::owner::Owner {
         self.user.as_ref().map(|u| (u.user.clone(), u.db.clone()))
     }
 }

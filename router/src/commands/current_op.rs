@@ -17,7 +17,7 @@ use crate::auth::authz::{self, acts};
 use crate::auth::roles::{Action, Target};
 use crate::context::Session;
 use crate::current_ops::{ConnOps, SlotWait};
-use crate::cursors::Owner;
+use crate::owner::Owner;
 
 /// Whose operations an answer lists: everyone's, or only the asking user's (`$ownOps`,
 /// and `$currentOp`'s `allUsers: false`).

@@ -221,7 +221,7 @@ async fn claim_cursors(
     session: &mut Session,
     name: &str,
     cmd: &mut Document,
-    owner: &crate::cursors::Owner,
+    owner: &crate::owner::Owner,
     opts: &mut Options,
     target: &mut Target,
 ) -> MongoResult<Claimed> {
@@ -551,7 +551,7 @@ fn record_cursors(
     named: &CursorsNamed,
     target: Target,
     fwd: &Forward,
-    owner: crate::cursors::Owner,
+    owner: crate::owner::Owner,
     (mut reply, member, waits): Sent,
 ) -> Document {
     session.last_waits = Some(waits);

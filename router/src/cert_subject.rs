@@ -1,7 +1,7 @@
-//! MONGODB-X509: a client that presented a verified certificate over TLS authenticates
-//! as the certificate's subject, a user of the `$external` database named by the subject's
-//! distinguished name in RFC 2253 form (`CN=alice,OU=Eng,O=Acme,C=US`), as MongoDB names
-//! such users.
+//! A certificate's subject as MongoDB names X.509 users: the distinguished name in RFC
+//! 2253 form (`CN=alice,OU=Eng,O=Acme,C=US`). The TLS layer reads it from a client's
+//! verified certificate, and MONGODB-X509 authentication (`commands/authenticate.rs`)
+//! logs the client in as that user of the `$external` database.
 
 use x509_parser::prelude::{FromDer, X509Certificate};
 use x509_parser::x509::{AttributeTypeAndValue, X509Name};
