@@ -28,7 +28,7 @@ use mongodb::event::cmap::CmapEvent;
 use mongodb::event::EventHandler;
 use serde::Serialize;
 use serde_json::json;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use wire::ErrorCode;
 
 use crate::cluster::{client, Cluster};
@@ -332,10 +332,47 @@ pub async fn run(
     Ok(())
 }
 
+/// The length of the open loop: low, burst, low again.
+const OPEN_LOOP_SECS: usize = WARM_SECS + BURST_SECS + COOL_SECS;
+
 async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunReport> {
     let router = cluster.router_of("A");
     let uri = cluster.uri(router);
     let admin = client(&uri).await?;
+    load_documents(&admin).await?;
+    wait_for_site_a_primary(cluster, &admin).await?;
+    let pids = ClusterPids::of(cluster, router);
+
+    let started = Instant::now();
+    let (tx, mut rx) = unbounded_channel::<Sample>();
+    let mut instances = Vec::new();
+    for _ in 0..INSTANCES {
+        instances.push(Instance::new(cluster, router, setup, started, tx.clone()).await?);
+    }
+    let capacity = measure_capacity(&instances, &pids).await?;
+    let refusal_cost = price_refusals(setup, &admin, cluster, router, &pids).await?;
+    let open = open_loop(&admin, pids, &instances, capacity, started, tx).await?;
+    let capacity_after = closed_loop_capacity(&instances).await;
+    let secs = per_second(capacity, &open, started, &mut rx);
+    let burst = BurstSummary::of(&secs);
+    Ok(RunReport {
+        label: setup.label,
+        pool_size: setup.pool,
+        instances: INSTANCES,
+        deadline_propagation_and_admission: setup.protections,
+        capacity_ops: capacity,
+        capacity_after_ops: capacity_after,
+        capacity_steady: capacity_steady(capacity, capacity_after),
+        refusal_cost,
+        goodput_fraction: burst.goodput / capacity,
+        recovery_s: burst.recovery_s,
+        normal_p99_ms: burst.normal_p99_ms,
+        per_sec: secs,
+    })
+}
+
+/// Loads the `DOCS` documents the lookups find, a thousand at a time.
+async fn load_documents(admin: &mongodb::Client) -> anyhow::Result<()> {
     let coll = admin.database("overload").collection::<Document>("docs");
     let payload = "x".repeat(100);
     for chunk in (0..DOCS).collect::<Vec<_>>().chunks(1000) {
@@ -345,40 +382,71 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
             .collect();
         coll.insert_many(docs).await.context("loading documents")?;
     }
-    // Site A's members have the highest priority: wait until one of them leads, so that
-    // no priority takeover happens during the run.
+    Ok(())
+}
+
+/// Site A's members have the highest priority: waits until one of them leads, so that
+/// no priority takeover happens during the run. Bounded: 30 s, polled every 200 ms.
+async fn wait_for_site_a_primary(
+    cluster: &LocalCluster,
+    admin: &mongodb::Client,
+) -> anyhow::Result<()> {
     let settle = Instant::now() + Duration::from_secs(30);
     // (An election in progress shows no primary for a moment: that is "not yet" too.)
     loop {
-        match cluster.primary(&admin).await {
-            Ok(p) if cluster.member_site(p) == "A" => break,
+        match cluster.primary(admin).await {
+            Ok(p) if cluster.member_site(p) == "A" => return Ok(()),
             Ok(_) => {}
             Err(e) => anyhow::ensure!(Instant::now() < settle, "{e}"),
         }
         anyhow::ensure!(Instant::now() < settle, "no site A primary within 30 s");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let router_pid = cluster.router_pid(router);
-    let member_pids: Vec<u32> = (0..cluster.member_count())
-        .filter_map(|i| cluster.member_pid(i))
-        .collect();
+}
 
-    let started = Instant::now();
-    let (tx, mut rx) = unbounded_channel::<Sample>();
-    let mut instances = Vec::new();
-    for _ in 0..INSTANCES {
-        instances.push(Instance::new(cluster, router, setup, started, tx.clone()).await?);
+/// The cluster's processes whose CPU the run reports: site A's router and every member.
+struct ClusterPids {
+    router: Option<u32>,
+    members: Vec<u32>,
+}
+
+impl ClusterPids {
+    fn of(cluster: &LocalCluster, router: usize) -> ClusterPids {
+        ClusterPids {
+            router: cluster.router_pid(router),
+            members: (0..cluster.member_count())
+                .filter_map(|i| cluster.member_pid(i))
+                .collect(),
+        }
     }
-    let cluster_cpu = || {
-        router_pid.map(process_cpu_ms).unwrap_or(0.0)
-            + member_pids.iter().map(|&p| process_cpu_ms(p)).sum::<f64>()
-    };
+
+    fn router_cpu_ms(&self) -> f64 {
+        self.router.map(process_cpu_ms).unwrap_or(0.0)
+    }
+
+    fn members_cpu_ms(&self) -> f64 {
+        self.members.iter().map(|&p| process_cpu_ms(p)).sum::<f64>()
+    }
+
+    /// The router's and the members' CPU together.
+    fn cpu_ms(&self) -> f64 {
+        self.router_cpu_ms() + self.members_cpu_ms()
+    }
+}
+
+/// This load generator's own CPU so far.
+fn generator_cpu_ms() -> f64 {
+    process_cpu_ms(std::process::id())
+}
+
+/// C, measured after a warm-up pass, printed with the CPU each side spent a second.
+async fn measure_capacity(instances: &[Instance], pids: &ClusterPids) -> anyhow::Result<f64> {
     // A first pass opens every connection and warms the members' caches and the
     // runtimes: measured cold, C came out at 2,300-3,500 where the same cluster served
     // 3,550-4,250 a second in the burst and after it.
-    closed_loop(&instances, CAPACITY_WARMUP).await;
-    let cpu_before = (process_cpu_ms(std::process::id()), cluster_cpu());
-    let capacity = closed_loop_capacity(&instances).await;
+    closed_loop(instances, CAPACITY_WARMUP).await;
+    let cpu_before = (generator_cpu_ms(), pids.cpu_ms());
+    let capacity = closed_loop_capacity(instances).await;
     anyhow::ensure!(
         capacity > 0.0,
         "no lookup succeeded while measuring capacity"
@@ -388,54 +456,89 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
     let per_sec = |after: f64, before: f64| (after - before) / CAPACITY_SECS as f64;
     println!(
         "  capacity {capacity:.0} lookups/s; CPU ms a second: generator {:.0}, cluster {:.0}",
-        per_sec(process_cpu_ms(std::process::id()), cpu_before.0),
-        per_sec(cluster_cpu(), cpu_before.1)
+        per_sec(generator_cpu_ms(), cpu_before.0),
+        per_sec(pids.cpu_ms(), cpu_before.1)
     );
+    Ok(capacity)
+}
+
+/// What a refusal costs against a served lookup, printed; None when the protections are
+/// off.
+async fn price_refusals(
+    setup: &Setup,
+    admin: &mongodb::Client,
+    cluster: &LocalCluster,
+    router: usize,
+    pids: &ClusterPids,
+) -> anyhow::Result<Option<RefusalCost>> {
     // With the protections off nothing is refused (the router's shedder is off, and
     // with it the fail point that takes its path), so there is no refusal to price.
-    let refusal_cost = if setup.protections {
-        let cost = refusal_cost::measure(
-            &admin,
-            cluster.router_addr(router),
-            cluster.login(),
-            DOCS,
-            BURST,
-            cluster_cpu,
-        )
-        .await?;
-        println!(
-            "  cluster CPU per lookup: served {:.0} µs ({:.0} with maxTimeMS, {:.0} over {} connections), refused {:.0} µs (a refusal costs {:.2} of an answer: goodput at {BURST} × C can reach at most {:.2} of C)",
-            cost.served_us,
-            cost.served_with_deadline_us,
-            cost.served_spread_us,
-            crate::refusal_cost::SPREAD_OVER,
-            cost.refused_us,
-            cost.ratio,
-            cost.goodput_ceiling
-        );
-        Some(cost)
-    } else {
-        None
-    };
+    if !setup.protections {
+        return Ok(None);
+    }
+    let cost = refusal_cost::measure(
+        admin,
+        cluster.router_addr(router),
+        cluster.login(),
+        DOCS,
+        BURST,
+        || pids.cpu_ms(),
+    )
+    .await?;
+    println!(
+        "  cluster CPU per lookup: served {:.0} µs ({:.0} with maxTimeMS, {:.0} over {} connections), refused {:.0} µs (a refusal costs {:.2} of an answer: goodput at {BURST} × C can reach at most {:.2} of C)",
+        cost.served_us,
+        cost.served_with_deadline_us,
+        cost.served_spread_us,
+        crate::refusal_cost::SPREAD_OVER,
+        cost.refused_us,
+        cost.ratio,
+        cost.goodput_ceiling
+    );
+    Ok(Some(cost))
+}
 
-    // The open loop and the once-a-second sampler run together, on the clock of `t0`.
+/// What the open loop leaves: when it began, the requests sent in each of its seconds,
+/// and what the server side did in each.
+struct OpenLoop {
+    t0: Instant,
+    sent: Vec<u64>,
+    server: Vec<ServerSecond>,
+}
+
+/// The open loop and the once-a-second sampler, together on the clock of `t0`; returns
+/// once the last requests have ended.
+async fn open_loop(
+    admin: &mongodb::Client,
+    pids: ClusterPids,
+    instances: &[Instance],
+    capacity: f64,
+    started: Instant,
+    tx: UnboundedSender<Sample>,
+) -> anyhow::Result<OpenLoop> {
     let t0 = Instant::now();
-    let total = WARM_SECS + BURST_SECS + COOL_SECS;
-    let sampler = tokio::spawn(sample_server(
-        admin.clone(),
-        router_pid,
-        member_pids,
-        t0,
-        total,
-    ));
-    let rate_at = |secs: f64| {
-        let burst = (WARM_SECS as f64..(WARM_SECS + BURST_SECS) as f64).contains(&secs);
-        capacity * if burst { BURST } else { LOW }
-    };
+    let sampler = tokio::spawn(sample_server(admin.clone(), pids, t0, OPEN_LOOP_SECS));
+    let sent = send_arrivals(instances, capacity, t0, started, &tx).await;
+    drop(tx);
+    // Requests still in flight end within their timeout.
+    tokio::time::sleep(DEADLINE * 2).await;
+    let server = sampler.await??;
+    Ok(OpenLoop { t0, sent, server })
+}
+
+/// Sends requests on the fixed schedule of [`offered_rate`] from `t0`, whatever happened
+/// to earlier ones, round robin over the instances; returns how many each second sent.
+async fn send_arrivals(
+    instances: &[Instance],
+    capacity: f64,
+    t0: Instant,
+    started: Instant,
+    tx: &UnboundedSender<Sample>,
+) -> Vec<u64> {
     let mut due = 0.0f64;
     let mut i: u64 = 0;
-    let mut sent = vec![0u64; total];
-    while due < total as f64 {
+    let mut sent = vec![0u64; OPEN_LOOP_SECS];
+    while due < OPEN_LOOP_SECS as f64 {
         tokio::time::sleep_until((t0 + Duration::from_secs_f64(due)).into()).await;
         let c = instances[i as usize % INSTANCES].clone();
         // Keys spread over the collection (a multiplicative hash of the arrival number).
@@ -443,92 +546,141 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
         sent[due as usize] += 1;
         tokio::spawn(request(c, key, started, tx.clone()));
         i += 1;
-        due += 1.0 / rate_at(due);
+        due += 1.0 / offered_rate(capacity, due);
     }
-    drop(tx);
-    // Requests still in flight end within their timeout.
-    tokio::time::sleep(DEADLINE * 2).await;
-    let server = sampler.await??;
-    let capacity_after = closed_loop_capacity(&instances).await;
+    sent
+}
 
-    let mut secs: Vec<Second> = (0..total)
+/// Requests a second at `secs` into the open loop: `BURST` × C during the burst, `LOW`
+/// × C before and after it.
+fn offered_rate(capacity: f64, secs: f64) -> f64 {
+    let burst = (WARM_SECS as f64..(WARM_SECS + BURST_SECS) as f64).contains(&secs);
+    capacity * if burst { BURST } else { LOW }
+}
+
+/// The phase second `t` of the open loop is in.
+fn phase(t: usize) -> &'static str {
+    if t < WARM_SECS {
+        "low"
+    } else if t < WARM_SECS + BURST_SECS {
+        "burst"
+    } else {
+        "low after"
+    }
+}
+
+/// The open loop's seconds, each printed: what was offered and sent, the outcomes and
+/// waits the clients reported on `rx`, and what the server side did.
+fn per_second(
+    capacity: f64,
+    open: &OpenLoop,
+    started: Instant,
+    rx: &mut UnboundedReceiver<Sample>,
+) -> Vec<Second> {
+    let mut secs: Vec<Second> = (0..OPEN_LOOP_SECS)
         .map(|t| Second {
             t,
-            phase: if t < WARM_SECS {
-                "low"
-            } else if t < WARM_SECS + BURST_SECS {
-                "burst"
-            } else {
-                "low after"
-            },
-            offered_per_sec: rate_at(t as f64),
-            sent: sent[t],
+            phase: phase(t),
+            offered_per_sec: offered_rate(capacity, t as f64),
+            sent: open.sent[t],
             ..Default::default()
         })
         .collect();
-    // The second of the open loop a sample belongs to (samples from the capacity phase
-    // have none).
-    let offset = t0.duration_since(started);
-    let second = |at: Duration| {
-        at.checked_sub(offset)
-            .map(|d| d.as_secs() as usize)
-            .filter(|&t| t < total)
-    };
-    let mut latencies = vec![Vec::new(); total];
-    let mut checkouts = vec![Vec::new(); total];
-    let mut slots = vec![Vec::new(); total];
-    while let Ok(s) = rx.try_recv() {
-        match s {
-            Sample::Request { at, outcome, nanos } => {
-                let Some(x) = second(at).and_then(|t| secs.get_mut(t)) else {
-                    continue;
-                };
-                match outcome {
-                    Outcome::Ok => {
-                        x.succeeded += 1;
-                        latencies[x.t].push(nanos);
-                    }
-                    Outcome::TimedOut => x.timed_out += 1,
-                    Outcome::Shed => x.shed += 1,
-                    Outcome::Expired => x.expired += 1,
-                    Outcome::Other => x.other_errors += 1,
-                }
-            }
-            Sample::Checkout { at, nanos } => {
-                if let Some(t) = second(at) {
-                    checkouts[t].push(nanos);
-                }
-            }
-            Sample::Slot { at, nanos } => {
-                if let Some(t) = second(at) {
-                    slots[t].push(nanos);
-                }
-            }
-        }
-    }
+    let mut waits = Waits::drain(rx, &mut secs, open.t0.duration_since(started));
     for (t, x) in secs.iter_mut().enumerate() {
-        x.latency_ms = quantiles(&mut latencies[t]);
-        x.pool_wait_ms = quantiles(&mut checkouts[t]);
-        x.slot_wait_ms = quantiles(&mut slots[t]);
-        if let Some(s) = server.get(t) {
-            x.router_cpu_ms = s.router_cpu_ms;
-            x.members_cpu_ms = s.members_cpu_ms;
-            x.generator_cpu_ms = s.generator_cpu_ms;
-            x.connections_opened = s.connections_opened;
-            x.cancelled_by_disconnect = s.cancelled_by_disconnect;
-            x.refused_by_answer_time = s.refused_by_answer_time;
-            x.refused_by_controller = s.refused_by_controller;
-            x.refused_by_gate = s.refused_by_gate;
-            x.router_lag_ms = s.router_lag_ms;
-            x.router_transit_ms = s.router_transit_ms;
-            x.router_answer_due_ms = s.router_answer_due_ms;
-            x.shard_queue = s.shard_queue.clone();
-            x.shard_exec = s.shard_exec.clone();
-            x.router_total = s.router_total.clone();
+        x.latency_ms = quantiles(&mut waits.latencies[t]);
+        x.pool_wait_ms = quantiles(&mut waits.checkouts[t]);
+        x.slot_wait_ms = quantiles(&mut waits.slots[t]);
+        if let Some(s) = open.server.get(t) {
+            x.add_server(s);
         }
+        x.print();
+    }
+    secs
+}
+
+/// The clients' waits in each second of the open loop, in nanoseconds: whole requests
+/// that succeeded, driver checkouts, and waits for a connection slot.
+struct Waits {
+    latencies: Vec<Vec<u64>>,
+    checkouts: Vec<Vec<u64>>,
+    slots: Vec<Vec<u64>>,
+}
+
+impl Waits {
+    /// Takes every sample from `rx`: outcomes are counted in `secs`, waits kept by
+    /// second. `offset`: when the open loop began, since the clients were made.
+    fn drain(rx: &mut UnboundedReceiver<Sample>, secs: &mut [Second], offset: Duration) -> Waits {
+        // The second of the open loop a sample belongs to (samples from the capacity phase
+        // have none).
+        let second = |at: Duration| {
+            at.checked_sub(offset)
+                .map(|d| d.as_secs() as usize)
+                .filter(|&t| t < OPEN_LOOP_SECS)
+        };
+        let mut waits = Waits {
+            latencies: vec![Vec::new(); OPEN_LOOP_SECS],
+            checkouts: vec![Vec::new(); OPEN_LOOP_SECS],
+            slots: vec![Vec::new(); OPEN_LOOP_SECS],
+        };
+        while let Ok(s) = rx.try_recv() {
+            match s {
+                Sample::Request { at, outcome, nanos } => {
+                    let Some(x) = second(at).and_then(|t| secs.get_mut(t)) else {
+                        continue;
+                    };
+                    match outcome {
+                        Outcome::Ok => {
+                            x.succeeded += 1;
+                            waits.latencies[x.t].push(nanos);
+                        }
+                        Outcome::TimedOut => x.timed_out += 1,
+                        Outcome::Shed => x.shed += 1,
+                        Outcome::Expired => x.expired += 1,
+                        Outcome::Other => x.other_errors += 1,
+                    }
+                }
+                Sample::Checkout { at, nanos } => {
+                    if let Some(t) = second(at) {
+                        waits.checkouts[t].push(nanos);
+                    }
+                }
+                Sample::Slot { at, nanos } => {
+                    if let Some(t) = second(at) {
+                        waits.slots[t].push(nanos);
+                    }
+                }
+            }
+        }
+        waits
+    }
+}
+
+impl Second {
+    /// Copies what the server side did in this second.
+    fn add_server(&mut self, s: &ServerSecond) {
+        self.router_cpu_ms = s.router_cpu_ms;
+        self.members_cpu_ms = s.members_cpu_ms;
+        self.generator_cpu_ms = s.generator_cpu_ms;
+        self.connections_opened = s.connections_opened;
+        self.cancelled_by_disconnect = s.cancelled_by_disconnect;
+        self.refused_by_answer_time = s.refused_by_answer_time;
+        self.refused_by_controller = s.refused_by_controller;
+        self.refused_by_gate = s.refused_by_gate;
+        self.router_lag_ms = s.router_lag_ms;
+        self.router_transit_ms = s.router_transit_ms;
+        self.router_answer_due_ms = s.router_answer_due_ms;
+        self.shard_queue = s.shard_queue.clone();
+        self.shard_exec = s.shard_exec.clone();
+        self.router_total = s.router_total.clone();
+    }
+
+    /// The second as one line.
+    fn print(&self) {
+        let x = self;
         println!(
-            "  t={t:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} slot {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} router {}/{} | cpu ms router {:>4.0} members {:>4.0} generator {:>4.0} | conns opened {:>4} cancelled {:>4} | refused: answer {:>5} controller {:>5} gate {:>5} | router lag {:>5.1} transit {:>5.1} answer due {:>5.1} ms",
-            x.phase, x.offered_per_sec, x.sent, x.succeeded, x.timed_out, x.shed, x.expired,
+            "  t={:>2} {:<9} offered {:>6.0}/s sent {:>5} ok {:>5} timeout {:>5} shed {:>5} expired {:>4} other {:>3} | p50/p99 ms: request {:>6.1}/{:>6.1} slot {:>6.1}/{:>6.1} pool {:>6.1}/{:>6.1} | shard queue {}/{} exec {}/{} router {}/{} | cpu ms router {:>4.0} members {:>4.0} generator {:>4.0} | conns opened {:>4} cancelled {:>4} | refused: answer {:>5} controller {:>5} gate {:>5} | router lag {:>5.1} transit {:>5.1} answer due {:>5.1} ms",
+            x.t, x.phase, x.offered_per_sec, x.sent, x.succeeded, x.timed_out, x.shed, x.expired,
             x.other_errors, x.latency_ms.p50, x.latency_ms.p99, x.slot_wait_ms.p50,
             x.slot_wait_ms.p99, x.pool_wait_ms.p50,
             x.pool_wait_ms.p99, x.shard_queue.p50, x.shard_queue.p99, x.shard_exec.p50,
@@ -542,36 +694,40 @@ async fn run_one(setup: &Setup, cluster: &LocalCluster) -> anyhow::Result<RunRep
             x.router_answer_due_ms
         );
     }
-    let burst = &secs[WARM_SECS..WARM_SECS + BURST_SECS];
-    let goodput = burst.iter().map(|s| s.succeeded).sum::<u64>() as f64 / BURST_SECS as f64;
-    // Normal p99: the median over the low phase, its first seconds (connections opening)
-    // left out.
-    let mut warm: Vec<f64> = secs[2..WARM_SECS]
-        .iter()
-        .map(|s| s.latency_ms.p99)
-        .collect();
-    warm.sort_by(f64::total_cmp);
-    let normal_p99_ms = warm[warm.len() / 2];
-    let after = WARM_SECS + BURST_SECS;
-    let normal =
-        |s: &Second| s.succeeded > 0 && s.latency_ms.p99 <= normal_p99_ms * NORMAL_P99_FACTOR;
-    let recovery_s = (after..=total - SUSTAINED_SECS)
-        .find(|&t| secs[t..t + SUSTAINED_SECS].iter().all(normal))
-        .map(|t| (t - after) as f64);
-    Ok(RunReport {
-        label: setup.label,
-        pool_size: setup.pool,
-        instances: INSTANCES,
-        deadline_propagation_and_admission: setup.protections,
-        capacity_ops: capacity,
-        capacity_after_ops: capacity_after,
-        capacity_steady: capacity_steady(capacity, capacity_after),
-        refusal_cost,
-        goodput_fraction: goodput / capacity,
-        recovery_s,
-        normal_p99_ms,
-        per_sec: secs,
-    })
+}
+
+/// What the burst did: goodput during it, the normal p99, and how long after it p99
+/// was back to normal.
+struct BurstSummary {
+    goodput: f64,
+    normal_p99_ms: f64,
+    recovery_s: Option<f64>,
+}
+
+impl BurstSummary {
+    fn of(secs: &[Second]) -> BurstSummary {
+        let burst = &secs[WARM_SECS..WARM_SECS + BURST_SECS];
+        let goodput = burst.iter().map(|s| s.succeeded).sum::<u64>() as f64 / BURST_SECS as f64;
+        // Normal p99: the median over the low phase, its first seconds (connections opening)
+        // left out.
+        let mut warm: Vec<f64> = secs[2..WARM_SECS]
+            .iter()
+            .map(|s| s.latency_ms.p99)
+            .collect();
+        warm.sort_by(f64::total_cmp);
+        let normal_p99_ms = warm[warm.len() / 2];
+        let after = WARM_SECS + BURST_SECS;
+        let normal =
+            |s: &Second| s.succeeded > 0 && s.latency_ms.p99 <= normal_p99_ms * NORMAL_P99_FACTOR;
+        let recovery_s = (after..=OPEN_LOOP_SECS - SUSTAINED_SECS)
+            .find(|&t| secs[t..t + SUSTAINED_SECS].iter().all(normal))
+            .map(|t| (t - after) as f64);
+        BurstSummary {
+            goodput,
+            normal_p99_ms,
+            recovery_s,
+        }
+    }
 }
 
 /// One simulated service instance: a client with its own pool of `pool` connections,
@@ -778,17 +934,15 @@ struct ServerSecond {
 /// members' CPU.
 async fn sample_server(
     admin: mongodb::Client,
-    router_pid: Option<u32>,
-    member_pids: Vec<u32>,
+    pids: ClusterPids,
     t0: Instant,
     total: usize,
 ) -> anyhow::Result<Vec<ServerSecond>> {
-    let cpu = process_cpu_ms;
     let cpus = || {
         (
-            router_pid.map(cpu).unwrap_or(0.0),
-            member_pids.iter().map(|&p| cpu(p)).sum::<f64>(),
-            cpu(std::process::id()),
+            pids.router_cpu_ms(),
+            pids.members_cpu_ms(),
+            generator_cpu_ms(),
         )
     };
     let status = || async {
