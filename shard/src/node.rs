@@ -17,7 +17,7 @@ use crate::repl::engine::ReplicatedEngine;
 use crate::repl::transport::RaftService;
 use crate::repl::{self, ReplConfig, Replica};
 use crate::retry::{self, RecordingEngine, Retry, SessionLocks};
-use crate::write_concern;
+use crate::write_concern::{self, WriteConcern};
 
 /// Which storage engine a node runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,16 +77,6 @@ pub struct RunOptions {
     /// The read preference allows a secondary (MongoDB's `secondaryOk`).
     pub secondary_ok: bool,
     pub write_concern: WriteConcern,
-}
-
-/// A parsed write concern. Every acknowledged write on a member is applied only once a
-/// majority holds it, so `w:1` and `w:"majority"` wait for the same point; `wtimeout`
-/// bounds the wait.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct WriteConcern {
-    /// Members that must have the write (0 = the default, majority).
-    pub w: u32,
-    pub wtimeout: Option<Duration>,
 }
 
 /// What a command handler sees besides its arguments.

@@ -15,8 +15,9 @@ use tonic::{Request, Response, Status};
 use tracing::info;
 
 use crate::deadline::Deadline;
-use crate::node::{RunOptions, WriteConcern};
+use crate::node::RunOptions;
 use crate::repl::transport::RaftService;
+use crate::write_concern::WriteConcern;
 use crate::{ops, Node, ShardConfig, ShardError};
 use wire::ErrorCode;
 
