@@ -3,8 +3,10 @@
 use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use super::args::{collection_name, existing, ns, opt_bool, opt_count, opt_doc, opt_i64};
-use crate::cursor::{batch_reply, DEFAULT_FIRST_BATCH};
+use super::args::{
+    batch_reply, collection_name, existing, ns, opt_bool, opt_count, opt_doc, opt_i64,
+};
+use crate::cursor::DEFAULT_FIRST_BATCH;
 use crate::node::Ctx;
 use crate::read::{open_find, FindArgs};
 
