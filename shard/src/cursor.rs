@@ -15,7 +15,7 @@ use storage::Engine;
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::CollectionMeta;
-use crate::deadline::Deadline;
+use crate::control::deadline::Deadline;
 use crate::scan::Scan;
 use crate::spill::{DiskUse, ExternalSort, Sorted};
 

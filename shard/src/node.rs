@@ -10,8 +10,8 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::Catalog;
 use crate::commands;
+use crate::control::deadline::Deadline;
 use crate::cursor::Cursors;
-use crate::deadline::Deadline;
 use crate::error::ShardError;
 use crate::repl::engine::ReplicatedEngine;
 use crate::repl::transport::RaftService;
@@ -40,9 +40,9 @@ pub struct Node {
     /// One command at a time per session (retryable writes).
     pub sessions: SessionLocks,
     /// Read and write ticket pools (see `admission`).
-    pub admission: crate::admission::Admission,
+    pub admission: crate::control::admission::Admission,
     /// Operations in progress (`currentOp`, `killOp`).
-    pub ops: Arc<crate::ops::Registry>,
+    pub ops: Arc<crate::control::ops::Registry>,
     /// Whether the in-memory catalog reflects every applied catalog change (a member's).
     pub catalog_sync: Arc<crate::catalog_sync::CatalogSync>,
     /// Where blocking stages spill with `allowDiskUse`: `_tmp` in the data directory, as
@@ -327,8 +327,8 @@ impl Node {
     }
 
     /// Which ticket pool a command draws from.
-    pub fn admission_class(name: &str) -> crate::admission::Class {
-        use crate::admission::Class;
+    pub fn admission_class(name: &str) -> crate::control::admission::Class {
+        use crate::control::admission::Class;
         match commands::lookup(name) {
             Some(spec) if spec.anywhere => Class::Exempt,
             Some(spec) if spec.writes => Class::Write,
@@ -459,7 +459,7 @@ impl Node {
         if let Some(replica) = &self.replica {
             // In slices, so that the read's maxTimeMS and killOp still reach it.
             let slice = || replica.unresolved.wait_for(Duration::from_millis(50));
-            while !crate::ops::blocking_wait(slice) {
+            while !crate::control::ops::blocking_wait(slice) {
                 deadline.check_holding()?;
             }
         }

@@ -148,7 +148,7 @@ pub fn delete_batch(
     let mut kept = false;
     let mut more = true;
     while deleted < BATCH && more {
-        crate::ops::check_interrupted()?;
+        crate::control::ops::check_interrupted()?;
         let page = engine
             .scan(&meta.table, &scan, false, BATCH)
             .map_err(storage_to_mongo)?;
@@ -167,7 +167,7 @@ pub fn delete_batch(
         }
     }
     if deleted > 0 {
-        crate::ops::check_before_write()?;
+        crate::control::ops::check_before_write()?;
         engine.write_owned(batch).map_err(storage_to_mongo)?;
     }
     let next = match &scan.start {

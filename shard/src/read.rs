@@ -9,8 +9,8 @@ use query::sort::SortSpec;
 use wire::MongoResult;
 
 use crate::catalog::CollectionMeta;
+use crate::control::deadline::Deadline;
 use crate::cursor::{CursorSource, FindCursor};
-use crate::deadline::Deadline;
 use crate::plan::{plan, Plan};
 use crate::scan::Scan;
 use storage::Engine;

@@ -11,7 +11,7 @@ use storage::{Engine, KeyRange};
 use wire::MongoResult;
 
 use crate::catalog::CollectionMeta;
-use crate::deadline::Deadline;
+use crate::control::deadline::Deadline;
 use crate::error::storage_to_mongo;
 use crate::plan::Access;
 use crate::write_path::decode_document;

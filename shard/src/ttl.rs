@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::deadline::Deadline;
+use crate::control::deadline::Deadline;
 use crate::read::{collect, FindArgs};
 use crate::write_path::delete_document;
 use crate::Node;

@@ -126,7 +126,7 @@ fn commit(
     flips: &BTreeSet<usize>,
     docs: &[&Document],
 ) -> MongoResult<()> {
-    crate::ops::check_before_write()?;
+    crate::control::ops::check_before_write()?;
     // Flips are staged onto the newest metadata, under the catalog's flip lock until the
     // new metadata is installed (see `Catalog::flips`).
     let _flipping = (!flips.is_empty()).then(|| catalog.flips.lock());

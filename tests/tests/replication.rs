@@ -461,7 +461,7 @@ async fn linearizable_find_on(set: &TestReplicaSet, i: usize, ms: u64) -> Docume
     let node = set.member(i).expect("running").node.clone();
     let cmd = doc! {"find": "lin", "readConcern": {"level": "linearizable"}};
     let opts = shard::node::RunOptions {
-        deadline: shard::deadline::Deadline::after_ms(ms),
+        deadline: shard::control::deadline::Deadline::after_ms(ms),
         secondary_ok: true,
         ..Default::default()
     };

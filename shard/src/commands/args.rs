@@ -6,8 +6,8 @@ use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::CollectionMeta;
+use crate::control::deadline::Deadline;
 use crate::cursor::{CursorSource, Cursors};
-use crate::deadline::Deadline;
 use crate::node::Ctx;
 
 pub use query::expr::type_name;

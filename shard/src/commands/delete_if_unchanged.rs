@@ -40,7 +40,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     if !crate::doc_moves::stored_exactly(ctx.engine, &meta, expected)? {
         return Ok(doc! {"n": 0});
     }
-    crate::ops::check_before_write()?;
+    crate::control::ops::check_before_write()?;
     // What a retry of the command that moved the document must answer: `record` (a
     // `findAndModify` reply), else the update's outcome.
     let record = match cmd.get_document("record") {

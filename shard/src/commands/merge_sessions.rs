@@ -38,7 +38,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     }
     let merged = batch.len();
     if merged > 0 {
-        crate::ops::check_before_write()?;
+        crate::control::ops::check_before_write()?;
         ctx.engine.write_owned(batch).map_err(storage_to_mongo)?;
     }
     Ok(doc! {"merged": merged as i64, "records": Bson::Int64(records.len() as i64)})

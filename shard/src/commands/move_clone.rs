@@ -39,7 +39,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let mut last: Option<Vec<u8>> = None;
     let mut done = false;
     while bytes < BATCH_BYTES {
-        crate::ops::check_interrupted()?;
+        crate::control::ops::check_interrupted()?;
         let page = ctx
             .engine
             .scan(&meta.table, &scan, false, PAGE)

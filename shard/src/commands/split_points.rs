@@ -23,7 +23,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let mut keys: Vec<(Vec<Bson>, usize)> = Vec::new();
     let mut scan = KeyRange::all();
     loop {
-        crate::ops::check_interrupted()?;
+        crate::control::ops::check_interrupted()?;
         let page = ctx
             .engine
             .scan(&meta.table, &scan, false, PAGE)

@@ -32,7 +32,7 @@ use wire::MongoResult;
 
 use super::args::{collection_name, existing_or, opt_bool};
 use crate::catalog::{CollectionMeta, IndexMeta, KeyKind};
-use crate::deadline::Deadline;
+use crate::control::deadline::Deadline;
 use crate::error::storage_to_mongo;
 use crate::keys::id_key;
 use crate::node::Ctx;

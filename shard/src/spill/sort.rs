@@ -12,8 +12,8 @@ use storage::Engine;
 use wire::MongoResult;
 
 use super::{DiskUse, Run};
+use crate::control::deadline::Deadline;
 use crate::cursor::CursorSource;
-use crate::deadline::Deadline;
 
 fn in_order(docs: Vec<Document>, spec: Option<&SortSpec>) -> Vec<Document> {
     match spec {
