@@ -2,17 +2,13 @@
 //! (WiredTiger, or memory for tests) and serves them to routers over gRPC.
 
 pub mod catalog;
-pub mod catalog_sync;
 pub mod commands;
 pub mod config;
 pub mod control;
 pub mod cursor;
-pub mod db_placement;
 pub mod doc_moves;
 pub mod error;
-pub mod keys;
 pub mod migration;
-pub mod moves;
 pub mod node;
 pub mod pipeline_cursor;
 pub mod plan;
@@ -22,7 +18,6 @@ pub mod repl;
 pub mod retry;
 pub mod scan;
 pub mod service;
-pub mod shard_version;
 pub mod spill;
 pub mod ttl;
 pub mod unsupported;

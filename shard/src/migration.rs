@@ -102,7 +102,7 @@ pub fn current(
         .map(|id| {
             let stored = ctx
                 .engine
-                .get(&meta.table, &crate::keys::id_key(id))
+                .get(&meta.table, &crate::catalog::keys::id_key(id))
                 .map_err(crate::error::storage_to_mongo)?;
             let doc = stored
                 .map(|b| crate::write_path::decode_document(&b))

@@ -44,7 +44,7 @@ pub struct Node {
     /// Operations in progress (`currentOp`, `killOp`).
     pub ops: Arc<crate::control::ops::Registry>,
     /// Whether the in-memory catalog reflects every applied catalog change (a member's).
-    pub catalog_sync: Arc<crate::catalog_sync::CatalogSync>,
+    pub catalog_sync: Arc<crate::catalog::sync::CatalogSync>,
     /// Where blocking stages spill with `allowDiskUse`: `_tmp` in the data directory, as
     /// MongoDB's dbpath; None (the system's) for an in-memory node.
     pub spill_dir: Option<PathBuf>,
@@ -53,7 +53,7 @@ pub struct Node {
 /// The versions a router routed a command with.
 #[derive(Debug, Clone, Copy, Default)]
 struct Routing {
-    shard_version: Option<crate::shard_version::Routed>,
+    shard_version: Option<crate::catalog::shard_version::Routed>,
     db_version: Option<i64>,
 }
 
@@ -97,7 +97,7 @@ pub struct Ctx<'a> {
     /// of its place in the client's batch). Otherwise a statement's id is its position.
     pub stmt_ids: Option<Vec<i32>>,
     /// The version the router routed a command on a sharded collection with.
-    pub shard_version: Option<crate::shard_version::Routed>,
+    pub shard_version: Option<crate::catalog::shard_version::Routed>,
     /// The version of the database's primary shard a router routed the command with
     /// (`databaseVersion`, see `db_placement`).
     pub db_version: Option<i64>,
@@ -176,10 +176,10 @@ impl Ctx<'_> {
     ) -> MongoResult<()> {
         if let Some(v) = self.db_version {
             let placement = self.node.catalog.placement(self.db);
-            crate::db_placement::check(self.db, placement, v, writes)?;
+            crate::catalog::db_placement::check(self.db, placement, v, writes)?;
         }
         match &self.shard_version {
-            Some(v) => crate::shard_version::check(|| meta.ns(), Some(meta), v, writes),
+            Some(v) => crate::catalog::shard_version::check(|| meta.ns(), Some(meta), v, writes),
             None => Ok(()),
         }
     }
@@ -260,7 +260,7 @@ impl Node {
         let (reload_tx, reload_rx) = std::sync::mpsc::channel::<()>();
         let slot = node_slot.clone();
         let rollback_slot = node_slot.clone();
-        let catalog_sync = Arc::new(crate::catalog_sync::CatalogSync::default());
+        let catalog_sync = Arc::new(crate::catalog::sync::CatalogSync::default());
         let sync = catalog_sync.clone();
         std::thread::Builder::new()
             .name("catalog-reload".into())
@@ -389,14 +389,19 @@ impl Node {
                     self.await_timed_out_writes(&deadline)?;
                 }
                 let routed = Routing {
-                    shard_version: crate::shard_version::received(cmd)?,
-                    db_version: crate::db_placement::received(cmd)?,
+                    shard_version: crate::catalog::shard_version::received(cmd)?,
+                    db_version: crate::catalog::db_placement::received(cmd)?,
                 };
                 // Routed to the database's primary shard: run only if this is it. DDL holds
                 // the database's DDL lock, so a move's critical section sees every collection.
                 let _ddl = match routed.db_version {
                     Some(v) => {
-                        crate::db_placement::check(db, self.catalog.placement(db), v, spec.writes)?;
+                        crate::catalog::db_placement::check(
+                            db,
+                            self.catalog.placement(db),
+                            v,
+                            spec.writes,
+                        )?;
                         let ddl = spec.writes && !HOT_WRITES.contains(&name.as_str());
                         ddl.then(|| self.catalog.ddl_lock(db))
                     }
@@ -414,7 +419,12 @@ impl Node {
                     .unwrap_or("");
                 let ns = format!("{db}.{coll}");
                 let meta = self.catalog.get(&ns);
-                crate::shard_version::check(|| ns.clone(), meta.as_deref(), &v, spec.writes)?;
+                crate::catalog::shard_version::check(
+                    || ns.clone(),
+                    meta.as_deref(),
+                    &v,
+                    spec.writes,
+                )?;
                 // Handlers ignore the field: no copy of the command to remove it.
                 self.run_in_session(db, cmd, raw_documents, deadline, routed, spec.run)
             })

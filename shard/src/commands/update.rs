@@ -256,7 +256,7 @@ fn would_change_owning_shard(
     old: &Document,
     new: &Document,
 ) -> MongoResult<()> {
-    let (Some(owner), Some(crate::shard_version::Routed::At(_))) =
+    let (Some(owner), Some(crate::catalog::shard_version::Routed::At(_))) =
         (&meta.ownership, &ctx.shard_version)
     else {
         return Ok(());

@@ -31,10 +31,10 @@ use storage::Engine;
 use wire::MongoResult;
 
 use super::args::{collection_name, existing_or, opt_bool};
+use crate::catalog::keys::id_key;
 use crate::catalog::{CollectionMeta, IndexMeta, KeyKind};
 use crate::control::deadline::Deadline;
 use crate::error::storage_to_mongo;
-use crate::keys::id_key;
 use crate::node::Ctx;
 use crate::scan::each_row;
 use crate::write_path::{decode_document, entries};
