@@ -20,7 +20,6 @@ pub mod scan;
 pub mod service;
 pub mod spill;
 pub mod ttl;
-pub mod unsupported;
 pub mod write_concern;
 pub mod write_path;
 

@@ -41,7 +41,7 @@ impl AggContext for ShardAggContext<'_, '_> {
 }
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    crate::unsupported::check_collation(cmd.get("collation"))?;
+    super::unsupported::check_collation(cmd.get("collation"))?;
     let coll =
         match cmd.get("aggregate") {
             Some(Bson::String(s)) if !s.is_empty() => Some(s.as_str()),

@@ -127,7 +127,7 @@ pub fn create_on_write(ctx: &Ctx, coll: &str) -> MongoResult<Arc<CollectionMeta>
 /// Rejects fields a statement (an `updates` or `deletes` entry) does not have, as
 /// MongoDB 7's IDL parser does (for example `sort`, which only 8.0 accepts).
 pub fn check_statement_fields(stmt: &Document, context: &str, allowed: &[&str]) -> MongoResult<()> {
-    crate::unsupported::check_collation(stmt.get("collation"))?;
+    super::unsupported::check_collation(stmt.get("collation"))?;
     for k in stmt.keys() {
         if !allowed.contains(&k.as_str()) {
             return Err(MongoError::new(

@@ -9,7 +9,7 @@ use crate::node::Ctx;
 use crate::read::{open_find, FindArgs};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    crate::unsupported::check_collation(cmd.get("collation"))?;
+    super::unsupported::check_collation(cmd.get("collation"))?;
     let coll = collection_name(cmd)?;
     let filter = opt_doc(cmd, "query")?.cloned().unwrap_or_default();
     let skip = opt_count(cmd, "skip")?.unwrap_or(0);

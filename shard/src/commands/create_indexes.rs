@@ -53,7 +53,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                 "each index specification must be an object",
             ));
         };
-        crate::unsupported::check_index_spec(spec)?;
+        super::unsupported::check_index_spec(spec)?;
         let mut spec = spec.clone();
         spec.remove("v");
         spec.remove("ns");

@@ -8,7 +8,7 @@ use crate::node::Ctx;
 use crate::read::{collect, FindArgs};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    crate::unsupported::check_collation(cmd.get("collation"))?;
+    super::unsupported::check_collation(cmd.get("collation"))?;
     let coll = collection_name(cmd)?;
     let key = match cmd.get("key") {
         Some(Bson::String(k)) => k.clone(),

@@ -16,7 +16,7 @@ use crate::read::{open_find, FindArgs};
 const UNSUPPORTED: &[&str] = &["min", "max", "returnKey", "showRecordId", "noCursorTimeout"];
 
 fn refuse_unsupported(cmd: &Document) -> MongoResult<()> {
-    crate::unsupported::check_collation(cmd.get("collation"))?;
+    super::unsupported::check_collation(cmd.get("collation"))?;
     let set = |v: &Bson| !matches!(v, Bson::Boolean(false) | Bson::Null);
     if let Some(k) = UNSUPPORTED.iter().find(|k| cmd.get(**k).is_some_and(set)) {
         return Err(MongoError::new(

@@ -13,7 +13,7 @@ use crate::read::{collect, FindArgs};
 use crate::write_path::delete_document;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    crate::unsupported::check_collation(cmd.get("collation"))?;
+    super::unsupported::check_collation(cmd.get("collation"))?;
     let coll = collection_name(cmd)?;
     let filter = opt_doc(cmd, "query")?.cloned().unwrap_or_default();
     let sort = opt_doc(cmd, "sort")?.cloned();
