@@ -54,7 +54,7 @@ pub fn pending(node: &Node, older_than_ms: i64) -> MongoResult<Vec<Document>> {
         .scan(TABLE, &KeyRange::all(), false, usize::MAX)
         .map_err(storage_to_mongo)?
     {
-        let intent = crate::write_path::decode_document(&v)?;
+        let intent = crate::execution::write_path::decode_document(&v)?;
         // A move of a collection since dropped has nothing left to finish.
         let ns = format!(
             "{}.{}",

@@ -105,7 +105,7 @@ pub fn current(
                 .get(&meta.table, &crate::catalog::keys::id_key(id))
                 .map_err(crate::error::storage_to_mongo)?;
             let doc = stored
-                .map(|b| crate::write_path::decode_document(&b))
+                .map(|b| crate::execution::write_path::decode_document(&b))
                 .transpose()?;
             Ok((id.clone(), doc))
         })

@@ -11,8 +11,8 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use crate::catalog::Catalog;
 use crate::commands;
 use crate::control::deadline::Deadline;
-use crate::cursor::Cursors;
 use crate::error::ShardError;
+use crate::execution::cursor::Cursors;
 use crate::repl::engine::ReplicatedEngine;
 use crate::repl::transport::RaftService;
 use crate::repl::{self, ReplConfig, Replica};
@@ -105,8 +105,8 @@ pub struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// A command's `allowDiskUse`, with where this node spills.
-    pub fn disk_use(&self, allowed: bool) -> crate::spill::DiskUse {
-        crate::spill::DiskUse {
+    pub fn disk_use(&self, allowed: bool) -> crate::execution::spill::DiskUse {
+        crate::execution::spill::DiskUse {
             allowed,
             dir: self.node.spill_dir.clone(),
         }

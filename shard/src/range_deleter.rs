@@ -30,8 +30,8 @@ use wire::{MongoError, MongoResult};
 
 use crate::catalog::CollectionMeta;
 use crate::error::storage_to_mongo;
+use crate::execution::write_path::{decode_document, stage_delete};
 use crate::migration::in_range;
-use crate::write_path::{decode_document, stage_delete};
 use crate::Node;
 
 /// Ranges waiting for older readers, one record per range.

@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::control::deadline::Deadline;
-use crate::read::{collect, FindArgs};
-use crate::write_path::delete_document;
+use crate::execution::read::{collect, FindArgs};
+use crate::execution::write_path::delete_document;
 use crate::Node;
 
 pub fn spawn_background(

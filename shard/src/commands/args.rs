@@ -7,7 +7,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::CollectionMeta;
 use crate::control::deadline::Deadline;
-use crate::cursor::{CursorSource, Cursors};
+use crate::execution::cursor::{CursorSource, Cursors};
 use crate::node::Ctx;
 
 pub use query::expr::type_name;
@@ -165,7 +165,7 @@ pub fn materialized_reply(
     docs: std::collections::VecDeque<Document>,
     default_batch: usize,
 ) -> MongoResult<Document> {
-    let source = Box::new(crate::cursor::Materialized::new(docs));
+    let source = Box::new(crate::execution::cursor::Materialized::new(docs));
     cursor_reply(ctx, cmd, ns, source, default_batch)
 }
 

@@ -15,8 +15,8 @@ use wire::{MongoError, MongoResult};
 
 use super::args::{collection_name, existing};
 use super::update::Outcome;
+use crate::execution::write_path::delete_document_with;
 use crate::node::Ctx;
-use crate::write_path::delete_document_with;
 use storage::WriteBatch;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {

@@ -4,8 +4,8 @@ use bson::{doc, Bson, Document};
 use wire::{MongoError, MongoResult};
 
 use super::args::{collection_name, existing, opt_doc};
+use crate::execution::read::{collect, FindArgs};
 use crate::node::Ctx;
-use crate::read::{collect, FindArgs};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     super::unsupported::check_collation(cmd.get("collation"))?;

@@ -6,9 +6,9 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use super::args::{
     batch_reply, collection_name, existing, ns, opt_bool, opt_count, opt_doc, opt_i64,
 };
-use crate::cursor::DEFAULT_FIRST_BATCH;
+use crate::execution::cursor::DEFAULT_FIRST_BATCH;
+use crate::execution::read::{open_find, FindArgs};
 use crate::node::Ctx;
-use crate::read::{open_find, FindArgs};
 
 /// `find` options MongoDB has and Bulwark does not implement: refused, never ignored (an
 /// ignored `min` or `$natural` order would quietly return other documents or order, an

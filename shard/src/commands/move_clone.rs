@@ -11,9 +11,9 @@ use wire::MongoResult;
 
 use super::args::{collection_name, existing_or};
 use crate::error::storage_to_mongo;
+use crate::execution::write_path::decode_document;
 use crate::migration::{expect_version, in_range, owned, range};
 use crate::node::Ctx;
-use crate::write_path::decode_document;
 
 /// A batch stops at this many bytes of documents, well under the 16 MB reply limit.
 const BATCH_BYTES: usize = 4 << 20;

@@ -8,9 +8,9 @@ use storage::KeyRange;
 use wire::{MongoError, MongoResult};
 
 use crate::error::storage_to_mongo;
+use crate::execution::write_path::decode_document;
 use crate::migration::{in_range, owned, range};
 use crate::node::Ctx;
-use crate::write_path::decode_document;
 
 const PAGE: usize = 1024;
 

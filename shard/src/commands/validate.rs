@@ -35,9 +35,9 @@ use crate::catalog::keys::id_key;
 use crate::catalog::{CollectionMeta, IndexMeta, KeyKind};
 use crate::control::deadline::Deadline;
 use crate::error::storage_to_mongo;
+use crate::execution::scan::each_row;
+use crate::execution::write_path::{decode_document, entries};
 use crate::node::Ctx;
-use crate::scan::each_row;
-use crate::write_path::{decode_document, entries};
 
 /// Inconsistencies of each kind listed in the reply at most.
 pub const LISTED: usize = 100;

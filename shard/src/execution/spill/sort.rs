@@ -13,7 +13,7 @@ use wire::MongoResult;
 
 use super::{DiskUse, Run};
 use crate::control::deadline::Deadline;
-use crate::cursor::CursorSource;
+use crate::execution::cursor::CursorSource;
 
 fn in_order(docs: Vec<Document>, spec: Option<&SortSpec>) -> Vec<Document> {
     match spec {

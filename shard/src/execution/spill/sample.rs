@@ -10,7 +10,7 @@ use storage::Engine;
 use wire::MongoResult;
 
 use crate::control::deadline::Deadline;
-use crate::cursor::{CursorSource, Materialized};
+use crate::execution::cursor::{CursorSource, Materialized};
 
 /// `n` documents drawn uniformly from what `source` has left (all of them, when fewer),
 /// in random order.

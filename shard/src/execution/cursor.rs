@@ -14,10 +14,10 @@ use query::sort::SortSpec;
 use storage::Engine;
 use wire::{ErrorCode, MongoError, MongoResult};
 
+use super::scan::Scan;
+use super::spill::{DiskUse, ExternalSort, Sorted};
 use crate::catalog::CollectionMeta;
 use crate::control::deadline::Deadline;
-use crate::scan::Scan;
-use crate::spill::{DiskUse, ExternalSort, Sorted};
 
 /// Largest reply batch in bytes (MongoDB leaves room for the reply envelope under 16 MiB).
 pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
