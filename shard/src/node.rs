@@ -211,8 +211,8 @@ impl Node {
             EngineKind::Memory => Arc::new(storage::MemoryEngine::default()),
         };
         engine.create_table(retry::TXN_TABLE)?;
-        engine.create_table(crate::range_deleter::TABLE)?;
-        engine.create_table(crate::doc_moves::TABLE)?;
+        engine.create_table(crate::migrations::range_deleter::TABLE)?;
+        engine.create_table(crate::migrations::doc_moves::TABLE)?;
         let catalog =
             Catalog::load(engine.as_ref()).map_err(|e| ShardError::Catalog(e.to_string()))?;
         Ok(Arc::new(Node {
@@ -252,8 +252,8 @@ impl Node {
             .map_err(ShardError::Catalog)?;
         // Every member creates the session table itself, before it applies any entry.
         base.create_table(retry::TXN_TABLE)?;
-        base.create_table(crate::range_deleter::TABLE)?;
-        base.create_table(crate::doc_moves::TABLE)?;
+        base.create_table(crate::migrations::range_deleter::TABLE)?;
+        base.create_table(crate::migrations::doc_moves::TABLE)?;
         // The catalog is reloaded off the Raft thread: a command holding the catalog
         // lock may be waiting for that very thread to apply its write.
         let node_slot: Arc<OnceLock<Weak<Node>>> = Arc::new(OnceLock::new());

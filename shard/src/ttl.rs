@@ -33,7 +33,7 @@ pub fn spawn_background(
                 _ = shutdown.cancelled() => return,
                 _ = ranges.tick() => {
                     let n = node.clone();
-                    blocking_pass("range deleter", move || crate::range_deleter::run_pending(&n)).await;
+                    blocking_pass("range deleter", move || crate::migrations::range_deleter::run_pending(&n)).await;
                 }
                 _ = ttl.tick() => {
                     let n = node.clone();

@@ -8,8 +8,8 @@ use storage::WriteBatch;
 use wire::{MongoError, MongoResult};
 
 use super::args::{collection_name, existing};
-use crate::doc_moves::{key, TABLE};
 use crate::error::storage_to_mongo;
+use crate::migrations::doc_moves::{key, TABLE};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {

@@ -12,7 +12,7 @@ use wire::MongoResult;
 use super::args::{collection_name, existing_or};
 use crate::error::storage_to_mongo;
 use crate::execution::write_path::decode_document;
-use crate::migration::{expect_version, in_range, owned, range};
+use crate::migrations::migration::{expect_version, in_range, owned, range};
 use crate::node::Ctx;
 
 /// A batch stops at this many bytes of documents, well under the 16 MB reply limit.

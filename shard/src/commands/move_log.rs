@@ -5,7 +5,7 @@ use bson::Document;
 use wire::MongoResult;
 
 use super::args::opt_bool;
-use crate::migration::{expect_version, owned};
+use crate::migrations::migration::{expect_version, owned};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {

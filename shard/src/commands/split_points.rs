@@ -9,7 +9,7 @@ use wire::{MongoError, MongoResult};
 
 use crate::error::storage_to_mongo;
 use crate::execution::write_path::decode_document;
-use crate::migration::{in_range, owned, range};
+use crate::migrations::migration::{in_range, owned, range};
 use crate::node::Ctx;
 
 const PAGE: usize = 1024;

@@ -28,10 +28,10 @@ use query::shard_key::KeyValue;
 use storage::{Engine, KeyRange, WriteBatch};
 use wire::{MongoError, MongoResult};
 
+use super::migration::in_range;
 use crate::catalog::CollectionMeta;
 use crate::error::storage_to_mongo;
 use crate::execution::write_path::{decode_document, stage_delete};
-use crate::migration::in_range;
 use crate::Node;
 
 /// Ranges waiting for older readers, one record per range.
