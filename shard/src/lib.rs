@@ -10,10 +10,9 @@ pub mod execution;
 pub mod migrations;
 pub mod node;
 pub mod repl;
-pub mod retry;
 pub mod service;
+pub mod sessions;
 pub mod ttl;
-pub mod write_concern;
 
 pub use config::ShardConfig;
 pub use error::ShardError;

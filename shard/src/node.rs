@@ -16,8 +16,8 @@ use crate::execution::cursor::Cursors;
 use crate::repl::engine::ReplicatedEngine;
 use crate::repl::transport::RaftService;
 use crate::repl::{self, ReplConfig, Replica};
-use crate::retry::{self, RecordingEngine, Retry, SessionLocks};
-use crate::write_concern::{self, WriteConcern};
+use crate::sessions::retry::{self, RecordingEngine, Retry, SessionLocks};
+use crate::sessions::write_concern::{self, WriteConcern};
 
 /// Which storage engine a node runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]

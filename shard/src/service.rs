@@ -18,7 +18,7 @@ use crate::control::deadline::Deadline;
 use crate::control::ops;
 use crate::node::RunOptions;
 use crate::repl::transport::RaftService;
-use crate::write_concern::WriteConcern;
+use crate::sessions::write_concern::WriteConcern;
 use crate::{Node, ShardConfig, ShardError};
 use wire::ErrorCode;
 

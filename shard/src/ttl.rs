@@ -74,9 +74,10 @@ pub fn prune_sessions(node: &Node) -> wire::MongoResult<usize> {
         return Ok(0);
     }
     let cutoff = bson::DateTime::from_millis(
-        bson::DateTime::now().timestamp_millis() - crate::retry::SESSION_TIMEOUT.as_millis() as i64,
+        bson::DateTime::now().timestamp_millis()
+            - crate::sessions::retry::SESSION_TIMEOUT.as_millis() as i64,
     );
-    crate::retry::prune(node.engine.as_ref(), &node.sessions, cutoff)
+    crate::sessions::retry::prune(node.engine.as_ref(), &node.sessions, cutoff)
 }
 
 /// Deletes every document whose TTL-indexed date is older than its expiry. Returns how many.

@@ -164,7 +164,7 @@ async fn writes_erased_by_a_new_primary_are_kept_in_the_rollback_directory() {
     let node = set.member(old).unwrap().node.clone();
     let reply = tokio::task::spawn_blocking(move || {
         let opts = shard::node::RunOptions {
-            write_concern: shard::write_concern::WriteConcern {
+            write_concern: shard::sessions::write_concern::WriteConcern {
                 w: 0,
                 wtimeout: Some(Duration::from_millis(500)),
             },

@@ -10,7 +10,7 @@ use super::args::opt_array;
 use crate::error::storage_to_mongo;
 use crate::execution::write_path::decode_document;
 use crate::node::Ctx;
-use crate::retry::{merge_record, TXN_TABLE};
+use crate::sessions::retry::{merge_record, TXN_TABLE};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let records = opt_array(cmd, "records")?.cloned().unwrap_or_default();
