@@ -13,6 +13,7 @@ use tracing::{debug, warn};
 use crate::control::deadline::Deadline;
 use crate::execution::read::{collect, FindArgs};
 use crate::execution::write_path::delete_document;
+use crate::migrations::range_deleter;
 use crate::Node;
 
 pub fn spawn_background(
@@ -33,7 +34,7 @@ pub fn spawn_background(
                 _ = shutdown.cancelled() => return,
                 _ = ranges.tick() => {
                     let n = node.clone();
-                    blocking_pass("range deleter", move || crate::migrations::range_deleter::run_pending(&n)).await;
+                    blocking_pass("range deleter", move || range_deleter::run_pending(&n)).await;
                 }
                 _ = ttl.tick() => {
                     let n = node.clone();

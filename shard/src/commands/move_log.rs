@@ -1,5 +1,5 @@
 //! `_shardsvrMoveLog`: the donor of a migration starts (`on: true`) or stops recording
-//! the documents written while the range is copied (see `moves.rs`).
+//! the documents written while the range is copied (see `catalog/moves.rs`).
 
 use bson::Document;
 use wire::MongoResult;

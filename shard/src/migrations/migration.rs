@@ -5,7 +5,7 @@
 //! shards only do the steps it asks for: the donor records changes, hands out the range's
 //! documents and changes, enters its critical section and deletes the range once it is
 //! no longer its own; the recipient applies what it is sent. Documents a shard holds
-//! outside its ranges are orphans, which reads skip (see `scan.rs`).
+//! outside its ranges are orphans, which reads skip (see `execution/scan.rs`).
 
 use std::cmp::Ordering;
 use std::sync::Arc;
