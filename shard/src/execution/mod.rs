@@ -4,8 +4,8 @@
 //! (`cursor`, and `pipeline_cursor` for an aggregation's streaming stages), spilling
 //! blocking stages to disk (`spill`), and writing a document with its index entries in
 //! one storage batch (`write_path`). They share the document and batch vocabulary a scan
-//! produces and a cursor consumes, and need only the catalog, deadlines and the write
-//! checks of `control`, never a command's context.
+//! produces and a cursor consumes, and need only the catalog, errors, deadlines and the
+//! write checks of `control`, never a command's context or the node.
 
 pub mod cursor;
 pub mod pipeline_cursor;
