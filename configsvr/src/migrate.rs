@@ -24,7 +24,8 @@
 //! whether the migration happened. A coordinator on a deposed primary cannot interfere
 //! afterwards: its lock checks fail, the recovery fences its commit off in the catalog,
 //! and every step it sends names the collection version it began at, which the shards
-//! refuse once the recovery moved them on (`shard/src/migration.rs`, `expect_version`).
+//! refuse once the recovery moved them on (`shard/src/migrations/migration.rs`,
+//! `expect_version`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

@@ -12,7 +12,7 @@
 //! spent in the router is not given to the shard a second time. The shard's deadline
 //! falls one margin before the router's, so the shard usually reports the expiry itself
 //! (with its own message) and the router's wait is the backstop; dropping the call when
-//! the wait ends also stops the shard's work (`shard::ops`).
+//! the wait ends also stops the shard's work (`shard::control::ops`).
 
 use std::future::Future;
 use std::time::Duration;

@@ -1,8 +1,6 @@
 //! The shard crate's one error enum, for failures outside a command (startup, transport).
 //! Command failures are `wire::MongoError`, which become `{ok: 0}` replies.
 
-use crate::repl::ProposeError;
-
 #[derive(Debug, thiserror::Error)]
 pub enum ShardError {
     #[error("storage: {0}")]
@@ -24,8 +22,9 @@ pub fn invalid_bson(e: impl std::fmt::Display) -> wire::MongoError {
 
 pub fn storage_to_mongo(e: storage::StorageError) -> wire::MongoError {
     match e {
-        storage::StorageError::Layer(layer) => match layer.downcast::<ProposeError>() {
-            Ok(e) => wire::MongoError::new(e.code(), e.to_string()),
+        // The replication layer's failures are already what the client sees.
+        storage::StorageError::Layer(layer) => match layer.downcast::<wire::MongoError>() {
+            Ok(e) => *e,
             Err(other) => wire::MongoError::internal(format!("storage error: {other}")),
         },
         // WiredTiger cannot go on after a panic (a failed checkpoint or metadata write):
@@ -75,17 +74,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_replication_failure_is_the_error_drivers_retry_on() {
-        use wire::ErrorCode::{NotWritablePrimary, ShutdownInProgress, WriteConcernFailed};
-        for (e, expected) in [
-            (ProposeError::NotPrimary, NotWritablePrimary),
-            (ProposeError::Timeout, WriteConcernFailed),
-            (ProposeError::Shutdown, ShutdownInProgress),
-        ] {
-            let message = e.to_string();
-            let got = storage_to_mongo(storage::StorageError::Layer(Box::new(e)));
-            assert_eq!((got.code, got.message), (expected as i32, message));
-        }
+    fn a_replication_layer_failure_reaches_the_client_as_the_layer_made_it() {
+        let layer = wire::MongoError::new(wire::ErrorCode::NotWritablePrimary, "not primary");
+        let got = storage_to_mongo(storage::StorageError::Layer(Box::new(layer.clone())));
+        assert_eq!(got, layer);
+        let other = storage_to_mongo(storage::StorageError::Layer("odd".into()));
+        assert_eq!(other.code, wire::ErrorCode::InternalError as i32);
     }
 
     #[test]

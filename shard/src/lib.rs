@@ -1,37 +1,18 @@
 //! A Bulwark shard node: runs MongoDB commands against an embedded storage engine
 //! (WiredTiger, or memory for tests) and serves them to routers over gRPC.
 
-pub mod admission;
 pub mod catalog;
-pub mod catalog_sync;
 pub mod commands;
 pub mod config;
-pub mod cursor;
-pub mod db_placement;
-pub mod deadline;
-pub mod doc_moves;
+pub mod control;
 pub mod error;
-pub mod keys;
-pub mod migration;
-pub mod moves;
+pub mod execution;
+pub mod migrations;
 pub mod node;
-pub mod ops;
-pub mod pipeline_cursor;
-pub mod plan;
-pub mod point_read;
-pub mod range_deleter;
-pub mod read;
 pub mod repl;
-pub mod retry;
-pub mod scan;
 pub mod service;
-pub mod shard_version;
-pub mod spill;
-pub mod throughput_probe;
+pub mod sessions;
 pub mod ttl;
-pub mod unsupported;
-pub mod write_concern;
-pub mod write_path;
 
 pub use config::ShardConfig;
 pub use error::ShardError;

@@ -10,14 +10,14 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::Catalog;
 use crate::commands;
-use crate::cursor::Cursors;
-use crate::deadline::Deadline;
+use crate::control::deadline::Deadline;
 use crate::error::ShardError;
+use crate::execution::cursor::Cursors;
 use crate::repl::engine::ReplicatedEngine;
 use crate::repl::transport::RaftService;
 use crate::repl::{self, ReplConfig, Replica};
-use crate::retry::{self, RecordingEngine, Retry, SessionLocks};
-use crate::write_concern;
+use crate::sessions::retry::{self, RecordingEngine, Retry, SessionLocks};
+use crate::sessions::write_concern::{self, WriteConcern};
 
 /// Which storage engine a node runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,11 +40,11 @@ pub struct Node {
     /// One command at a time per session (retryable writes).
     pub sessions: SessionLocks,
     /// Read and write ticket pools (see `admission`).
-    pub admission: crate::admission::Admission,
+    pub admission: crate::control::admission::Admission,
     /// Operations in progress (`currentOp`, `killOp`).
-    pub ops: Arc<crate::ops::Registry>,
+    pub ops: Arc<crate::control::ops::Registry>,
     /// Whether the in-memory catalog reflects every applied catalog change (a member's).
-    pub catalog_sync: Arc<crate::catalog_sync::CatalogSync>,
+    pub catalog_sync: Arc<crate::catalog::sync::CatalogSync>,
     /// Where blocking stages spill with `allowDiskUse`: `_tmp` in the data directory, as
     /// MongoDB's dbpath; None (the system's) for an in-memory node.
     pub spill_dir: Option<PathBuf>,
@@ -53,7 +53,7 @@ pub struct Node {
 /// The versions a router routed a command with.
 #[derive(Debug, Clone, Copy, Default)]
 struct Routing {
-    shard_version: Option<crate::shard_version::Routed>,
+    shard_version: Option<crate::catalog::shard_version::Routed>,
     db_version: Option<i64>,
 }
 
@@ -79,16 +79,6 @@ pub struct RunOptions {
     pub write_concern: WriteConcern,
 }
 
-/// A parsed write concern. Every acknowledged write on a member is applied only once a
-/// majority holds it, so `w:1` and `w:"majority"` wait for the same point; `wtimeout`
-/// bounds the wait.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct WriteConcern {
-    /// Members that must have the write (0 = the default, majority).
-    pub w: u32,
-    pub wtimeout: Option<Duration>,
-}
-
 /// What a command handler sees besides its arguments.
 pub struct Ctx<'a> {
     pub node: &'a Node,
@@ -107,7 +97,7 @@ pub struct Ctx<'a> {
     /// of its place in the client's batch). Otherwise a statement's id is its position.
     pub stmt_ids: Option<Vec<i32>>,
     /// The version the router routed a command on a sharded collection with.
-    pub shard_version: Option<crate::shard_version::Routed>,
+    pub shard_version: Option<crate::catalog::shard_version::Routed>,
     /// The version of the database's primary shard a router routed the command with
     /// (`databaseVersion`, see `db_placement`).
     pub db_version: Option<i64>,
@@ -115,8 +105,8 @@ pub struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// A command's `allowDiskUse`, with where this node spills.
-    pub fn disk_use(&self, allowed: bool) -> crate::spill::DiskUse {
-        crate::spill::DiskUse {
+    pub fn disk_use(&self, allowed: bool) -> crate::execution::spill::DiskUse {
+        crate::execution::spill::DiskUse {
             allowed,
             dir: self.node.spill_dir.clone(),
         }
@@ -186,10 +176,10 @@ impl Ctx<'_> {
     ) -> MongoResult<()> {
         if let Some(v) = self.db_version {
             let placement = self.node.catalog.placement(self.db);
-            crate::db_placement::check(self.db, placement, v, writes)?;
+            crate::catalog::db_placement::check(self.db, placement, v, writes)?;
         }
         match &self.shard_version {
-            Some(v) => crate::shard_version::check(|| meta.ns(), Some(meta), v, writes),
+            Some(v) => crate::catalog::shard_version::check(|| meta.ns(), Some(meta), v, writes),
             None => Ok(()),
         }
     }
@@ -221,8 +211,8 @@ impl Node {
             EngineKind::Memory => Arc::new(storage::MemoryEngine::default()),
         };
         engine.create_table(retry::TXN_TABLE)?;
-        engine.create_table(crate::range_deleter::TABLE)?;
-        engine.create_table(crate::doc_moves::TABLE)?;
+        engine.create_table(crate::migrations::range_deleter::TABLE)?;
+        engine.create_table(crate::migrations::doc_moves::TABLE)?;
         let catalog =
             Catalog::load(engine.as_ref()).map_err(|e| ShardError::Catalog(e.to_string()))?;
         Ok(Arc::new(Node {
@@ -262,15 +252,15 @@ impl Node {
             .map_err(ShardError::Catalog)?;
         // Every member creates the session table itself, before it applies any entry.
         base.create_table(retry::TXN_TABLE)?;
-        base.create_table(crate::range_deleter::TABLE)?;
-        base.create_table(crate::doc_moves::TABLE)?;
+        base.create_table(crate::migrations::range_deleter::TABLE)?;
+        base.create_table(crate::migrations::doc_moves::TABLE)?;
         // The catalog is reloaded off the Raft thread: a command holding the catalog
         // lock may be waiting for that very thread to apply its write.
         let node_slot: Arc<OnceLock<Weak<Node>>> = Arc::new(OnceLock::new());
         let (reload_tx, reload_rx) = std::sync::mpsc::channel::<()>();
         let slot = node_slot.clone();
         let rollback_slot = node_slot.clone();
-        let catalog_sync = Arc::new(crate::catalog_sync::CatalogSync::default());
+        let catalog_sync = Arc::new(crate::catalog::sync::CatalogSync::default());
         let sync = catalog_sync.clone();
         std::thread::Builder::new()
             .name("catalog-reload".into())
@@ -337,8 +327,8 @@ impl Node {
     }
 
     /// Which ticket pool a command draws from.
-    pub fn admission_class(name: &str) -> crate::admission::Class {
-        use crate::admission::Class;
+    pub fn admission_class(name: &str) -> crate::control::admission::Class {
+        use crate::control::admission::Class;
         match commands::lookup(name) {
             Some(spec) if spec.anywhere => Class::Exempt,
             Some(spec) if spec.writes => Class::Write,
@@ -399,14 +389,19 @@ impl Node {
                     self.await_timed_out_writes(&deadline)?;
                 }
                 let routed = Routing {
-                    shard_version: crate::shard_version::received(cmd)?,
-                    db_version: crate::db_placement::received(cmd)?,
+                    shard_version: crate::catalog::shard_version::received(cmd)?,
+                    db_version: crate::catalog::db_placement::received(cmd)?,
                 };
                 // Routed to the database's primary shard: run only if this is it. DDL holds
                 // the database's DDL lock, so a move's critical section sees every collection.
                 let _ddl = match routed.db_version {
                     Some(v) => {
-                        crate::db_placement::check(db, self.catalog.placement(db), v, spec.writes)?;
+                        crate::catalog::db_placement::check(
+                            db,
+                            self.catalog.placement(db),
+                            v,
+                            spec.writes,
+                        )?;
                         let ddl = spec.writes && !HOT_WRITES.contains(&name.as_str());
                         ddl.then(|| self.catalog.ddl_lock(db))
                     }
@@ -424,7 +419,12 @@ impl Node {
                     .unwrap_or("");
                 let ns = format!("{db}.{coll}");
                 let meta = self.catalog.get(&ns);
-                crate::shard_version::check(|| ns.clone(), meta.as_deref(), &v, spec.writes)?;
+                crate::catalog::shard_version::check(
+                    || ns.clone(),
+                    meta.as_deref(),
+                    &v,
+                    spec.writes,
+                )?;
                 // Handlers ignore the field: no copy of the command to remove it.
                 self.run_in_session(db, cmd, raw_documents, deadline, routed, spec.run)
             })
@@ -469,7 +469,7 @@ impl Node {
         if let Some(replica) = &self.replica {
             // In slices, so that the read's maxTimeMS and killOp still reach it.
             let slice = || replica.unresolved.wait_for(Duration::from_millis(50));
-            while !crate::ops::blocking_wait(slice) {
+            while !crate::control::ops::blocking_wait(slice) {
                 deadline.check_holding()?;
             }
         }

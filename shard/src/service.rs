@@ -14,10 +14,12 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 use tracing::info;
 
-use crate::deadline::Deadline;
-use crate::node::{RunOptions, WriteConcern};
+use crate::control::deadline::Deadline;
+use crate::control::ops;
+use crate::node::RunOptions;
 use crate::repl::transport::RaftService;
-use crate::{ops, Node, ShardConfig, ShardError};
+use crate::sessions::write_concern::WriteConcern;
+use crate::{Node, ShardConfig, ShardError};
 use wire::ErrorCode;
 
 /// Largest gRPC message either way: a 48 MB wire message plus envelope.
@@ -104,7 +106,7 @@ impl Shard for Service {
         // A point read runs here: a thread hand-off would cost more than the read. Not
         // while a timed-out write is unresolved: the read waits for its outcome first.
         let inline = bson::RawDocument::from_bytes(&req.command)
-            .is_ok_and(crate::point_read::is_point_read)
+            .is_ok_and(crate::control::point_read::is_point_read)
             && !self.node.timed_out_writes_pending();
         let runs_on = if inline {
             ops::RunsOn::Worker
@@ -272,7 +274,7 @@ pub async fn serve_member(
     let background = crate::ttl::spawn_background(node.clone(), ttl_interval, shutdown.clone());
     let (min, max) = node.admission.probe_bounds();
     let probed = node.clone();
-    tokio::spawn(crate::throughput_probe::run(
+    tokio::spawn(crate::control::throughput_probe::run(
         node.admission.reads.clone(),
         min,
         max,
@@ -412,7 +414,7 @@ pub async fn start_member(
     })
 }
 
-fn configure_admission(admission: &crate::admission::Admission, config: &ShardConfig) {
+fn configure_admission(admission: &crate::control::admission::Admission, config: &ShardConfig) {
     if config.admission_control {
         admission.configure(config.read_tickets, config.write_tickets);
         admission.set_probe_bounds(config.read_tickets_min, config.read_tickets_max);

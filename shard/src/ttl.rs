@@ -10,9 +10,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::deadline::Deadline;
-use crate::read::{collect, FindArgs};
-use crate::write_path::delete_document;
+use crate::control::deadline::Deadline;
+use crate::execution::read::{collect, FindArgs};
+use crate::execution::write_path::delete_document;
+use crate::migrations::range_deleter;
 use crate::Node;
 
 pub fn spawn_background(
@@ -33,7 +34,7 @@ pub fn spawn_background(
                 _ = shutdown.cancelled() => return,
                 _ = ranges.tick() => {
                     let n = node.clone();
-                    blocking_pass("range deleter", move || crate::range_deleter::run_pending(&n)).await;
+                    blocking_pass("range deleter", move || range_deleter::run_pending(&n)).await;
                 }
                 _ = ttl.tick() => {
                     let n = node.clone();
@@ -74,9 +75,10 @@ pub fn prune_sessions(node: &Node) -> wire::MongoResult<usize> {
         return Ok(0);
     }
     let cutoff = bson::DateTime::from_millis(
-        bson::DateTime::now().timestamp_millis() - crate::retry::SESSION_TIMEOUT.as_millis() as i64,
+        bson::DateTime::now().timestamp_millis()
+            - crate::sessions::retry::SESSION_TIMEOUT.as_millis() as i64,
     );
-    crate::retry::prune(node.engine.as_ref(), &node.sessions, cutoff)
+    crate::sessions::retry::prune(node.engine.as_ref(), &node.sessions, cutoff)
 }
 
 /// Deletes every document whose TTL-indexed date is older than its expiry. Returns how many.

@@ -135,7 +135,7 @@ async fn a_short_read_does_not_wait_for_a_long_scan() {
     let started = std::time::Instant::now();
     let scanning = loop {
         let running = c.node.ops.all().into_iter().find(|op| {
-            op.phase() == shard::ops::Phase::Running
+            op.phase() == shard::control::ops::Phase::Running
                 && op.to_document("").get_str("ns") == Ok("test.big")
         });
         if let Some(op) = running {

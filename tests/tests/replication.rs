@@ -164,7 +164,7 @@ async fn writes_erased_by_a_new_primary_are_kept_in_the_rollback_directory() {
     let node = set.member(old).unwrap().node.clone();
     let reply = tokio::task::spawn_blocking(move || {
         let opts = shard::node::RunOptions {
-            write_concern: shard::node::WriteConcern {
+            write_concern: shard::sessions::write_concern::WriteConcern {
                 w: 0,
                 wtimeout: Some(Duration::from_millis(500)),
             },
@@ -461,7 +461,7 @@ async fn linearizable_find_on(set: &TestReplicaSet, i: usize, ms: u64) -> Docume
     let node = set.member(i).expect("running").node.clone();
     let cmd = doc! {"find": "lin", "readConcern": {"level": "linearizable"}};
     let opts = shard::node::RunOptions {
-        deadline: shard::deadline::Deadline::after_ms(ms),
+        deadline: shard::control::deadline::Deadline::after_ms(ms),
         secondary_ok: true,
         ..Default::default()
     };

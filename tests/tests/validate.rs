@@ -9,7 +9,7 @@ use futures::TryStreamExt;
 use md5::{Digest, Md5};
 use mongodb::options::{ReadPreference, SelectionCriteria};
 use mongodb::IndexModel;
-use shard::keys::{id_key, index_entry_key};
+use shard::catalog::keys::{id_key, index_entry_key};
 use storage::WriteBatch;
 use tests::replica_set::TestReplicaSet;
 use tests::sharded::{error_code, TestShardedCluster};

@@ -104,8 +104,8 @@ impl MemoryBudget {
 
     /// Counts `doc` as held; fails once the stage holds more than its limit. Without
     /// `allowDiskUse` this is MongoDB's QueryExceededMemoryLimitNoDiskUseAllowed (292).
-    /// With it MongoDB would spill to disk: a sort does (`shard::spill` spills on this
-    /// error), other stages do not and fail with ExceededMemoryLimit (146), saying so,
+    /// With it MongoDB would spill to disk: a sort does (`shard::execution::spill` spills on
+    /// this error), other stages do not and fail with ExceededMemoryLimit (146), saying so,
     /// rather than growing without bound.
     pub fn hold(&mut self, doc: &Document) -> MongoResult<()> {
         self.used = self.used.saturating_add(approx_size(doc));

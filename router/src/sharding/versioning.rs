@@ -52,7 +52,7 @@ pub fn attach_unsharded(name: &str, cmd: &mut Document) -> bool {
 }
 
 /// Adds the database version a command routed to the database's primary shard carries
-/// (`databaseVersion`; see `shard/src/db_placement.rs`).
+/// (`databaseVersion`; see `shard/src/catalog/db_placement.rs`).
 pub fn attach_db_version(cmd: &mut Document, last_mod: i64) {
     cmd.insert("databaseVersion", doc! {"lastMod": last_mod});
 }

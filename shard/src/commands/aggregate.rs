@@ -11,12 +11,12 @@ use query::memory::MemoryBudget;
 use wire::{MongoError, MongoResult};
 
 use super::args::{cursor_reply, existing, materialized_reply, opt_bool, opt_doc};
-use crate::cursor::CursorSource;
-use crate::cursor::DEFAULT_FIRST_BATCH;
+use crate::execution::cursor::CursorSource;
+use crate::execution::cursor::DEFAULT_FIRST_BATCH;
+use crate::execution::pipeline_cursor::{drain_bounded, PipelineCursor};
+use crate::execution::read::{open_find, FindArgs};
+use crate::execution::spill::{group_all, sample_all, sort_all, SortedSource};
 use crate::node::Ctx;
-use crate::pipeline_cursor::{drain_bounded, PipelineCursor};
-use crate::read::{open_find, FindArgs};
-use crate::spill::{group_all, sample_all, sort_all, SortedSource};
 
 struct ShardAggContext<'a, 'b> {
     ctx: &'a Ctx<'b>,
@@ -41,7 +41,7 @@ impl AggContext for ShardAggContext<'_, '_> {
 }
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    crate::unsupported::check_collation(cmd.get("collation"))?;
+    super::unsupported::check_collation(cmd.get("collation"))?;
     let coll =
         match cmd.get("aggregate") {
             Some(Bson::String(s)) if !s.is_empty() => Some(s.as_str()),

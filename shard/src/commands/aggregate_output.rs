@@ -8,10 +8,10 @@ use query::agg::{merge_document, MergeAction, MergeSpec, OutputStage, Pipeline};
 use wire::MongoResult;
 
 use super::insert::with_id_first;
-use crate::cursor::Cursors;
+use crate::execution::cursor::Cursors;
+use crate::execution::read::{collect, FindArgs};
+use crate::execution::write_path::{insert_documents, replace_document};
 use crate::node::Ctx;
-use crate::read::{collect, FindArgs};
-use crate::write_path::{insert_documents, replace_document};
 
 /// Performs the pipeline's output stage, if any; returns what the cursor should return
 /// (nothing after `$out`/`$merge`).

@@ -7,10 +7,10 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::args::{collection_name, create_on_write, opt_array};
 use crate::catalog::CollectionMeta;
-use crate::migration::{current, expect_version, range};
+use crate::execution::write_path::{delete_document, insert_documents, replace_document};
+use crate::migrations::migration::{current, expect_version, range};
+use crate::migrations::range_deleter::pending_overlaps;
 use crate::node::Ctx;
-use crate::range_deleter::pending_overlaps;
-use crate::write_path::{delete_document, insert_documents, replace_document};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;

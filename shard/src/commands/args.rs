@@ -2,10 +2,12 @@
 
 use std::sync::Arc;
 
-use bson::{Bson, Document};
+use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::CollectionMeta;
+use crate::control::deadline::Deadline;
+use crate::execution::cursor::{CursorSource, Cursors};
 use crate::node::Ctx;
 
 pub use query::expr::type_name;
@@ -125,7 +127,7 @@ pub fn create_on_write(ctx: &Ctx, coll: &str) -> MongoResult<Arc<CollectionMeta>
 /// Rejects fields a statement (an `updates` or `deletes` entry) does not have, as
 /// MongoDB 7's IDL parser does (for example `sort`, which only 8.0 accepts).
 pub fn check_statement_fields(stmt: &Document, context: &str, allowed: &[&str]) -> MongoResult<()> {
-    crate::unsupported::check_collation(stmt.get("collation"))?;
+    super::unsupported::check_collation(stmt.get("collation"))?;
     for k in stmt.keys() {
         if !allowed.contains(&k.as_str()) {
             return Err(MongoError::new(
@@ -163,7 +165,7 @@ pub fn materialized_reply(
     docs: std::collections::VecDeque<Document>,
     default_batch: usize,
 ) -> MongoResult<Document> {
-    let source = Box::new(crate::cursor::Materialized::new(docs));
+    let source = Box::new(crate::execution::cursor::Materialized::new(docs));
     cursor_reply(ctx, cmd, ns, source, default_batch)
 }
 
@@ -173,7 +175,7 @@ pub fn cursor_reply(
     ctx: &Ctx,
     cmd: &Document,
     ns: &str,
-    source: Box<dyn crate::cursor::CursorSource>,
+    source: Box<dyn CursorSource>,
     default_batch: usize,
 ) -> MongoResult<Document> {
     let batch_size = opt_doc(cmd, "cursor")?
@@ -181,7 +183,35 @@ pub fn cursor_reply(
         .transpose()?
         .flatten();
     let max = batch_size.map(|b| b as usize).unwrap_or(default_batch);
-    crate::cursor::batch_reply(ctx.node, ns, source, None, max, false, &ctx.deadline)
+    batch_reply(ctx.node, ns, source, None, max, false, &ctx.deadline)
+}
+
+/// Runs one batch and either parks the cursor or closes it; returns the reply.
+pub fn batch_reply(
+    node: &crate::Node,
+    ns: &str,
+    mut source: Box<dyn CursorSource>,
+    existing_id: Option<i64>,
+    max_docs: usize,
+    single_batch: bool,
+    deadline: &Deadline,
+) -> MongoResult<Document> {
+    let (cursors, engine) = (&node.cursors, node.engine.as_ref());
+    let batch = source.next_batch(engine, max_docs, deadline)?;
+    let id = if single_batch || source.exhausted() {
+        0
+    } else {
+        let id = existing_id.unwrap_or_else(Cursors::new_id);
+        cursors.park(id, ns.to_string(), source, existing_id.is_none())?;
+        id
+    };
+    let key = if existing_id.is_some() {
+        "nextBatch"
+    } else {
+        "firstBatch"
+    };
+    let batch: Vec<Bson> = batch.into_iter().map(Bson::Document).collect();
+    Ok(doc! {"cursor": {key: batch, "id": id, "ns": ns}, "ok": 1.0})
 }
 
 /// The member's replica, or MongoDB's error for a node that is not in a replica set.

@@ -10,8 +10,8 @@ use storage::WriteBatch;
 use wire::{MongoError, MongoResult};
 
 use super::args::{collection_name, existing};
-use crate::doc_moves::{key, stored_exactly, TABLE};
 use crate::error::storage_to_mongo;
+use crate::migrations::doc_moves::{key, stored_exactly, TABLE};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
@@ -49,7 +49,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     }
     let bytes = bson::to_vec(&intent)
         .map_err(|e| MongoError::internal(format!("encoding the move: {e}")))?;
-    crate::ops::check_before_write()?;
+    crate::control::ops::check_before_write()?;
     let mut batch = WriteBatch::default();
     batch.put(TABLE, intent_key, bytes);
     ctx.engine.write_owned(batch).map_err(storage_to_mongo)?;

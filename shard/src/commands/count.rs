@@ -4,12 +4,12 @@ use bson::{doc, Document};
 use wire::MongoResult;
 
 use super::args::{collection_name, existing, opt_count, opt_doc, opt_i64};
-use crate::cursor::CursorSource;
+use crate::execution::cursor::CursorSource;
+use crate::execution::read::{open_find, FindArgs};
 use crate::node::Ctx;
-use crate::read::{open_find, FindArgs};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    crate::unsupported::check_collation(cmd.get("collation"))?;
+    super::unsupported::check_collation(cmd.get("collation"))?;
     let coll = collection_name(cmd)?;
     let filter = opt_doc(cmd, "query")?.cloned().unwrap_or_default();
     let skip = opt_count(cmd, "skip")?.unwrap_or(0);

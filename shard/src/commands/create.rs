@@ -1,5 +1,5 @@
 //! `create`: an empty collection with options (those Bulwark does not implement are
-//! refused: `crate::unsupported`).
+//! refused, see `unsupported.rs`).
 
 use bson::{Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
@@ -21,7 +21,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             "views are not supported",
         ));
     }
-    crate::unsupported::check_create_options(cmd)?;
+    super::unsupported::check_create_options(cmd)?;
     let mut options = Document::new();
     for (k, v) in cmd.iter().skip(1) {
         match k.as_str() {

@@ -5,8 +5,8 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::args::{collection_name, create_on_write, existing, opt_array};
 use crate::catalog::{index_from_spec, IndexMeta};
+use crate::execution::write_path::build_index;
 use crate::node::Ctx;
-use crate::write_path::build_index;
 
 /// Spec fields that distinguish two indexes on the same key.
 const OPTION_FIELDS: &[&str] = &[
@@ -53,7 +53,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                 "each index specification must be an object",
             ));
         };
-        crate::unsupported::check_index_spec(spec)?;
+        super::unsupported::check_index_spec(spec)?;
         let mut spec = spec.clone();
         spec.remove("v");
         spec.remove("ns");

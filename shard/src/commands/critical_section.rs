@@ -9,7 +9,7 @@ use query::ownership::Ownership;
 use wire::{MongoError, MongoResult};
 
 use super::args::opt_bool;
-use crate::migration::{expect_version, install, owned, range};
+use crate::migrations::migration::{expect_version, install, owned, range};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {

@@ -21,8 +21,8 @@ use wire::{MongoError, MongoResult};
 
 use super::args::opt_array;
 use crate::catalog::CollectionMeta;
+use crate::execution::scan::each_row;
 use crate::node::Ctx;
-use crate::scan::each_row;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let started = Instant::now();

@@ -9,7 +9,7 @@ use bson::{doc, Document};
 use wire::{MongoError, MongoResult};
 
 use super::args::opt_bool;
-use crate::db_placement::DbPlacement;
+use crate::catalog::db_placement::DbPlacement;
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {

@@ -5,9 +5,9 @@ use wire::{MongoError, MongoResult};
 
 use super::args::{collection_name, existing, opt_array, opt_bool, opt_doc, opt_i64};
 use super::insert::{check_batch_size, write_reply};
+use crate::execution::read::{collect, FindArgs};
+use crate::execution::write_path::delete_document;
 use crate::node::Ctx;
-use crate::read::{collect, FindArgs};
-use crate::write_path::delete_document;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;

@@ -15,8 +15,8 @@ use wire::{MongoError, MongoResult};
 
 use super::args::{collection_name, existing};
 use super::update::Outcome;
+use crate::execution::write_path::delete_document_with;
 use crate::node::Ctx;
-use crate::write_path::delete_document_with;
 use storage::WriteBatch;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
@@ -37,10 +37,10 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let lock = meta.write_lock.clone();
     let _guard = ctx.node.catalog.exclusive(&lock);
     let meta = ctx.node.catalog.get(&meta.ns()).unwrap_or(meta);
-    if !crate::doc_moves::stored_exactly(ctx.engine, &meta, expected)? {
+    if !crate::migrations::doc_moves::stored_exactly(ctx.engine, &meta, expected)? {
         return Ok(doc! {"n": 0});
     }
-    crate::ops::check_before_write()?;
+    crate::control::ops::check_before_write()?;
     // What a retry of the command that moved the document must answer: `record` (a
     // `findAndModify` reply), else the update's outcome.
     let record = match cmd.get_document("record") {
@@ -55,15 +55,15 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     ctx.record(|| record);
     // The move's intent, if the router recorded one, goes in the same write: a move is
     // either still to finish (intent here) or done (document and intent gone).
-    let intent_key = crate::doc_moves::key(&meta, id);
+    let intent_key = crate::migrations::doc_moves::key(&meta, id);
     let mut also = WriteBatch::default();
     if ctx
         .engine
-        .get(crate::doc_moves::TABLE, &intent_key)
+        .get(crate::migrations::doc_moves::TABLE, &intent_key)
         .map_err(crate::error::storage_to_mongo)?
         .is_some()
     {
-        also.delete(crate::doc_moves::TABLE, intent_key);
+        also.delete(crate::migrations::doc_moves::TABLE, intent_key);
     }
     delete_document_with(ctx.engine, &meta, expected, also)?;
     Ok(doc! {"n": 1})

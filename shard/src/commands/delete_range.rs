@@ -9,11 +9,11 @@
 use bson::{doc, Document};
 use wire::MongoResult;
 
-use crate::migration::{owned, range};
-use crate::node::Ctx;
-use crate::range_deleter::{
+use crate::migrations::migration::{owned, range};
+use crate::migrations::range_deleter::{
     defer, delete_batch, secondary_readers, wait_for_older_readers, SecondaryReaders,
 };
+use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let (meta, _) = owned(ctx, cmd)?;

@@ -4,11 +4,11 @@ use bson::{doc, Bson, Document};
 use wire::{MongoError, MongoResult};
 
 use super::args::{collection_name, existing, opt_doc};
+use crate::execution::read::{collect, FindArgs};
 use crate::node::Ctx;
-use crate::read::{collect, FindArgs};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    crate::unsupported::check_collation(cmd.get("collation"))?;
+    super::unsupported::check_collation(cmd.get("collation"))?;
     let coll = collection_name(cmd)?;
     let key = match cmd.get("key") {
         Some(Bson::String(k)) => k.clone(),

@@ -8,8 +8,8 @@ use storage::WriteBatch;
 use wire::{MongoError, MongoResult};
 
 use super::args::{collection_name, existing};
-use crate::doc_moves::{key, TABLE};
 use crate::error::storage_to_mongo;
+use crate::migrations::doc_moves::{key, TABLE};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
@@ -29,7 +29,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     {
         return Ok(doc! {"n": 0});
     }
-    crate::ops::check_before_write()?;
+    crate::control::ops::check_before_write()?;
     let mut batch = WriteBatch::default();
     batch.delete(TABLE, intent_key);
     ctx.engine.write_owned(batch).map_err(storage_to_mongo)?;

@@ -8,9 +8,9 @@ use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::args::{collection_name, existing, opt_doc};
-use crate::cursor::CursorSource;
+use crate::execution::cursor::CursorSource;
+use crate::execution::read::{open_find, FindArgs};
 use crate::node::Ctx;
-use crate::read::{open_find, FindArgs};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let inner = opt_doc(cmd, "explain")?

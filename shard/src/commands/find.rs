@@ -3,10 +3,12 @@
 use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use super::args::{collection_name, existing, ns, opt_bool, opt_count, opt_doc, opt_i64};
-use crate::cursor::{batch_reply, DEFAULT_FIRST_BATCH};
+use super::args::{
+    batch_reply, collection_name, existing, ns, opt_bool, opt_count, opt_doc, opt_i64,
+};
+use crate::execution::cursor::DEFAULT_FIRST_BATCH;
+use crate::execution::read::{open_find, FindArgs};
 use crate::node::Ctx;
-use crate::read::{open_find, FindArgs};
 
 /// `find` options MongoDB has and Bulwark does not implement: refused, never ignored (an
 /// ignored `min` or `$natural` order would quietly return other documents or order, an
@@ -14,7 +16,7 @@ use crate::read::{open_find, FindArgs};
 const UNSUPPORTED: &[&str] = &["min", "max", "returnKey", "showRecordId", "noCursorTimeout"];
 
 fn refuse_unsupported(cmd: &Document) -> MongoResult<()> {
-    crate::unsupported::check_collation(cmd.get("collation"))?;
+    super::unsupported::check_collation(cmd.get("collation"))?;
     let set = |v: &Bson| !matches!(v, Bson::Boolean(false) | Bson::Null);
     if let Some(k) = UNSUPPORTED.iter().find(|k| cmd.get(**k).is_some_and(set)) {
         return Err(MongoError::new(

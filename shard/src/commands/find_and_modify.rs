@@ -8,12 +8,12 @@ use wire::{MongoError, MongoResult};
 
 use super::args::{collection_name, create_on_write, existing, opt_bool, opt_doc};
 use super::update::{apply_to_existing, array_filters, upsert_insert};
+use crate::execution::read::{collect, FindArgs};
+use crate::execution::write_path::delete_document;
 use crate::node::Ctx;
-use crate::read::{collect, FindArgs};
-use crate::write_path::delete_document;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
-    crate::unsupported::check_collation(cmd.get("collation"))?;
+    super::unsupported::check_collation(cmd.get("collation"))?;
     let coll = collection_name(cmd)?;
     let filter = opt_doc(cmd, "query")?.cloned().unwrap_or_default();
     let sort = opt_doc(cmd, "sort")?.cloned();

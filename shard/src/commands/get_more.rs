@@ -3,8 +3,8 @@
 use bson::{Bson, Document};
 use wire::{MongoError, MongoResult};
 
+use super::args::batch_reply;
 use super::args::{opt_count, type_name};
-use crate::cursor::batch_reply;
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {

@@ -5,8 +5,8 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::args::{collection_name, create_on_write, opt_array, opt_bool};
 use crate::error::invalid_bson;
+use crate::execution::write_path::{insert_new, NewDoc};
 use crate::node::Ctx;
-use crate::write_path::{insert_new, NewDoc};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;

@@ -8,9 +8,9 @@ use wire::{MongoError, MongoResult};
 
 use super::args::opt_array;
 use crate::error::storage_to_mongo;
+use crate::execution::write_path::decode_document;
 use crate::node::Ctx;
-use crate::retry::{merge_record, TXN_TABLE};
-use crate::write_path::decode_document;
+use crate::sessions::retry::{merge_record, TXN_TABLE};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let records = opt_array(cmd, "records")?.cloned().unwrap_or_default();
@@ -38,7 +38,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     }
     let merged = batch.len();
     if merged > 0 {
-        crate::ops::check_before_write()?;
+        crate::control::ops::check_before_write()?;
         ctx.engine.write_owned(batch).map_err(storage_to_mongo)?;
     }
     Ok(doc! {"merged": merged as i64, "records": Bson::Int64(records.len() as i64)})

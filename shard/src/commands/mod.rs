@@ -54,6 +54,7 @@ mod server_status;
 mod set_ownership;
 mod sleep;
 mod split_points;
+mod unsupported;
 pub mod update;
 mod validate;
 

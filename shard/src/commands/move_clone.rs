@@ -11,9 +11,9 @@ use wire::MongoResult;
 
 use super::args::{collection_name, existing_or};
 use crate::error::storage_to_mongo;
-use crate::migration::{expect_version, in_range, owned, range};
+use crate::execution::write_path::decode_document;
+use crate::migrations::migration::{expect_version, in_range, owned, range};
 use crate::node::Ctx;
-use crate::write_path::decode_document;
 
 /// A batch stops at this many bytes of documents, well under the 16 MB reply limit.
 const BATCH_BYTES: usize = 4 << 20;
@@ -39,7 +39,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let mut last: Option<Vec<u8>> = None;
     let mut done = false;
     while bytes < BATCH_BYTES {
-        crate::ops::check_interrupted()?;
+        crate::control::ops::check_interrupted()?;
         let page = ctx
             .engine
             .scan(&meta.table, &scan, false, PAGE)

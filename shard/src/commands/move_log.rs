@@ -1,11 +1,11 @@
 //! `_shardsvrMoveLog`: the donor of a migration starts (`on: true`) or stops recording
-//! the documents written while the range is copied (see `moves.rs`).
+//! the documents written while the range is copied (see `catalog/moves.rs`).
 
 use bson::Document;
 use wire::MongoResult;
 
 use super::args::opt_bool;
-use crate::migration::{expect_version, owned};
+use crate::migrations::migration::{expect_version, owned};
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {

@@ -9,7 +9,7 @@
 use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::migration::{current, expect_version, in_range, owned, range};
+use crate::migrations::migration::{current, expect_version, in_range, owned, range};
 use crate::node::Ctx;
 
 /// Changes returned per call; the rest wait for the next.

@@ -11,9 +11,9 @@ use storage::KeyRange;
 use wire::MongoResult;
 
 use crate::error::storage_to_mongo;
+use crate::execution::write_path::decode_document;
 use crate::node::Ctx;
-use crate::retry::TXN_TABLE;
-use crate::write_path::decode_document;
+use crate::sessions::retry::TXN_TABLE;
 
 /// Records per batch.
 const BATCH: usize = 1000;

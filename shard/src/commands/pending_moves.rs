@@ -11,6 +11,6 @@ use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let older_than = opt_i64(cmd, "olderThanMs")?.unwrap_or(0).max(0);
-    let moves = crate::doc_moves::pending(ctx.node, older_than)?;
+    let moves = crate::migrations::doc_moves::pending(ctx.node, older_than)?;
     Ok(doc! {"moves": moves})
 }

@@ -12,7 +12,7 @@ use bson::{doc, Document};
 use wire::{MongoError, MongoResult};
 
 use super::args::collection_name;
-use crate::migration::range;
+use crate::migrations::migration::range;
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {

@@ -5,7 +5,7 @@
 use bson::{doc, Document};
 use wire::MongoResult;
 
-use crate::admission::Pool;
+use crate::control::admission::Pool;
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {

@@ -10,7 +10,7 @@ use query::ownership::Ownership;
 use wire::{MongoError, MongoResult};
 
 use super::args::{collection_name, create_on_write};
-use crate::migration::install;
+use crate::migrations::migration::install;
 use crate::node::Ctx;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {

@@ -8,9 +8,9 @@ use storage::KeyRange;
 use wire::{MongoError, MongoResult};
 
 use crate::error::storage_to_mongo;
-use crate::migration::{in_range, owned, range};
+use crate::execution::write_path::decode_document;
+use crate::migrations::migration::{in_range, owned, range};
 use crate::node::Ctx;
-use crate::write_path::decode_document;
 
 const PAGE: usize = 1024;
 
@@ -23,7 +23,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let mut keys: Vec<(Vec<Bson>, usize)> = Vec::new();
     let mut scan = KeyRange::all();
     loop {
-        crate::ops::check_interrupted()?;
+        crate::control::ops::check_interrupted()?;
         let page = ctx
             .engine
             .scan(&meta.table, &scan, false, PAGE)

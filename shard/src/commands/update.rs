@@ -9,9 +9,9 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use super::args::{collection_name, create_on_write, existing, opt_array, opt_bool};
 use super::insert::{check_batch_size, check_id, with_id_first};
 use crate::catalog::CollectionMeta;
+use crate::execution::read::{collect, FindArgs};
+use crate::execution::write_path::{insert_documents, replace_document};
 use crate::node::Ctx;
-use crate::read::{collect, FindArgs};
-use crate::write_path::{insert_documents, replace_document};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
@@ -256,7 +256,7 @@ fn would_change_owning_shard(
     old: &Document,
     new: &Document,
 ) -> MongoResult<()> {
-    let (Some(owner), Some(crate::shard_version::Routed::At(_))) =
+    let (Some(owner), Some(crate::catalog::shard_version::Routed::At(_))) =
         (&meta.ownership, &ctx.shard_version)
     else {
         return Ok(());

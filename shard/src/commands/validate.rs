@@ -31,13 +31,13 @@ use storage::Engine;
 use wire::MongoResult;
 
 use super::args::{collection_name, existing_or, opt_bool};
+use crate::catalog::keys::id_key;
 use crate::catalog::{CollectionMeta, IndexMeta, KeyKind};
-use crate::deadline::Deadline;
+use crate::control::deadline::Deadline;
 use crate::error::storage_to_mongo;
-use crate::keys::id_key;
+use crate::execution::scan::each_row;
+use crate::execution::write_path::{decode_document, entries};
 use crate::node::Ctx;
-use crate::scan::each_row;
-use crate::write_path::{decode_document, entries};
 
 /// Inconsistencies of each kind listed in the reply at most.
 pub const LISTED: usize = 100;

@@ -23,7 +23,7 @@ impl ReplicatedEngine {
                     table: table.clone(),
                 };
             }
-            StorageError::Layer(Box::new(e))
+            StorageError::Layer(Box::new(wire::MongoError::new(e.code(), e.to_string())))
         })
     }
 }

@@ -462,7 +462,7 @@ impl Replica {
             .send(Event::Propose { data, term, done })
             .map_err(|_| ProposeError::Shutdown)?;
         // The wait shows in `currentOp` and the slow-operation log as replication.
-        crate::ops::replicating(|| {
+        crate::control::ops::replicating(|| {
             let index = match scope.wtimeout.map(|t| wait.recv_timeout(t)) {
                 Some(Ok(outcome)) => outcome?,
                 Some(Err(_)) => {

@@ -143,7 +143,7 @@ fn shard_only_insert(dir: &std::path::Path, args: &Args) -> f64 {
     let started = Instant::now();
     for n in 0..args.docs / args.batch {
         let cmd = doc! {"insert": "c", "documents": batch_docs(n, args, &payload)};
-        let reply = node.run_command("bench", &cmd, shard::deadline::Deadline::default());
+        let reply = node.run_command("bench", &cmd, shard::control::deadline::Deadline::default());
         assert_eq!(reply.get_f64("ok").ok(), Some(1.0), "{reply}");
     }
     (args.docs / args.batch * args.batch) as f64 / started.elapsed().as_secs_f64()

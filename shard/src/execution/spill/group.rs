@@ -14,8 +14,8 @@ use storage::Engine;
 use wire::MongoResult;
 
 use super::{DiskUse, Run, Sorted};
-use crate::cursor::{CursorSource, Materialized};
-use crate::deadline::Deadline;
+use crate::control::deadline::Deadline;
+use crate::execution::cursor::{CursorSource, Materialized};
 
 /// Every group of what `source` has left (as `emit` says: documents, or partial states
 /// for the router to merge): in memory when they fit, otherwise merged from runs on disk

@@ -9,8 +9,8 @@ use bson::{doc, Bson, Document};
 use storage::KeyRange;
 use wire::{MongoError, MongoResult};
 
+use crate::catalog::keys::{hashed_value, id_key};
 use crate::catalog::{CollectionMeta, KeyKind};
-use crate::keys::{hashed_value, id_key};
 
 #[derive(Debug, Clone)]
 pub enum Access {

@@ -49,7 +49,7 @@ impl MoveLog {
         }
         let mut ids = self.ids.lock();
         let mut seen = std::collections::HashSet::new();
-        ids.retain(|id| seen.insert(crate::keys::id_key(id)));
+        ids.retain(|id| seen.insert(crate::catalog::keys::id_key(id)));
         let at = limit.min(ids.len());
         let rest = ids.split_off(at);
         Some(std::mem::replace(&mut *ids, rest))

@@ -8,11 +8,11 @@ use query::projection::Projection;
 use query::sort::SortSpec;
 use wire::MongoResult;
 
+use super::cursor::{CursorSource, FindCursor};
+use super::plan::{plan, Plan};
+use super::scan::Scan;
 use crate::catalog::CollectionMeta;
-use crate::cursor::{CursorSource, FindCursor};
-use crate::deadline::Deadline;
-use crate::plan::{plan, Plan};
-use crate::scan::Scan;
+use crate::control::deadline::Deadline;
 use storage::Engine;
 
 #[derive(Default, Clone)]
@@ -26,7 +26,7 @@ pub struct FindArgs {
     /// Variables for `$expr` (the command's `let`).
     pub vars: Option<query::expr::Variables>,
     /// The command's `allowDiskUse`, for a sort the index does not provide.
-    pub disk: crate::spill::DiskUse,
+    pub disk: crate::execution::spill::DiskUse,
 }
 
 pub fn open_find(meta: &CollectionMeta, args: &FindArgs) -> MongoResult<(FindCursor, Plan)> {

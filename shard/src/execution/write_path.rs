@@ -12,9 +12,9 @@ use bson::{doc, Bson, Document, RawDocument};
 use storage::{Engine, StorageError, WriteBatch};
 use wire::{ErrorCode, MongoError, MongoResult};
 
+use crate::catalog::keys::{id_key, index_entry_key, index_keys};
 use crate::catalog::{Catalog, CollectionMeta, IndexMeta};
 use crate::error::{invalid_bson, storage_to_mongo};
-use crate::keys::{id_key, index_entry_key, index_keys};
 
 /// A document about to be inserted: its `_id`, the bytes stored for it (`_id` first), and
 /// the parsed document, made only when an index or an error needs its fields. A batch
@@ -126,7 +126,7 @@ fn commit(
     flips: &BTreeSet<usize>,
     docs: &[&Document],
 ) -> MongoResult<()> {
-    crate::ops::check_before_write()?;
+    crate::control::ops::check_before_write()?;
     // Flips are staged onto the newest metadata, under the catalog's flip lock until the
     // new metadata is installed (see `Catalog::flips`).
     let _flipping = (!flips.is_empty()).then(|| catalog.flips.lock());
@@ -419,7 +419,7 @@ fn find_duplicate(index: &IndexMeta, docs: &[Document]) -> Option<Document> {
     let mut seen = BTreeSet::new();
     for d in docs {
         for k in index_keys(index, d).ok()? {
-            if !seen.insert(crate::keys::encode_index_prefix(index, &k)) {
+            if !seen.insert(crate::catalog::keys::encode_index_prefix(index, &k)) {
                 return Some(d.clone());
             }
         }

@@ -2,14 +2,14 @@
 //! recipient's partial copy after an abandoned one) without pulling documents from under
 //! a reader that still reads at an older ownership.
 //!
-//! A cursor keeps the ownership it was opened with (`scan.rs`), so a cursor opened on the
-//! donor before a migration committed still returns the moved range, and only from here:
-//! the recipient's cursors, at the same old version, skip it. Deleting the range while such
-//! a cursor lives would make its later batches miss documents. So a document an older
-//! ownership still in use owns (`CollectionMeta::older_readers`) is kept, and the range is
-//! recorded in `_range_deletions` (replicated, so a new primary finishes it); the
-//! background pass (`run_pending`) deletes it once those readers are gone, as MongoDB's
-//! range deleter waits for queries that began before the migration.
+//! A cursor keeps the ownership it was opened with (`execution/scan.rs`), so a cursor
+//! opened on the donor before a migration committed still returns the moved range, and
+//! only from here: the recipient's cursors, at the same old version, skip it. Deleting the
+//! range while such a cursor lives would make its later batches miss documents. So a
+//! document an older ownership still in use owns (`CollectionMeta::older_readers`) is
+//! kept, and the range is recorded in `_range_deletions` (replicated, so a new primary
+//! finishes it); the background pass (`run_pending`) deletes it once those readers are
+//! gone, as MongoDB's range deleter waits for queries that began before the migration.
 //!
 //! The same holds on the donor's secondaries, which serve cursors of their own
 //! (`readPreference: secondary`, site-local reads) and apply the deletion once it is
@@ -28,10 +28,10 @@ use query::shard_key::KeyValue;
 use storage::{Engine, KeyRange, WriteBatch};
 use wire::{MongoError, MongoResult};
 
+use super::migration::in_range;
 use crate::catalog::CollectionMeta;
 use crate::error::storage_to_mongo;
-use crate::migration::in_range;
-use crate::write_path::{decode_document, stage_delete};
+use crate::execution::write_path::{decode_document, stage_delete};
 use crate::Node;
 
 /// Ranges waiting for older readers, one record per range.
@@ -148,7 +148,7 @@ pub fn delete_batch(
     let mut kept = false;
     let mut more = true;
     while deleted < BATCH && more {
-        crate::ops::check_interrupted()?;
+        crate::control::ops::check_interrupted()?;
         let page = engine
             .scan(&meta.table, &scan, false, BATCH)
             .map_err(storage_to_mongo)?;
@@ -167,7 +167,7 @@ pub fn delete_batch(
         }
     }
     if deleted > 0 {
-        crate::ops::check_before_write()?;
+        crate::control::ops::check_before_write()?;
         engine.write_owned(batch).map_err(storage_to_mongo)?;
     }
     let next = match &scan.start {

@@ -23,13 +23,13 @@ impl Deadline {
     /// yield point where a long read lets queued reads go first (`ops::yield_point`).
     pub fn check(&self) -> MongoResult<()> {
         self.check_holding()?;
-        crate::ops::yield_point()
+        crate::control::ops::yield_point()
     }
 
     /// [`Deadline::check`] without yielding the ticket (`sleep` models a command that
     /// holds its ticket throughout).
     pub fn check_holding(&self) -> MongoResult<()> {
-        crate::ops::check_interrupted()?;
+        crate::control::ops::check_interrupted()?;
         match self.0 {
             Some(t) if Instant::now() >= t => Err(MongoError::new(
                 ErrorCode::MaxTimeMSExpired,

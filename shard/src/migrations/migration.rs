@@ -5,7 +5,7 @@
 //! shards only do the steps it asks for: the donor records changes, hands out the range's
 //! documents and changes, enters its critical section and deletes the range once it is
 //! no longer its own; the recipient applies what it is sent. Documents a shard holds
-//! outside its ranges are orphans, which reads skip (see `scan.rs`).
+//! outside its ranges are orphans, which reads skip (see `execution/scan.rs`).
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -102,10 +102,10 @@ pub fn current(
         .map(|id| {
             let stored = ctx
                 .engine
-                .get(&meta.table, &crate::keys::id_key(id))
+                .get(&meta.table, &crate::catalog::keys::id_key(id))
                 .map_err(crate::error::storage_to_mongo)?;
             let doc = stored
-                .map(|b| crate::write_path::decode_document(&b))
+                .map(|b| crate::execution::write_path::decode_document(&b))
                 .transpose()?;
             Ok((id.clone(), doc))
         })

@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use wire::{op_display, ErrorCode, MongoError, MongoResult};
 
-use crate::admission::{Class, Ticket};
+use super::admission::{Class, Ticket};
 
 const STRIPES: usize = 16;
 
@@ -468,7 +468,7 @@ pub fn yield_point() -> MongoResult<()> {
     };
     op.enter(Phase::Queued);
     op.yields.fetch_add(1, Ordering::Relaxed);
-    let deadline = crate::deadline::Deadline(op.describe.deadline);
+    let deadline = crate::control::deadline::Deadline(op.describe.deadline);
     let again = runtime.block_on(async {
         tokio::select! {
             t = pool.readmit(deadline) => t,
@@ -557,12 +557,16 @@ mod tests {
     /// A ticket from a one-ticket `class` pool, held by a new registered operation.
     async fn holding(
         class: Class,
-    ) -> (Arc<Registry>, Arc<Registered>, Arc<crate::admission::Pool>) {
-        let pool = crate::admission::Pool::new(class, 1);
+    ) -> (
+        Arc<Registry>,
+        Arc<Registered>,
+        Arc<crate::control::admission::Pool>,
+    ) {
+        let pool = crate::control::admission::Pool::new(class, 1);
         let registry = Arc::new(Registry::default());
         let op = registry.register(describe(doc! {"find": "big"}));
         let t = pool
-            .admit(crate::deadline::Deadline::default())
+            .admit(crate::control::deadline::Deadline::default())
             .await
             .unwrap();
         op.op.granted(Some(t));
@@ -570,12 +574,14 @@ mod tests {
     }
 
     /// Spawns a command that queues for `pool`'s ticket; waits until it is queued.
-    async fn queue_behind(pool: &Arc<crate::admission::Pool>) -> tokio::task::JoinHandle<()> {
+    async fn queue_behind(
+        pool: &Arc<crate::control::admission::Pool>,
+    ) -> tokio::task::JoinHandle<()> {
         let waiter = {
             let pool = pool.clone();
             tokio::spawn(async move {
                 drop(
-                    pool.admit(crate::deadline::Deadline::default())
+                    pool.admit(crate::control::deadline::Deadline::default())
                         .await
                         .unwrap(),
                 );

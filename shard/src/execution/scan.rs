@@ -10,11 +10,11 @@ use query::ownership::Ownership;
 use storage::{Engine, KeyRange};
 use wire::MongoResult;
 
+use super::plan::Access;
+use super::write_path::decode_document;
 use crate::catalog::CollectionMeta;
-use crate::deadline::Deadline;
+use crate::control::deadline::Deadline;
 use crate::error::storage_to_mongo;
-use crate::plan::Access;
-use crate::write_path::decode_document;
 
 /// Entries read from storage per page.
 pub const PAGE: usize = 256;

@@ -12,8 +12,8 @@ use storage::Engine;
 use wire::MongoResult;
 
 use super::{DiskUse, Run};
-use crate::cursor::CursorSource;
-use crate::deadline::Deadline;
+use crate::control::deadline::Deadline;
+use crate::execution::cursor::CursorSource;
 
 fn in_order(docs: Vec<Document>, spec: Option<&SortSpec>) -> Vec<Document> {
     match spec {

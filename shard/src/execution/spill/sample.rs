@@ -9,8 +9,8 @@ use rand::Rng;
 use storage::Engine;
 use wire::MongoResult;
 
-use crate::cursor::{CursorSource, Materialized};
-use crate::deadline::Deadline;
+use crate::control::deadline::Deadline;
+use crate::execution::cursor::{CursorSource, Materialized};
 
 /// `n` documents drawn uniformly from what `source` has left (all of them, when fewer),
 /// in random order.

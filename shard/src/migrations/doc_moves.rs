@@ -24,7 +24,7 @@ pub const TABLE: &str = "_doc_moves";
 /// The key of the intent to move the document `id` of `meta`'s collection.
 pub fn key(meta: &CollectionMeta, id: &Bson) -> Vec<u8> {
     let mut key = meta.uuid.bytes().to_vec();
-    key.extend(crate::keys::id_key(id));
+    key.extend(crate::catalog::keys::id_key(id));
     key
 }
 
@@ -37,7 +37,7 @@ pub fn stored_exactly(
 ) -> MongoResult<bool> {
     let id = expected.get("_id").unwrap_or(&Bson::Null);
     let stored = engine
-        .get(&meta.table, &crate::keys::id_key(id))
+        .get(&meta.table, &crate::catalog::keys::id_key(id))
         .map_err(storage_to_mongo)?;
     let bytes = bson::to_vec(expected)
         .map_err(|e| wire::MongoError::internal(format!("encoding a document: {e}")))?;
@@ -54,7 +54,7 @@ pub fn pending(node: &Node, older_than_ms: i64) -> MongoResult<Vec<Document>> {
         .scan(TABLE, &KeyRange::all(), false, usize::MAX)
         .map_err(storage_to_mongo)?
     {
-        let intent = crate::write_path::decode_document(&v)?;
+        let intent = crate::execution::write_path::decode_document(&v)?;
         // A move of a collection since dropped has nothing left to finish.
         let ns = format!(
             "{}.{}",

@@ -3,6 +3,22 @@
 //! The catalog lives in the `_catalog` table (one BSON document per namespace) and is
 //! cached in memory as immutable `Arc<CollectionMeta>` snapshots. DDL builds a new
 //! snapshot and swaps it in, so readers never hold a lock while they scan.
+//!
+//! The modules here are what a collection's or a database's metadata carries, and what
+//! is checked against it: how records and index entries are keyed in the tables the
+//! catalog names (`keys`), the change log a migration's donor keeps per collection
+//! (`moves`), the placement `movePrimary` gives a database (`db_placement`), the checks of
+//! a router's versions against ownership and placement (`shard_version`, `db_placement`),
+//! and whether a member's in-memory catalog reflects every change it applied (`sync`).
+//! Every reader and writer starts from the catalog; with what it carries kept here, the
+//! catalog depends on nothing else in the crate but replication (it is replicated) and
+//! errors.
+
+pub mod db_placement;
+pub mod keys;
+pub mod moves;
+pub mod shard_version;
+pub mod sync;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,9 +33,9 @@ use query::matcher::Matcher;
 use storage::{Engine, KeyRange, WriteBatch};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::db_placement::DbPlacement;
 use crate::error::storage_to_mongo;
-use crate::moves::MoveLog;
+use db_placement::DbPlacement;
+use moves::MoveLog;
 use query::ownership::Ownership;
 
 pub const CATALOG_TABLE: &str = "_catalog";

@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::{doc, Bson, Document};
+use bson::Document;
 use query::matcher::Matcher;
 use query::memory::approx_size;
 use query::projection::Projection;
@@ -14,10 +14,10 @@ use query::sort::SortSpec;
 use storage::Engine;
 use wire::{ErrorCode, MongoError, MongoResult};
 
+use super::scan::Scan;
+use super::spill::{DiskUse, ExternalSort, Sorted};
 use crate::catalog::CollectionMeta;
-use crate::deadline::Deadline;
-use crate::scan::Scan;
-use crate::spill::{DiskUse, ExternalSort, Sorted};
+use crate::control::deadline::Deadline;
 
 /// Largest reply batch in bytes (MongoDB leaves room for the reply envelope under 16 MiB).
 pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
@@ -355,40 +355,13 @@ fn too_many(message: String) -> MongoError {
     MongoError::new(ErrorCode::ExceededMemoryLimit, message)
 }
 
-/// Runs one batch and either parks the cursor or closes it; returns the reply.
-pub fn batch_reply(
-    node: &crate::Node,
-    ns: &str,
-    mut source: Box<dyn CursorSource>,
-    existing_id: Option<i64>,
-    max_docs: usize,
-    single_batch: bool,
-    deadline: &Deadline,
-) -> MongoResult<Document> {
-    let (cursors, engine) = (&node.cursors, node.engine.as_ref());
-    let batch = source.next_batch(engine, max_docs, deadline)?;
-    let id = if single_batch || source.exhausted() {
-        0
-    } else {
-        let id = existing_id.unwrap_or_else(Cursors::new_id);
-        cursors.park(id, ns.to_string(), source, existing_id.is_none())?;
-        id
-    };
-    let key = if existing_id.is_some() {
-        "nextBatch"
-    } else {
-        "firstBatch"
-    };
-    let batch: Vec<Bson> = batch.into_iter().map(Bson::Document).collect();
-    Ok(doc! {"cursor": {key: batch, "id": id, "ns": ns}, "ok": 1.0})
-}
-
 /// Keeps `CollectionMeta` alive for the life of a cursor even if the collection is dropped.
 pub type MetaRef = Arc<CollectionMeta>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bson::doc;
 
     #[test]
     fn idle_cursors_time_out_and_then_are_not_found() {

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::Pool;
+use super::admission::Pool;
 
 /// How long each measurement lasts.
 pub const INTERVAL: Duration = Duration::from_millis(100);
@@ -223,7 +223,7 @@ mod tests {
             tokio::spawn(async move {
                 while !stop.is_cancelled() {
                     let t = pool
-                        .admit(crate::deadline::Deadline::default())
+                        .admit(crate::control::deadline::Deadline::default())
                         .await
                         .unwrap();
                     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -235,7 +235,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_saturated_pool_that_gains_from_tickets_gets_more() {
-        let pool = Pool::new(crate::admission::Class::Read, 2);
+        let pool = Pool::new(crate::control::admission::Class::Read, 2);
         let stop = CancellationToken::new();
         saturate(&pool, 16, &stop).await;
         tokio::spawn(run(pool.clone(), 1, 8, || true, stop.clone()));
@@ -250,7 +250,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_explicit_ticket_count_is_left_alone() {
-        let pool = Pool::new(crate::admission::Class::Read, 2);
+        let pool = Pool::new(crate::control::admission::Class::Read, 2);
         let stop = CancellationToken::new();
         saturate(&pool, 16, &stop).await;
         tokio::spawn(run(pool.clone(), 1, 8, || false, stop.clone()));

@@ -7,7 +7,7 @@ use bson::{Bson, Document};
 use query::keystring;
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::catalog::{IndexMeta, KeyKind};
+use super::{IndexMeta, KeyKind};
 
 pub fn id_key(id: &Bson) -> Vec<u8> {
     let mut out = Vec::with_capacity(16);

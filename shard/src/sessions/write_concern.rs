@@ -14,10 +14,20 @@
 //! last one the command ran: the statements after it are not attempted (MongoDB would run
 //! them and wait once at the end).
 
+use std::time::Duration;
+
 use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::node::WriteConcern;
+/// A parsed write concern. Every acknowledged write on a member is applied only once a
+/// majority holds it, so `w:1` and `w:"majority"` wait for the same point; `wtimeout`
+/// bounds the wait.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteConcern {
+    /// Members that must have the write (0 = the default, majority).
+    pub w: u32,
+    pub wtimeout: Option<Duration>,
+}
 
 fn is_timeout(code: i32) -> bool {
     code == ErrorCode::WriteConcernFailed as i32

@@ -5,7 +5,7 @@ use bson::{doc, Bson, Document};
 use query::ownership::ShardVersion;
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::catalog::CollectionMeta;
+use super::CollectionMeta;
 
 /// How the router routed a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,8 +12,8 @@ use query::memory::{approx_size, MemoryBudget};
 use storage::Engine;
 use wire::MongoResult;
 
-use crate::cursor::{CursorSource, MAX_BATCH_BYTES};
-use crate::deadline::Deadline;
+use super::cursor::{CursorSource, MAX_BATCH_BYTES};
+use crate::control::deadline::Deadline;
 
 /// Documents read from storage per step.
 const SCAN_BATCH: usize = 128;

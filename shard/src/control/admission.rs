@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::deadline::Deadline;
+use super::deadline::Deadline;
 
 /// Which pool a command draws from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
