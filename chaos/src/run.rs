@@ -10,11 +10,13 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::api_workload;
+use crate::check::linearizable::Verdict;
 use crate::check::{effects, errors, lost_writes, members_agree, recovery};
 use crate::cluster::{client, Cluster, SITES};
 use crate::compose::ComposeCluster;
+use crate::history::History;
 use crate::local::{LocalCluster, LocalOptions};
-use crate::scenario::{self, Scenario};
+use crate::scenario::{self, FaultRun, Scenario};
 use crate::timeline;
 use crate::workload::{self, Clock, Shape};
 
@@ -226,11 +228,40 @@ async fn run_on<C: Cluster>(
         "cluster healthy after {:.1}s",
         started.elapsed().as_secs_f64()
     );
-    let pre = (args.duration / 4).max(5);
-    let fault_secs = (args.duration / 4).max(5);
-    let post = args.duration.saturating_sub(pre + fault_secs).max(10);
-    println!("{pre}s + {fault_secs}s fault + {post}s");
+    let phases = Phases::of(args.duration);
+    println!(
+        "{}s + {}s fault + {}s",
+        phases.pre, phases.fault, phases.post
+    );
     let admin = client(&cluster.uri(cluster.router_of("A"))).await?;
+    prepare_history_collections(&admin).await?;
+    prepare_api_collections(&admin).await?;
+    let run = run_workload(args, cluster, &admin, &phases).await?;
+    let checks = Checks::run(args, cluster, &admin, &run).await?;
+    let (counts, svg) = write_outputs(args, cluster.target(), &phases, &run, &checks)?;
+    print_summary(args, &counts, &run, &checks, &svg)?;
+    Ok(checks.passed)
+}
+
+/// Seconds of the run: a quarter before the fault, a quarter of fault, the rest to
+/// recover, with at least 5, 5 and 10.
+struct Phases {
+    pre: u64,
+    fault: u64,
+    post: u64,
+}
+
+impl Phases {
+    fn of(duration: u64) -> Phases {
+        let pre = (duration / 4).max(5);
+        let fault = (duration / 4).max(5);
+        let post = duration.saturating_sub(pre + fault).max(10);
+        Phases { pre, fault, post }
+    }
+}
+
+/// Empties the collections the histories' workload writes and indexes them.
+async fn prepare_history_collections(admin: &mongodb::Client) -> anyhow::Result<()> {
     // The histories' values are unique within a run only: start from empty collections
     // (the compose cluster keeps an earlier run's data). Each gets a secondary index (the
     // lists' is multikey), whose upkeep through the fault `validate` checks afterwards.
@@ -249,7 +280,27 @@ async fn run_on<C: Cluster>(
             .await
             .with_context(|| format!("indexing chaos.{coll} before the run"))?;
     }
-    prepare_api_collections(&admin).await?;
+    Ok(())
+}
+
+/// What the workload saw through the fault and the recovery.
+struct WorkloadRun {
+    history: History,
+    fault: FaultRun,
+    /// When the fault began, in seconds on the workload clock.
+    fault_start: f64,
+    /// Whole seconds the workload ran.
+    total: usize,
+}
+
+/// Runs the workload through every site's router: `phases.pre` seconds, then the fault,
+/// then `phases.post` seconds to recover.
+async fn run_workload<C: Cluster>(
+    args: &ChaosArgs,
+    cluster: &mut C,
+    admin: &mongodb::Client,
+    phases: &Phases,
+) -> anyhow::Result<WorkloadRun> {
     let mut clients = Vec::new();
     for site in SITES {
         clients.push(client(&cluster.uri(cluster.router_of(site))).await?);
@@ -267,13 +318,13 @@ async fn run_on<C: Cluster>(
         clock,
         stop.clone(),
     ));
-    tokio::time::sleep(Duration::from_secs(pre)).await;
+    tokio::time::sleep(Duration::from_secs(phases.pre)).await;
     let fault_start = clock.now() as f64 / 1e9;
-    let f = scenario::fault(
+    let fault = scenario::fault(
         args.scenario,
         cluster,
-        &admin,
-        fault_secs,
+        admin,
+        phases.fault,
         args.storm_clients,
         clock,
     )
@@ -281,65 +332,120 @@ async fn run_on<C: Cluster>(
     .context("applying the fault")?;
     println!(
         "fault '{}' from {fault_start:.1}s to {:.1}s",
-        f.label, f.ended_at
+        fault.label, fault.ended_at
     );
-    tokio::time::sleep(Duration::from_secs(post)).await;
+    tokio::time::sleep(Duration::from_secs(phases.post)).await;
     stop.cancel();
     let history = work.await?;
     let total = (clock.now() / 1_000_000_000) as usize;
-
-    // The cluster must be healthy again by itself before its contents are judged.
-    let healed = cluster.wait_healthy().await.context("after the fault")?;
-    let lists = workload::read_lists(&admin).await?;
-    let lost = lost_writes::check(&history, &lists);
-    let rec = recovery::check(
-        &history,
-        2,
-        fault_start as usize,
-        f.ended_at.ceil() as usize,
+    Ok(WorkloadRun {
+        history,
+        fault,
+        fault_start,
         total,
-        args.recovery_bound,
-    );
-    let lin = crate::check::linearizable::check(&history);
-    let lin_ok = lin.is_empty();
-    let storm_ok = f.storm_checks.iter().all(|s| s.ok());
-    let (counters, docs) = api_workload::read_state(&admin).await?;
-    let fx = effects::check(&history, &counters, &docs);
-    let errs = errors::check(&history);
-    let agree = members_agree::check(cluster, MEMBERS_AGREE_WITHIN).await;
-    let passed = lost.ok() && rec.ok() && lin_ok && storm_ok && agree.ok() && fx.ok() && errs.ok();
+    })
+}
 
+/// Every checker's verdict on a run.
+struct Checks {
+    healed: Duration,
+    lost: lost_writes::Report,
+    rec: recovery::Report,
+    lin: Vec<(u32, Verdict)>,
+    lin_ok: bool,
+    storm_ok: bool,
+    fx: effects::Report,
+    errs: errors::Report,
+    agree: members_agree::Report,
+    passed: bool,
+}
+
+impl Checks {
+    async fn run<C: Cluster>(
+        args: &ChaosArgs,
+        cluster: &C,
+        admin: &mongodb::Client,
+        run: &WorkloadRun,
+    ) -> anyhow::Result<Checks> {
+        let history = &run.history;
+        // The cluster must be healthy again by itself before its contents are judged.
+        let healed = cluster.wait_healthy().await.context("after the fault")?;
+        let lists = workload::read_lists(admin).await?;
+        let lost = lost_writes::check(history, &lists);
+        let rec = recovery::check(
+            history,
+            2,
+            run.fault_start as usize,
+            run.fault.ended_at.ceil() as usize,
+            run.total,
+            args.recovery_bound,
+        );
+        let lin = crate::check::linearizable::check(history);
+        let lin_ok = lin.is_empty();
+        let storm_ok = run.fault.storm_checks.iter().all(|s| s.ok());
+        let (counters, docs) = api_workload::read_state(admin).await?;
+        let fx = effects::check(history, &counters, &docs);
+        let errs = errors::check(history);
+        let agree = members_agree::check(cluster, MEMBERS_AGREE_WITHIN).await;
+        let passed =
+            lost.ok() && rec.ok() && lin_ok && storm_ok && agree.ok() && fx.ok() && errs.ok();
+        Ok(Checks {
+            healed,
+            lost,
+            rec,
+            lin,
+            lin_ok,
+            storm_ok,
+            fx,
+            errs,
+            agree,
+            passed,
+        })
+    }
+}
+
+/// Writes the JSON report, the timeline plot next to it (.svg) and the history
+/// (.history.json); returns the operation counts and the plot's path.
+fn write_outputs(
+    args: &ChaosArgs,
+    target: &str,
+    phases: &Phases,
+    run: &WorkloadRun,
+    checks: &Checks,
+) -> anyhow::Result<(String, PathBuf)> {
+    let (history, f, c) = (&run.history, &run.fault, checks);
     let tl = timeline::from_history(
-        &history,
-        total,
+        history,
+        run.total,
         &format!("{:?} (seed {})", args.scenario, args.seed),
         vec![crate::plot::FaultMark {
             label: f.label.clone(),
-            start_secs: fault_start,
+            start_secs: run.fault_start,
             end_secs: Some(f.ended_at),
         }],
     );
-    let counts = timeline::counts(&history);
+    let counts = timeline::counts(history);
     let report = json!({
         "scenario": args.scenario,
-        "target": cluster.target(),
+        "target": target,
         "seed": args.seed,
         "router_env": &args.router_env,
-        "passed": passed,
-        "phases": { "before_secs": pre, "fault_secs": fault_secs, "after_secs": post,
-                    "fault_started_at": fault_start, "fault_ended_at": f.ended_at },
+        "passed": c.passed,
+        "phases": { "before_secs": phases.pre, "fault_secs": phases.fault,
+                    "after_secs": phases.post,
+                    "fault_started_at": run.fault_start, "fault_ended_at": f.ended_at },
         "fault": { "label": f.label, "details": f.details },
         "operations": counts,
         "checkers": {
-            "no_lost_or_duplicated_writes": { "passed": lost.ok(), "report": lost },
-            "linearizable_registers": { "passed": lin_ok, "violations": lin },
-            "recovery": { "passed": rec.ok(), "report": rec },
-            "storm_served": { "passed": storm_ok, "reports": f.storm_checks },
-            "members_agree": { "passed": agree.ok(), "report": &agree },
-            "effects": { "passed": fx.ok(), "report": &fx },
-            "errors_explained": { "passed": errs.ok(), "report": &errs },
+            "no_lost_or_duplicated_writes": { "passed": c.lost.ok(), "report": c.lost },
+            "linearizable_registers": { "passed": c.lin_ok, "violations": c.lin },
+            "recovery": { "passed": c.rec.ok(), "report": c.rec },
+            "storm_served": { "passed": c.storm_ok, "reports": f.storm_checks },
+            "members_agree": { "passed": c.agree.ok(), "report": &c.agree },
+            "effects": { "passed": c.fx.ok(), "report": &c.fx },
+            "errors_explained": { "passed": c.errs.ok(), "report": &c.errs },
         },
-        "healthy_again_after_secs": healed.as_secs_f64(),
+        "healthy_again_after_secs": c.healed.as_secs_f64(),
         "timeline": &tl,
     });
     write(&args.report, &serde_json::to_string_pretty(&report)?)?;
@@ -347,8 +453,30 @@ async fn run_on<C: Cluster>(
     write(&svg, &crate::plot::svg(&tl))?;
     write(
         &args.report.with_extension("history.json"),
-        &serde_json::to_string(&history)?,
+        &serde_json::to_string(history)?,
     )?;
+    Ok((counts, svg))
+}
+
+/// The run's outcome for a human: the checkers' findings, the fault's details, where the
+/// report and plot are, and PASSED or FAILED.
+fn print_summary(
+    args: &ChaosArgs,
+    counts: &str,
+    run: &WorkloadRun,
+    checks: &Checks,
+    svg: &Path,
+) -> anyhow::Result<()> {
+    let Checks {
+        lost,
+        rec,
+        lin,
+        agree,
+        fx,
+        errs,
+        passed,
+        ..
+    } = checks;
     println!(
         "operations {}; lost {} duplicated {} unexpected {} of {} acknowledged appends; linearizability violations {}; baseline {:.0} ops/s, recovered {} after the fault (bound {}s), longest outage {:.1}s",
         counts,
@@ -376,7 +504,7 @@ async fn run_on<C: Cluster>(
             .map(|u| format!("\n  {u}"))
             .collect::<String>()
     );
-    if let Some(storm) = report["fault"]["details"].as_object() {
+    if let Some(storm) = run.fault.details.as_object() {
         println!(
             "fault details: {}",
             serde_json::to_string(storm)?
@@ -389,9 +517,9 @@ async fn run_on<C: Cluster>(
         "report {} ; plot {} ; {}",
         args.report.display(),
         svg.display(),
-        if passed { "PASSED" } else { "FAILED" }
+        if *passed { "PASSED" } else { "FAILED" }
     );
-    Ok(passed)
+    Ok(())
 }
 
 pub(crate) fn write(path: &Path, text: &str) -> anyhow::Result<()> {
