@@ -481,3 +481,88 @@ impl GraphLookup {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bson::{bson, doc};
+
+    use crate::agg::test_support::*;
+
+    #[test]
+    fn parse_errors() {
+        check_errs(vec![
+            (
+                bson!([{"$lookup": {"from": "x", "localField": "a", "foreignField": "b"}}]),
+                9,
+            ),
+            (bson!([{"$lookup": {"from": "x", "as": "y"}}]), 9),
+            (
+                bson!([{"$lookup": {"from": "x", "localField": 1, "foreignField": "b", "as": "y"}}]),
+                4570,
+            ),
+            (bson!([{"$graphLookup": {"from": "x"}}]), 40105),
+        ]);
+    }
+
+    #[test]
+    fn lookup_forms() {
+        let input = vec![
+            doc! {"_id": 1, "item": "almonds"},
+            doc! {"_id": 2, "item": ["bread", "cashews"]},
+            doc! {"_id": 3},
+        ];
+        check(
+            bson!([{"$lookup": {"from": "inventory", "localField": "item", "foreignField": "sku", "as": "inv"}}, {"$project": {"ids": "$inv._id"}}]),
+            input.clone(),
+            vec![
+                doc! {"_id": 1, "ids": [1]},
+                doc! {"_id": 2, "ids": [2, 3]},
+                doc! {"_id": 3, "ids": [4, 5]},
+            ],
+        );
+        check(
+            bson!([{"$lookup": {
+                "from": "inventory",
+                "let": {"want": "$item"},
+                "pipeline": [
+                    {"$match": {"$expr": {"$eq": ["$sku", "$$want"]}}},
+                    {"$project": {"_id": 0, "instock": 1}}
+                ],
+                "as": "stock"
+            }}, {"$limit": 1}]),
+            input.clone(),
+            vec![doc! {"_id": 1, "item": "almonds", "stock": [{"instock": 120}]}],
+        );
+        check(
+            bson!([{"$lookup": {"from": "nope", "localField": "item", "foreignField": "sku", "as": "x.y"}}, {"$limit": 1}]),
+            input.clone(),
+            vec![doc! {"_id": 1, "item": "almonds", "x": {"y": []}}],
+        );
+        check(
+            bson!([{"$lookup": {"from": "inventory", "localField": "item", "foreignField": "sku",
+                "pipeline": [{"$project": {"instock": 1}}], "as": "inv"}}, {"$limit": 1}]),
+            input,
+            vec![doc! {"_id": 1, "item": "almonds", "inv": [{"_id": 1, "instock": 120}]}],
+        );
+    }
+
+    #[test]
+    fn graph_lookup() {
+        check(
+            bson!([{"$graphLookup": {
+                "from": "employees", "startWith": "$reportsTo", "connectFromField": "reportsTo",
+                "connectToField": "name", "as": "chain", "depthField": "depth"
+            }}, {"$project": {"names": "$chain.name", "depths": "$chain.depth"}}]),
+            vec![doc! {"_id": 5, "name": "Asya", "reportsTo": "Ron"}],
+            vec![doc! {"_id": 5, "names": ["Ron", "Eliot", "Dev"], "depths": [0i64, 1i64, 2i64]}],
+        );
+        check(
+            bson!([{"$graphLookup": {
+                "from": "employees", "startWith": "$reportsTo", "connectFromField": "reportsTo",
+                "connectToField": "name", "as": "chain", "maxDepth": 0
+            }}, {"$project": {"names": "$chain.name"}}]),
+            vec![doc! {"_id": 5, "name": "Asya", "reportsTo": "Ron"}],
+            vec![doc! {"_id": 5, "names": ["Ron"]}],
+        );
+    }
+}

@@ -426,3 +426,109 @@ fn parse_when_not_matched(k: &str, v: &Bson) -> MongoResult<WhenNotMatched> {
         _ => return Err(wrong_type("$merge", k, "string")),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use bson::{bson, doc};
+
+    use super::*;
+    use crate::agg::test_support::*;
+    use crate::ErrorCode;
+
+    #[test]
+    fn parse_errors() {
+        check_errs(vec![
+            (
+                bson!([{"$merge": {"into": "x", "whenMatched": "bogus"}}]),
+                2,
+            ),
+            (bson!([{"$merge": {"into": "x", "bogus": 1}}]), 40415),
+            (bson!([{"$merge": {"on": "a"}}]), 40414),
+            (
+                bson!([{"$merge": {"into": "x", "let": {"a": 1}, "whenMatched": "replace"}}]),
+                51199,
+            ),
+            (bson!([{"$out": 1}]), 16990),
+        ]);
+    }
+
+    fn merge_spec(stage: Bson) -> MergeSpec {
+        let p = Pipeline::parse(&[doc! {"$merge": stage}]).unwrap();
+        match p.output_stage() {
+            Some(OutputStage::Merge(s)) => s.clone(),
+            _ => panic!("merge expected"),
+        }
+    }
+
+    #[test]
+    fn merge_semantics() {
+        let existing = doc! {"_id": 1, "a": 1, "b": 1};
+        let new = doc! {"_id": 1, "b": 2, "c": 3};
+        let spec = merge_spec(bson!("target"));
+        assert_eq!(
+            merge_document(Some(&existing), &new, &spec).unwrap(),
+            MergeAction::Update(doc! {"_id": 1, "a": 1, "b": 2, "c": 3})
+        );
+        assert_eq!(
+            merge_document(None, &new, &spec).unwrap(),
+            MergeAction::Insert(new.clone())
+        );
+
+        let spec =
+            merge_spec(bson!({"into": "t", "whenMatched": "replace", "whenNotMatched": "discard"}));
+        assert_eq!(
+            merge_document(Some(&existing), &new, &spec).unwrap(),
+            MergeAction::Update(new.clone())
+        );
+        assert_eq!(
+            merge_document(None, &new, &spec).unwrap(),
+            MergeAction::Nothing
+        );
+        // replace keeps the matched _id when the new document has none (merge on other fields)
+        assert_eq!(
+            merge_document(Some(&existing), &doc! {"b": 9}, &spec).unwrap(),
+            MergeAction::Update(doc! {"_id": 1, "b": 9})
+        );
+        assert_eq!(
+            merge_document(Some(&existing), &doc! {"_id": 2}, &spec)
+                .unwrap_err()
+                .code,
+            66
+        );
+
+        let spec = merge_spec(bson!({"into": "t", "whenMatched": "keepExisting"}));
+        assert_eq!(
+            merge_document(Some(&existing), &new, &spec).unwrap(),
+            MergeAction::Nothing
+        );
+
+        let spec =
+            merge_spec(bson!({"into": "t", "whenMatched": "fail", "whenNotMatched": "fail"}));
+        assert_eq!(
+            merge_document(Some(&existing), &new, &spec)
+                .unwrap_err()
+                .code,
+            11000
+        );
+        assert_eq!(merge_document(None, &new, &spec).unwrap_err().code, 13113);
+
+        let spec = merge_spec(bson!({"into": "t", "let": {"inc": "$c"}, "whenMatched": [
+            {"$set": {"b": {"$add": ["$b", "$$new.b", "$$inc"]}}}
+        ]}));
+        assert_eq!(
+            merge_document(Some(&existing), &new, &spec).unwrap(),
+            MergeAction::Update(doc! {"_id": 1, "a": 1, "b": 6})
+        );
+
+        let spec = merge_spec(bson!({"into": "t", "whenMatched": [{"$replaceWith": "$$new"}]}));
+        assert_eq!(
+            merge_document(Some(&existing), &new, &spec).unwrap(),
+            MergeAction::Update(new.clone())
+        );
+        let e = Pipeline::parse(&[
+            doc! {"$merge": {"into": "t", "whenMatched": [{"$group": {"_id": null}}]}},
+        ])
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidOptions as i32);
+    }
+}

@@ -15,6 +15,8 @@ mod sortkey;
 mod stream;
 
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;
 
 use bson::{Bson, Document};

@@ -521,3 +521,87 @@ fn remove_in_array(items: &mut [Bson], path: &[String]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bson::{bson, doc};
+
+    use crate::agg::test_support::*;
+
+    #[test]
+    fn parse_errors() {
+        check_errs(vec![
+            (bson!([{"$project": {}}]), 51272),
+            (bson!([{"$project": {"a": 1, "b": 0}}]), 31254),
+            (bson!([{"$project": {"a": 0, "b": "$x"}}]), 31252),
+            (bson!([{"$project": {"a": 0, "b": 1}}]), 31253),
+            (bson!([{"$project": {"a": {}}}]), 51270),
+            (bson!([{"$project": {"a": 1, "a.b": 1}}]), 31250),
+            (bson!([{"$project": 1}]), 15969),
+        ]);
+    }
+
+    #[test]
+    fn project_shapes() {
+        let d = vec![
+            doc! {"_id": 1, "a": {"b": 1, "c": 2}, "arr": [{"b": 1, "c": 2}, 5, {"c": 3}], "x": 10},
+        ];
+        // inclusion keeps input order, computed fields go last
+        check(
+            bson!([{"$project": {"x": 1, "a.c": 1}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "a": {"c": 2}, "x": 10}],
+        );
+        check(
+            bson!([{"$project": {"arr.c": 1, "_id": 0}}]),
+            d.clone(),
+            vec![doc! {"arr": [{"c": 2}, {"c": 3}]}],
+        );
+        check(
+            bson!([{"$project": {"a": {"b": 1}, "_id": 0}}]),
+            d.clone(),
+            vec![doc! {"a": {"b": 1}}],
+        );
+        check(
+            bson!([{"$project": {"y": {"$add": ["$x", 1]}, "z": "$a.b", "lit": {"$literal": 1}}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "y": 11, "z": 1, "lit": 1}],
+        );
+        check(
+            bson!([{"$project": {"gone": "$$REMOVE", "x": 1}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "x": 10}],
+        );
+        check(
+            bson!([{"$project": {"a.d": "$x", "_id": 0}}]),
+            d.clone(),
+            vec![doc! {"a": {"d": 10}}],
+        );
+        check(
+            bson!([{"$project": {"arr.d": "$x", "_id": 0}}]),
+            d.clone(),
+            vec![doc! {"arr": [{"d": 10}, {"d": 10}, {"d": 10}]}],
+        );
+        // exclusion
+        check(
+            bson!([{"$project": {"a.b": 0, "arr": 0, "_id": 0}}]),
+            d.clone(),
+            vec![doc! {"a": {"c": 2}, "x": 10}],
+        );
+        check(
+            bson!([{"$project": {"arr.c": 0}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "a": {"b": 1, "c": 2}, "arr": [{"b": 1}, 5, {}], "x": 10}],
+        );
+        check(
+            bson!([{"$project": {"_id": 0}}]),
+            vec![doc! {"_id": 1, "q": 2}],
+            vec![doc! {"q": 2}],
+        );
+        check(
+            bson!([{"$project": {"_id": 1}}]),
+            vec![doc! {"_id": 1, "q": 2}],
+            vec![doc! {"_id": 1}],
+        );
+    }
+}
