@@ -9,10 +9,13 @@
 mod accumulator;
 mod group;
 mod lookup;
+mod match_stage;
 mod merge;
 mod project;
 mod sortkey;
 mod stream;
+mod unset;
+mod unwind;
 
 #[cfg(test)]
 mod test_support;
@@ -23,7 +26,6 @@ use bson::{Bson, Document};
 use rand::seq::SliceRandom;
 
 use crate::expr::{compare_values, Expr, Variables};
-use crate::matcher::Matcher;
 use crate::{ErrorCode, MongoError, MongoResult};
 
 pub use merge::{merge_document, MergeAction, MergeSpec, OutputStage, WhenMatched, WhenNotMatched};
@@ -32,8 +34,11 @@ pub use stream::{Blocking, Stream};
 use accumulator::{AccState, Accumulator};
 pub use group::{Emit, Group, GroupMerger, GroupTable, PARTIAL_GROUP_FIELD, PARTIAL_KEY};
 use lookup::{GraphLookup, Lookup};
+use match_stage::MatchStage;
 use project::{Projection, SetFields};
 use sortkey::SortKeys;
+use unset::Unset;
+use unwind::Unwind;
 
 /// What a pipeline needs from its surroundings.
 pub trait AggContext {
@@ -70,7 +75,7 @@ enum Stage {
     Match(MatchStage),
     Project(Projection),
     AddFields(SetFields),
-    Unset(Vec<Vec<String>>),
+    Unset(Unset),
     Group(Box<Group>),
     Sort(SortKeys),
     Limit(usize),
@@ -341,15 +346,7 @@ fn split_path(p: &str) -> Vec<String> {
 
 fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
     Ok(match name {
-        "$match" => {
-            let Bson::Document(d) = arg else {
-                return Err(err(
-                    ErrorCode::MatchSpecNotObject,
-                    "the match filter must be an expression in an object",
-                ));
-            };
-            Stage::Match(MatchStage::new(d)?)
-        }
+        "$match" => Stage::Match(MatchStage::parse(arg)?),
         "$project" => {
             let Bson::Document(d) = arg else {
                 return Err(err(
@@ -371,7 +368,7 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             };
             Stage::AddFields(SetFields::parse(d)?)
         }
-        "$unset" => parse_unset(arg)?,
+        "$unset" => Stage::Unset(Unset::parse(arg)?),
         "$group" => Stage::Group(Box::new(Group::parse(arg)?)),
         "$sort" => {
             let Bson::Document(d) = arg else {
@@ -423,34 +420,6 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             ))
         }
     })
-}
-
-/// `$unset`: a path or an array of paths.
-fn parse_unset(arg: &Bson) -> MongoResult<Stage> {
-    let paths = match arg {
-        Bson::String(s) => vec![s.clone()],
-        Bson::Array(a) if a.is_empty() => {
-            return Err(err(ErrorCode::UnsetSpecEmpty, "$unset specification must be a string or an array with at least one field"))
-        }
-        Bson::Array(a) => a
-            .iter()
-            .map(|x| match x {
-                Bson::String(s) => Ok(s.clone()),
-                _ => Err(err(ErrorCode::UnsetSpecNotStrings, "$unset specification must be a string or an array containing only string values")),
-            })
-            .collect::<MongoResult<Vec<_>>>()?,
-        _ => return Err(err(ErrorCode::UnsetSpecInvalid, "$unset specification must be a string or an array")),
-    };
-    for p in &paths {
-        crate::depth::check_path(p)?;
-        if p.is_empty() || p.starts_with('$') || p.split('.').any(str::is_empty) {
-            return Err(err(
-                ErrorCode::UnsetSpecInvalid,
-                format!("Invalid $unset :: caused by :: FieldPath '{p}' is not valid"),
-            ));
-        }
-    }
-    Ok(Stage::Unset(paths.iter().map(|p| split_path(p)).collect()))
 }
 
 /// `$replaceRoot: {newRoot: <expr>}`.
@@ -677,15 +646,7 @@ fn run_stage(
     vars: &Variables,
 ) -> MongoResult<Vec<Document>> {
     Ok(match stage {
-        Stage::Match(m) => {
-            let mut out = Vec::with_capacity(docs.len());
-            for d in docs {
-                if m.matches(&d, vars)? {
-                    out.push(d);
-                }
-            }
-            out
-        }
+        Stage::Match(m) => m.run(docs, vars)?,
         Stage::Project(p) => docs
             .iter()
             .map(|d| p.apply(d, vars))
@@ -694,15 +655,7 @@ fn run_stage(
             .iter()
             .map(|d| s.apply(d, vars))
             .collect::<MongoResult<_>>()?,
-        Stage::Unset(paths) => docs
-            .into_iter()
-            .map(|mut d| {
-                for p in paths {
-                    project::remove_nested(&mut d, p);
-                }
-                d
-            })
-            .collect(),
+        Stage::Unset(u) => u.run(docs),
         Stage::Group(g) => g.run(docs, vars)?,
         Stage::Sort(keys) => keys.sort_top(docs, None),
         Stage::Limit(n) => {
@@ -711,13 +664,7 @@ fn run_stage(
             docs
         }
         Stage::Skip(n) => docs.into_iter().skip(*n).collect(),
-        Stage::Unwind(u) => {
-            let mut out = Vec::with_capacity(docs.len());
-            for d in docs {
-                u.apply(d, &mut out);
-            }
-            out
-        }
+        Stage::Unwind(u) => u.run(docs),
         Stage::Lookup(l) => l.run(docs, ctx, vars)?,
         Stage::GraphLookup(g) => g.run(docs, ctx, vars)?,
         Stage::ReplaceRoot(e) => {
@@ -804,183 +751,6 @@ fn run_stage(
                 .collect::<MongoResult<_>>()?
         }
     })
-}
-
-// ---------------------------------------------------------------------------------------
-// $match
-
-#[derive(Debug, Clone)]
-struct MatchStage {
-    /// The filter without top-level `$expr` (None when nothing is left).
-    matcher: Option<Matcher>,
-    /// Top-level `$expr` clauses, evaluated here so they see `let` variables.
-    exprs: Vec<Expr>,
-}
-
-impl MatchStage {
-    fn new(filter: &Document) -> MongoResult<MatchStage> {
-        let mut rest = Document::new();
-        let mut exprs = Vec::new();
-        for (k, v) in filter {
-            match (k.as_str(), v) {
-                ("$expr", v) => exprs.push(Expr::parse(v)?),
-                ("$and", Bson::Array(items)) => {
-                    let mut kept = Vec::new();
-                    for it in items {
-                        match it {
-                            Bson::Document(d) if d.len() == 1 && d.contains_key("$expr") => {
-                                exprs.push(Expr::parse(&d["$expr"])?)
-                            }
-                            other => kept.push(other.clone()),
-                        }
-                    }
-                    if !kept.is_empty() {
-                        rest.insert("$and", kept);
-                    }
-                }
-                _ => {
-                    rest.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        // Validate the whole filter even when all of it was `$expr` (e.g. `$and: []`).
-        let matcher = if rest.is_empty() && !filter.contains_key("$and") {
-            None
-        } else {
-            Some(Matcher::new(&rest)?)
-        };
-        Ok(MatchStage { matcher, exprs })
-    }
-
-    fn matches(&self, d: &Document, vars: &Variables) -> MongoResult<bool> {
-        for e in &self.exprs {
-            if !e.eval_bool(d, vars)? {
-                return Ok(false);
-            }
-        }
-        match &self.matcher {
-            Some(m) => m.matches_checked(d),
-            None => Ok(true),
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// $unwind
-
-#[derive(Debug, Clone)]
-struct Unwind {
-    path: Vec<String>,
-    index_field: Option<Vec<String>>,
-    preserve: bool,
-}
-
-impl Unwind {
-    fn parse(arg: &Bson) -> MongoResult<Unwind> {
-        let (path, index, preserve) = match arg {
-            Bson::String(s) => (s.clone(), None, false),
-            Bson::Document(d) => {
-                let mut path = None;
-                let mut index = None;
-                let mut preserve = false;
-                for (k, v) in d {
-                    match k.as_str() {
-                        "path" => match v {
-                            Bson::String(s) => path = Some(s.clone()),
-                            _ => return Err(err(ErrorCode::UnwindPathNotString, format!("expected a string as the path for $unwind stage, got {}", crate::expr::type_name(v)))),
-                        },
-                        "includeArrayIndex" => match v {
-                            Bson::String(s) => {
-                                if s.is_empty() || s.starts_with('$') {
-                                    return Err(err(ErrorCode::UnwindIndexFieldDollarPrefixed, format!("includeArrayIndex option to $unwind stage should not be prefixed with a '$': {s}")));
-                                }
-                                index = Some(s.clone());
-                            }
-                            _ => {
-                                return Err(err(
-                                    ErrorCode::UnwindIndexFieldInvalid,
-                                    format!("expected a non-empty string for the includeArrayIndex  option to $unwind stage, got {}", crate::expr::type_name(v)),
-                                ))
-                            }
-                        },
-                        "preserveNullAndEmptyArrays" => match v {
-                            Bson::Boolean(b) => preserve = *b,
-                            _ => {
-                                return Err(err(
-                                    ErrorCode::UnwindPreserveNotBool,
-                                    format!("expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage, got {}", crate::expr::type_name(v)),
-                                ))
-                            }
-                        },
-                        _ => return Err(err(ErrorCode::UnwindUnknownOption, format!("unrecognized option to $unwind stage: {k}"))),
-                    }
-                }
-                (path.ok_or_else(|| err(ErrorCode::UnwindMissingPath, "no path specified to $unwind stage"))?, index, preserve)
-            }
-            other => {
-                return Err(err(
-                    ErrorCode::UnwindSpecInvalid,
-                    format!("expected either a string or an object as specification for $unwind stage, got {}", crate::expr::type_name(other)),
-                ))
-            }
-        };
-        crate::depth::check_path(&path)?;
-        if let Some(index) = &index {
-            crate::depth::check_path(index)?;
-        }
-        let Some(p) = path.strip_prefix('$') else {
-            return Err(err(
-                ErrorCode::UnwindPathNotDollarPrefixed,
-                format!("path option to $unwind stage should be prefixed with a '$': {path}"),
-            ));
-        };
-        if p.is_empty() || p.split('.').any(str::is_empty) || p.starts_with('$') {
-            return Err(err(
-                ErrorCode::UnwindPathNotDollarPrefixed,
-                format!("invalid path for $unwind stage: {path}"),
-            ));
-        }
-        Ok(Unwind {
-            path: split_path(p),
-            index_field: index.map(|s| split_path(&s)),
-            preserve,
-        })
-    }
-
-    fn apply(&self, d: Document, out: &mut Vec<Document>) {
-        let value = project::get_nested(&d, &self.path).cloned();
-        match value {
-            Some(Bson::Array(items)) if !items.is_empty() => {
-                for (i, item) in items.into_iter().enumerate() {
-                    let mut nd = d.clone();
-                    project::set_nested(&mut nd, &self.path, item);
-                    if let Some(f) = &self.index_field {
-                        project::set_nested(&mut nd, f, Bson::Int64(i as i64));
-                    }
-                    out.push(nd);
-                }
-            }
-            Some(Bson::Array(_)) | Some(Bson::Null) | Some(Bson::Undefined) | None => {
-                if self.preserve {
-                    let mut nd = d;
-                    if matches!(project::get_nested(&nd, &self.path), Some(Bson::Array(_))) {
-                        project::remove_nested(&mut nd, &self.path);
-                    }
-                    if let Some(f) = &self.index_field {
-                        project::set_nested(&mut nd, f, Bson::Null);
-                    }
-                    out.push(nd);
-                }
-            }
-            Some(_) => {
-                let mut nd = d;
-                if let Some(f) = &self.index_field {
-                    project::set_nested(&mut nd, f, Bson::Null);
-                }
-                out.push(nd);
-            }
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------
