@@ -7,11 +7,14 @@
 //! [`merge_document`] for `$merge`'s whenMatched/whenNotMatched rules.
 
 mod accumulator;
+mod documents;
 mod group;
 mod lookup;
 mod match_stage;
 mod merge;
 mod project;
+mod redact;
+mod replace_root;
 mod sortkey;
 mod stream;
 mod unset;
@@ -32,10 +35,13 @@ pub use merge::{merge_document, MergeAction, MergeSpec, OutputStage, WhenMatched
 pub use stream::{Blocking, Stream};
 
 use accumulator::{AccState, Accumulator};
+use documents::Documents;
 pub use group::{Emit, Group, GroupMerger, GroupTable, PARTIAL_GROUP_FIELD, PARTIAL_KEY};
 use lookup::{GraphLookup, Lookup};
 use match_stage::MatchStage;
 use project::{Projection, SetFields};
+use redact::Redact;
+use replace_root::ReplaceRoot;
 use sortkey::SortKeys;
 use unset::Unset;
 use unwind::Unwind;
@@ -83,13 +89,13 @@ enum Stage {
     Unwind(Unwind),
     Lookup(Box<Lookup>),
     GraphLookup(Box<GraphLookup>),
-    ReplaceRoot(Expr),
+    ReplaceRoot(ReplaceRoot),
     Facet(Vec<(String, Pipeline)>),
     Sample(usize),
     BucketAuto(Box<BucketAuto>),
     UnionWith(String, Option<Box<Pipeline>>),
-    Redact(Expr),
-    Documents(Expr),
+    Redact(Redact),
+    Documents(Documents),
 }
 
 impl Pipeline {
@@ -384,14 +390,14 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
         "$unwind" => Stage::Unwind(Unwind::parse(arg)?),
         "$lookup" => Stage::Lookup(Box::new(Lookup::parse(arg)?)),
         "$graphLookup" => Stage::GraphLookup(Box::new(GraphLookup::parse(arg)?)),
-        "$replaceRoot" => parse_replace_root(arg)?,
-        "$replaceWith" => Stage::ReplaceRoot(Expr::parse(arg)?),
+        "$replaceRoot" => Stage::ReplaceRoot(ReplaceRoot::parse(arg)?),
+        "$replaceWith" => Stage::ReplaceRoot(ReplaceRoot::parse_with(arg)?),
         "$facet" => parse_facet(arg)?,
         "$sample" => parse_sample(arg)?,
         "$bucketAuto" => Stage::BucketAuto(Box::new(BucketAuto::parse(arg)?)),
         "$unionWith" => parse_union_with(arg)?,
-        "$redact" => Stage::Redact(Expr::parse(arg)?),
-        "$documents" => Stage::Documents(Expr::parse(arg)?),
+        "$redact" => Stage::Redact(Redact::parse(arg)?),
+        "$documents" => Stage::Documents(Documents::parse(arg)?),
         "$collStats"
         | "$indexStats"
         | "$currentOp"
@@ -420,31 +426,6 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             ))
         }
     })
-}
-
-/// `$replaceRoot: {newRoot: <expr>}`.
-fn parse_replace_root(arg: &Bson) -> MongoResult<Stage> {
-    let Bson::Document(d) = arg else {
-        return Err(err(
-            ErrorCode::ReplaceRootNotObject,
-            "expected an object as specification for $replaceRoot stage",
-        ));
-    };
-    for k in d.keys() {
-        if k != "newRoot" {
-            return Err(MongoError::new(
-                ErrorCode::UnknownField,
-                format!("BSON field '$replaceRoot.{k}' is an unknown field."),
-            ));
-        }
-    }
-    let root = d.get("newRoot").ok_or_else(|| {
-        MongoError::new(
-            ErrorCode::RequiredFieldMissing,
-            "BSON field '$replaceRoot.newRoot' is missing but a required field",
-        )
-    })?;
-    Ok(Stage::ReplaceRoot(Expr::parse(root)?))
 }
 
 /// `$facet: {name: [stages...], ...}`.
@@ -665,31 +646,9 @@ fn run_stage(
         }
         Stage::Skip(n) => docs.into_iter().skip(*n).collect(),
         Stage::Unwind(u) => u.run(docs),
+        Stage::ReplaceRoot(r) => r.run(docs, vars)?,
         Stage::Lookup(l) => l.run(docs, ctx, vars)?,
         Stage::GraphLookup(g) => g.run(docs, ctx, vars)?,
-        Stage::ReplaceRoot(e) => {
-            let mut out = Vec::with_capacity(docs.len());
-            for d in &docs {
-                match e.eval(d, vars)? {
-                    Bson::Document(nd) => out.push(nd),
-                    v => {
-                        let shown = if matches!(v, Bson::Undefined) {
-                            "MISSING".to_string()
-                        } else {
-                            v.to_string()
-                        };
-                        return Err(err(
-                            ErrorCode::ReplaceRootNotObject,
-                            format!(
-                                "'replacement document' must evaluate to an object, but resulting value was: {shown}. Type of resulting value: '{}'. Input document: {d}",
-                                crate::expr::type_name_or_missing(&v)
-                            ),
-                        ));
-                    }
-                }
-            }
-            out
-        }
         Stage::Facet(facets) => {
             let mut out = Document::new();
             for (name, p) in facets {
@@ -714,6 +673,8 @@ fn run_stage(
             }
             docs
         }
+        Stage::Redact(r) => r.run(docs, vars)?,
+        Stage::Documents(d) => d.run(vars)?,
         Stage::BucketAuto(b) => b.run(docs, vars)?,
         Stage::UnionWith(coll, p) => {
             let mut docs = docs;
@@ -724,31 +685,6 @@ fn run_stage(
             };
             docs.extend(other);
             docs
-        }
-        Stage::Redact(e) => {
-            let mut out = Vec::with_capacity(docs.len());
-            for d in &docs {
-                if let Some(r) = redact(e, d, d, vars)? {
-                    out.push(r);
-                }
-            }
-            out
-        }
-        Stage::Documents(e) => {
-            let v = e.eval(&Document::new(), vars)?;
-            let Bson::Array(items) = v else {
-                return Err(err(ErrorCode::DocumentsNotArray, "an array is expected"));
-            };
-            items
-                .into_iter()
-                .map(|x| match x {
-                    Bson::Document(d) => Ok(d),
-                    _ => Err(MongoError::new(
-                        ErrorCode::TypeMismatch,
-                        "$documents elements must be objects",
-                    )),
-                })
-                .collect::<MongoResult<_>>()?
         }
     })
 }
@@ -1079,50 +1015,3 @@ impl BucketAuto {
 
 // ---------------------------------------------------------------------------------------
 // $redact
-
-fn redact(
-    e: &Expr,
-    root: &Document,
-    current: &Document,
-    vars: &Variables,
-) -> MongoResult<Option<Document>> {
-    let v = e.eval_with_current(root, current, vars)?;
-    match v.as_str() {
-        Some("PRUNE") => Ok(None),
-        Some("KEEP") => Ok(Some(current.clone())),
-        Some("DESCEND") => {
-            let mut out = Document::new();
-            for (k, val) in current {
-                match val {
-                    Bson::Document(sub) => {
-                        if let Some(r) = redact(e, root, sub, vars)? {
-                            out.insert(k.clone(), r);
-                        }
-                    }
-                    Bson::Array(items) => {
-                        let mut kept = Vec::new();
-                        for it in items {
-                            match it {
-                                Bson::Document(sub) => {
-                                    if let Some(r) = redact(e, root, sub, vars)? {
-                                        kept.push(Bson::Document(r));
-                                    }
-                                }
-                                other => kept.push(other.clone()),
-                            }
-                        }
-                        out.insert(k.clone(), kept);
-                    }
-                    other => {
-                        out.insert(k.clone(), other.clone());
-                    }
-                }
-            }
-            Ok(Some(out))
-        }
-        _ => Err(err(
-            ErrorCode::RedactInvalidResult,
-            format!("$redact's expression should not return anything aside from the variables $$KEEP, $$DESCEND, and $$PRUNE, but returned {v}"),
-        )),
-    }
-}
