@@ -9,12 +9,15 @@
 mod accumulator;
 mod documents;
 mod group;
+mod limit;
 mod lookup;
 mod match_stage;
 mod merge;
 mod project;
 mod redact;
 mod replace_root;
+mod sample;
+mod skip;
 mod sortkey;
 mod stream;
 mod unset;
@@ -26,7 +29,6 @@ mod test_support;
 mod tests;
 
 use bson::{Bson, Document};
-use rand::seq::SliceRandom;
 
 use crate::expr::{compare_values, Expr, Variables};
 use crate::{ErrorCode, MongoError, MongoResult};
@@ -385,15 +387,15 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             };
             Stage::Sort(SortKeys::parse(d)?)
         }
-        "$limit" => parse_limit(arg)?,
-        "$skip" => parse_skip(arg)?,
+        "$limit" => Stage::Limit(limit::parse(arg)?),
+        "$skip" => Stage::Skip(skip::parse(arg)?),
         "$unwind" => Stage::Unwind(Unwind::parse(arg)?),
         "$lookup" => Stage::Lookup(Box::new(Lookup::parse(arg)?)),
         "$graphLookup" => Stage::GraphLookup(Box::new(GraphLookup::parse(arg)?)),
         "$replaceRoot" => Stage::ReplaceRoot(ReplaceRoot::parse(arg)?),
         "$replaceWith" => Stage::ReplaceRoot(ReplaceRoot::parse_with(arg)?),
         "$facet" => parse_facet(arg)?,
-        "$sample" => parse_sample(arg)?,
+        "$sample" => Stage::Sample(sample::parse(arg)?),
         "$bucketAuto" => Stage::BucketAuto(Box::new(BucketAuto::parse(arg)?)),
         "$unionWith" => parse_union_with(arg)?,
         "$redact" => Stage::Redact(Redact::parse(arg)?),
@@ -461,78 +463,6 @@ fn parse_facet(arg: &Bson) -> MongoResult<Stage> {
         facets.push((k.clone(), Pipeline::parse_inner(&stages, Nesting::Facet)?));
     }
     Ok(Stage::Facet(facets))
-}
-
-/// `$sample: {size: n}`.
-fn parse_sample(arg: &Bson) -> MongoResult<Stage> {
-    let Bson::Document(d) = arg else {
-        return Err(err(
-            ErrorCode::SampleNotObject,
-            "the $sample stage specification must be an object",
-        ));
-    };
-    let mut size = None;
-    for (k, v) in d {
-        if k != "size" {
-            return Err(err(
-                ErrorCode::SampleUnknownOption,
-                format!("unrecognized option to $sample: {k}"),
-            ));
-        }
-        let n = crate::expr::as_int_exact(v).ok_or_else(|| {
-            err(
-                ErrorCode::SampleSizeNotNumber,
-                "size argument to $sample must be a number",
-            )
-        })?;
-        if n < 0 {
-            return Err(err(
-                ErrorCode::SampleSizeNegative,
-                "size argument to $sample must not be negative",
-            ));
-        }
-        size = Some(n as usize);
-    }
-    Ok(Stage::Sample(size.ok_or_else(|| {
-        err(
-            ErrorCode::SampleMissingSize,
-            "$sample stage must specify a size",
-        )
-    })?))
-}
-
-/// `$limit: n` (positive).
-fn parse_limit(arg: &Bson) -> MongoResult<Stage> {
-    let n = crate::expr::as_int_exact(arg).ok_or_else(|| {
-        err(
-            ErrorCode::LimitNotNumber,
-            format!("the limit must be specified as a number, got {arg}"),
-        )
-    })?;
-    if n <= 0 {
-        return Err(err(
-            ErrorCode::LimitNotPositive,
-            "the limit must be positive",
-        ));
-    }
-    Ok(Stage::Limit(n as usize))
-}
-
-/// `$skip: n` (not negative).
-fn parse_skip(arg: &Bson) -> MongoResult<Stage> {
-    let n = crate::expr::as_int_exact(arg).ok_or_else(|| {
-        err(
-            ErrorCode::SkipNotNumber,
-            format!("Argument to $skip must be a number, got {arg}"),
-        )
-    })?;
-    if n < 0 {
-        return Err(err(
-            ErrorCode::SkipNegative,
-            format!("Argument to $skip cannot be negative, got {n}"),
-        ));
-    }
-    Ok(Stage::Skip(n as usize))
 }
 
 /// `$unionWith`: a collection name, or `{coll, pipeline}`.
@@ -639,12 +569,8 @@ fn run_stage(
         Stage::Unset(u) => u.run(docs),
         Stage::Group(g) => g.run(docs, vars)?,
         Stage::Sort(keys) => keys.sort_top(docs, None),
-        Stage::Limit(n) => {
-            let mut docs = docs;
-            docs.truncate(*n);
-            docs
-        }
-        Stage::Skip(n) => docs.into_iter().skip(*n).collect(),
+        Stage::Limit(n) => limit::run(docs, *n),
+        Stage::Skip(n) => skip::run(docs, *n),
         Stage::Unwind(u) => u.run(docs),
         Stage::ReplaceRoot(r) => r.run(docs, vars)?,
         Stage::Lookup(l) => l.run(docs, ctx, vars)?,
@@ -662,19 +588,9 @@ fn run_stage(
             crate::depth::check_computed_document(&out)?;
             vec![out]
         }
-        Stage::Sample(n) => {
-            let mut docs = docs;
-            let mut rng = rand::thread_rng();
-            if *n >= docs.len() {
-                docs.shuffle(&mut rng);
-            } else {
-                let (picked, _) = docs.partial_shuffle(&mut rng, *n);
-                return Ok(picked.to_vec());
-            }
-            docs
-        }
         Stage::Redact(r) => r.run(docs, vars)?,
         Stage::Documents(d) => d.run(vars)?,
+        Stage::Sample(n) => sample::run(docs, *n),
         Stage::BucketAuto(b) => b.run(docs, vars)?,
         Stage::UnionWith(coll, p) => {
             let mut docs = docs;
