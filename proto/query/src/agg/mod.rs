@@ -8,6 +8,7 @@
 
 mod accumulator;
 mod documents;
+mod facet;
 mod group;
 mod limit;
 mod lookup;
@@ -20,6 +21,7 @@ mod sample;
 mod skip;
 mod sortkey;
 mod stream;
+mod union_with;
 mod unset;
 mod unwind;
 
@@ -38,6 +40,7 @@ pub use stream::{Blocking, Stream};
 
 use accumulator::{AccState, Accumulator};
 use documents::Documents;
+use facet::Facet;
 pub use group::{Emit, Group, GroupMerger, GroupTable, PARTIAL_GROUP_FIELD, PARTIAL_KEY};
 use lookup::{GraphLookup, Lookup};
 use match_stage::MatchStage;
@@ -45,6 +48,7 @@ use project::{Projection, SetFields};
 use redact::Redact;
 use replace_root::ReplaceRoot;
 use sortkey::SortKeys;
+use union_with::UnionWith;
 use unset::Unset;
 use unwind::Unwind;
 
@@ -92,10 +96,10 @@ enum Stage {
     Lookup(Box<Lookup>),
     GraphLookup(Box<GraphLookup>),
     ReplaceRoot(ReplaceRoot),
-    Facet(Vec<(String, Pipeline)>),
+    Facet(Facet),
     Sample(usize),
     BucketAuto(Box<BucketAuto>),
-    UnionWith(String, Option<Box<Pipeline>>),
+    UnionWith(UnionWith),
     Redact(Redact),
     Documents(Documents),
 }
@@ -281,14 +285,14 @@ impl Pipeline {
                     }
                 }
                 Stage::GraphLookup(g) => out.push(CollectionAccess::read(&g.from)),
-                Stage::UnionWith(c, p) => {
-                    out.push(CollectionAccess::read(c));
-                    if let Some(p) = p {
+                Stage::UnionWith(u) => {
+                    out.push(CollectionAccess::read(&u.coll));
+                    if let Some(p) = &u.pipeline {
                         p.collect_accesses(out);
                     }
                 }
-                Stage::Facet(fs) => {
-                    for (_, p) in fs {
+                Stage::Facet(f) => {
+                    for p in f.pipelines() {
                         p.collect_accesses(out);
                     }
                 }
@@ -394,10 +398,10 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
         "$graphLookup" => Stage::GraphLookup(Box::new(GraphLookup::parse(arg)?)),
         "$replaceRoot" => Stage::ReplaceRoot(ReplaceRoot::parse(arg)?),
         "$replaceWith" => Stage::ReplaceRoot(ReplaceRoot::parse_with(arg)?),
-        "$facet" => parse_facet(arg)?,
+        "$facet" => Stage::Facet(Facet::parse(arg)?),
         "$sample" => Stage::Sample(sample::parse(arg)?),
         "$bucketAuto" => Stage::BucketAuto(Box::new(BucketAuto::parse(arg)?)),
-        "$unionWith" => parse_union_with(arg)?,
+        "$unionWith" => Stage::UnionWith(UnionWith::parse(arg)?),
         "$redact" => Stage::Redact(Redact::parse(arg)?),
         "$documents" => Stage::Documents(Documents::parse(arg)?),
         "$collStats"
@@ -425,95 +429,6 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             return Err(err(
                 ErrorCode::UnknownStage,
                 format!("Unrecognized pipeline stage name: '{name}'"),
-            ))
-        }
-    })
-}
-
-/// `$facet: {name: [stages...], ...}`.
-fn parse_facet(arg: &Bson) -> MongoResult<Stage> {
-    let Bson::Document(d) = arg else {
-        return Err(err(
-            ErrorCode::GroupSpecNotObject,
-            "the $facet specification must be a non-empty object",
-        ));
-    };
-    if d.is_empty() {
-        return Err(err(
-            ErrorCode::FacetSpecInvalid,
-            "the $facet specification must be a non-empty object",
-        ));
-    }
-    let mut facets = Vec::new();
-    for (k, v) in d {
-        let Bson::Array(stages) = v else {
-            return Err(err(
-                ErrorCode::FacetArgumentNotArray,
-                format!(
-                    "arguments to $facet must be arrays, {k} is type {}",
-                    crate::expr::type_name(v)
-                ),
-            ));
-        };
-        let stages = stage_docs(
-            stages,
-            ErrorCode::FacetStageNotObject,
-            "subpipeline elements must be objects",
-        )?;
-        facets.push((k.clone(), Pipeline::parse_inner(&stages, Nesting::Facet)?));
-    }
-    Ok(Stage::Facet(facets))
-}
-
-/// `$unionWith`: a collection name, or `{coll, pipeline}`.
-fn parse_union_with(arg: &Bson) -> MongoResult<Stage> {
-    Ok(match arg {
-        Bson::String(c) => {
-            wire::namespace::check_collection(c)?;
-            Stage::UnionWith(c.clone(), None)
-        }
-        Bson::Document(d) => {
-            let mut coll = None;
-            let mut pipeline = None;
-            for (k, v) in d {
-                match (k.as_str(), v) {
-                    ("coll", Bson::String(c)) => {
-                        wire::namespace::check_collection(c)?;
-                        coll = Some(c.clone());
-                    }
-                    ("pipeline", Bson::Array(a)) => {
-                        let stages = stage_docs(
-                            a,
-                            ErrorCode::UnionWithStageNotObject,
-                            "$unionWith pipeline elements must be objects",
-                        )?;
-                        pipeline = Some(Box::new(Pipeline::parse_inner(&stages, Nesting::Lookup)?));
-                    }
-                    ("coll" | "pipeline", _) => {
-                        return Err(MongoError::new(
-                            ErrorCode::TypeMismatch,
-                            format!("BSON field '$unionWith.{k}' is the wrong type"),
-                        ))
-                    }
-                    _ => {
-                        return Err(MongoError::new(
-                            ErrorCode::UnknownField,
-                            format!("BSON field '$unionWith.{k}' is an unknown field."),
-                        ))
-                    }
-                }
-            }
-            let coll = coll.ok_or_else(|| {
-                MongoError::new(
-                    ErrorCode::RequiredFieldMissing,
-                    "BSON field '$unionWith.coll' is missing but a required field",
-                )
-            })?;
-            Stage::UnionWith(coll, pipeline)
-        }
-        _ => {
-            return Err(MongoError::failed_to_parse(
-                "the $unionWith stage specification must be an object or string",
             ))
         }
     })
@@ -575,33 +490,12 @@ fn run_stage(
         Stage::ReplaceRoot(r) => r.run(docs, vars)?,
         Stage::Lookup(l) => l.run(docs, ctx, vars)?,
         Stage::GraphLookup(g) => g.run(docs, ctx, vars)?,
-        Stage::Facet(facets) => {
-            let mut out = Document::new();
-            for (name, p) in facets {
-                let res = p.run_with(docs.clone(), ctx, vars)?;
-                out.insert(
-                    name.clone(),
-                    Bson::Array(res.into_iter().map(Bson::Document).collect()),
-                );
-            }
-            // Each $facet nests its input two levels deeper: a chain of them must stop.
-            crate::depth::check_computed_document(&out)?;
-            vec![out]
-        }
+        Stage::Facet(f) => f.run(docs, ctx, vars)?,
         Stage::Redact(r) => r.run(docs, vars)?,
         Stage::Documents(d) => d.run(vars)?,
+        Stage::UnionWith(u) => u.run(docs, ctx, vars)?,
         Stage::Sample(n) => sample::run(docs, *n),
         Stage::BucketAuto(b) => b.run(docs, vars)?,
-        Stage::UnionWith(coll, p) => {
-            let mut docs = docs;
-            let other = ctx.collection_docs(coll)?;
-            let other = match p {
-                Some(p) => p.run_with(other, ctx, vars)?,
-                None => other,
-            };
-            docs.extend(other);
-            docs
-        }
     })
 }
 

@@ -23,8 +23,6 @@ fn parse_errors() {
         ),
         (bson!([{"$count": "a\u{0}b"}]), 40159),
         (bson!([{"$sortByCount": "item"}]), 40148),
-        (bson!([{"$facet": {"a": [{"$out": "x"}]}}]), 40600),
-        (bson!([{"$facet": {"a": 1}}]), 40170),
         (
             bson!([{"$bucket": {"groupBy": "$price", "boundaries": [10, 5]}}]),
             40194,
@@ -94,24 +92,6 @@ fn sort_and_count() {
 
 #[test]
 fn graph_lookup_union_facet_bucket() {
-    check(
-        bson!([{"$unionWith": {"coll": "inventory", "pipeline": [{"$match": {"instock": {"$gt": 70}}}, {"$project": {"_id": 1}}]}}]),
-        vec![doc! {"_id": "own"}],
-        vec![doc! {"_id": "own"}, doc! {"_id": 1}, doc! {"_id": 2}],
-    );
-    check(
-        bson!([{"$unionWith": "inventory"}, {"$count": "n"}]),
-        vec![doc! {"_id": "own"}],
-        vec![doc! {"n": 6}],
-    );
-    check(
-        bson!([{"$facet": {
-            "cheap": [{"$match": {"price": {"$lt": 10}}}, {"$project": {"_id": 1}}],
-            "n": [{"$count": "n"}],
-        }}]),
-        orders(),
-        vec![doc! {"cheap": [{"_id": 4}, {"_id": 5}], "n": [{"n": 5}]}],
-    );
     check(
         bson!([{"$bucket": {"groupBy": "$price", "boundaries": [0, 10, 20], "default": "other",
             "output": {"n": {"$sum": 1}, "ids": {"$push": "$_id"}}}}]),
