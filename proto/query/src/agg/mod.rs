@@ -7,6 +7,9 @@
 //! [`merge_document`] for `$merge`'s whenMatched/whenNotMatched rules.
 
 mod accumulator;
+mod bucket;
+mod bucket_auto;
+mod count;
 mod documents;
 mod facet;
 mod group;
@@ -19,6 +22,7 @@ mod redact;
 mod replace_root;
 mod sample;
 mod skip;
+mod sort_by_count;
 mod sortkey;
 mod stream;
 mod union_with;
@@ -32,13 +36,13 @@ mod tests;
 
 use bson::{Bson, Document};
 
-use crate::expr::{compare_values, Expr, Variables};
+use crate::expr::Variables;
 use crate::{ErrorCode, MongoError, MongoResult};
 
 pub use merge::{merge_document, MergeAction, MergeSpec, OutputStage, WhenMatched, WhenNotMatched};
 pub use stream::{Blocking, Stream};
 
-use accumulator::{AccState, Accumulator};
+use bucket_auto::BucketAuto;
 use documents::Documents;
 use facet::Facet;
 pub use group::{Emit, Group, GroupMerger, GroupTable, PARTIAL_GROUP_FIELD, PARTIAL_KEY};
@@ -499,329 +503,15 @@ fn run_stage(
     })
 }
 
-// ---------------------------------------------------------------------------------------
-// $bucket / $bucketAuto
-
-fn parse_output(v: Option<&Bson>, stage: &str) -> MongoResult<Vec<(String, Accumulator)>> {
-    match v {
-        None => Ok(vec![("count".to_string(), Accumulator::count())]),
-        Some(Bson::Document(d)) => {
-            let mut out = Vec::new();
-            for (k, spec) in d {
-                out.push((k.clone(), Accumulator::parse(k, spec)?));
-            }
-            Ok(out)
-        }
-        Some(_) => Err(err(
-            ErrorCode::BucketOutputNotObject,
-            format!("The $bucket 'output' field must be an object, but found type: {stage}"),
-        )),
-    }
-}
-
 /// The stages MongoDB parses one stage as, so that they stream, spill and split over
 /// shards as a `$group` does: `$count` is a `$group` and a `$project`, `$sortByCount` a
 /// `$group` and a `$sort`, `$bucket` a `$group` whose key is the bucket and a `$sort`.
 /// `None` for every other stage.
 pub fn desugar(name: &str, arg: &Bson) -> MongoResult<Option<Vec<Document>>> {
     Ok(Some(match name {
-        "$count" => count(arg)?,
-        "$sortByCount" => sort_by_count(arg)?,
-        "$bucket" => bucket(arg)?,
+        "$count" => count::desugar(arg)?,
+        "$sortByCount" => sort_by_count::desugar(arg)?,
+        "$bucket" => bucket::desugar(arg)?,
         _ => return Ok(None),
     }))
 }
-
-fn count(arg: &Bson) -> MongoResult<Vec<Document>> {
-    let Bson::String(s) = arg else {
-        return Err(err(
-            ErrorCode::CountFieldNotString,
-            "the count field must be a non-empty string",
-        ));
-    };
-    if s.is_empty() {
-        return Err(err(
-            ErrorCode::CountFieldEmpty,
-            "the count field must be a non-empty string",
-        ));
-    }
-    if s.starts_with('$') {
-        return Err(err(
-            ErrorCode::CountFieldDollarPrefixed,
-            "the count field cannot be a $-prefixed path",
-        ));
-    }
-    if s.contains('\0') {
-        return Err(err(
-            ErrorCode::CountFieldNullByte,
-            "the count field cannot contain a null byte",
-        ));
-    }
-    if s.contains('.') {
-        return Err(err(
-            ErrorCode::CountFieldDotted,
-            "the count field cannot contain '.'",
-        ));
-    }
-    if s == "_id" {
-        // What the `$group` it stands for says: its spec would name `_id` twice.
-        return Err(err(
-            ErrorCode::GroupIdSpecifiedTwice,
-            "a group's _id may only be specified once",
-        ));
-    }
-    let mut group = bson::doc! {"_id": Bson::Null};
-    group.insert(s.as_str(), bson::doc! {"$sum": 1});
-    Ok(vec![
-        bson::doc! {"$group": group},
-        bson::doc! {"$project": {"_id": 0}},
-    ])
-}
-
-fn sort_by_count(arg: &Bson) -> MongoResult<Vec<Document>> {
-    let ok = match arg {
-        Bson::String(s) => s.starts_with('$'),
-        Bson::Document(d) => d.keys().next().is_some_and(|k| k.starts_with('$')) && d.len() == 1,
-        _ => false,
-    };
-    if !ok {
-        return Err(err(
-            ErrorCode::SortByCountInvalid,
-            "the sortByCount field must be defined as a $-prefixed path or an expression",
-        ));
-    }
-    Ok(vec![
-        bson::doc! {"$group": {"_id": arg.clone(), "count": {"$sum": 1}}},
-        bson::doc! {"$sort": {"count": -1}},
-    ])
-}
-
-fn bucket(arg: &Bson) -> MongoResult<Vec<Document>> {
-    let Bson::Document(d) = arg else {
-        return Err(err(
-            ErrorCode::BucketNotObject,
-            "Argument to $bucket stage must be an object",
-        ));
-    };
-    for k in d.keys() {
-        if !matches!(k.as_str(), "groupBy" | "boundaries" | "default" | "output") {
-            return Err(err(
-                ErrorCode::BucketUnknownOption,
-                format!("Unrecognized option to $bucket: {k}."),
-            ));
-        }
-    }
-    let group_by = d.get("groupBy").ok_or_else(|| {
-        err(
-            ErrorCode::BucketMissingArgument,
-            "$bucket requires 'groupBy' and 'boundaries' to be specified.",
-        )
-    })?;
-    let ok_group = match group_by {
-        Bson::String(s) => s.starts_with('$'),
-        Bson::Document(_) => true,
-        _ => false,
-    };
-    if !ok_group {
-        return Err(err(
-            ErrorCode::BucketGroupByInvalid,
-            "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression",
-        ));
-    }
-    let Some(b) = d.get("boundaries") else {
-        return Err(err(
-            ErrorCode::BucketMissingArgument,
-            "$bucket requires 'groupBy' and 'boundaries' to be specified.",
-        ));
-    };
-    let Bson::Array(boundaries) = b else {
-        return Err(err(
-            ErrorCode::BucketBoundariesNotArray,
-            "The $bucket 'boundaries' field must be an array",
-        ));
-    };
-    if boundaries.len() < 2 {
-        return Err(err(ErrorCode::BucketTooFewBoundaries, format!("The $bucket 'boundaries' field must have at least 2 values, but found {} value(s).", boundaries.len())));
-    }
-    for w in boundaries.windows(2) {
-        if crate::order::type_rank(&w[0]) != crate::order::type_rank(&w[1]) {
-            return Err(err(
-                ErrorCode::BucketBoundariesMixedTypes,
-                "All values in the the 'boundaries' option to $bucket must have the same type.",
-            ));
-        }
-        if compare_values(&w[0], &w[1]) != std::cmp::Ordering::Less {
-            return Err(err(
-                ErrorCode::BucketBoundariesUnsorted,
-                "The 'boundaries' option to $bucket must be sorted in ascending order.",
-            ));
-        }
-    }
-    let default = d.get("default").cloned();
-    if let Some(def) = &default {
-        let lo = &boundaries[0];
-        let hi = boundaries.last().unwrap();
-        if crate::order::type_rank(def) == crate::order::type_rank(lo)
-            && compare_values(def, lo) != std::cmp::Ordering::Less
-            && compare_values(def, hi) == std::cmp::Ordering::Less
-        {
-            return Err(err(ErrorCode::BucketDefaultInRange, "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary."));
-        }
-    }
-    let bound = |v: &Bson| bson::doc! {"$literal": v.clone()};
-    let branches: Vec<Bson> = boundaries
-        .windows(2)
-        .map(|w| {
-            let case = bson::doc! {"$and": [
-                {"$gte": [group_by.clone(), bound(&w[0])]},
-                {"$lt": [group_by.clone(), bound(&w[1])]},
-            ]};
-            Bson::Document(bson::doc! {"case": case, "then": bound(&w[0])})
-        })
-        .collect();
-    let mut switch = bson::doc! {"branches": branches};
-    if let Some(def) = &default {
-        switch.insert("default", bound(def));
-    }
-    // Checked as `$bucket` does, with its error codes; the `$group` then holds the same.
-    parse_output(d.get("output"), "$bucket")?;
-    let mut group = bson::doc! {"_id": {"$switch": switch}};
-    match d.get("output") {
-        Some(Bson::Document(output)) if output.contains_key("_id") => {
-            // What the `$group` it stands for says: its spec would name `_id` twice.
-            return Err(err(
-                ErrorCode::GroupIdSpecifiedTwice,
-                "a group's _id may only be specified once",
-            ));
-        }
-        Some(Bson::Document(output)) => group.extend(output.clone()),
-        _ => {
-            group.insert("count", bson::doc! {"$sum": 1});
-        }
-    }
-    Ok(vec![
-        bson::doc! {"$group": group},
-        bson::doc! {"$sort": {"_id": 1}},
-    ])
-}
-
-#[derive(Debug, Clone)]
-struct BucketAuto {
-    group_by: Expr,
-    buckets: usize,
-    output: Vec<(String, Accumulator)>,
-}
-
-impl BucketAuto {
-    fn parse(arg: &Bson) -> MongoResult<BucketAuto> {
-        let Bson::Document(d) = arg else {
-            return Err(err(
-                ErrorCode::BucketAutoNotObject,
-                "The argument to $bucketAuto must be an object",
-            ));
-        };
-        for k in d.keys() {
-            match k.as_str() {
-                "groupBy" | "buckets" | "output" => {}
-                "granularity" => {
-                    return Err(MongoError::new(
-                        ErrorCode::NotImplemented,
-                        "$bucketAuto granularity is not supported",
-                    ))
-                }
-                _ => {
-                    return Err(err(
-                        ErrorCode::BucketAutoUnknownOption,
-                        format!("Unrecognized option to $bucketAuto: {k}."),
-                    ))
-                }
-            }
-        }
-        let (Some(g), Some(b)) = (d.get("groupBy"), d.get("buckets")) else {
-            return Err(err(
-                ErrorCode::BucketAutoMissingArgument,
-                "$bucketAuto requires 'groupBy' and 'buckets' to be specified",
-            ));
-        };
-        let buckets = match crate::expr::as_int_exact(b) {
-            Some(n) if n > 0 && n <= i32::MAX as i64 => n as usize,
-            Some(_) => {
-                return Err(err(
-                    ErrorCode::BucketAutoBucketsNotPositive,
-                    format!(
-                        "The $bucketAuto 'buckets' field must be greater than 0, but found: {b}"
-                    ),
-                ))
-            }
-            None => {
-                return Err(err(
-                    ErrorCode::BucketAutoBucketsNotNumeric,
-                    format!(
-                    "The $bucketAuto 'buckets' field must be a numeric value, but found type: {}",
-                    crate::expr::type_name(b)
-                ),
-                ))
-            }
-        };
-        Ok(BucketAuto {
-            group_by: Expr::parse(g)?,
-            buckets,
-            output: parse_output(d.get("output"), "$bucketAuto")?,
-        })
-    }
-
-    fn run(&self, docs: Vec<Document>, vars: &Variables) -> MongoResult<Vec<Document>> {
-        let mut keyed = Vec::with_capacity(docs.len());
-        for d in docs {
-            let v = match self.group_by.eval(&d, vars)? {
-                Bson::Undefined => Bson::Null,
-                v => v,
-            };
-            keyed.push((v, d));
-        }
-        keyed.sort_by(|a, b| compare_values(&a.0, &b.0));
-        let total = keyed.len();
-        if total == 0 {
-            return Ok(Vec::new());
-        }
-        let per = total.div_ceil(self.buckets).max(1);
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < total {
-            let mut j = (i + per).min(total);
-            // equal values stay in one bucket
-            while j < total
-                && compare_values(&keyed[j].0, &keyed[j - 1].0) == std::cmp::Ordering::Equal
-            {
-                j += 1;
-            }
-            let min = keyed[i].0.clone();
-            let max = if j < total {
-                keyed[j].0.clone()
-            } else {
-                keyed[j - 1].0.clone()
-            };
-            let id = Bson::Document(bson::doc! {"min": min.clone(), "max": max.clone()});
-            let mut states: Vec<AccState> = self
-                .output
-                .iter()
-                .map(|(_, a)| a.start(&id, vars))
-                .collect::<MongoResult<_>>()?;
-            for (_, d) in &keyed[i..j] {
-                for (st, (_, acc)) in states.iter_mut().zip(&self.output) {
-                    acc.add(st, d, vars)?;
-                }
-            }
-            let mut doc = bson::doc! {"_id": id};
-            for (st, (name, acc)) in states.into_iter().zip(&self.output) {
-                doc.insert(name.clone(), acc.finish(st)?);
-            }
-            out.push(doc);
-            i = j;
-        }
-        Ok(out)
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// $redact

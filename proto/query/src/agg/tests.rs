@@ -13,28 +13,6 @@ fn parse_errors() {
         (bson!([{}]), 40323),
         (bson!([{"$out": "x"}, {"$limit": 1}]), 40601),
         (bson!([{"$merge": "x"}, {"$match": {}}]), 40601),
-        (bson!([{"$count": ""}]), 40157),
-        (bson!([{"$count": "$x"}]), 40158),
-        (bson!([{"$count": "a.b"}]), 40160),
-        (bson!([{"$count": "_id"}]), 15948),
-        (
-            bson!([{"$bucket": {"groupBy": "$a", "boundaries": [0, 1], "output": {"_id": {"$sum": 1}}}}]),
-            15948,
-        ),
-        (bson!([{"$count": "a\u{0}b"}]), 40159),
-        (bson!([{"$sortByCount": "item"}]), 40148),
-        (
-            bson!([{"$bucket": {"groupBy": "$price", "boundaries": [10, 5]}}]),
-            40194,
-        ),
-        (
-            bson!([{"$bucket": {"groupBy": "$price", "boundaries": [1]}}]),
-            40192,
-        ),
-        (
-            bson!([{"$bucket": {"groupBy": "$price", "boundaries": [0, 10], "default": 5}}]),
-            40199,
-        ),
         (bson!([{"$addFields": {"a": {"$foo": 1}}}]), 168),
         (bson!([{"$limit": 1}, {"$documents": []}]), 40602),
     ];
@@ -72,59 +50,6 @@ fn add_fields_set_replace() {
         bson!([{"$set": {"e": {}}}]),
         vec![doc! {"_id": 1}],
         vec![doc! {"_id": 1, "e": {}}],
-    );
-}
-
-#[test]
-fn sort_and_count() {
-    check(bson!([{"$count": "n"}]), orders(), vec![doc! {"n": 5}]);
-    check(
-        bson!([{"$match": {"price": 999}}, {"$count": "n"}]),
-        orders(),
-        vec![],
-    );
-    check(
-        bson!([{"$sortByCount": "$cust"}]),
-        vec![doc! {"cust": "a"}, doc! {"cust": "b"}, doc! {"cust": "b"}],
-        vec![doc! {"_id": "b", "count": 2}, doc! {"_id": "a", "count": 1}],
-    );
-}
-
-#[test]
-fn graph_lookup_union_facet_bucket() {
-    check(
-        bson!([{"$bucket": {"groupBy": "$price", "boundaries": [0, 10, 20], "default": "other",
-            "output": {"n": {"$sum": 1}, "ids": {"$push": "$_id"}}}}]),
-        orders(),
-        vec![
-            doc! {"_id": 0, "n": 2, "ids": [4, 5]},
-            doc! {"_id": 10, "n": 2, "ids": [1, 3]},
-            doc! {"_id": "other", "n": 1, "ids": [2]},
-        ],
-    );
-    let e = run(
-        bson!([{"$bucket": {"groupBy": "$price", "boundaries": [0, 10]}}]),
-        orders(),
-    )
-    .unwrap_err();
-    assert_eq!(e.code, 40066);
-    // A $group and a $sort on _id, as MongoDB runs it: a default below the boundaries
-    // comes first, and boundaries are values, never field paths.
-    check(
-        bson!([{"$bucket": {"groupBy": "$s", "boundaries": ["$a", "$m"], "default": "$"}}]),
-        vec![doc! {"s": "$b"}, doc! {"s": "$x"}, doc! {"s": "$c"}],
-        vec![
-            doc! {"_id": "$", "count": 1},
-            doc! {"_id": "$a", "count": 2},
-        ],
-    );
-    check(
-        bson!([{"$bucketAuto": {"groupBy": "$v", "buckets": 2}}]),
-        (1..=4).map(|i| doc! {"v": i}).collect(),
-        vec![
-            doc! {"_id": {"min": 1, "max": 3}, "count": 2},
-            doc! {"_id": {"min": 3, "max": 4}, "count": 2},
-        ],
     );
 }
 
