@@ -3,7 +3,7 @@
 
 use bson::{Bson, Document};
 
-use super::{stage_docs, NoCollections, Pipeline};
+use super::{stage_docs, Nesting, NoCollections, Pipeline};
 use crate::expr::{Expr, Variables};
 use crate::{ErrorCode, MongoError, MongoResult};
 
@@ -59,6 +59,35 @@ pub enum MergeAction {
 }
 
 impl OutputStage {
+    /// `$out` or `$merge`, which only a top-level pipeline may end with.
+    pub(super) fn parse(name: &str, arg: &Bson, nesting: Nesting) -> MongoResult<OutputStage> {
+        if nesting != Nesting::Top {
+            let code = if nesting == Nesting::Facet {
+                ErrorCode::NotAllowedInFacet
+            } else {
+                ErrorCode::NotAllowedInLookup
+            };
+            let msg = if nesting == Nesting::Facet {
+                format!("{name} is not allowed to be used within a $facet stage")
+            } else {
+                format!("{name} is not allowed within a $lookup's sub-pipeline")
+            };
+            return Err(MongoError::new(code, msg));
+        }
+        if name == "$out" {
+            parse_out(arg)
+        } else {
+            parse_merge(arg)
+        }
+    }
+
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            OutputStage::Out { .. } => "$out",
+            OutputStage::Merge(_) => "$merge",
+        }
+    }
+
     /// The target and what the stage does to it.
     pub(crate) fn access(&self) -> super::CollectionAccess {
         match self {
@@ -187,7 +216,7 @@ fn check_target(db: Option<&str>, coll: &str) -> MongoResult<()> {
     wire::namespace::check_collection(coll)
 }
 
-pub(crate) fn parse_out(arg: &Bson) -> MongoResult<OutputStage> {
+fn parse_out(arg: &Bson) -> MongoResult<OutputStage> {
     match arg {
         Bson::String(c) => {
             wire::namespace::check_collection(c)?;
@@ -231,7 +260,7 @@ pub(crate) fn parse_out(arg: &Bson) -> MongoResult<OutputStage> {
     }
 }
 
-pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
+fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
     let mut spec = MergeSpec {
         db: None,
         coll: String::new(),

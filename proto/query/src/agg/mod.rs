@@ -5,7 +5,12 @@
 //! pipeline never writes: a trailing `$out`/`$merge` is exposed through
 //! [`Pipeline::output_stage`] and the caller performs the writes, using
 //! [`merge_document`] for `$merge`'s whenMatched/whenNotMatched rules.
+//!
+//! Each stage is parsed and run in its own file, named after it (`$match` in
+//! `match_stage.rs`, `match` being a keyword); this module holds the pipeline, the stage
+//! enum, parsing by stage name and running by variant.
 
+mod access;
 mod accumulator;
 mod bucket;
 mod bucket_auto;
@@ -39,6 +44,7 @@ use bson::{Bson, Document};
 use crate::expr::Variables;
 use crate::{ErrorCode, MongoError, MongoResult};
 
+pub use access::{Access, CollectionAccess};
 pub use merge::{merge_document, MergeAction, MergeSpec, OutputStage, WhenMatched, WhenNotMatched};
 pub use stream::{Blocking, Stream};
 
@@ -115,7 +121,7 @@ impl Pipeline {
 
     fn parse_inner(stages: &[Document], nesting: Nesting) -> MongoResult<Pipeline> {
         let mut out = Vec::with_capacity(stages.len());
-        let mut output = None;
+        let mut output: Option<OutputStage> = None;
         let mut leading_match = None;
         for (i, spec) in stages.iter().enumerate() {
             if spec.len() != 1 {
@@ -125,35 +131,18 @@ impl Pipeline {
                 ));
             }
             let (name, arg) = spec.iter().next().unwrap();
-            if output.is_some() {
+            if let Some(last) = &output {
                 return Err(MongoError::new(
                     ErrorCode::OutputStageNotLast,
                     format!(
                         "{} can only be the final stage in the pipeline",
-                        stage_name(&output)
+                        last.name()
                     ),
                 ));
             }
             match name.as_str() {
                 "$out" | "$merge" => {
-                    if nesting != Nesting::Top {
-                        let code = if nesting == Nesting::Facet {
-                            ErrorCode::NotAllowedInFacet
-                        } else {
-                            ErrorCode::NotAllowedInLookup
-                        };
-                        let msg = if nesting == Nesting::Facet {
-                            format!("{name} is not allowed to be used within a $facet stage")
-                        } else {
-                            format!("{name} is not allowed within a $lookup's sub-pipeline")
-                        };
-                        return Err(MongoError::new(code, msg));
-                    }
-                    output = Some(if name == "$out" {
-                        merge::parse_out(arg)?
-                    } else {
-                        merge::parse_merge(arg)?
-                    });
+                    output = Some(OutputStage::parse(name, arg, nesting)?);
                     continue;
                 }
                 "$documents" if i != 0 => {
@@ -250,92 +239,6 @@ impl Pipeline {
     pub fn starts_with_documents(&self) -> bool {
         matches!(self.stages.first(), Some(Stage::Documents(_)))
     }
-
-    /// Names of collections that `$lookup`/`$graphLookup`/`$unionWith` read, including
-    /// nested pipelines (for loading them ahead of time).
-    pub fn referenced_collections(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .accesses()
-            .into_iter()
-            .filter(|a| a.access == Access::Read)
-            .map(|a| a.coll)
-            .collect();
-        out.sort();
-        out.dedup();
-        out
-    }
-
-    /// Every collection the pipeline touches besides its source, at any depth
-    /// (`$facet`, `$lookup` and `$unionWith` sub-pipelines), and how: what authorization
-    /// checks, so that it sees exactly what the shard will run.
-    pub fn accesses(&self) -> Vec<CollectionAccess> {
-        let mut out = Vec::new();
-        self.collect_accesses(&mut out);
-        if let Some(output) = &self.output {
-            out.push(output.access());
-        }
-        out
-    }
-
-    fn collect_accesses(&self, out: &mut Vec<CollectionAccess>) {
-        for s in &self.stages {
-            match s {
-                Stage::Lookup(l) => {
-                    if let Some(c) = &l.from {
-                        out.push(CollectionAccess::read(c));
-                    }
-                    if let Some(p) = &l.pipeline {
-                        p.collect_accesses(out);
-                    }
-                }
-                Stage::GraphLookup(g) => out.push(CollectionAccess::read(&g.from)),
-                Stage::UnionWith(u) => {
-                    out.push(CollectionAccess::read(&u.coll));
-                    if let Some(p) = &u.pipeline {
-                        p.collect_accesses(out);
-                    }
-                }
-                Stage::Facet(f) => {
-                    for p in f.pipelines() {
-                        p.collect_accesses(out);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-}
-
-/// A collection a pipeline touches besides its source.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CollectionAccess {
-    /// `None`: the aggregation's own database.
-    pub db: Option<String>,
-    pub coll: String,
-    pub access: Access,
-}
-
-impl CollectionAccess {
-    fn read(coll: &str) -> CollectionAccess {
-        CollectionAccess {
-            db: None,
-            coll: coll.to_string(),
-            access: Access::Read,
-        }
-    }
-}
-
-/// How a pipeline uses a collection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// `$lookup`, `$graphLookup`, `$unionWith`.
-    Read,
-    /// `$out`: the collection is replaced.
-    Replace,
-    /// `$merge`: documents may be inserted (`whenNotMatched: "insert"`) and matched ones
-    /// written (any `whenMatched` but `fail`: MongoDB performs even `keepExisting` as an
-    /// update, an upsert, so it needs the update privilege too).
-    Merge { inserts: bool, updates: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -343,13 +246,6 @@ enum Nesting {
     Top,
     Facet,
     Lookup,
-}
-
-fn stage_name(out: &Option<OutputStage>) -> &'static str {
-    match out {
-        Some(OutputStage::Merge(_)) => "$merge",
-        _ => "$out",
-    }
 }
 
 fn err(code: ErrorCode, msg: impl Into<String>) -> MongoError {
@@ -363,38 +259,11 @@ fn split_path(p: &str) -> Vec<String> {
 fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
     Ok(match name {
         "$match" => Stage::Match(MatchStage::parse(arg)?),
-        "$project" => {
-            let Bson::Document(d) = arg else {
-                return Err(err(
-                    ErrorCode::ProjectSpecNotObject,
-                    "$project specification must be an object",
-                ));
-            };
-            Stage::Project(Projection::parse(d)?)
-        }
-        "$addFields" | "$set" => {
-            let Bson::Document(d) = arg else {
-                return Err(err(
-                    ErrorCode::StageSpecNotObject,
-                    format!(
-                        "{name} specification stage must be an object, got {}",
-                        crate::expr::type_name(arg)
-                    ),
-                ));
-            };
-            Stage::AddFields(SetFields::parse(d)?)
-        }
+        "$project" => Stage::Project(Projection::parse(arg)?),
+        "$addFields" | "$set" => Stage::AddFields(SetFields::parse(name, arg)?),
         "$unset" => Stage::Unset(Unset::parse(arg)?),
         "$group" => Stage::Group(Box::new(Group::parse(arg)?)),
-        "$sort" => {
-            let Bson::Document(d) = arg else {
-                return Err(err(
-                    ErrorCode::SortStageSpecNotObject,
-                    "the $sort key specification must be an object",
-                ));
-            };
-            Stage::Sort(SortKeys::parse(d)?)
-        }
+        "$sort" => Stage::Sort(SortKeys::parse_stage(arg)?),
         "$limit" => Stage::Limit(limit::parse(arg)?),
         "$skip" => Stage::Skip(skip::parse(arg)?),
         "$unwind" => Stage::Unwind(Unwind::parse(arg)?),
@@ -477,14 +346,8 @@ fn run_stage(
 ) -> MongoResult<Vec<Document>> {
     Ok(match stage {
         Stage::Match(m) => m.run(docs, vars)?,
-        Stage::Project(p) => docs
-            .iter()
-            .map(|d| p.apply(d, vars))
-            .collect::<MongoResult<_>>()?,
-        Stage::AddFields(s) => docs
-            .iter()
-            .map(|d| s.apply(d, vars))
-            .collect::<MongoResult<_>>()?,
+        Stage::Project(p) => p.run(&docs, vars)?,
+        Stage::AddFields(s) => s.run(&docs, vars)?,
         Stage::Unset(u) => u.run(docs),
         Stage::Group(g) => g.run(docs, vars)?,
         Stage::Sort(keys) => keys.sort_top(docs, None),

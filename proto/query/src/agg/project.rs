@@ -1,5 +1,5 @@
-//! `$project`, `$addFields`/`$set` and `$unset`, plus the nested-path helpers the other
-//! stages share.
+//! `$project` and `$addFields`/`$set`, which compile to one kind of projection tree, plus
+//! the nested-path helpers the other stages share.
 
 use bson::{Bson, Document};
 
@@ -109,7 +109,13 @@ pub(crate) struct Projection {
 }
 
 impl Projection {
-    pub(crate) fn parse(spec: &Document) -> MongoResult<Projection> {
+    pub(crate) fn parse(arg: &Bson) -> MongoResult<Projection> {
+        let Bson::Document(spec) = arg else {
+            return Err(MongoError::new(
+                ErrorCode::ProjectSpecNotObject,
+                "$project specification must be an object",
+            ));
+        };
         if spec.is_empty() {
             return Err(MongoError::new(ErrorCode::ProjectionEmpty, "Invalid $project :: caused by :: projection specification must have at least one field"));
         }
@@ -185,7 +191,11 @@ impl Projection {
         Ok(Projection { tree, inclusion })
     }
 
-    pub(crate) fn apply(&self, doc: &Document, vars: &Variables) -> MongoResult<Document> {
+    pub(crate) fn run(&self, docs: &[Document], vars: &Variables) -> MongoResult<Vec<Document>> {
+        docs.iter().map(|d| self.apply(d, vars)).collect()
+    }
+
+    fn apply(&self, doc: &Document, vars: &Variables) -> MongoResult<Document> {
         if self.inclusion {
             let mut out = include(&self.tree, doc);
             add_computed(&self.tree, &mut out, doc, vars)?;
@@ -426,13 +436,27 @@ pub(crate) struct SetFields {
 }
 
 impl SetFields {
-    pub(crate) fn parse(spec: &Document) -> MongoResult<SetFields> {
+    /// `name` is `$addFields` or `$set`, for the error about a spec that is no object.
+    pub(crate) fn parse(name: &str, arg: &Bson) -> MongoResult<SetFields> {
+        let Bson::Document(spec) = arg else {
+            return Err(MongoError::new(
+                ErrorCode::StageSpecNotObject,
+                format!(
+                    "{name} specification stage must be an object, got {}",
+                    crate::expr::type_name(arg)
+                ),
+            ));
+        };
         let mut tree = Tree::default();
         parse_set_level(spec, "", &mut tree)?;
         Ok(SetFields { tree })
     }
 
-    pub(crate) fn apply(&self, doc: &Document, vars: &Variables) -> MongoResult<Document> {
+    pub(crate) fn run(&self, docs: &[Document], vars: &Variables) -> MongoResult<Vec<Document>> {
+        docs.iter().map(|d| self.apply(d, vars)).collect()
+    }
+
+    fn apply(&self, doc: &Document, vars: &Variables) -> MongoResult<Document> {
         let mut out = doc.clone();
         add_computed(&self.tree, &mut out, doc, vars)?;
         Ok(out)
@@ -538,6 +562,7 @@ mod tests {
             (bson!([{"$project": {"a": {}}}]), 51270),
             (bson!([{"$project": {"a": 1, "a.b": 1}}]), 31250),
             (bson!([{"$project": 1}]), 15969),
+            (bson!([{"$addFields": {"a": {"$foo": 1}}}]), 168),
         ]);
     }
 
@@ -602,6 +627,31 @@ mod tests {
             bson!([{"$project": {"_id": 1}}]),
             vec![doc! {"_id": 1, "q": 2}],
             vec![doc! {"_id": 1}],
+        );
+    }
+
+    #[test]
+    fn add_fields_and_set() {
+        let d = vec![doc! {"_id": 1, "a": {"b": 1}, "arr": [{"b": 1}, 2], "x": 10}];
+        check(
+            bson!([{"$addFields": {"y": {"$add": ["$x", 1]}, "x": 0, "a.c": "$x"}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "a": {"b": 1, "c": 10}, "arr": [{"b": 1}, 2], "x": 0, "y": 11}],
+        );
+        check(
+            bson!([{"$set": {"arr.k": 1, "x": "$$REMOVE"}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "a": {"b": 1}, "arr": [{"b": 1, "k": 1}, {"k": 1}]}],
+        );
+        check(
+            bson!([{"$set": {"a": {"z": 1}}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "a": {"b": 1, "z": 1}, "arr": [{"b": 1}, 2], "x": 10}],
+        );
+        check(
+            bson!([{"$set": {"e": {}}}]),
+            vec![doc! {"_id": 1}],
+            vec![doc! {"_id": 1, "e": {}}],
         );
     }
 }

@@ -14,6 +14,17 @@ pub(crate) struct SortKeys {
 }
 
 impl SortKeys {
+    /// The `$sort` stage's specification.
+    pub(crate) fn parse_stage(arg: &Bson) -> MongoResult<SortKeys> {
+        let Bson::Document(spec) = arg else {
+            return Err(MongoError::new(
+                ErrorCode::SortStageSpecNotObject,
+                "the $sort key specification must be an object",
+            ));
+        };
+        Self::parse(spec)
+    }
+
     pub(crate) fn parse(spec: &Document) -> MongoResult<SortKeys> {
         if spec.is_empty() {
             return Err(MongoError::new(
