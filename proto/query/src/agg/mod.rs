@@ -17,6 +17,7 @@ mod bucket_auto;
 mod count;
 mod documents;
 mod facet;
+mod graph_lookup;
 mod group;
 mod limit;
 mod lookup;
@@ -51,8 +52,9 @@ pub use stream::{Blocking, Stream};
 use bucket_auto::BucketAuto;
 use documents::Documents;
 use facet::Facet;
+use graph_lookup::GraphLookup;
 pub use group::{Emit, Group, GroupMerger, GroupTable, PARTIAL_GROUP_FIELD, PARTIAL_KEY};
-use lookup::{GraphLookup, Lookup};
+use lookup::Lookup;
 use match_stage::MatchStage;
 use project::{Projection, SetFields};
 use redact::Redact;
@@ -250,6 +252,13 @@ enum Nesting {
 
 fn err(code: ErrorCode, msg: impl Into<String>) -> MongoError {
     MongoError::new(code, msg)
+}
+
+/// The collection a stage reads (`$lookup`, `$graphLookup`, `$unionWith`), once its name
+/// is checked.
+fn collection_name(c: &str) -> MongoResult<String> {
+    wire::namespace::check_collection(c)?;
+    Ok(c.to_string())
 }
 
 fn split_path(p: &str) -> Vec<String> {

@@ -3,7 +3,7 @@
 
 use bson::{Bson, Document};
 
-use super::{stage_docs, AggContext, Nesting, Pipeline};
+use super::{collection_name, stage_docs, AggContext, Nesting, Pipeline};
 use crate::expr::Variables;
 use crate::{ErrorCode, MongoError, MongoResult};
 
@@ -17,22 +17,16 @@ impl UnionWith {
     /// A collection name, or `{coll, pipeline}`.
     pub(super) fn parse(arg: &Bson) -> MongoResult<UnionWith> {
         Ok(match arg {
-            Bson::String(c) => {
-                wire::namespace::check_collection(c)?;
-                UnionWith {
-                    coll: c.clone(),
-                    pipeline: None,
-                }
-            }
+            Bson::String(c) => UnionWith {
+                coll: collection_name(c)?,
+                pipeline: None,
+            },
             Bson::Document(d) => {
                 let mut coll = None;
                 let mut pipeline = None;
                 for (k, v) in d {
                     match (k.as_str(), v) {
-                        ("coll", Bson::String(c)) => {
-                            wire::namespace::check_collection(c)?;
-                            coll = Some(c.clone());
-                        }
+                        ("coll", Bson::String(c)) => coll = Some(collection_name(c)?),
                         ("pipeline", Bson::Array(a)) => {
                             let stages = stage_docs(
                                 a,
