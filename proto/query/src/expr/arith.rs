@@ -3,9 +3,9 @@
 
 use bson::{Bson, DateTime};
 
+use crate::bson_types::type_name;
 use crate::{ErrorCode, MongoError, MongoResult};
 
-use super::convert::type_name;
 use super::decimal::{Dec, Rounding};
 use super::eval::misrouted;
 use super::ops::Op;
