@@ -111,7 +111,7 @@ fn num_sub(a: Num, b: Num) -> Num {
     }
 }
 
-fn num_mul(a: Num, b: Num) -> Num {
+pub(crate) fn num_mul(a: Num, b: Num) -> Num {
     match (a, b) {
         (Num::M(_), _) | (_, Num::M(_)) => Num::M(num_dec(a).mul(&num_dec(b))),
         (Num::D(_), _) | (_, Num::D(_)) => Num::D(num_f64(a) * num_f64(b)),
