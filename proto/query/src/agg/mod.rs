@@ -7,8 +7,10 @@
 //! [`merge_document`] for `$merge`'s whenMatched/whenNotMatched rules.
 //!
 //! Each stage is parsed and run in its own file, named after it (`$match` in
-//! `match_stage.rs`, `match` being a keyword); this module holds the pipeline, the stage
-//! enum, parsing by stage name and running by variant.
+//! `match_stage.rs`, `match` being a keyword), but for stages that share their machinery:
+//! `$out` is in `merge.rs`, `$addFields`/`$set` in `project.rs` (one projection tree),
+//! `$sort` in `sortkey.rs` (the keys `$top`/`$bottom` use too). This module holds the
+//! pipeline, the stage enum, parsing by stage name and running by variant.
 
 mod access;
 mod accumulator;
