@@ -3,6 +3,7 @@
 //! and aggregation. No I/O here; every function is table-testable.
 
 pub mod agg;
+pub mod bson_types;
 pub mod depth;
 pub mod expr;
 pub mod keystring;

@@ -323,3 +323,127 @@ impl GroupMerger {
             .transpose()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bson::{bson, doc};
+
+    use crate::agg::test_support::*;
+
+    #[test]
+    fn parse_errors() {
+        check_errs(vec![
+            (bson!([{"$group": {"total": {"$sum": 1}}}]), 15955),
+            (bson!([{"$group": {"_id": null, "t": {"$foo": 1}}}]), 15952),
+            (
+                bson!([{"$group": {"_id": null, "t": {"$sum": 1, "$avg": 1}}}]),
+                40238,
+            ),
+            (
+                bson!([{"$group": {"_id": null, "a.b": {"$sum": 1}}}]),
+                40235,
+            ),
+            (
+                bson!([{"$group": {"_id": null, "t": {"$sum": [1, 2]}}}]),
+                40237,
+            ),
+            (bson!([{"$group": 1}]), 15947),
+        ]);
+    }
+
+    #[test]
+    fn group_accumulators() {
+        check(
+            bson!([
+                {"$group": {
+                    "_id": "$cust",
+                    "n": {"$sum": 1},
+                    "total": {"$sum": "$price"},
+                    "avg": {"$avg": "$quantity"},
+                    "min": {"$min": "$item"},
+                    "max": {"$max": "$price"},
+                    "first": {"$first": "$item"},
+                    "last": {"$last": "$item"},
+                    "items": {"$push": "$item"},
+                    "set": {"$addToSet": "$quantity"},
+                    "count": {"$count": {}},
+                }},
+                {"$sort": {"_id": 1}}
+            ]),
+            orders(),
+            vec![
+                doc! {"_id": "x", "n": 2, "total": 22, "avg": 3.5, "min": "almonds", "max": 12, "first": "almonds", "last": "bread",
+                "items": ["almonds", "bread"], "set": [2, 5], "count": 2},
+                doc! {"_id": "y", "n": 2, "total": 21, "avg": 2.0, "min": "pecans", "max": 20, "first": "pecans", "last": null,
+                "items": ["pecans"], "set": [1, 3], "count": 2},
+                doc! {"_id": "z", "n": 1, "total": 5.5, "avg": 10.0, "min": null, "max": 5.5, "first": null, "last": null,
+                "items": [null], "set": [10], "count": 1},
+            ],
+        );
+        // _id null groups everything; object keys; numeric keys 1 and 1.0 are one group
+        check(
+            bson!([{"$group": {"_id": null, "s": {"$sum": {"$multiply": ["$price", "$quantity"]}}}}]),
+            orders(),
+            vec![doc! {"_id": null, "s": 24.0 + 20.0 + 50.0 + 55.0 + 3.0}],
+        );
+        check(
+            bson!([{"$group": {"_id": "$k", "c": {"$sum": 1}}}]),
+            vec![
+                doc! {"k": 1},
+                doc! {"k": 1.0},
+                doc! {"k": 1i64},
+                doc! {},
+                doc! {"k": null},
+            ],
+            vec![doc! {"_id": 1, "c": 3}, doc! {"_id": null, "c": 2}],
+        );
+        check(
+            bson!([{"$group": {"_id": {"c": "$cust", "big": {"$gt": ["$price", 10]}}, "c": {"$sum": 1}}}, {"$match": {"_id.c": "x"}}]),
+            orders(),
+            vec![
+                doc! {"_id": {"c": "x", "big": true}, "c": 1},
+                doc! {"_id": {"c": "x", "big": false}, "c": 1},
+            ],
+        );
+        check(
+            bson!([{"$group": {"_id": null, "c": {"$sum": 1}}}]),
+            vec![],
+            vec![],
+        );
+        check(
+            bson!([{"$group": {"_id": null, "pop": {"$stdDevPop": "$v"}, "samp": {"$stdDevSamp": "$v"}, "m": {"$mergeObjects": "$o"}}}]),
+            vec![
+                doc! {"v": 1, "o": {"a": 1}},
+                doc! {"v": 3, "o": {"b": 2}},
+                doc! {"o": null},
+            ],
+            vec![
+                doc! {"_id": null, "pop": 1.0, "samp": std::f64::consts::SQRT_2, "m": {"a": 1, "b": 2}},
+            ],
+        );
+        check(
+            bson!([{"$group": {
+                "_id": null,
+                "top": {"$top": {"sortBy": {"price": -1}, "output": "$item"}},
+                "bottom": {"$bottom": {"sortBy": {"price": -1}, "output": ["$item", "$price"]}},
+                "top2": {"$topN": {"n": 2, "sortBy": {"price": 1}, "output": "$price"}},
+                "bottom2": {"$bottomN": {"n": 2, "sortBy": {"price": 1}, "output": "$price"}},
+                "first2": {"$firstN": {"n": 2, "input": "$_id"}},
+                "last2": {"$lastN": {"n": 2, "input": "$_id"}},
+                "max2": {"$maxN": {"n": 2, "input": "$quantity"}},
+                "min2": {"$minN": {"n": 2, "input": "$quantity"}},
+            }}]),
+            orders(),
+            vec![
+                doc! {"_id": null, "top": "pecans", "bottom": [null, 1], "top2": [1, 5.5], "bottom2": [12, 20],
+                "first2": [1, 2], "last2": [4, 5], "max2": [10, 5], "min2": [1, 2]},
+            ],
+        );
+        // integer overflow widens
+        check(
+            bson!([{"$group": {"_id": null, "s": {"$sum": "$v"}}}]),
+            vec![doc! {"v": i32::MAX}, doc! {"v": 1}],
+            vec![doc! {"_id": null, "s": i32::MAX as i64 + 1}],
+        );
+    }
+}

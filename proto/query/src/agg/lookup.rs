@@ -1,12 +1,12 @@
-//! `$lookup` (equality and pipeline forms) and `$graphLookup`.
+//! `$lookup` (equality and pipeline forms), and the equality matching of a path's values
+//! that `$graphLookup` shares.
 
 use std::collections::{HashMap, HashSet};
 
 use bson::{Bson, Document};
 
-use super::{project, split_path, AggContext, Nesting, Pipeline};
+use super::{collection_name, project, split_path, AggContext, Nesting, Pipeline};
 use crate::expr::{self, Expr, Variables};
-use crate::matcher::Matcher;
 use crate::{ErrorCode, MongoError, MongoResult};
 
 #[derive(Debug, Clone)]
@@ -37,10 +37,7 @@ impl Lookup {
         for (k, v) in d {
             match k.as_str() {
                 "from" => match v {
-                    Bson::String(s) => {
-                        wire::namespace::check_collection(s)?;
-                        from = Some(s.clone());
-                    }
+                    Bson::String(s) => from = Some(collection_name(s)?),
                     // MongoDB takes `{db, coll}` only for a few internal namespaces; any
                     // other database would be read without the caller being authorized
                     // on it, so none is taken.
@@ -189,7 +186,7 @@ impl Lookup {
     }
 }
 
-fn key(v: &Bson) -> Vec<u8> {
+pub(super) fn key(v: &Bson) -> Vec<u8> {
     let mut k = Vec::new();
     expr::canonical_key(v, &mut k);
     k
@@ -268,7 +265,7 @@ impl Collect {
 }
 
 /// The values of `localField` to look up: array elements, or null when missing.
-fn local_values(d: &Document, path: &[String]) -> Vec<Bson> {
+pub(super) fn local_values(d: &Document, path: &[String]) -> Vec<Bson> {
     let mut out = Vec::new();
     Collect::new(path, false).doc(d, path, &mut out);
     if out.is_empty() {
@@ -277,7 +274,7 @@ fn local_values(d: &Document, path: &[String]) -> Vec<Bson> {
     out
 }
 
-fn build_index(docs: &[Document], path: &[String]) -> HashMap<Vec<u8>, Vec<usize>> {
+pub(super) fn build_index(docs: &[Document], path: &[String]) -> HashMap<Vec<u8>, Vec<usize>> {
     let mut index: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
     for (i, d) in docs.iter().enumerate() {
         let mut seen = HashSet::new();
@@ -291,193 +288,67 @@ fn build_index(docs: &[Document], path: &[String]) -> HashMap<Vec<u8>, Vec<usize
     index
 }
 
-// ---------------------------------------------------------------------------------------
-// $graphLookup
+#[cfg(test)]
+mod tests {
+    use bson::{bson, doc};
 
-#[derive(Debug, Clone)]
-pub(crate) struct GraphLookup {
-    pub(crate) from: String,
-    start_with: Expr,
-    connect_from: Vec<String>,
-    connect_to: Vec<String>,
-    as_path: Vec<String>,
-    max_depth: Option<i64>,
-    depth_field: Option<Vec<String>>,
-    restrict: Option<Matcher>,
-}
+    use crate::agg::test_support::*;
 
-impl GraphLookup {
-    pub(crate) fn parse(arg: &Bson) -> MongoResult<GraphLookup> {
-        let Bson::Document(d) = arg else {
-            return Err(MongoError::new(
-                ErrorCode::GraphLookupNotObject,
-                "the $graphLookup stage specification must be an object",
-            ));
-        };
-        let mut from = None;
-        let mut start_with = None;
-        let (mut cf, mut ct, mut as_path, mut depth_field) = (None, None, None, None);
-        let mut max_depth = None;
-        let mut restrict = None;
-        let path_arg = |k: &str, v: &Bson| -> MongoResult<Vec<String>> {
-            if let Bson::String(s) = v {
-                crate::depth::check_path(s)?;
-            }
-            match v {
-                Bson::String(s)
-                    if !s.is_empty() && !s.starts_with('$') && !s.split('.').any(str::is_empty) =>
-                {
-                    Ok(split_path(s))
-                }
-                Bson::String(s) => Err(MongoError::new(
-                    ErrorCode::FieldPathDollarPrefix,
-                    format!("FieldPath '{s}' is not valid for $graphLookup '{k}'"),
-                )),
-                _ => Err(MongoError::new(
-                    ErrorCode::GraphLookupArgumentNotString,
-                    format!(
-                        "expected string as argument for {k}, found: {}",
-                        expr::type_name(v)
-                    ),
-                )),
-            }
-        };
-        for (k, v) in d {
-            match k.as_str() {
-                "from" => match v {
-                    Bson::String(s) => {
-                        wire::namespace::check_collection(s)?;
-                        from = Some(s.clone());
-                    }
-                    _ => {
-                        return Err(MongoError::new(
-                            ErrorCode::GraphLookupArgumentNotString,
-                            "expected string as argument for from",
-                        ))
-                    }
-                },
-                "startWith" => start_with = Some(Expr::parse(v)?),
-                "connectFromField" => cf = Some(path_arg(k, v)?),
-                "connectToField" => ct = Some(path_arg(k, v)?),
-                "as" => as_path = Some(path_arg(k, v)?),
-                "depthField" => depth_field = Some(path_arg(k, v)?),
-                "maxDepth" => {
-                    let n = expr::as_int_exact(v).ok_or_else(|| {
-                        MongoError::new(
-                            ErrorCode::GraphLookupMaxDepthNotNumeric,
-                            format!(
-                                "maxDepth must be numeric, found type: {}",
-                                expr::type_name(v)
-                            ),
-                        )
-                    })?;
-                    if n < 0 {
-                        return Err(MongoError::new(
-                            ErrorCode::GraphLookupMaxDepthNegative,
-                            format!("maxDepth requires a nonnegative argument, found: {n}"),
-                        ));
-                    }
-                    max_depth = Some(n);
-                }
-                "restrictSearchWithMatch" => {
-                    let Bson::Document(m) = v else {
-                        return Err(MongoError::new(
-                            ErrorCode::GraphLookupRestrictNotObject,
-                            "restrictSearchWithMatch must be an object",
-                        ));
-                    };
-                    restrict = Some(Matcher::new(m)?);
-                }
-                _ => {
-                    return Err(MongoError::new(
-                        ErrorCode::GraphLookupUnknownArgument,
-                        format!("Unknown argument to $graphLookup: {k}"),
-                    ))
-                }
-            }
-        }
-        let missing = || {
-            MongoError::new(
-                ErrorCode::GraphLookupMissingArgument,
-                "from, as, startWith, connectFromField and connectToField must all be specified",
-            )
-        };
-        Ok(GraphLookup {
-            from: from.ok_or_else(missing)?,
-            start_with: start_with.ok_or_else(missing)?,
-            connect_from: cf.ok_or_else(missing)?,
-            connect_to: ct.ok_or_else(missing)?,
-            as_path: as_path.ok_or_else(missing)?,
-            max_depth,
-            depth_field,
-            restrict,
-        })
+    #[test]
+    fn parse_errors() {
+        check_errs(vec![
+            (
+                bson!([{"$lookup": {"from": "x", "localField": "a", "foreignField": "b"}}]),
+                9,
+            ),
+            (bson!([{"$lookup": {"from": "x", "as": "y"}}]), 9),
+            (
+                bson!([{"$lookup": {"from": "x", "localField": 1, "foreignField": "b", "as": "y"}}]),
+                4570,
+            ),
+            (bson!([{"$graphLookup": {"from": "x"}}]), 40105),
+        ]);
     }
 
-    pub(crate) fn run(
-        &self,
-        docs: Vec<Document>,
-        ctx: &dyn AggContext,
-        vars: &Variables,
-    ) -> MongoResult<Vec<Document>> {
-        let mut foreign = ctx.collection_docs(&self.from)?;
-        if let Some(m) = &self.restrict {
-            let mut kept = Vec::with_capacity(foreign.len());
-            for d in foreign {
-                if m.matches_checked(&d)? {
-                    kept.push(d);
-                }
-            }
-            foreign = kept;
-        }
-        let index = build_index(&foreign, &self.connect_to);
-        let mut out = Vec::with_capacity(docs.len());
-        for mut d in docs {
-            let start = self.start_with.eval(&d, vars)?;
-            let mut frontier: Vec<Bson> = match start {
-                Bson::Array(a) => a,
-                Bson::Undefined => vec![Bson::Null],
-                v => vec![v],
-            };
-            let mut queried: HashSet<Vec<u8>> = HashSet::new();
-            let mut visited: HashSet<usize> = HashSet::new();
-            let mut found: Vec<(usize, i64)> = Vec::new();
-            let mut depth = 0i64;
-            while !frontier.is_empty() && self.max_depth.is_none_or(|m| depth <= m) {
-                let mut next = Vec::new();
-                for v in frontier {
-                    let k = key(&v);
-                    if !queried.insert(k.clone()) {
-                        continue;
-                    }
-                    let Some(ids) = index.get(&k) else { continue };
-                    for &i in ids {
-                        if visited.insert(i) {
-                            found.push((i, depth));
-                            for x in local_values(&foreign[i], &self.connect_from) {
-                                if !matches!(x, Bson::Null) {
-                                    next.push(x);
-                                }
-                            }
-                        }
-                    }
-                }
-                frontier = next;
-                depth += 1;
-            }
-            let results: Vec<Bson> = found
-                .into_iter()
-                .map(|(i, depth)| {
-                    let mut fd = foreign[i].clone();
-                    if let Some(df) = &self.depth_field {
-                        project::set_nested(&mut fd, df, Bson::Int64(depth));
-                    }
-                    Bson::Document(fd)
-                })
-                .collect();
-            project::set_nested(&mut d, &self.as_path, Bson::Array(results));
-            out.push(d);
-        }
-        Ok(out)
+    #[test]
+    fn lookup_forms() {
+        let input = vec![
+            doc! {"_id": 1, "item": "almonds"},
+            doc! {"_id": 2, "item": ["bread", "cashews"]},
+            doc! {"_id": 3},
+        ];
+        check(
+            bson!([{"$lookup": {"from": "inventory", "localField": "item", "foreignField": "sku", "as": "inv"}}, {"$project": {"ids": "$inv._id"}}]),
+            input.clone(),
+            vec![
+                doc! {"_id": 1, "ids": [1]},
+                doc! {"_id": 2, "ids": [2, 3]},
+                doc! {"_id": 3, "ids": [4, 5]},
+            ],
+        );
+        check(
+            bson!([{"$lookup": {
+                "from": "inventory",
+                "let": {"want": "$item"},
+                "pipeline": [
+                    {"$match": {"$expr": {"$eq": ["$sku", "$$want"]}}},
+                    {"$project": {"_id": 0, "instock": 1}}
+                ],
+                "as": "stock"
+            }}, {"$limit": 1}]),
+            input.clone(),
+            vec![doc! {"_id": 1, "item": "almonds", "stock": [{"instock": 120}]}],
+        );
+        check(
+            bson!([{"$lookup": {"from": "nope", "localField": "item", "foreignField": "sku", "as": "x.y"}}, {"$limit": 1}]),
+            input.clone(),
+            vec![doc! {"_id": 1, "item": "almonds", "x": {"y": []}}],
+        );
+        check(
+            bson!([{"$lookup": {"from": "inventory", "localField": "item", "foreignField": "sku",
+                "pipeline": [{"$project": {"instock": 1}}], "as": "inv"}}, {"$limit": 1}]),
+            input,
+            vec![doc! {"_id": 1, "item": "almonds", "inv": [{"_id": 1, "instock": 120}]}],
+        );
     }
 }

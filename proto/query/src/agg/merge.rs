@@ -3,7 +3,7 @@
 
 use bson::{Bson, Document};
 
-use super::{stage_docs, NoCollections, Pipeline};
+use super::{stage_docs, Nesting, NoCollections, Pipeline};
 use crate::expr::{Expr, Variables};
 use crate::{ErrorCode, MongoError, MongoResult};
 
@@ -59,6 +59,35 @@ pub enum MergeAction {
 }
 
 impl OutputStage {
+    /// `$out` or `$merge`, which only a top-level pipeline may end with.
+    pub(super) fn parse(name: &str, arg: &Bson, nesting: Nesting) -> MongoResult<OutputStage> {
+        if nesting != Nesting::Top {
+            let code = if nesting == Nesting::Facet {
+                ErrorCode::NotAllowedInFacet
+            } else {
+                ErrorCode::NotAllowedInLookup
+            };
+            let msg = if nesting == Nesting::Facet {
+                format!("{name} is not allowed to be used within a $facet stage")
+            } else {
+                format!("{name} is not allowed within a $lookup's sub-pipeline")
+            };
+            return Err(MongoError::new(code, msg));
+        }
+        if name == "$out" {
+            parse_out(arg)
+        } else {
+            parse_merge(arg)
+        }
+    }
+
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            OutputStage::Out { .. } => "$out",
+            OutputStage::Merge(_) => "$merge",
+        }
+    }
+
     /// The target and what the stage does to it.
     pub(crate) fn access(&self) -> super::CollectionAccess {
         match self {
@@ -187,7 +216,7 @@ fn check_target(db: Option<&str>, coll: &str) -> MongoResult<()> {
     wire::namespace::check_collection(coll)
 }
 
-pub(crate) fn parse_out(arg: &Bson) -> MongoResult<OutputStage> {
+fn parse_out(arg: &Bson) -> MongoResult<OutputStage> {
     match arg {
         Bson::String(c) => {
             wire::namespace::check_collection(c)?;
@@ -231,7 +260,7 @@ pub(crate) fn parse_out(arg: &Bson) -> MongoResult<OutputStage> {
     }
 }
 
-pub(crate) fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
+fn parse_merge(arg: &Bson) -> MongoResult<OutputStage> {
     let mut spec = MergeSpec {
         db: None,
         coll: String::new(),
@@ -425,4 +454,110 @@ fn parse_when_not_matched(k: &str, v: &Bson) -> MongoResult<WhenNotMatched> {
         },
         _ => return Err(wrong_type("$merge", k, "string")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::{bson, doc};
+
+    use super::*;
+    use crate::agg::test_support::*;
+    use crate::ErrorCode;
+
+    #[test]
+    fn parse_errors() {
+        check_errs(vec![
+            (
+                bson!([{"$merge": {"into": "x", "whenMatched": "bogus"}}]),
+                2,
+            ),
+            (bson!([{"$merge": {"into": "x", "bogus": 1}}]), 40415),
+            (bson!([{"$merge": {"on": "a"}}]), 40414),
+            (
+                bson!([{"$merge": {"into": "x", "let": {"a": 1}, "whenMatched": "replace"}}]),
+                51199,
+            ),
+            (bson!([{"$out": 1}]), 16990),
+        ]);
+    }
+
+    fn merge_spec(stage: Bson) -> MergeSpec {
+        let p = Pipeline::parse(&[doc! {"$merge": stage}]).unwrap();
+        match p.output_stage() {
+            Some(OutputStage::Merge(s)) => s.clone(),
+            _ => panic!("merge expected"),
+        }
+    }
+
+    #[test]
+    fn merge_semantics() {
+        let existing = doc! {"_id": 1, "a": 1, "b": 1};
+        let new = doc! {"_id": 1, "b": 2, "c": 3};
+        let spec = merge_spec(bson!("target"));
+        assert_eq!(
+            merge_document(Some(&existing), &new, &spec).unwrap(),
+            MergeAction::Update(doc! {"_id": 1, "a": 1, "b": 2, "c": 3})
+        );
+        assert_eq!(
+            merge_document(None, &new, &spec).unwrap(),
+            MergeAction::Insert(new.clone())
+        );
+
+        let spec =
+            merge_spec(bson!({"into": "t", "whenMatched": "replace", "whenNotMatched": "discard"}));
+        assert_eq!(
+            merge_document(Some(&existing), &new, &spec).unwrap(),
+            MergeAction::Update(new.clone())
+        );
+        assert_eq!(
+            merge_document(None, &new, &spec).unwrap(),
+            MergeAction::Nothing
+        );
+        // replace keeps the matched _id when the new document has none (merge on other fields)
+        assert_eq!(
+            merge_document(Some(&existing), &doc! {"b": 9}, &spec).unwrap(),
+            MergeAction::Update(doc! {"_id": 1, "b": 9})
+        );
+        assert_eq!(
+            merge_document(Some(&existing), &doc! {"_id": 2}, &spec)
+                .unwrap_err()
+                .code,
+            66
+        );
+
+        let spec = merge_spec(bson!({"into": "t", "whenMatched": "keepExisting"}));
+        assert_eq!(
+            merge_document(Some(&existing), &new, &spec).unwrap(),
+            MergeAction::Nothing
+        );
+
+        let spec =
+            merge_spec(bson!({"into": "t", "whenMatched": "fail", "whenNotMatched": "fail"}));
+        assert_eq!(
+            merge_document(Some(&existing), &new, &spec)
+                .unwrap_err()
+                .code,
+            11000
+        );
+        assert_eq!(merge_document(None, &new, &spec).unwrap_err().code, 13113);
+
+        let spec = merge_spec(bson!({"into": "t", "let": {"inc": "$c"}, "whenMatched": [
+            {"$set": {"b": {"$add": ["$b", "$$new.b", "$$inc"]}}}
+        ]}));
+        assert_eq!(
+            merge_document(Some(&existing), &new, &spec).unwrap(),
+            MergeAction::Update(doc! {"_id": 1, "a": 1, "b": 6})
+        );
+
+        let spec = merge_spec(bson!({"into": "t", "whenMatched": [{"$replaceWith": "$$new"}]}));
+        assert_eq!(
+            merge_document(Some(&existing), &new, &spec).unwrap(),
+            MergeAction::Update(new.clone())
+        );
+        let e = Pipeline::parse(&[
+            doc! {"$merge": {"into": "t", "whenMatched": [{"$group": {"_id": null}}]}},
+        ])
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidOptions as i32);
+    }
 }

@@ -5,33 +5,66 @@
 //! pipeline never writes: a trailing `$out`/`$merge` is exposed through
 //! [`Pipeline::output_stage`] and the caller performs the writes, using
 //! [`merge_document`] for `$merge`'s whenMatched/whenNotMatched rules.
+//!
+//! Each stage is parsed and run in its own file, named after it (`$match` in
+//! `match_stage.rs`, `match` being a keyword), but for stages that share their machinery:
+//! `$out` is in `merge.rs`, `$addFields`/`$set` in `project.rs` (one projection tree),
+//! `$sort` in `sortkey.rs` (the keys `$top`/`$bottom` use too). This module holds the
+//! pipeline, the stage enum, parsing by stage name and running by variant.
 
+mod access;
 mod accumulator;
+mod bucket;
+mod bucket_auto;
+mod count;
+mod documents;
+mod facet;
+mod graph_lookup;
 mod group;
+mod limit;
 mod lookup;
+mod match_stage;
 mod merge;
 mod project;
+mod redact;
+mod replace_root;
+mod sample;
+mod skip;
+mod sort_by_count;
 mod sortkey;
 mod stream;
+mod union_with;
+mod unset;
+mod unwind;
 
+#[cfg(test)]
+mod test_support;
 #[cfg(test)]
 mod tests;
 
 use bson::{Bson, Document};
-use rand::seq::SliceRandom;
 
-use crate::expr::{compare_values, Expr, Variables};
-use crate::matcher::Matcher;
+use crate::expr::Variables;
 use crate::{ErrorCode, MongoError, MongoResult};
 
+pub use access::{Access, CollectionAccess};
 pub use merge::{merge_document, MergeAction, MergeSpec, OutputStage, WhenMatched, WhenNotMatched};
 pub use stream::{Blocking, Stream};
 
-use accumulator::{AccState, Accumulator};
+use bucket_auto::BucketAuto;
+use documents::Documents;
+use facet::Facet;
+use graph_lookup::GraphLookup;
 pub use group::{Emit, Group, GroupMerger, GroupTable, PARTIAL_GROUP_FIELD, PARTIAL_KEY};
-use lookup::{GraphLookup, Lookup};
+use lookup::Lookup;
+use match_stage::MatchStage;
 use project::{Projection, SetFields};
+use redact::Redact;
+use replace_root::ReplaceRoot;
 use sortkey::SortKeys;
+use union_with::UnionWith;
+use unset::Unset;
+use unwind::Unwind;
 
 /// What a pipeline needs from its surroundings.
 pub trait AggContext {
@@ -68,7 +101,7 @@ enum Stage {
     Match(MatchStage),
     Project(Projection),
     AddFields(SetFields),
-    Unset(Vec<Vec<String>>),
+    Unset(Unset),
     Group(Box<Group>),
     Sort(SortKeys),
     Limit(usize),
@@ -76,13 +109,13 @@ enum Stage {
     Unwind(Unwind),
     Lookup(Box<Lookup>),
     GraphLookup(Box<GraphLookup>),
-    ReplaceRoot(Expr),
-    Facet(Vec<(String, Pipeline)>),
+    ReplaceRoot(ReplaceRoot),
+    Facet(Facet),
     Sample(usize),
     BucketAuto(Box<BucketAuto>),
-    UnionWith(String, Option<Box<Pipeline>>),
-    Redact(Expr),
-    Documents(Expr),
+    UnionWith(UnionWith),
+    Redact(Redact),
+    Documents(Documents),
 }
 
 impl Pipeline {
@@ -92,7 +125,7 @@ impl Pipeline {
 
     fn parse_inner(stages: &[Document], nesting: Nesting) -> MongoResult<Pipeline> {
         let mut out = Vec::with_capacity(stages.len());
-        let mut output = None;
+        let mut output: Option<OutputStage> = None;
         let mut leading_match = None;
         for (i, spec) in stages.iter().enumerate() {
             if spec.len() != 1 {
@@ -102,35 +135,18 @@ impl Pipeline {
                 ));
             }
             let (name, arg) = spec.iter().next().unwrap();
-            if output.is_some() {
+            if let Some(last) = &output {
                 return Err(MongoError::new(
                     ErrorCode::OutputStageNotLast,
                     format!(
                         "{} can only be the final stage in the pipeline",
-                        stage_name(&output)
+                        last.name()
                     ),
                 ));
             }
             match name.as_str() {
                 "$out" | "$merge" => {
-                    if nesting != Nesting::Top {
-                        let code = if nesting == Nesting::Facet {
-                            ErrorCode::NotAllowedInFacet
-                        } else {
-                            ErrorCode::NotAllowedInLookup
-                        };
-                        let msg = if nesting == Nesting::Facet {
-                            format!("{name} is not allowed to be used within a $facet stage")
-                        } else {
-                            format!("{name} is not allowed within a $lookup's sub-pipeline")
-                        };
-                        return Err(MongoError::new(code, msg));
-                    }
-                    output = Some(if name == "$out" {
-                        merge::parse_out(arg)?
-                    } else {
-                        merge::parse_merge(arg)?
-                    });
+                    output = Some(OutputStage::parse(name, arg, nesting)?);
                     continue;
                 }
                 "$documents" if i != 0 => {
@@ -227,92 +243,6 @@ impl Pipeline {
     pub fn starts_with_documents(&self) -> bool {
         matches!(self.stages.first(), Some(Stage::Documents(_)))
     }
-
-    /// Names of collections that `$lookup`/`$graphLookup`/`$unionWith` read, including
-    /// nested pipelines (for loading them ahead of time).
-    pub fn referenced_collections(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .accesses()
-            .into_iter()
-            .filter(|a| a.access == Access::Read)
-            .map(|a| a.coll)
-            .collect();
-        out.sort();
-        out.dedup();
-        out
-    }
-
-    /// Every collection the pipeline touches besides its source, at any depth
-    /// (`$facet`, `$lookup` and `$unionWith` sub-pipelines), and how: what authorization
-    /// checks, so that it sees exactly what the shard will run.
-    pub fn accesses(&self) -> Vec<CollectionAccess> {
-        let mut out = Vec::new();
-        self.collect_accesses(&mut out);
-        if let Some(output) = &self.output {
-            out.push(output.access());
-        }
-        out
-    }
-
-    fn collect_accesses(&self, out: &mut Vec<CollectionAccess>) {
-        for s in &self.stages {
-            match s {
-                Stage::Lookup(l) => {
-                    if let Some(c) = &l.from {
-                        out.push(CollectionAccess::read(c));
-                    }
-                    if let Some(p) = &l.pipeline {
-                        p.collect_accesses(out);
-                    }
-                }
-                Stage::GraphLookup(g) => out.push(CollectionAccess::read(&g.from)),
-                Stage::UnionWith(c, p) => {
-                    out.push(CollectionAccess::read(c));
-                    if let Some(p) = p {
-                        p.collect_accesses(out);
-                    }
-                }
-                Stage::Facet(fs) => {
-                    for (_, p) in fs {
-                        p.collect_accesses(out);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-}
-
-/// A collection a pipeline touches besides its source.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CollectionAccess {
-    /// `None`: the aggregation's own database.
-    pub db: Option<String>,
-    pub coll: String,
-    pub access: Access,
-}
-
-impl CollectionAccess {
-    fn read(coll: &str) -> CollectionAccess {
-        CollectionAccess {
-            db: None,
-            coll: coll.to_string(),
-            access: Access::Read,
-        }
-    }
-}
-
-/// How a pipeline uses a collection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// `$lookup`, `$graphLookup`, `$unionWith`.
-    Read,
-    /// `$out`: the collection is replaced.
-    Replace,
-    /// `$merge`: documents may be inserted (`whenNotMatched: "insert"`) and matched ones
-    /// written (any `whenMatched` but `fail`: MongoDB performs even `keepExisting` as an
-    /// update, an upsert, so it needs the update privilege too).
-    Merge { inserts: bool, updates: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -322,15 +252,15 @@ enum Nesting {
     Lookup,
 }
 
-fn stage_name(out: &Option<OutputStage>) -> &'static str {
-    match out {
-        Some(OutputStage::Merge(_)) => "$merge",
-        _ => "$out",
-    }
-}
-
 fn err(code: ErrorCode, msg: impl Into<String>) -> MongoError {
     MongoError::new(code, msg)
+}
+
+/// The collection a stage reads (`$lookup`, `$graphLookup`, `$unionWith`), once its name
+/// is checked.
+fn collection_name(c: &str) -> MongoResult<String> {
+    wire::namespace::check_collection(c)?;
+    Ok(c.to_string())
 }
 
 fn split_path(p: &str) -> Vec<String> {
@@ -339,60 +269,25 @@ fn split_path(p: &str) -> Vec<String> {
 
 fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
     Ok(match name {
-        "$match" => {
-            let Bson::Document(d) = arg else {
-                return Err(err(
-                    ErrorCode::MatchSpecNotObject,
-                    "the match filter must be an expression in an object",
-                ));
-            };
-            Stage::Match(MatchStage::new(d)?)
-        }
-        "$project" => {
-            let Bson::Document(d) = arg else {
-                return Err(err(
-                    ErrorCode::ProjectSpecNotObject,
-                    "$project specification must be an object",
-                ));
-            };
-            Stage::Project(Projection::parse(d)?)
-        }
-        "$addFields" | "$set" => {
-            let Bson::Document(d) = arg else {
-                return Err(err(
-                    ErrorCode::StageSpecNotObject,
-                    format!(
-                        "{name} specification stage must be an object, got {}",
-                        crate::expr::type_name(arg)
-                    ),
-                ));
-            };
-            Stage::AddFields(SetFields::parse(d)?)
-        }
-        "$unset" => parse_unset(arg)?,
+        "$match" => Stage::Match(MatchStage::parse(arg)?),
+        "$project" => Stage::Project(Projection::parse(arg)?),
+        "$addFields" | "$set" => Stage::AddFields(SetFields::parse(name, arg)?),
+        "$unset" => Stage::Unset(Unset::parse(arg)?),
         "$group" => Stage::Group(Box::new(Group::parse(arg)?)),
-        "$sort" => {
-            let Bson::Document(d) = arg else {
-                return Err(err(
-                    ErrorCode::SortStageSpecNotObject,
-                    "the $sort key specification must be an object",
-                ));
-            };
-            Stage::Sort(SortKeys::parse(d)?)
-        }
-        "$limit" => parse_limit(arg)?,
-        "$skip" => parse_skip(arg)?,
+        "$sort" => Stage::Sort(SortKeys::parse_stage(arg)?),
+        "$limit" => Stage::Limit(limit::parse(arg)?),
+        "$skip" => Stage::Skip(skip::parse(arg)?),
         "$unwind" => Stage::Unwind(Unwind::parse(arg)?),
         "$lookup" => Stage::Lookup(Box::new(Lookup::parse(arg)?)),
         "$graphLookup" => Stage::GraphLookup(Box::new(GraphLookup::parse(arg)?)),
-        "$replaceRoot" => parse_replace_root(arg)?,
-        "$replaceWith" => Stage::ReplaceRoot(Expr::parse(arg)?),
-        "$facet" => parse_facet(arg)?,
-        "$sample" => parse_sample(arg)?,
+        "$replaceRoot" => Stage::ReplaceRoot(ReplaceRoot::parse(arg)?),
+        "$replaceWith" => Stage::ReplaceRoot(ReplaceRoot::parse_with(arg)?),
+        "$facet" => Stage::Facet(Facet::parse(arg)?),
+        "$sample" => Stage::Sample(sample::parse(arg)?),
         "$bucketAuto" => Stage::BucketAuto(Box::new(BucketAuto::parse(arg)?)),
-        "$unionWith" => parse_union_with(arg)?,
-        "$redact" => Stage::Redact(Expr::parse(arg)?),
-        "$documents" => Stage::Documents(Expr::parse(arg)?),
+        "$unionWith" => Stage::UnionWith(UnionWith::parse(arg)?),
+        "$redact" => Stage::Redact(Redact::parse(arg)?),
+        "$documents" => Stage::Documents(Documents::parse(arg)?),
         "$collStats"
         | "$indexStats"
         | "$currentOp"
@@ -418,220 +313,6 @@ fn parse_stage(name: &str, arg: &Bson) -> MongoResult<Stage> {
             return Err(err(
                 ErrorCode::UnknownStage,
                 format!("Unrecognized pipeline stage name: '{name}'"),
-            ))
-        }
-    })
-}
-
-/// `$unset`: a path or an array of paths.
-fn parse_unset(arg: &Bson) -> MongoResult<Stage> {
-    let paths = match arg {
-        Bson::String(s) => vec![s.clone()],
-        Bson::Array(a) if a.is_empty() => {
-            return Err(err(ErrorCode::UnsetSpecEmpty, "$unset specification must be a string or an array with at least one field"))
-        }
-        Bson::Array(a) => a
-            .iter()
-            .map(|x| match x {
-                Bson::String(s) => Ok(s.clone()),
-                _ => Err(err(ErrorCode::UnsetSpecNotStrings, "$unset specification must be a string or an array containing only string values")),
-            })
-            .collect::<MongoResult<Vec<_>>>()?,
-        _ => return Err(err(ErrorCode::UnsetSpecInvalid, "$unset specification must be a string or an array")),
-    };
-    for p in &paths {
-        crate::depth::check_path(p)?;
-        if p.is_empty() || p.starts_with('$') || p.split('.').any(str::is_empty) {
-            return Err(err(
-                ErrorCode::UnsetSpecInvalid,
-                format!("Invalid $unset :: caused by :: FieldPath '{p}' is not valid"),
-            ));
-        }
-    }
-    Ok(Stage::Unset(paths.iter().map(|p| split_path(p)).collect()))
-}
-
-/// `$replaceRoot: {newRoot: <expr>}`.
-fn parse_replace_root(arg: &Bson) -> MongoResult<Stage> {
-    let Bson::Document(d) = arg else {
-        return Err(err(
-            ErrorCode::ReplaceRootNotObject,
-            "expected an object as specification for $replaceRoot stage",
-        ));
-    };
-    for k in d.keys() {
-        if k != "newRoot" {
-            return Err(MongoError::new(
-                ErrorCode::UnknownField,
-                format!("BSON field '$replaceRoot.{k}' is an unknown field."),
-            ));
-        }
-    }
-    let root = d.get("newRoot").ok_or_else(|| {
-        MongoError::new(
-            ErrorCode::RequiredFieldMissing,
-            "BSON field '$replaceRoot.newRoot' is missing but a required field",
-        )
-    })?;
-    Ok(Stage::ReplaceRoot(Expr::parse(root)?))
-}
-
-/// `$facet: {name: [stages...], ...}`.
-fn parse_facet(arg: &Bson) -> MongoResult<Stage> {
-    let Bson::Document(d) = arg else {
-        return Err(err(
-            ErrorCode::GroupSpecNotObject,
-            "the $facet specification must be a non-empty object",
-        ));
-    };
-    if d.is_empty() {
-        return Err(err(
-            ErrorCode::FacetSpecInvalid,
-            "the $facet specification must be a non-empty object",
-        ));
-    }
-    let mut facets = Vec::new();
-    for (k, v) in d {
-        let Bson::Array(stages) = v else {
-            return Err(err(
-                ErrorCode::FacetArgumentNotArray,
-                format!(
-                    "arguments to $facet must be arrays, {k} is type {}",
-                    crate::expr::type_name(v)
-                ),
-            ));
-        };
-        let stages = stage_docs(
-            stages,
-            ErrorCode::FacetStageNotObject,
-            "subpipeline elements must be objects",
-        )?;
-        facets.push((k.clone(), Pipeline::parse_inner(&stages, Nesting::Facet)?));
-    }
-    Ok(Stage::Facet(facets))
-}
-
-/// `$sample: {size: n}`.
-fn parse_sample(arg: &Bson) -> MongoResult<Stage> {
-    let Bson::Document(d) = arg else {
-        return Err(err(
-            ErrorCode::SampleNotObject,
-            "the $sample stage specification must be an object",
-        ));
-    };
-    let mut size = None;
-    for (k, v) in d {
-        if k != "size" {
-            return Err(err(
-                ErrorCode::SampleUnknownOption,
-                format!("unrecognized option to $sample: {k}"),
-            ));
-        }
-        let n = crate::expr::as_int_exact(v).ok_or_else(|| {
-            err(
-                ErrorCode::SampleSizeNotNumber,
-                "size argument to $sample must be a number",
-            )
-        })?;
-        if n < 0 {
-            return Err(err(
-                ErrorCode::SampleSizeNegative,
-                "size argument to $sample must not be negative",
-            ));
-        }
-        size = Some(n as usize);
-    }
-    Ok(Stage::Sample(size.ok_or_else(|| {
-        err(
-            ErrorCode::SampleMissingSize,
-            "$sample stage must specify a size",
-        )
-    })?))
-}
-
-/// `$limit: n` (positive).
-fn parse_limit(arg: &Bson) -> MongoResult<Stage> {
-    let n = crate::expr::as_int_exact(arg).ok_or_else(|| {
-        err(
-            ErrorCode::LimitNotNumber,
-            format!("the limit must be specified as a number, got {arg}"),
-        )
-    })?;
-    if n <= 0 {
-        return Err(err(
-            ErrorCode::LimitNotPositive,
-            "the limit must be positive",
-        ));
-    }
-    Ok(Stage::Limit(n as usize))
-}
-
-/// `$skip: n` (not negative).
-fn parse_skip(arg: &Bson) -> MongoResult<Stage> {
-    let n = crate::expr::as_int_exact(arg).ok_or_else(|| {
-        err(
-            ErrorCode::SkipNotNumber,
-            format!("Argument to $skip must be a number, got {arg}"),
-        )
-    })?;
-    if n < 0 {
-        return Err(err(
-            ErrorCode::SkipNegative,
-            format!("Argument to $skip cannot be negative, got {n}"),
-        ));
-    }
-    Ok(Stage::Skip(n as usize))
-}
-
-/// `$unionWith`: a collection name, or `{coll, pipeline}`.
-fn parse_union_with(arg: &Bson) -> MongoResult<Stage> {
-    Ok(match arg {
-        Bson::String(c) => {
-            wire::namespace::check_collection(c)?;
-            Stage::UnionWith(c.clone(), None)
-        }
-        Bson::Document(d) => {
-            let mut coll = None;
-            let mut pipeline = None;
-            for (k, v) in d {
-                match (k.as_str(), v) {
-                    ("coll", Bson::String(c)) => {
-                        wire::namespace::check_collection(c)?;
-                        coll = Some(c.clone());
-                    }
-                    ("pipeline", Bson::Array(a)) => {
-                        let stages = stage_docs(
-                            a,
-                            ErrorCode::UnionWithStageNotObject,
-                            "$unionWith pipeline elements must be objects",
-                        )?;
-                        pipeline = Some(Box::new(Pipeline::parse_inner(&stages, Nesting::Lookup)?));
-                    }
-                    ("coll" | "pipeline", _) => {
-                        return Err(MongoError::new(
-                            ErrorCode::TypeMismatch,
-                            format!("BSON field '$unionWith.{k}' is the wrong type"),
-                        ))
-                    }
-                    _ => {
-                        return Err(MongoError::new(
-                            ErrorCode::UnknownField,
-                            format!("BSON field '$unionWith.{k}' is an unknown field."),
-                        ))
-                    }
-                }
-            }
-            let coll = coll.ok_or_else(|| {
-                MongoError::new(
-                    ErrorCode::RequiredFieldMissing,
-                    "BSON field '$unionWith.coll' is missing but a required field",
-                )
-            })?;
-            Stage::UnionWith(coll, pipeline)
-        }
-        _ => {
-            return Err(MongoError::failed_to_parse(
-                "the $unionWith stage specification must be an object or string",
             ))
         }
     })
@@ -675,330 +356,25 @@ fn run_stage(
     vars: &Variables,
 ) -> MongoResult<Vec<Document>> {
     Ok(match stage {
-        Stage::Match(m) => {
-            let mut out = Vec::with_capacity(docs.len());
-            for d in docs {
-                if m.matches(&d, vars)? {
-                    out.push(d);
-                }
-            }
-            out
-        }
-        Stage::Project(p) => docs
-            .iter()
-            .map(|d| p.apply(d, vars))
-            .collect::<MongoResult<_>>()?,
-        Stage::AddFields(s) => docs
-            .iter()
-            .map(|d| s.apply(d, vars))
-            .collect::<MongoResult<_>>()?,
-        Stage::Unset(paths) => docs
-            .into_iter()
-            .map(|mut d| {
-                for p in paths {
-                    project::remove_nested(&mut d, p);
-                }
-                d
-            })
-            .collect(),
+        Stage::Match(m) => m.run(docs, vars)?,
+        Stage::Project(p) => p.run(&docs, vars)?,
+        Stage::AddFields(s) => s.run(&docs, vars)?,
+        Stage::Unset(u) => u.run(docs),
         Stage::Group(g) => g.run(docs, vars)?,
         Stage::Sort(keys) => keys.sort_top(docs, None),
-        Stage::Limit(n) => {
-            let mut docs = docs;
-            docs.truncate(*n);
-            docs
-        }
-        Stage::Skip(n) => docs.into_iter().skip(*n).collect(),
-        Stage::Unwind(u) => {
-            let mut out = Vec::with_capacity(docs.len());
-            for d in docs {
-                u.apply(d, &mut out);
-            }
-            out
-        }
+        Stage::Limit(n) => limit::run(docs, *n),
+        Stage::Skip(n) => skip::run(docs, *n),
+        Stage::Unwind(u) => u.run(docs),
+        Stage::ReplaceRoot(r) => r.run(docs, vars)?,
         Stage::Lookup(l) => l.run(docs, ctx, vars)?,
         Stage::GraphLookup(g) => g.run(docs, ctx, vars)?,
-        Stage::ReplaceRoot(e) => {
-            let mut out = Vec::with_capacity(docs.len());
-            for d in &docs {
-                match e.eval(d, vars)? {
-                    Bson::Document(nd) => out.push(nd),
-                    v => {
-                        let shown = if matches!(v, Bson::Undefined) {
-                            "MISSING".to_string()
-                        } else {
-                            v.to_string()
-                        };
-                        return Err(err(
-                            ErrorCode::ReplaceRootNotObject,
-                            format!(
-                                "'replacement document' must evaluate to an object, but resulting value was: {shown}. Type of resulting value: '{}'. Input document: {d}",
-                                crate::expr::type_name_or_missing(&v)
-                            ),
-                        ));
-                    }
-                }
-            }
-            out
-        }
-        Stage::Facet(facets) => {
-            let mut out = Document::new();
-            for (name, p) in facets {
-                let res = p.run_with(docs.clone(), ctx, vars)?;
-                out.insert(
-                    name.clone(),
-                    Bson::Array(res.into_iter().map(Bson::Document).collect()),
-                );
-            }
-            // Each $facet nests its input two levels deeper: a chain of them must stop.
-            crate::depth::check_computed_document(&out)?;
-            vec![out]
-        }
-        Stage::Sample(n) => {
-            let mut docs = docs;
-            let mut rng = rand::thread_rng();
-            if *n >= docs.len() {
-                docs.shuffle(&mut rng);
-            } else {
-                let (picked, _) = docs.partial_shuffle(&mut rng, *n);
-                return Ok(picked.to_vec());
-            }
-            docs
-        }
+        Stage::Facet(f) => f.run(docs, ctx, vars)?,
+        Stage::Redact(r) => r.run(docs, vars)?,
+        Stage::Documents(d) => d.run(vars)?,
+        Stage::UnionWith(u) => u.run(docs, ctx, vars)?,
+        Stage::Sample(n) => sample::run(docs, *n),
         Stage::BucketAuto(b) => b.run(docs, vars)?,
-        Stage::UnionWith(coll, p) => {
-            let mut docs = docs;
-            let other = ctx.collection_docs(coll)?;
-            let other = match p {
-                Some(p) => p.run_with(other, ctx, vars)?,
-                None => other,
-            };
-            docs.extend(other);
-            docs
-        }
-        Stage::Redact(e) => {
-            let mut out = Vec::with_capacity(docs.len());
-            for d in &docs {
-                if let Some(r) = redact(e, d, d, vars)? {
-                    out.push(r);
-                }
-            }
-            out
-        }
-        Stage::Documents(e) => {
-            let v = e.eval(&Document::new(), vars)?;
-            let Bson::Array(items) = v else {
-                return Err(err(ErrorCode::DocumentsNotArray, "an array is expected"));
-            };
-            items
-                .into_iter()
-                .map(|x| match x {
-                    Bson::Document(d) => Ok(d),
-                    _ => Err(MongoError::new(
-                        ErrorCode::TypeMismatch,
-                        "$documents elements must be objects",
-                    )),
-                })
-                .collect::<MongoResult<_>>()?
-        }
     })
-}
-
-// ---------------------------------------------------------------------------------------
-// $match
-
-#[derive(Debug, Clone)]
-struct MatchStage {
-    /// The filter without top-level `$expr` (None when nothing is left).
-    matcher: Option<Matcher>,
-    /// Top-level `$expr` clauses, evaluated here so they see `let` variables.
-    exprs: Vec<Expr>,
-}
-
-impl MatchStage {
-    fn new(filter: &Document) -> MongoResult<MatchStage> {
-        let mut rest = Document::new();
-        let mut exprs = Vec::new();
-        for (k, v) in filter {
-            match (k.as_str(), v) {
-                ("$expr", v) => exprs.push(Expr::parse(v)?),
-                ("$and", Bson::Array(items)) => {
-                    let mut kept = Vec::new();
-                    for it in items {
-                        match it {
-                            Bson::Document(d) if d.len() == 1 && d.contains_key("$expr") => {
-                                exprs.push(Expr::parse(&d["$expr"])?)
-                            }
-                            other => kept.push(other.clone()),
-                        }
-                    }
-                    if !kept.is_empty() {
-                        rest.insert("$and", kept);
-                    }
-                }
-                _ => {
-                    rest.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        // Validate the whole filter even when all of it was `$expr` (e.g. `$and: []`).
-        let matcher = if rest.is_empty() && !filter.contains_key("$and") {
-            None
-        } else {
-            Some(Matcher::new(&rest)?)
-        };
-        Ok(MatchStage { matcher, exprs })
-    }
-
-    fn matches(&self, d: &Document, vars: &Variables) -> MongoResult<bool> {
-        for e in &self.exprs {
-            if !e.eval_bool(d, vars)? {
-                return Ok(false);
-            }
-        }
-        match &self.matcher {
-            Some(m) => m.matches_checked(d),
-            None => Ok(true),
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// $unwind
-
-#[derive(Debug, Clone)]
-struct Unwind {
-    path: Vec<String>,
-    index_field: Option<Vec<String>>,
-    preserve: bool,
-}
-
-impl Unwind {
-    fn parse(arg: &Bson) -> MongoResult<Unwind> {
-        let (path, index, preserve) = match arg {
-            Bson::String(s) => (s.clone(), None, false),
-            Bson::Document(d) => {
-                let mut path = None;
-                let mut index = None;
-                let mut preserve = false;
-                for (k, v) in d {
-                    match k.as_str() {
-                        "path" => match v {
-                            Bson::String(s) => path = Some(s.clone()),
-                            _ => return Err(err(ErrorCode::UnwindPathNotString, format!("expected a string as the path for $unwind stage, got {}", crate::expr::type_name(v)))),
-                        },
-                        "includeArrayIndex" => match v {
-                            Bson::String(s) => {
-                                if s.is_empty() || s.starts_with('$') {
-                                    return Err(err(ErrorCode::UnwindIndexFieldDollarPrefixed, format!("includeArrayIndex option to $unwind stage should not be prefixed with a '$': {s}")));
-                                }
-                                index = Some(s.clone());
-                            }
-                            _ => {
-                                return Err(err(
-                                    ErrorCode::UnwindIndexFieldInvalid,
-                                    format!("expected a non-empty string for the includeArrayIndex  option to $unwind stage, got {}", crate::expr::type_name(v)),
-                                ))
-                            }
-                        },
-                        "preserveNullAndEmptyArrays" => match v {
-                            Bson::Boolean(b) => preserve = *b,
-                            _ => {
-                                return Err(err(
-                                    ErrorCode::UnwindPreserveNotBool,
-                                    format!("expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage, got {}", crate::expr::type_name(v)),
-                                ))
-                            }
-                        },
-                        _ => return Err(err(ErrorCode::UnwindUnknownOption, format!("unrecognized option to $unwind stage: {k}"))),
-                    }
-                }
-                (path.ok_or_else(|| err(ErrorCode::UnwindMissingPath, "no path specified to $unwind stage"))?, index, preserve)
-            }
-            other => {
-                return Err(err(
-                    ErrorCode::UnwindSpecInvalid,
-                    format!("expected either a string or an object as specification for $unwind stage, got {}", crate::expr::type_name(other)),
-                ))
-            }
-        };
-        crate::depth::check_path(&path)?;
-        if let Some(index) = &index {
-            crate::depth::check_path(index)?;
-        }
-        let Some(p) = path.strip_prefix('$') else {
-            return Err(err(
-                ErrorCode::UnwindPathNotDollarPrefixed,
-                format!("path option to $unwind stage should be prefixed with a '$': {path}"),
-            ));
-        };
-        if p.is_empty() || p.split('.').any(str::is_empty) || p.starts_with('$') {
-            return Err(err(
-                ErrorCode::UnwindPathNotDollarPrefixed,
-                format!("invalid path for $unwind stage: {path}"),
-            ));
-        }
-        Ok(Unwind {
-            path: split_path(p),
-            index_field: index.map(|s| split_path(&s)),
-            preserve,
-        })
-    }
-
-    fn apply(&self, d: Document, out: &mut Vec<Document>) {
-        let value = project::get_nested(&d, &self.path).cloned();
-        match value {
-            Some(Bson::Array(items)) if !items.is_empty() => {
-                for (i, item) in items.into_iter().enumerate() {
-                    let mut nd = d.clone();
-                    project::set_nested(&mut nd, &self.path, item);
-                    if let Some(f) = &self.index_field {
-                        project::set_nested(&mut nd, f, Bson::Int64(i as i64));
-                    }
-                    out.push(nd);
-                }
-            }
-            Some(Bson::Array(_)) | Some(Bson::Null) | Some(Bson::Undefined) | None => {
-                if self.preserve {
-                    let mut nd = d;
-                    if matches!(project::get_nested(&nd, &self.path), Some(Bson::Array(_))) {
-                        project::remove_nested(&mut nd, &self.path);
-                    }
-                    if let Some(f) = &self.index_field {
-                        project::set_nested(&mut nd, f, Bson::Null);
-                    }
-                    out.push(nd);
-                }
-            }
-            Some(_) => {
-                let mut nd = d;
-                if let Some(f) = &self.index_field {
-                    project::set_nested(&mut nd, f, Bson::Null);
-                }
-                out.push(nd);
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// $bucket / $bucketAuto
-
-fn parse_output(v: Option<&Bson>, stage: &str) -> MongoResult<Vec<(String, Accumulator)>> {
-    match v {
-        None => Ok(vec![("count".to_string(), Accumulator::count())]),
-        Some(Bson::Document(d)) => {
-            let mut out = Vec::new();
-            for (k, spec) in d {
-                out.push((k.clone(), Accumulator::parse(k, spec)?));
-            }
-            Ok(out)
-        }
-        Some(_) => Err(err(
-            ErrorCode::BucketOutputNotObject,
-            format!("The $bucket 'output' field must be an object, but found type: {stage}"),
-        )),
-    }
 }
 
 /// The stages MongoDB parses one stage as, so that they stream, spill and split over
@@ -1007,350 +383,9 @@ fn parse_output(v: Option<&Bson>, stage: &str) -> MongoResult<Vec<(String, Accum
 /// `None` for every other stage.
 pub fn desugar(name: &str, arg: &Bson) -> MongoResult<Option<Vec<Document>>> {
     Ok(Some(match name {
-        "$count" => count(arg)?,
-        "$sortByCount" => sort_by_count(arg)?,
-        "$bucket" => bucket(arg)?,
+        "$count" => count::desugar(arg)?,
+        "$sortByCount" => sort_by_count::desugar(arg)?,
+        "$bucket" => bucket::desugar(arg)?,
         _ => return Ok(None),
     }))
-}
-
-fn count(arg: &Bson) -> MongoResult<Vec<Document>> {
-    let Bson::String(s) = arg else {
-        return Err(err(
-            ErrorCode::CountFieldNotString,
-            "the count field must be a non-empty string",
-        ));
-    };
-    if s.is_empty() {
-        return Err(err(
-            ErrorCode::CountFieldEmpty,
-            "the count field must be a non-empty string",
-        ));
-    }
-    if s.starts_with('$') {
-        return Err(err(
-            ErrorCode::CountFieldDollarPrefixed,
-            "the count field cannot be a $-prefixed path",
-        ));
-    }
-    if s.contains('\0') {
-        return Err(err(
-            ErrorCode::CountFieldNullByte,
-            "the count field cannot contain a null byte",
-        ));
-    }
-    if s.contains('.') {
-        return Err(err(
-            ErrorCode::CountFieldDotted,
-            "the count field cannot contain '.'",
-        ));
-    }
-    if s == "_id" {
-        // What the `$group` it stands for says: its spec would name `_id` twice.
-        return Err(err(
-            ErrorCode::GroupIdSpecifiedTwice,
-            "a group's _id may only be specified once",
-        ));
-    }
-    let mut group = bson::doc! {"_id": Bson::Null};
-    group.insert(s.as_str(), bson::doc! {"$sum": 1});
-    Ok(vec![
-        bson::doc! {"$group": group},
-        bson::doc! {"$project": {"_id": 0}},
-    ])
-}
-
-fn sort_by_count(arg: &Bson) -> MongoResult<Vec<Document>> {
-    let ok = match arg {
-        Bson::String(s) => s.starts_with('$'),
-        Bson::Document(d) => d.keys().next().is_some_and(|k| k.starts_with('$')) && d.len() == 1,
-        _ => false,
-    };
-    if !ok {
-        return Err(err(
-            ErrorCode::SortByCountInvalid,
-            "the sortByCount field must be defined as a $-prefixed path or an expression",
-        ));
-    }
-    Ok(vec![
-        bson::doc! {"$group": {"_id": arg.clone(), "count": {"$sum": 1}}},
-        bson::doc! {"$sort": {"count": -1}},
-    ])
-}
-
-fn bucket(arg: &Bson) -> MongoResult<Vec<Document>> {
-    let Bson::Document(d) = arg else {
-        return Err(err(
-            ErrorCode::BucketNotObject,
-            "Argument to $bucket stage must be an object",
-        ));
-    };
-    for k in d.keys() {
-        if !matches!(k.as_str(), "groupBy" | "boundaries" | "default" | "output") {
-            return Err(err(
-                ErrorCode::BucketUnknownOption,
-                format!("Unrecognized option to $bucket: {k}."),
-            ));
-        }
-    }
-    let group_by = d.get("groupBy").ok_or_else(|| {
-        err(
-            ErrorCode::BucketMissingArgument,
-            "$bucket requires 'groupBy' and 'boundaries' to be specified.",
-        )
-    })?;
-    let ok_group = match group_by {
-        Bson::String(s) => s.starts_with('$'),
-        Bson::Document(_) => true,
-        _ => false,
-    };
-    if !ok_group {
-        return Err(err(
-            ErrorCode::BucketGroupByInvalid,
-            "The $bucket 'groupBy' field must be defined as a $-prefixed path or an expression",
-        ));
-    }
-    let Some(b) = d.get("boundaries") else {
-        return Err(err(
-            ErrorCode::BucketMissingArgument,
-            "$bucket requires 'groupBy' and 'boundaries' to be specified.",
-        ));
-    };
-    let Bson::Array(boundaries) = b else {
-        return Err(err(
-            ErrorCode::BucketBoundariesNotArray,
-            "The $bucket 'boundaries' field must be an array",
-        ));
-    };
-    if boundaries.len() < 2 {
-        return Err(err(ErrorCode::BucketTooFewBoundaries, format!("The $bucket 'boundaries' field must have at least 2 values, but found {} value(s).", boundaries.len())));
-    }
-    for w in boundaries.windows(2) {
-        if crate::order::type_rank(&w[0]) != crate::order::type_rank(&w[1]) {
-            return Err(err(
-                ErrorCode::BucketBoundariesMixedTypes,
-                "All values in the the 'boundaries' option to $bucket must have the same type.",
-            ));
-        }
-        if compare_values(&w[0], &w[1]) != std::cmp::Ordering::Less {
-            return Err(err(
-                ErrorCode::BucketBoundariesUnsorted,
-                "The 'boundaries' option to $bucket must be sorted in ascending order.",
-            ));
-        }
-    }
-    let default = d.get("default").cloned();
-    if let Some(def) = &default {
-        let lo = &boundaries[0];
-        let hi = boundaries.last().unwrap();
-        if crate::order::type_rank(def) == crate::order::type_rank(lo)
-            && compare_values(def, lo) != std::cmp::Ordering::Less
-            && compare_values(def, hi) == std::cmp::Ordering::Less
-        {
-            return Err(err(ErrorCode::BucketDefaultInRange, "The $bucket 'default' field must be less than the lowest boundary or greater than or equal to the highest boundary."));
-        }
-    }
-    let bound = |v: &Bson| bson::doc! {"$literal": v.clone()};
-    let branches: Vec<Bson> = boundaries
-        .windows(2)
-        .map(|w| {
-            let case = bson::doc! {"$and": [
-                {"$gte": [group_by.clone(), bound(&w[0])]},
-                {"$lt": [group_by.clone(), bound(&w[1])]},
-            ]};
-            Bson::Document(bson::doc! {"case": case, "then": bound(&w[0])})
-        })
-        .collect();
-    let mut switch = bson::doc! {"branches": branches};
-    if let Some(def) = &default {
-        switch.insert("default", bound(def));
-    }
-    // Checked as `$bucket` does, with its error codes; the `$group` then holds the same.
-    parse_output(d.get("output"), "$bucket")?;
-    let mut group = bson::doc! {"_id": {"$switch": switch}};
-    match d.get("output") {
-        Some(Bson::Document(output)) if output.contains_key("_id") => {
-            // What the `$group` it stands for says: its spec would name `_id` twice.
-            return Err(err(
-                ErrorCode::GroupIdSpecifiedTwice,
-                "a group's _id may only be specified once",
-            ));
-        }
-        Some(Bson::Document(output)) => group.extend(output.clone()),
-        _ => {
-            group.insert("count", bson::doc! {"$sum": 1});
-        }
-    }
-    Ok(vec![
-        bson::doc! {"$group": group},
-        bson::doc! {"$sort": {"_id": 1}},
-    ])
-}
-
-#[derive(Debug, Clone)]
-struct BucketAuto {
-    group_by: Expr,
-    buckets: usize,
-    output: Vec<(String, Accumulator)>,
-}
-
-impl BucketAuto {
-    fn parse(arg: &Bson) -> MongoResult<BucketAuto> {
-        let Bson::Document(d) = arg else {
-            return Err(err(
-                ErrorCode::BucketAutoNotObject,
-                "The argument to $bucketAuto must be an object",
-            ));
-        };
-        for k in d.keys() {
-            match k.as_str() {
-                "groupBy" | "buckets" | "output" => {}
-                "granularity" => {
-                    return Err(MongoError::new(
-                        ErrorCode::NotImplemented,
-                        "$bucketAuto granularity is not supported",
-                    ))
-                }
-                _ => {
-                    return Err(err(
-                        ErrorCode::BucketAutoUnknownOption,
-                        format!("Unrecognized option to $bucketAuto: {k}."),
-                    ))
-                }
-            }
-        }
-        let (Some(g), Some(b)) = (d.get("groupBy"), d.get("buckets")) else {
-            return Err(err(
-                ErrorCode::BucketAutoMissingArgument,
-                "$bucketAuto requires 'groupBy' and 'buckets' to be specified",
-            ));
-        };
-        let buckets = match crate::expr::as_int_exact(b) {
-            Some(n) if n > 0 && n <= i32::MAX as i64 => n as usize,
-            Some(_) => {
-                return Err(err(
-                    ErrorCode::BucketAutoBucketsNotPositive,
-                    format!(
-                        "The $bucketAuto 'buckets' field must be greater than 0, but found: {b}"
-                    ),
-                ))
-            }
-            None => {
-                return Err(err(
-                    ErrorCode::BucketAutoBucketsNotNumeric,
-                    format!(
-                    "The $bucketAuto 'buckets' field must be a numeric value, but found type: {}",
-                    crate::expr::type_name(b)
-                ),
-                ))
-            }
-        };
-        Ok(BucketAuto {
-            group_by: Expr::parse(g)?,
-            buckets,
-            output: parse_output(d.get("output"), "$bucketAuto")?,
-        })
-    }
-
-    fn run(&self, docs: Vec<Document>, vars: &Variables) -> MongoResult<Vec<Document>> {
-        let mut keyed = Vec::with_capacity(docs.len());
-        for d in docs {
-            let v = match self.group_by.eval(&d, vars)? {
-                Bson::Undefined => Bson::Null,
-                v => v,
-            };
-            keyed.push((v, d));
-        }
-        keyed.sort_by(|a, b| compare_values(&a.0, &b.0));
-        let total = keyed.len();
-        if total == 0 {
-            return Ok(Vec::new());
-        }
-        let per = total.div_ceil(self.buckets).max(1);
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < total {
-            let mut j = (i + per).min(total);
-            // equal values stay in one bucket
-            while j < total
-                && compare_values(&keyed[j].0, &keyed[j - 1].0) == std::cmp::Ordering::Equal
-            {
-                j += 1;
-            }
-            let min = keyed[i].0.clone();
-            let max = if j < total {
-                keyed[j].0.clone()
-            } else {
-                keyed[j - 1].0.clone()
-            };
-            let id = Bson::Document(bson::doc! {"min": min.clone(), "max": max.clone()});
-            let mut states: Vec<AccState> = self
-                .output
-                .iter()
-                .map(|(_, a)| a.start(&id, vars))
-                .collect::<MongoResult<_>>()?;
-            for (_, d) in &keyed[i..j] {
-                for (st, (_, acc)) in states.iter_mut().zip(&self.output) {
-                    acc.add(st, d, vars)?;
-                }
-            }
-            let mut doc = bson::doc! {"_id": id};
-            for (st, (name, acc)) in states.into_iter().zip(&self.output) {
-                doc.insert(name.clone(), acc.finish(st)?);
-            }
-            out.push(doc);
-            i = j;
-        }
-        Ok(out)
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// $redact
-
-fn redact(
-    e: &Expr,
-    root: &Document,
-    current: &Document,
-    vars: &Variables,
-) -> MongoResult<Option<Document>> {
-    let v = e.eval_with_current(root, current, vars)?;
-    match v.as_str() {
-        Some("PRUNE") => Ok(None),
-        Some("KEEP") => Ok(Some(current.clone())),
-        Some("DESCEND") => {
-            let mut out = Document::new();
-            for (k, val) in current {
-                match val {
-                    Bson::Document(sub) => {
-                        if let Some(r) = redact(e, root, sub, vars)? {
-                            out.insert(k.clone(), r);
-                        }
-                    }
-                    Bson::Array(items) => {
-                        let mut kept = Vec::new();
-                        for it in items {
-                            match it {
-                                Bson::Document(sub) => {
-                                    if let Some(r) = redact(e, root, sub, vars)? {
-                                        kept.push(Bson::Document(r));
-                                    }
-                                }
-                                other => kept.push(other.clone()),
-                            }
-                        }
-                        out.insert(k.clone(), kept);
-                    }
-                    other => {
-                        out.insert(k.clone(), other.clone());
-                    }
-                }
-            }
-            Ok(Some(out))
-        }
-        _ => Err(err(
-            ErrorCode::RedactInvalidResult,
-            format!("$redact's expression should not return anything aside from the variables $$KEEP, $$DESCEND, and $$PRUNE, but returned {v}"),
-        )),
-    }
 }

@@ -1,5 +1,5 @@
-//! `$project`, `$addFields`/`$set` and `$unset`, plus the nested-path helpers the other
-//! stages share.
+//! `$project` and `$addFields`/`$set`, which compile to one kind of projection tree, plus
+//! the nested-path helpers the other stages share.
 
 use bson::{Bson, Document};
 
@@ -109,7 +109,13 @@ pub(crate) struct Projection {
 }
 
 impl Projection {
-    pub(crate) fn parse(spec: &Document) -> MongoResult<Projection> {
+    pub(crate) fn parse(arg: &Bson) -> MongoResult<Projection> {
+        let Bson::Document(spec) = arg else {
+            return Err(MongoError::new(
+                ErrorCode::ProjectSpecNotObject,
+                "$project specification must be an object",
+            ));
+        };
         if spec.is_empty() {
             return Err(MongoError::new(ErrorCode::ProjectionEmpty, "Invalid $project :: caused by :: projection specification must have at least one field"));
         }
@@ -185,7 +191,11 @@ impl Projection {
         Ok(Projection { tree, inclusion })
     }
 
-    pub(crate) fn apply(&self, doc: &Document, vars: &Variables) -> MongoResult<Document> {
+    pub(crate) fn run(&self, docs: &[Document], vars: &Variables) -> MongoResult<Vec<Document>> {
+        docs.iter().map(|d| self.apply(d, vars)).collect()
+    }
+
+    fn apply(&self, doc: &Document, vars: &Variables) -> MongoResult<Document> {
         if self.inclusion {
             let mut out = include(&self.tree, doc);
             add_computed(&self.tree, &mut out, doc, vars)?;
@@ -426,13 +436,27 @@ pub(crate) struct SetFields {
 }
 
 impl SetFields {
-    pub(crate) fn parse(spec: &Document) -> MongoResult<SetFields> {
+    /// `name` is `$addFields` or `$set`, for the error about a spec that is no object.
+    pub(crate) fn parse(name: &str, arg: &Bson) -> MongoResult<SetFields> {
+        let Bson::Document(spec) = arg else {
+            return Err(MongoError::new(
+                ErrorCode::StageSpecNotObject,
+                format!(
+                    "{name} specification stage must be an object, got {}",
+                    crate::expr::type_name(arg)
+                ),
+            ));
+        };
         let mut tree = Tree::default();
         parse_set_level(spec, "", &mut tree)?;
         Ok(SetFields { tree })
     }
 
-    pub(crate) fn apply(&self, doc: &Document, vars: &Variables) -> MongoResult<Document> {
+    pub(crate) fn run(&self, docs: &[Document], vars: &Variables) -> MongoResult<Vec<Document>> {
+        docs.iter().map(|d| self.apply(d, vars)).collect()
+    }
+
+    fn apply(&self, doc: &Document, vars: &Variables) -> MongoResult<Document> {
         let mut out = doc.clone();
         add_computed(&self.tree, &mut out, doc, vars)?;
         Ok(out)
@@ -519,5 +543,115 @@ fn remove_in_array(items: &mut [Bson], path: &[String]) {
             Bson::Array(inner) => remove_in_array(inner, path),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::{bson, doc};
+
+    use crate::agg::test_support::*;
+
+    #[test]
+    fn parse_errors() {
+        check_errs(vec![
+            (bson!([{"$project": {}}]), 51272),
+            (bson!([{"$project": {"a": 1, "b": 0}}]), 31254),
+            (bson!([{"$project": {"a": 0, "b": "$x"}}]), 31252),
+            (bson!([{"$project": {"a": 0, "b": 1}}]), 31253),
+            (bson!([{"$project": {"a": {}}}]), 51270),
+            (bson!([{"$project": {"a": 1, "a.b": 1}}]), 31250),
+            (bson!([{"$project": 1}]), 15969),
+            (bson!([{"$addFields": {"a": {"$foo": 1}}}]), 168),
+        ]);
+    }
+
+    #[test]
+    fn project_shapes() {
+        let d = vec![
+            doc! {"_id": 1, "a": {"b": 1, "c": 2}, "arr": [{"b": 1, "c": 2}, 5, {"c": 3}], "x": 10},
+        ];
+        // inclusion keeps input order, computed fields go last
+        check(
+            bson!([{"$project": {"x": 1, "a.c": 1}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "a": {"c": 2}, "x": 10}],
+        );
+        check(
+            bson!([{"$project": {"arr.c": 1, "_id": 0}}]),
+            d.clone(),
+            vec![doc! {"arr": [{"c": 2}, {"c": 3}]}],
+        );
+        check(
+            bson!([{"$project": {"a": {"b": 1}, "_id": 0}}]),
+            d.clone(),
+            vec![doc! {"a": {"b": 1}}],
+        );
+        check(
+            bson!([{"$project": {"y": {"$add": ["$x", 1]}, "z": "$a.b", "lit": {"$literal": 1}}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "y": 11, "z": 1, "lit": 1}],
+        );
+        check(
+            bson!([{"$project": {"gone": "$$REMOVE", "x": 1}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "x": 10}],
+        );
+        check(
+            bson!([{"$project": {"a.d": "$x", "_id": 0}}]),
+            d.clone(),
+            vec![doc! {"a": {"d": 10}}],
+        );
+        check(
+            bson!([{"$project": {"arr.d": "$x", "_id": 0}}]),
+            d.clone(),
+            vec![doc! {"arr": [{"d": 10}, {"d": 10}, {"d": 10}]}],
+        );
+        // exclusion
+        check(
+            bson!([{"$project": {"a.b": 0, "arr": 0, "_id": 0}}]),
+            d.clone(),
+            vec![doc! {"a": {"c": 2}, "x": 10}],
+        );
+        check(
+            bson!([{"$project": {"arr.c": 0}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "a": {"b": 1, "c": 2}, "arr": [{"b": 1}, 5, {}], "x": 10}],
+        );
+        check(
+            bson!([{"$project": {"_id": 0}}]),
+            vec![doc! {"_id": 1, "q": 2}],
+            vec![doc! {"q": 2}],
+        );
+        check(
+            bson!([{"$project": {"_id": 1}}]),
+            vec![doc! {"_id": 1, "q": 2}],
+            vec![doc! {"_id": 1}],
+        );
+    }
+
+    #[test]
+    fn add_fields_and_set() {
+        let d = vec![doc! {"_id": 1, "a": {"b": 1}, "arr": [{"b": 1}, 2], "x": 10}];
+        check(
+            bson!([{"$addFields": {"y": {"$add": ["$x", 1]}, "x": 0, "a.c": "$x"}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "a": {"b": 1, "c": 10}, "arr": [{"b": 1}, 2], "x": 0, "y": 11}],
+        );
+        check(
+            bson!([{"$set": {"arr.k": 1, "x": "$$REMOVE"}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "a": {"b": 1}, "arr": [{"b": 1, "k": 1}, {"k": 1}]}],
+        );
+        check(
+            bson!([{"$set": {"a": {"z": 1}}}]),
+            d.clone(),
+            vec![doc! {"_id": 1, "a": {"b": 1, "z": 1}, "arr": [{"b": 1}, 2], "x": 10}],
+        );
+        check(
+            bson!([{"$set": {"e": {}}}]),
+            vec![doc! {"_id": 1}],
+            vec![doc! {"_id": 1, "e": {}}],
+        );
     }
 }

@@ -14,6 +14,17 @@ pub(crate) struct SortKeys {
 }
 
 impl SortKeys {
+    /// The `$sort` stage's specification.
+    pub(crate) fn parse_stage(arg: &Bson) -> MongoResult<SortKeys> {
+        let Bson::Document(spec) = arg else {
+            return Err(MongoError::new(
+                ErrorCode::SortStageSpecNotObject,
+                "the $sort key specification must be an object",
+            ));
+        };
+        Self::parse(spec)
+    }
+
     pub(crate) fn parse(spec: &Document) -> MongoResult<SortKeys> {
         if spec.is_empty() {
             return Err(MongoError::new(
@@ -65,5 +76,80 @@ impl SortKeys {
             _ => keyed.sort_by(|a, b| self.compare_keys(&a.0, &b.0)),
         }
         keyed.into_iter().map(|(_, d)| d).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::{bson, doc, Document};
+
+    use crate::agg::test_support::*;
+
+    #[test]
+    fn parse_errors() {
+        check_errs(vec![
+            (bson!([{"$sort": {}}]), 15976),
+            (bson!([{"$sort": {"a": 2}}]), 15975),
+        ]);
+    }
+
+    #[test]
+    fn sort() {
+        check(
+            bson!([{"$sort": {"price": -1}}, {"$project": {"_id": 1}}]),
+            orders(),
+            vec![
+                doc! {"_id": 2},
+                doc! {"_id": 1},
+                doc! {"_id": 3},
+                doc! {"_id": 4},
+                doc! {"_id": 5},
+            ],
+        );
+        check(
+            bson!([{"$sort": {"cust": 1, "price": -1}}, {"$project": {"_id": 1}}]),
+            orders(),
+            vec![
+                doc! {"_id": 1},
+                doc! {"_id": 3},
+                doc! {"_id": 2},
+                doc! {"_id": 5},
+                doc! {"_id": 4},
+            ],
+        );
+        // missing sorts with null, before numbers; arrays by min ascending / max descending
+        let d = vec![
+            doc! {"_id": 1, "v": [5, 1]},
+            doc! {"_id": 2, "v": 3},
+            doc! {"_id": 3},
+            doc! {"_id": 4, "v": null},
+        ];
+        check(
+            bson!([{"$sort": {"v": 1, "_id": 1}}, {"$project": {"_id": 1}}]),
+            d.clone(),
+            vec![
+                doc! {"_id": 3},
+                doc! {"_id": 4},
+                doc! {"_id": 1},
+                doc! {"_id": 2},
+            ],
+        );
+        check(
+            bson!([{"$sort": {"v": -1, "_id": 1}}, {"$project": {"_id": 1}}]),
+            d.clone(),
+            vec![
+                doc! {"_id": 1},
+                doc! {"_id": 2},
+                doc! {"_id": 3},
+                doc! {"_id": 4},
+            ],
+        );
+        // sort + limit (top-k path) stays stable
+        let many: Vec<Document> = (0..100).map(|i| doc! {"_id": i, "k": i % 3}).collect();
+        check(
+            bson!([{"$sort": {"k": 1}}, {"$limit": 3}, {"$project": {"_id": 1}}]),
+            many,
+            vec![doc! {"_id": 0}, doc! {"_id": 3}, doc! {"_id": 6}],
+        );
     }
 }

@@ -3,9 +3,9 @@
 
 use bson::{Bson, DateTime};
 
+use crate::bson_types::type_name;
 use crate::{ErrorCode, MongoError, MongoResult};
 
-use super::convert::type_name;
 use super::decimal::{Dec, Rounding};
 use super::eval::misrouted;
 use super::ops::Op;
@@ -111,7 +111,7 @@ fn num_sub(a: Num, b: Num) -> Num {
     }
 }
 
-fn num_mul(a: Num, b: Num) -> Num {
+pub(crate) fn num_mul(a: Num, b: Num) -> Num {
     match (a, b) {
         (Num::M(_), _) | (_, Num::M(_)) => Num::M(num_dec(a).mul(&num_dec(b))),
         (Num::D(_), _) | (_, Num::D(_)) => Num::D(num_f64(a) * num_f64(b)),

@@ -4,10 +4,11 @@ use std::cmp::Ordering;
 
 use bson::{Bson, Document};
 
+use crate::bson_types::type_name;
 use crate::{ErrorCode, MongoError, MongoResult};
 
 use super::arith::{as_int_exact, num_of, num_to_bson};
-use super::convert::{array_or_null, type_name, type_name_or_missing, typed_or_null};
+use super::convert::{array_or_null, type_name_or_missing, typed_or_null};
 use super::eval::{get_path, misrouted, Args};
 use super::ops::Op;
 use super::{compare_values, err, is_nullish, values_eq, Expr, MISSING};

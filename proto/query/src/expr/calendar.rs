@@ -5,9 +5,10 @@ use std::fmt::Write as _;
 
 use bson::{Bson, DateTime};
 
+use crate::bson_types::type_name;
 use crate::{ErrorCode, MongoResult};
 
-use super::convert::{type_name, type_name_or_missing};
+use super::convert::type_name_or_missing;
 use super::{err, is_nullish};
 
 pub(super) const MS_PER_DAY: i64 = 86_400_000;

@@ -4,6 +4,7 @@ use std::fmt::Display;
 
 use bson::{oid::ObjectId, spec::ElementType, Bson, DateTime};
 
+use crate::bson_types::{self, type_name};
 use crate::{ErrorCode, MongoError, MongoResult};
 
 use super::arith::{as_int_exact, num_of};
@@ -13,33 +14,6 @@ use super::eval::{misrouted, Args};
 use super::ops::Op;
 use super::string::coerce_to_string;
 use super::{err, is_nullish, truthy};
-
-/// MongoDB's type name as `$type` reports it.
-pub fn type_name(v: &Bson) -> &'static str {
-    match v {
-        Bson::Double(_) => "double",
-        Bson::String(_) => "string",
-        Bson::Document(_) => "object",
-        Bson::Array(_) => "array",
-        Bson::Binary(_) => "binData",
-        Bson::Undefined => "undefined",
-        Bson::ObjectId(_) => "objectId",
-        Bson::Boolean(_) => "bool",
-        Bson::DateTime(_) => "date",
-        Bson::Null => "null",
-        Bson::RegularExpression(_) => "regex",
-        Bson::DbPointer(_) => "dbPointer",
-        Bson::JavaScriptCode(_) => "javascript",
-        Bson::Symbol(_) => "symbol",
-        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
-        Bson::Int32(_) => "int",
-        Bson::Timestamp(_) => "timestamp",
-        Bson::Int64(_) => "long",
-        Bson::Decimal128(_) => "decimal",
-        Bson::MinKey => "minKey",
-        Bson::MaxKey => "maxKey",
-    }
-}
 
 pub(crate) fn type_name_or_missing(v: &Bson) -> &'static str {
     match v {
@@ -117,27 +91,38 @@ pub(super) fn conversion_failure(msg: impl Into<String>) -> MongoError {
     MongoError::new(ErrorCode::ConversionFailure, msg)
 }
 
+/// The targets `$convert` takes by alias and names in its errors.
+const TARGETS: [ElementType; 12] = [
+    ElementType::Double,
+    ElementType::String,
+    ElementType::ObjectId,
+    ElementType::Boolean,
+    ElementType::DateTime,
+    ElementType::Int32,
+    ElementType::Int64,
+    ElementType::Decimal128,
+    ElementType::EmbeddedDocument,
+    ElementType::Array,
+    ElementType::Binary,
+    ElementType::Null,
+];
+
+/// Targets it takes by alias too but calls "unknown" in its errors; only a value of the
+/// type converts to one.
+const SAME_TYPE_TARGETS: [ElementType; 4] = [
+    ElementType::RegularExpression,
+    ElementType::Timestamp,
+    ElementType::MinKey,
+    ElementType::MaxKey,
+];
+
 fn target_type(v: &Bson) -> MongoResult<ElementType> {
     let t = match v {
-        Bson::String(s) => match s.as_str() {
-            "double" => ElementType::Double,
-            "string" => ElementType::String,
-            "objectId" => ElementType::ObjectId,
-            "bool" => ElementType::Boolean,
-            "date" => ElementType::DateTime,
-            "int" => ElementType::Int32,
-            "long" => ElementType::Int64,
-            "decimal" => ElementType::Decimal128,
-            "object" => ElementType::EmbeddedDocument,
-            "array" => ElementType::Array,
-            "binData" => ElementType::Binary,
-            "null" => ElementType::Null,
-            "regex" => ElementType::RegularExpression,
-            "timestamp" => ElementType::Timestamp,
-            "minKey" => ElementType::MinKey,
-            "maxKey" => ElementType::MaxKey,
-            other => return Err(MongoError::bad_value(format!("Unknown type name: {other}"))),
+        Bson::String(s) => match bson_types::by_alias(s).map(|t| t.element) {
+            Some(t) if TARGETS.contains(&t) || SAME_TYPE_TARGETS.contains(&t) => t,
+            _ => return Err(MongoError::bad_value(format!("Unknown type name: {s}"))),
         },
+        // A number is the element's type byte, not `$type`'s number: minKey is 255 here.
         v => match as_int_exact(v)
             .and_then(|n| u8::try_from(n).ok())
             .and_then(ElementType::from)
@@ -154,20 +139,10 @@ fn target_type(v: &Bson) -> MongoResult<ElementType> {
 }
 
 fn element_type_name(t: ElementType) -> &'static str {
-    match t {
-        ElementType::Double => "double",
-        ElementType::String => "string",
-        ElementType::ObjectId => "objectId",
-        ElementType::Boolean => "bool",
-        ElementType::DateTime => "date",
-        ElementType::Int32 => "int",
-        ElementType::Int64 => "long",
-        ElementType::Decimal128 => "decimal",
-        ElementType::EmbeddedDocument => "object",
-        ElementType::Array => "array",
-        ElementType::Binary => "binData",
-        ElementType::Null => "null",
-        _ => "unknown",
+    if TARGETS.contains(&t) {
+        bson_types::by_element(t).alias
+    } else {
+        "unknown"
     }
 }
 

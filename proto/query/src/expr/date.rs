@@ -2,6 +2,7 @@
 
 use bson::{Bson, DateTime};
 
+use crate::bson_types::type_name;
 use crate::{ErrorCode, MongoError, MongoResult};
 
 use super::arith::as_int_exact;
@@ -9,7 +10,7 @@ use super::calendar::{
     date_millis, days_from_civil, days_in_month, format_date, parse_date_string, timezone_arg,
     Parts, Tz, MS_PER_DAY,
 };
-use super::convert::{conversion_failure, type_name, type_name_or_missing};
+use super::convert::{conversion_failure, type_name_or_missing};
 use super::eval::Args;
 use super::ops::Op;
 use super::{err, is_nullish};

@@ -45,12 +45,12 @@ use self::eval::Cx;
 use self::ops::Op;
 use self::parse::{parse_doc, parse_node, validate_var_name};
 
-pub use self::convert::type_name;
 pub use self::eval::get_path_doc;
 pub use self::regex::compile_regex;
+pub use crate::bson_types::type_name;
 
 pub(crate) use self::arith::{
-    as_int_exact, eval_divide, num_add, num_f64, num_of, num_to_bson, Num,
+    as_int_exact, eval_divide, num_add, num_f64, num_mul, num_of, num_to_bson, Num,
 };
 pub(crate) use self::convert::type_name_or_missing;
 pub(crate) use self::decimal::Dec;

@@ -3,9 +3,10 @@
 
 use bson::{Bson, Document};
 
+use crate::bson_types::type_name;
 use crate::{ErrorCode, MongoError, MongoResult};
 
-use super::convert::{type_name, type_name_or_missing};
+use super::convert::type_name_or_missing;
 use super::eval::{misrouted, Args};
 use super::ops::Op;
 use super::{err, is_nullish, MISSING};

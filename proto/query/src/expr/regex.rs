@@ -3,9 +3,9 @@
 use bson::Bson;
 use regex::Regex;
 
+use crate::bson_types::type_name;
 use crate::{ErrorCode, MongoResult};
 
-use super::convert::type_name;
 use super::eval::Cx;
 use super::ops::Op;
 use super::parse::boxed;

@@ -4,10 +4,11 @@ use std::collections::HashSet;
 
 use bson::Bson;
 
+use crate::bson_types::type_name;
 use crate::{ErrorCode, MongoResult};
 
 use super::arith::{as_int_exact, num_f64, num_of};
-use super::convert::{type_name, type_name_or_missing};
+use super::convert::type_name_or_missing;
 use super::eval::misrouted;
 use super::ops::Op;
 use super::{err, is_nullish, truthy};

@@ -2,12 +2,13 @@
 
 use bson::Bson;
 
+use crate::bson_types::type_name;
 use crate::{ErrorCode, MongoResult};
 
 use super::arith::{as_int_exact, num_f64, num_of, num_to_bson, Num};
 use super::array::index_range;
 use super::calendar::format_date;
-use super::convert::{fmt_double, type_name, type_name_or_missing, typed_or_null};
+use super::convert::{fmt_double, type_name_or_missing, typed_or_null};
 use super::eval::{misrouted, Args};
 use super::ops::Op;
 use super::{err, is_nullish};

@@ -12,8 +12,10 @@
 // MongoError is the shared, deliberately rich error type; boxing it is a crate-wide decision.
 use std::cmp::Ordering;
 
+use bson::spec::ElementType;
 use bson::{Bson, Document};
 
+use crate::bson_types;
 use crate::order::{self, compare, type_rank, values_equal};
 use crate::path::{self, PathValue};
 use crate::{ErrorCode, MongoError, MongoResult};
@@ -146,68 +148,12 @@ impl Re {
     }
 }
 
-/// A `$type` selector: a BSON type code, or the "number" alias.
+/// A `$type` selector: a BSON type (by alias or number), or the "number" alias.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TypeSel {
-    Code(i32),
+    Type(ElementType),
+    /// Double, int, long or decimal.
     Number,
-}
-
-/// The BSON type code of a value (`$type` numbering: double 1 ... decimal 19, minKey -1,
-/// maxKey 127).
-pub fn bson_type_code(v: &Bson) -> i32 {
-    match v {
-        Bson::Double(_) => 1,
-        Bson::String(_) => 2,
-        Bson::Document(_) => 3,
-        Bson::Array(_) => 4,
-        Bson::Binary(_) => 5,
-        Bson::Undefined => 6,
-        Bson::ObjectId(_) => 7,
-        Bson::Boolean(_) => 8,
-        Bson::DateTime(_) => 9,
-        Bson::Null => 10,
-        Bson::RegularExpression(_) => 11,
-        Bson::DbPointer(_) => 12,
-        Bson::JavaScriptCode(_) => 13,
-        Bson::Symbol(_) => 14,
-        Bson::JavaScriptCodeWithScope(_) => 15,
-        Bson::Int32(_) => 16,
-        Bson::Timestamp(_) => 17,
-        Bson::Int64(_) => 18,
-        Bson::Decimal128(_) => 19,
-        Bson::MinKey => -1,
-        Bson::MaxKey => 127,
-    }
-}
-
-const TYPE_ALIASES: &[(&str, i32)] = &[
-    ("double", 1),
-    ("string", 2),
-    ("object", 3),
-    ("array", 4),
-    ("binData", 5),
-    ("undefined", 6),
-    ("objectId", 7),
-    ("bool", 8),
-    ("date", 9),
-    ("null", 10),
-    ("regex", 11),
-    ("dbPointer", 12),
-    ("javascript", 13),
-    ("symbol", 14),
-    ("javascriptWithScope", 15),
-    ("int", 16),
-    ("timestamp", 17),
-    ("long", 18),
-    ("decimal", 19),
-    ("minKey", -1),
-    ("maxKey", 127),
-];
-
-/// The BSON type name (`$type` alias) of a value, e.g. "int", "object".
-pub fn bson_type_name(v: &Bson) -> &'static str {
-    crate::expr::type_name(v)
 }
 
 /// Parses one `$type` argument (code or alias).
@@ -217,23 +163,19 @@ pub fn parse_type_selector(v: &Bson) -> MongoResult<TypeSel> {
             if s == "number" {
                 return Ok(TypeSel::Number);
             }
-            TYPE_ALIASES
-                .iter()
-                .find(|(n, _)| n == s)
-                .map(|(_, c)| TypeSel::Code(*c))
+            bson_types::by_alias(s)
+                .map(|t| TypeSel::Type(t.element))
                 .ok_or_else(|| MongoError::bad_value(format!("Unknown type name alias: {s}")))
         }
         n if order::is_number(n) => {
             let code = order::as_i64_exact(n).ok_or_else(|| {
                 MongoError::bad_value(format!("Invalid numerical type code: {n}"))
             })?;
-            if (1..=19).contains(&code) || code == -1 || code == 127 {
-                Ok(TypeSel::Code(code as i32))
-            } else {
-                Err(MongoError::bad_value(format!(
-                    "Invalid numerical type code: {code}"
-                )))
-            }
+            bson_types::by_number(code)
+                .map(|t| TypeSel::Type(t.element))
+                .ok_or_else(|| {
+                    MongoError::bad_value(format!("Invalid numerical type code: {code}"))
+                })
         }
         _ => Err(MongoError::type_mismatch(
             "type must be represented as a number or a string",
@@ -245,7 +187,7 @@ impl TypeSel {
     pub fn matches(&self, v: &Bson) -> bool {
         match self {
             TypeSel::Number => order::is_number(v),
-            TypeSel::Code(c) => bson_type_code(v) == *c,
+            TypeSel::Type(t) => v.element_type() == *t,
         }
     }
 }

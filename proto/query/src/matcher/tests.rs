@@ -605,9 +605,9 @@ fn expr_operator() {
 
 #[test]
 fn type_helpers() {
-    assert_eq!(bson_type_name(&bson!(1)), "int");
-    assert_eq!(bson_type_name(&bson!({})), "object");
-    assert_eq!(bson_type_code(&Bson::MaxKey), 127);
+    assert_eq!(crate::bson_types::type_name(&bson!(1)), "int");
+    assert_eq!(crate::bson_types::type_name(&bson!({})), "object");
+    assert_eq!(crate::bson_types::of(&Bson::MaxKey).number, 127);
     for (v, want) in [
         (bson!(0), false),
         (bson!(0.0), false),

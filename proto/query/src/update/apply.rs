@@ -6,12 +6,12 @@ use std::collections::HashMap;
 
 use bson::{Bson, DateTime, Document, Timestamp};
 
-use crate::expr::type_name;
+use crate::expr::{num_of, type_name};
 use crate::matcher::Matcher;
 use crate::{ErrorCode, MongoError, MongoResult};
 
 use super::array::{perform_push, pull_matches};
-use super::number::{apply_bit, debug_number, Num};
+use super::number::{apply_bit, debug_number, safe_add, safe_mul, zero_like};
 use super::replacement::validate_id;
 use super::tree::{
     join_path, merge_nodes, ordered_children, Leaf, ModifierUpdate, Node, Op, Rename,
@@ -402,7 +402,7 @@ fn value_for_missing(leaf: &Leaf, st: &ApplyState) -> MongoResult<Option<Bson>> 
         Op::Set(v) => Some(v.clone()),
         Op::SetOnInsert(v) => st.ctx.is_upsert_insert.then(|| v.clone()),
         Op::Inc(v) | Op::Min(v) | Op::Max(v) => Some(v.clone()),
-        Op::Mul(v) => Some(Num::of(v).map(Num::zero_like).unwrap_or(Bson::Int32(0))),
+        Op::Mul(v) => Some(num_of(v).map(zero_like).unwrap_or(Bson::Int32(0))),
         Op::CurrentDate { timestamp } => Some(current_date(*timestamp, st.ctx.now)),
         Op::Push(spec) => {
             let mut arr = Vec::new();
@@ -479,13 +479,17 @@ fn apply_leaf_existing(
         Op::Inc(x) | Op::Mul(x) => {
             let is_inc = matches!(leaf.op, Op::Inc(_));
             let name = if is_inc { "$inc" } else { "$mul" };
-            let (Some(cur), Some(arg)) = (Num::of(v), Num::of(x)) else {
+            let (Some(cur), Some(arg)) = (num_of(v), num_of(x)) else {
                 return Err(MongoError::type_mismatch(format!(
                     "Cannot apply {name} to a value of non-numeric type. {{{id_str}}} has the field '{field}' of non-numeric type {}",
                     type_name(v)
                 )));
             };
-            let result = if is_inc { cur.add(arg) } else { cur.mul(arg) };
+            let result = if is_inc {
+                safe_add(cur, arg)
+            } else {
+                safe_mul(cur, arg)
+            };
             let Some(result) = result else {
                 return Err(MongoError::bad_value(format!(
                     "Failed to apply {name} operations to current value ({}) for document {{{id_str}}}",

@@ -5,12 +5,11 @@ use std::cmp::Ordering;
 
 use bson::{Bson, Document};
 
-use crate::expr::type_name;
+use crate::expr::{num_f64, num_of, type_name};
 use crate::matcher::Matcher;
 use crate::{MongoError, MongoResult};
 
 use super::apply::lookup;
-use super::number::Num;
 use super::values::fmt_doc;
 
 #[derive(Debug)]
@@ -94,8 +93,8 @@ pub(super) fn integral(v: &Bson) -> Option<i64> {
         Bson::Int32(i) => Some(*i as i64),
         Bson::Int64(i) => Some(*i),
         Bson::Double(d) if d.fract() == 0.0 && d.is_finite() => Some(*d as i64),
-        Bson::Decimal128(_) => Num::of(v)?
-            .to_f64()
+        Bson::Decimal128(_) => num_of(v)
+            .map(num_f64)
             .filter(|d| d.fract() == 0.0)
             .map(|d| d as i64),
         _ => None,
@@ -103,7 +102,7 @@ pub(super) fn integral(v: &Bson) -> Option<i64> {
 }
 
 fn sort_direction(v: &Bson) -> Option<bool> {
-    let d = Num::of(v)?.to_f64()?;
+    let d = num_f64(num_of(v)?);
     if d == 1.0 {
         Some(true)
     } else if d == -1.0 {
@@ -137,7 +136,7 @@ fn parse_push_sort(v: &Bson) -> MongoResult<SortSpec> {
             }
             Ok(SortSpec::Fields(fields))
         }
-        v if Num::of(v).is_some() => Ok(SortSpec::Whole(sort_direction(v).ok_or_else(bad_dir)?)),
+        v if num_of(v).is_some() => Ok(SortSpec::Whole(sort_direction(v).ok_or_else(bad_dir)?)),
         _ => Err(MongoError::bad_value(
             "The $sort is invalid: use 1/-1 to sort the whole element, or {field:1/-1} to sort embedded fields",
         )),

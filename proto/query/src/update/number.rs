@@ -1,8 +1,8 @@
 //! Number operators: `$inc` and `$mul` under mongod's SafeNum promotion rules, and `$bit`.
 
-use bson::{Bson, Decimal128};
+use bson::Bson;
 
-use crate::expr::{type_name, Dec};
+use crate::expr::{num_add, num_mul, num_to_bson, type_name, Num};
 use crate::{MongoError, MongoResult};
 
 use super::values::{fmt_elem, fmt_value};
@@ -84,86 +84,33 @@ fn bit_op(op: BitOp, a: i64, b: i64) -> i64 {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Num {
-    I32(i32),
-    I64(i64),
-    F64(f64),
-    Dec(Decimal128),
+/// What `$mul` sets a missing field to: a zero of the argument's type.
+pub(super) fn zero_like(n: Num) -> Bson {
+    match n {
+        Num::I(_) => Bson::Int32(0),
+        Num::L(_) => Bson::Int64(0),
+        Num::D(_) => Bson::Double(0.0),
+        Num::M(_) => Bson::Decimal128("0".parse().expect("valid decimal")),
+    }
 }
 
-impl Num {
-    pub(super) fn of(v: &Bson) -> Option<Num> {
-        match v {
-            Bson::Int32(i) => Some(Num::I32(*i)),
-            Bson::Int64(i) => Some(Num::I64(*i)),
-            Bson::Double(d) => Some(Num::F64(*d)),
-            Bson::Decimal128(d) => Some(Num::Dec(*d)),
-            _ => None,
-        }
-    }
+/// `$inc`: the sum as `$add` makes it, but None where a 64-bit integer sum overflows:
+/// mongod reports an error there, `$add` a double.
+pub(super) fn safe_add(a: Num, b: Num) -> Option<Bson> {
+    safe(num_add(a, b), a, b)
+}
 
-    pub(super) fn zero_like(self) -> Bson {
-        match self {
-            Num::I32(_) => Bson::Int32(0),
-            Num::I64(_) => Bson::Int64(0),
-            Num::F64(_) => Bson::Double(0.0),
-            Num::Dec(_) => Bson::Decimal128("0".parse().expect("valid decimal")),
-        }
-    }
+/// `$mul`: the product as `$multiply` makes it, but None where a 64-bit integer product
+/// overflows.
+pub(super) fn safe_mul(a: Num, b: Num) -> Option<Bson> {
+    safe(num_mul(a, b), a, b)
+}
 
-    pub(super) fn to_f64(self) -> Option<f64> {
-        Some(match self {
-            Num::I32(i) => i as f64,
-            Num::I64(i) => i as f64,
-            Num::F64(d) => d,
-            Num::Dec(d) => d.to_string().parse().ok()?,
-        })
-    }
-
-    /// Decimal arithmetic is shared with the aggregation expressions (`crate::expr::Dec`).
-    fn to_dec(self) -> Dec {
-        match self {
-            Num::I32(i) => Dec::from_i64(i64::from(i)),
-            Num::I64(i) => Dec::from_i64(i),
-            Num::F64(d) => Dec::from_f64(d),
-            Num::Dec(d) => Dec::from_d128(&d),
-        }
-    }
-
-    /// None when a 64-bit integer result overflows (mongod reports an error there).
-    pub(super) fn add(self, o: Num) -> Option<Bson> {
-        use Num::*;
-        Some(match (self, o) {
-            (Dec(_), _) | (_, Dec(_)) => Bson::Decimal128(self.to_dec().add(&o.to_dec()).to_d128()),
-            (F64(_), _) | (_, F64(_)) => Bson::Double(self.to_f64()? + o.to_f64()?),
-            (I32(a), I32(b)) => match a.checked_add(b) {
-                Some(r) => Bson::Int32(r),
-                None => Bson::Int64(a as i64 + b as i64),
-            },
-            (a, b) => Bson::Int64(a.as_i64()?.checked_add(b.as_i64()?)?),
-        })
-    }
-
-    pub(super) fn mul(self, o: Num) -> Option<Bson> {
-        use Num::*;
-        Some(match (self, o) {
-            (Dec(_), _) | (_, Dec(_)) => Bson::Decimal128(self.to_dec().mul(&o.to_dec()).to_d128()),
-            (F64(_), _) | (_, F64(_)) => Bson::Double(self.to_f64()? * o.to_f64()?),
-            (I32(a), I32(b)) => match a.checked_mul(b) {
-                Some(r) => Bson::Int32(r),
-                None => Bson::Int64(a as i64 * b as i64),
-            },
-            (a, b) => Bson::Int64(a.as_i64()?.checked_mul(b.as_i64()?)?),
-        })
-    }
-
-    fn as_i64(self) -> Option<i64> {
-        match self {
-            Num::I32(i) => Some(i as i64),
-            Num::I64(i) => Some(i),
-            _ => None,
-        }
+/// Two integers give a double only when their 64-bit result overflows.
+fn safe(result: Num, a: Num, b: Num) -> Option<Bson> {
+    match (result, a, b) {
+        (Num::D(_), Num::I(_) | Num::L(_), Num::I(_) | Num::L(_)) => None,
+        (n, _, _) => Some(num_to_bson(n)),
     }
 }
 
@@ -181,6 +128,7 @@ pub(super) fn debug_number(v: &Bson) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::expr::num_of;
 
     fn dec(s: &str) -> Bson {
         Bson::Decimal128(s.parse().unwrap())
@@ -203,13 +151,13 @@ mod tests {
             ("NaN", "1", "NaN", "NaN"),
         ];
         for (a, b, sum, prod) in cases {
-            let (x, y) = (Num::of(&dec(a)).unwrap(), Num::of(&dec(b)).unwrap());
-            assert_eq!(x.add(y).unwrap(), dec(sum), "{a} + {b}");
-            assert_eq!(x.mul(y).unwrap(), dec(prod), "{a} * {b}");
+            let (x, y) = (num_of(&dec(a)).unwrap(), num_of(&dec(b)).unwrap());
+            assert_eq!(safe_add(x, y).unwrap(), dec(sum), "{a} + {b}");
+            assert_eq!(safe_mul(x, y).unwrap(), dec(prod), "{a} * {b}");
         }
         // A double joins decimal arithmetic rounded to 15 significant digits.
         assert_eq!(
-            Num::of(&dec("1")).unwrap().add(Num::F64(0.1)).unwrap(),
+            safe_add(num_of(&dec("1")).unwrap(), Num::D(0.1)).unwrap(),
             dec("1.100000000000000")
         );
     }

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use bson::{Bson, Document};
 
-use crate::expr::type_name;
+use crate::expr::{num_f64, num_of, type_name};
 use crate::matcher::Matcher;
 use crate::{MongoError, MongoResult};
 
 use super::array::{parse_add_to_set, parse_pull, parse_push};
-use super::number::{parse_bit, Num};
+use super::number::parse_bit;
 use super::tree::{
     creates_path, insert_node, is_array_part, parse_array_filters, parse_update_path, Leaf,
     ModifierUpdate, Node, Op, Rename,
@@ -164,7 +164,7 @@ fn parse_op(op: &str, path: &str, value: &Bson) -> MongoResult<Leaf> {
         "$setOnInsert" => Op::SetOnInsert(value.clone()),
         "$unset" => Op::Unset,
         "$inc" | "$mul" => {
-            if Num::of(value).is_none() {
+            if num_of(value).is_none() {
                 let verb = if op == "$inc" {
                     "increment"
                 } else {
@@ -227,7 +227,7 @@ fn integer_arg(path: &str, value: &Bson) -> MongoResult<i64> {
             }
             Some(*d as i64)
         }
-        Bson::Decimal128(_) => Num::of(value).and_then(|n| n.to_f64()).map(|d| d as i64),
+        Bson::Decimal128(_) => num_of(value).map(|n| num_f64(n) as i64),
         _ => None,
     };
     n.ok_or_else(|| {

@@ -2,6 +2,7 @@
 
 use bson::{Bson, Document};
 
+use crate::bson_types::type_name;
 use crate::{ErrorCode, MongoError, MongoResult};
 
 use super::values::{fmt_elem, identical_docs, same_value};
@@ -24,18 +25,12 @@ pub(super) fn validate_replacement(d: &Document) -> MongoResult<()> {
 }
 
 pub(super) fn validate_id(id: &Bson) -> MongoResult<()> {
-    let bad = match id {
-        Bson::Array(_) => Some("array"),
-        Bson::RegularExpression(_) => Some("regex"),
-        Bson::Undefined => Some("undefined"),
-        _ => None,
-    };
-    match bad {
-        Some(t) => Err(MongoError::new(
+    match id {
+        Bson::Array(_) | Bson::RegularExpression(_) | Bson::Undefined => Err(MongoError::new(
             ErrorCode::InvalidIdField,
-            format!("The '_id' value cannot be of type {t}"),
+            format!("The '_id' value cannot be of type {}", type_name(id)),
         )),
-        None => Ok(()),
+        _ => Ok(()),
     }
 }
 
