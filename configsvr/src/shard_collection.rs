@@ -1,5 +1,6 @@
 //! Running `shardCollection` on the config server primary (the router checks the
-//! command and sends it here: `router::commands::shard_collection`).
+//! command and sends it here: `router::commands::shard_collection`; both check it with
+//! `router::sharding::shard_collection_spec`).
 //!
 //! The collection is created on its database's primary shard if needed, and must have an
 //! index starting with the key unless it is empty (then the index is created). A hashed
@@ -12,8 +13,8 @@
 
 use bson::{doc, Bson, Document};
 use query::shard_key::ShardKey;
-use router::commands::shard_collection::{already_sharded, parse, Spec};
 use router::sharding::routing::{initial_chunks, zoned_chunks};
+use router::sharding::shard_collection_spec::{already_sharded, parse, Spec};
 use router::sharding::{catalog, internal, scatter};
 use wire::{ErrorCode, MongoError, MongoResult};
 

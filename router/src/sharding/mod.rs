@@ -18,6 +18,7 @@ pub mod merge_cursor;
 pub mod merged_cursor_command;
 pub mod routing;
 pub mod scatter;
+pub mod shard_collection_spec;
 pub mod versioning;
 
 use std::collections::HashMap;
