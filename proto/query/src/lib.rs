@@ -1,4 +1,4 @@
-//! Pure, synchronous query machinery shared by router and shard: BSON total order,
+//! The query engine: pure, synchronous query machinery shared by router and shard: BSON total order,
 //! order-preserving key encoding, filter matching, projection, sort, update operators
 //! and aggregation. No I/O here; every function is table-testable.
 
