@@ -254,3 +254,53 @@ async fn an_abandoned_drop_is_finished_by_the_recovery_pass() {
     assert_eq!(ids(&c).await, Vec::<i32>::new());
     cluster.stop().await;
 }
+
+/// A split whose splitter stopped between its two catalog writes (the upper chunk
+/// written, the lower one not yet shrunk) leaves overlapping entries. Routing reads them
+/// as the split, so a migration of the lower chunk moves only its own range and every
+/// document stays readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_done_split_reads_as_the_split() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let c = client.database("co").collection::<Document>("h");
+    c.insert_many((0..1000).map(|i| doc! {"_id": i, "k": i}))
+        .await
+        .unwrap();
+    shard_by_k(&client, &c).await;
+    let chunks = client.database("config").collection::<Document>("chunks");
+    let mut upper = chunks.find_one(doc! {"ns": "co.h"}).await.unwrap().unwrap();
+    let lastmod = upper.get_timestamp("lastmod").unwrap();
+    upper.insert("_id", bson::oid::ObjectId::new());
+    upper.insert("min", doc! {"k": 500});
+    upper.insert(
+        "lastmod",
+        bson::Timestamp {
+            time: lastmod.time,
+            increment: lastmod.increment + 1,
+        },
+    );
+    chunks.insert_one(upper).await.unwrap();
+    let admin = client.database("admin");
+    admin
+        .run_command(doc! {"flushRouterConfig": "co.h"})
+        .await
+        .unwrap();
+    let to = other_shard(&database_primary(&client, "co").await);
+    admin
+        .run_command(doc! {"moveChunk": "co.h", "find": {"k": 0}, "to": to})
+        .await
+        .unwrap();
+    assert_eq!(ids(&c).await, (0..1000).collect::<Vec<_>>());
+    // The move put the lower entry right: it ends where the upper one begins.
+    let lower = chunks
+        .find_one(doc! {"ns": "co.h", "min": {"k": bson::Bson::MinKey}})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lower.get_document("max").unwrap(), &doc! {"k": 500});
+    let counts = tests::sharded::per_shard_counts(&client.database("co"), "h").await;
+    assert_eq!(counts.iter().sum::<i64>(), 1000, "{counts:?}");
+    assert!(counts.iter().all(|&n| n == 500), "{counts:?}");
+    cluster.stop().await;
+}

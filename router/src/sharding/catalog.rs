@@ -261,6 +261,7 @@ pub async fn routing_table(
         })
         .collect::<MongoResult<Vec<_>>>()?;
     chunks.sort_by(|a, b| query::order::compare_arrays(&a.min, &b.min));
+    super::routing::end_at_next(&mut chunks);
     let newest = docs
         .iter()
         .filter_map(|d| d.get_timestamp("lastmod").ok())
@@ -423,6 +424,9 @@ pub async fn split_chunk(
     let mut upper = old.clone();
     upper.insert("_id", ObjectId::new());
     upper.insert("min", key.to_document(middle));
+    // The chunk's end as routing reads it (`routing::end_at_next`), not as stored: an
+    // entry a stopped split left overlapping is not copied.
+    upper.insert("max", key.to_document(&chunk.max));
     upper.insert("lastmod", bumped);
     call(
         config,
@@ -465,7 +469,12 @@ pub async fn commit_move(
             "lastmod": {"$lte": table.version},
         },
         "u": {
-            "$set": {"shard": to, "lastmod": lastmod, "onCurrentShardSince": now},
+            // `max` as routing reads it: an entry a stopped split left overlapping
+            // (`routing::end_at_next`) is put right when it moves.
+            "$set": {
+                "shard": to, "lastmod": lastmod, "onCurrentShardSince": now,
+                "max": key.to_document(&chunk.max),
+            },
             "$push": {"history": {"$each": [{"validAfter": now, "shard": to}], "$position": 0}},
         },
     };

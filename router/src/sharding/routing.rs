@@ -109,6 +109,20 @@ impl RoutingTable {
     }
 }
 
+/// Makes each chunk of `chunks` (sorted by `min`) end where the next begins. A split
+/// writes its upper chunk before it shrinks the lower one (`catalog::split_chunk`), so a
+/// splitter that stops in between (a killed router, a config server failover) leaves the
+/// lower chunk overlapping the upper one. Both are on the same shard and the split is
+/// what was meant: read this way, a later migration of the lower chunk moves only its
+/// own range, and the catalog entries that overlap still route every key once.
+pub fn end_at_next(chunks: &mut [Chunk]) {
+    for i in 1..chunks.len() {
+        if query::order::compare_arrays(&chunks[i - 1].max, &chunks[i].min).is_gt() {
+            chunks[i - 1].max = chunks[i].min.clone();
+        }
+    }
+}
+
 /// `cached` chunks with `changed` ones (read since the cached version) in place of those
 /// they overlap; `None` unless the result covers the key space without gaps or overlaps
 /// (a change missed in between: read everything again).
@@ -116,6 +130,17 @@ pub fn apply_changes(key: &ShardKey, cached: &[Chunk], changed: Vec<Chunk>) -> O
     let cmp = query::order::compare_arrays;
     let overlaps =
         |a: &Chunk, b: &Chunk| cmp(&a.min, &b.max).is_lt() && cmp(&b.min, &a.max).is_lt();
+    // Chunks are split, never merged: a changed chunk that starts before a cached one and
+    // ends after that one's start is an entry a stopped split left overlapping (see
+    // `end_at_next`), which only a full read puts right.
+    let swallows =
+        |n: &Chunk, c: &Chunk| cmp(&n.min, &c.min).is_lt() && cmp(&c.min, &n.max).is_lt();
+    if changed
+        .iter()
+        .any(|n| cached.iter().any(|c| swallows(n, c)))
+    {
+        return None;
+    }
     let mut chunks: Vec<Chunk> = cached
         .iter()
         .filter(|c| !changed.iter().any(|n| overlaps(c, n)))
@@ -255,6 +280,33 @@ mod tests {
         // Only the moved half read (its split missed): a gap, so read everything.
         let gap = vec![chunk(Bson::Int32(20), Bson::MaxKey, "b")];
         assert!(apply_changes(&key, &cached, gap).is_none());
+        // A stopped split's lower entry, still ending at max, changed (moved): it would
+        // swallow the upper chunk, so read everything.
+        let stale = vec![chunk(Bson::MinKey, Bson::MaxKey, "b")];
+        assert!(apply_changes(&key, &cached, stale).is_none());
+    }
+
+    #[test]
+    fn a_half_done_split_reads_as_the_split() {
+        // The upper chunk [20, max) is written; the lower one still ends at max.
+        let mut chunks = vec![
+            chunk(Bson::MinKey, Bson::Int32(10), "a"),
+            chunk(Bson::Int32(10), Bson::MaxKey, "b"),
+            chunk(Bson::Int32(20), Bson::MaxKey, "b"),
+        ];
+        end_at_next(&mut chunks);
+        let ranges: Vec<(Bson, Bson)> = chunks
+            .iter()
+            .map(|c| (c.min[0].clone(), c.max[0].clone()))
+            .collect();
+        assert_eq!(
+            ranges,
+            [
+                (Bson::MinKey, Bson::Int32(10)),
+                (Bson::Int32(10), Bson::Int32(20)),
+                (Bson::Int32(20), Bson::MaxKey),
+            ]
+        );
     }
 
     fn table(key: Document, chunks: Vec<Chunk>) -> RoutingTable {
