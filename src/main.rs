@@ -6,6 +6,7 @@ mod local;
 mod local_security;
 mod probe;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -70,8 +71,10 @@ struct RoleArgs {
 fn init_tracing(format: LogFormat) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    // Colour only for a person at a terminal: escape codes make a log file unreadable.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -96,7 +99,19 @@ fn shutdown_on_signal() -> CancellationToken {
     token
 }
 
-fn main() -> anyhow::Result<()> {
+/// A failure to start (a bad config key, an address in use) is one line a person can act
+/// on, with its causes, not a debug dump with a stack trace.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bulwark: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Role::Router(a) | Role::Shard(a) | Role::Configsvr(a) = &cli.role {
         if a.print_default_config {

@@ -3,7 +3,8 @@
 
 #[derive(Debug, thiserror::Error)]
 pub enum RouterError {
-    #[error("io: {0}")]
+    /// Shown as the system's own message ("Address already in use"), once.
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("invalid shard address '{0}'")]
     ShardAddress(String),

@@ -9,7 +9,8 @@ pub enum ShardError {
     Catalog(String),
     #[error("transport: {0}")]
     Transport(#[from] tonic::transport::Error),
-    #[error("io: {0}")]
+    /// Shown as the system's own message ("Address already in use"), once.
+    #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 
