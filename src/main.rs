@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// mimalloc instead of glibc's malloc: routers and shards allocate and free buffers per
 /// message on many threads, and with 100 KiB insert batches glibc's malloc and free
@@ -71,14 +73,17 @@ struct RoleArgs {
 fn init_tracing(format: LogFormat) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    // Every event is also kept for `getLog`.
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(router::log_buffer::Recorder);
     // Colour only for a person at a terminal: escape codes make a log file unreadable.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let text = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => registry.with(text).init(),
+        LogFormat::Json => registry.with(text.json()).init(),
     }
 }
 

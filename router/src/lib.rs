@@ -18,6 +18,7 @@ pub mod error;
 pub mod error_labels;
 pub mod fail_point;
 pub mod listener;
+pub mod log_buffer;
 pub mod overload;
 pub mod owner;
 pub mod read_preference;

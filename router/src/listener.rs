@@ -178,6 +178,7 @@ async fn serve_inner(
         ),
     });
     info!(addr = %local, shard = %state.config.shard, auth = state.config.auth, tls = %state.config.tls_mode, "router listening");
+    crate::log_buffer::started();
     let tasks = TaskTracker::new();
     tasks.spawn(state.shard.clone().monitor(shutdown.clone()));
     state.lag.spawn(&tasks, shutdown.clone());

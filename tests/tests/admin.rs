@@ -156,3 +156,45 @@ async fn data_survives_a_restart() {
     assert_eq!(coll.list_index_names().await.unwrap(), vec!["_id_", "v_1"]);
     cluster.stop().await;
 }
+
+/// `getLog` answers with the router process's log as MongoDB does; this test process
+/// keeps its events with the same layer `bulwark` installs.
+#[tokio::test]
+async fn get_log_answers_with_recent_lines() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let _ = tracing::subscriber::set_global_default(
+        tracing_subscriber::registry().with(router::log_buffer::Recorder),
+    );
+    let cluster = TestCluster::start().await;
+    let admin = cluster.client().await.database("admin");
+    tracing::info!(marker = "get-log-test", "a line for getLog");
+    let names = admin.run_command(doc! {"getLog": "*"}).await.unwrap();
+    assert_eq!(
+        names.get_array("names").unwrap(),
+        &vec![
+            bson::Bson::from("global"),
+            bson::Bson::from("startupWarnings")
+        ]
+    );
+    let global = admin.run_command(doc! {"getLog": "global"}).await.unwrap();
+    let lines = global.get_array("log").unwrap();
+    assert!(global.get_i64("totalLinesWritten").unwrap() >= lines.len() as i64);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.as_str().is_some_and(|l| l.contains("get-log-test"))),
+        "{global}"
+    );
+    admin
+        .run_command(doc! {"getLog": "startupWarnings"})
+        .await
+        .unwrap();
+    let code = |r: mongodb::error::Result<Document>| match *r.unwrap_err().kind {
+        mongodb::error::ErrorKind::Command(e) => e.code,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(code(admin.run_command(doc! {"getLog": "nope"}).await), 96);
+    assert_eq!(code(admin.run_command(doc! {"getLog": 1}).await), 14);
+    let app = cluster.client().await.database("app");
+    assert_eq!(code(app.run_command(doc! {"getLog": "global"}).await), 13);
+}

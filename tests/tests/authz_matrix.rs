@@ -82,6 +82,7 @@ const OPERATIONS: &[&str] = &[
     "killOp",
     "replSetGetStatus",
     "hostInfo",
+    "getLog",
     "getCmdLineOpts",
 ];
 
@@ -192,6 +193,7 @@ fn command(op: &str, tag: &str) -> Option<(&'static str, Document)> {
         "killOp" => ("admin", doc! {"killOp": 1, "op": 987_654_321}),
         "replSetGetStatus" => ("admin", doc! {"replSetGetStatus": 1}),
         "hostInfo" => ("admin", doc! {"hostInfo": 1}),
+        "getLog" => ("admin", doc! {"getLog": "global"}),
         "getCmdLineOpts" => ("admin", doc! {"getCmdLineOpts": 1}),
         _ => return None,
     })

@@ -26,6 +26,7 @@ mod enable_sharding;
 mod flush_router_config;
 mod forward;
 mod get_cmd_line_opts;
+mod get_log;
 mod get_parameter;
 mod grant_privileges;
 mod grant_roles;

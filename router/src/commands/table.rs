@@ -279,6 +279,7 @@ pub static COMMANDS: &[Command] = &[
         handler!(sessions::start_session),
     ),
     Command::router("hostInfo", cluster(&[HostInfo]), handler!(host_info::run)),
+    Command::router("getLog", cluster(&[GetLog]), handler!(get_log::run)),
     Command::router("listCommands", Rule::Open, handler!(list_commands::run)),
     Command::router(
         "createSearchIndexes",
