@@ -903,3 +903,48 @@ async fn increments_that_time_out_waiting_for_replication_are_not_lost() {
     assert!(n >= floor && n <= ceiling, "n = {n}, but {total:?}");
     set.stop().await;
 }
+
+/// The cluster time of member `i`'s newest applied entry, from its `hello`.
+async fn last_write(set: &TestReplicaSet, i: usize) -> (u32, u32) {
+    let hello = set.run_on_member(i, "admin", doc! {"hello": 1}).await;
+    let ts = hello
+        .get_document("lastWrite")
+        .and_then(|w| w.get_document("opTime"))
+        .and_then(|o| o.get_timestamp("ts"))
+        .unwrap_or_else(|e| panic!("member {i}: {e}: {hello}"));
+    (ts.time, ts.increment)
+}
+
+/// Every entry a primary proposes carries a cluster time (`shard/src/repl/clock.rs`):
+/// members report the newest they applied, the times rise with every write, the members
+/// agree once caught up, and a new primary's times are above the old primary's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn entries_carry_cluster_times_that_rise_across_a_failover() {
+    let mut set = TestReplicaSet::start().await;
+    let (first, _) = set.wait_for_primary(LIVENESS).await.expect("primary");
+    let client = set.client(0, "retryWrites=true").await;
+    let coll = client.database("test").collection::<Document>("times");
+    let mut times = Vec::new();
+    for i in 0..3 {
+        coll.insert_one(doc! {"_id": i})
+            .write_concern(majority())
+            .await
+            .unwrap();
+        times.push(last_write(&set, first).await);
+    }
+    assert!(times[0].0 > 0, "{times:?}");
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+    for i in (0..3).filter(|&i| i != first) {
+        wait_caught_up(&set, i).await;
+        assert_eq!(last_write(&set, i).await, times[2], "member {i}");
+    }
+    set.kill(first).await;
+    let (second, _) = set.wait_for_primary(LIVENESS).await.expect("a new primary");
+    coll.insert_one(doc! {"_id": 3})
+        .write_concern(majority())
+        .await
+        .unwrap();
+    let after = last_write(&set, second).await;
+    assert!(after > times[2], "{after:?} after {times:?}");
+    set.stop().await;
+}

@@ -65,5 +65,16 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     // How far this member has applied the log: routers derive staleness from it.
     reply.insert("bulwarkAppliedIndex", status.applied as i64);
     reply.insert("bulwarkMemberId", me.id as i64);
+    let (time, term) = status.applied_time;
+    if time != 0 {
+        // The cluster time of the newest applied entry (`repl::clock`), as MongoDB's
+        // members report their last write.
+        let ts = crate::repl::clock::to_bson(time);
+        let date = bson::DateTime::from_millis(i64::from(ts.time) * 1000);
+        reply.insert(
+            "lastWrite",
+            doc! {"opTime": {"ts": ts, "t": term as i64}, "lastWriteDate": date},
+        );
+    }
     Ok(reply)
 }

@@ -5,7 +5,7 @@
 //! It runs on its own OS thread because persisting and applying block (fsync,
 //! WiredTiger); everything else talks to it through one channel.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,6 +18,7 @@ use storage::{Engine, StorageError};
 use tracing::{debug, error, info, warn};
 
 use super::applier::{Applier, Waiter};
+use super::clock::{ClusterClock, ClusterTime};
 use super::log::DurableLog;
 use super::snapshot;
 use super::transport::Outbox;
@@ -26,6 +27,20 @@ use super::{ProposeError, Status};
 /// One Raft tick. Elections time out after 10–20 ticks (raft-rs's defaults), so a failed
 /// primary is replaced within about 2 s.
 pub const TICK: Duration = Duration::from_millis(100);
+
+/// A request context: incarnation and sequence number.
+const CONTEXT: usize = 16;
+/// A proposal's context: the request context, then the entry's cluster time.
+const CONTEXT_WITH_TIME: usize = 24;
+/// How many entries a new primary looks back through for the newest cluster time.
+const TIME_LOOKBACK: u64 = 1024;
+
+/// The cluster time a primary gave the entry whose context this is; `None` for entries
+/// without one (an election's no-op, configuration changes).
+pub fn entry_time(context: &[u8]) -> Option<ClusterTime> {
+    let bytes = context.get(CONTEXT..CONTEXT_WITH_TIME)?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?)).filter(|&t| t != 0)
+}
 
 /// How long a new primary serves before a higher-priority member asks it to hand over.
 const TAKEOVER_SETTLE: Duration = Duration::from_secs(2);
@@ -181,6 +196,11 @@ pub struct Driver {
     /// The data members of this member's own site: a snapshot is copied from one of them
     /// when it can, rather than across sites from the primary.
     pub site_peers: Vec<u64>,
+    /// Stamps every proposal with a cluster time (`clock.rs`).
+    pub clock: Arc<ClusterClock>,
+    /// The cluster times (and terms) of entries handed to the applier and not yet
+    /// applied, by index.
+    pub pending_times: VecDeque<(u64, ClusterTime, u64)>,
 }
 
 impl Driver {
@@ -534,15 +554,19 @@ impl Driver {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
+        // Ticked here, on the one thread that proposes, so times rise with log order.
+        let mut context = self.context(seq);
+        context.extend_from_slice(&self.clock.tick().to_le_bytes());
         self.raw
-            .propose(self.context(seq), data)
+            .propose(context, data)
             .map_err(|_| ProposeError::NotPrimary)?;
         Ok(seq)
     }
 
-    /// A request's context: this run's incarnation and the request's sequence number.
+    /// A request's context: this run's incarnation and the request's sequence number. A
+    /// proposal's carries its cluster time after them (`entry_time`).
     fn context(&self, seq: u64) -> Vec<u8> {
-        let mut context = Vec::with_capacity(16);
+        let mut context = Vec::with_capacity(CONTEXT_WITH_TIME);
         context.extend_from_slice(&self.incarnation.to_le_bytes());
         context.extend_from_slice(&seq.to_le_bytes());
         context
@@ -603,6 +627,15 @@ impl Driver {
         }
         self.dispatch(ready.take_committed_entries());
         if !ready.entries().is_empty() {
+            // A member that becomes primary ticks above every entry it holds.
+            if let Some(t) = ready
+                .entries()
+                .iter()
+                .rev()
+                .find_map(|e| entry_time(&e.context))
+            {
+                self.clock.learn(t);
+            }
             let replaced = self.log.append(ready.entries())?;
             if !replaced.is_empty() && !self.arbiter {
                 // Never committed, so never acknowledged; kept for the operator all the same.
@@ -648,6 +681,11 @@ impl Driver {
             return;
         };
         self.dispatched = last;
+        self.pending_times.extend(
+            entries
+                .iter()
+                .filter_map(|e| entry_time(&e.context).map(|t| (e.index, t, e.term))),
+        );
         let waiters: Vec<(u64, Waiter)> = entries
             .iter()
             .filter_map(|e| {
@@ -667,6 +705,13 @@ impl Driver {
     /// it may run.
     fn on_applied(&mut self, index: u64) {
         self.applied = self.applied.max(index);
+        while let Some(&(at, time, term)) = self.pending_times.front() {
+            if at > self.applied {
+                break;
+            }
+            self.pending_times.pop_front();
+            self.status.write().applied_time = (time, term);
+        }
         self.report_applied();
         self.answer_reads();
     }
@@ -791,6 +836,10 @@ impl Driver {
         if is_leader && !self.was_leader {
             // The no-op entry raft-rs appends on election is the last one now.
             self.term_start = self.raw.raft.raft_log.last_index();
+            // Entries from before a restart were never appended in this run.
+            if let Some(t) = self.newest_time_in_log() {
+                self.clock.learn(t);
+            }
             if self.arbiter {
                 info!(
                     term = self.raw.raft.term,
@@ -810,13 +859,26 @@ impl Driver {
         self.was_leader = is_leader;
     }
 
+    /// The cluster time of the newest entry in the log that has one, looking back at most
+    /// `TIME_LOOKBACK` entries (an election's no-op and configuration changes have none).
+    fn newest_time_in_log(&self) -> Option<ClusterTime> {
+        let log = &self.raw.raft.raft_log;
+        let last = log.last_index();
+        let from = log
+            .first_index()
+            .max(last.saturating_sub(TIME_LOOKBACK) + 1);
+        let ctx = raft::GetEntriesContext::empty(false);
+        let entries = log.entries(from, None, ctx).ok()?;
+        entries.iter().rev().find_map(|e| entry_time(&e.context))
+    }
+
     fn own_seq(&self, context: &[u8]) -> Option<u64> {
-        if context.len() != 16 {
+        if context.len() != CONTEXT && context.len() != CONTEXT_WITH_TIME {
             return None;
         }
         let inc = u64::from_le_bytes(context[..8].try_into().ok()?);
         (inc == self.incarnation)
-            .then(|| u64::from_le_bytes(context[8..].try_into().expect("8 bytes")))
+            .then(|| u64::from_le_bytes(context[8..16].try_into().expect("8 bytes")))
     }
 
     fn fail_waiters(&mut self, e: ProposeError) {

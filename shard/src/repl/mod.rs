@@ -16,6 +16,7 @@
 //! `w:"majority"` — survives the loss of any minority of members.
 
 mod applier;
+pub mod clock;
 pub mod config;
 pub mod driver;
 pub mod engine;
@@ -121,6 +122,9 @@ pub struct Status {
     /// The member's log is new and it votes for no candidate with history yet
     /// (`vote_fence`).
     pub vote_fenced: bool,
+    /// The cluster time and term of the newest applied entry that has a time (0: none
+    /// yet in this run).
+    pub applied_time: (clock::ClusterTime, u64),
     pub updated: Instant,
 }
 
@@ -142,6 +146,7 @@ impl Default for Status {
             snapshots_unfetched: 0,
             installing_snapshot: false,
             vote_fenced: false,
+            applied_time: (0, 0),
             updated: Instant::now(),
         }
     }
@@ -205,6 +210,8 @@ pub struct Replica {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Entries proposed here whose proposer gave up at `wtimeout` (see `Unresolved`).
     pub unresolved: Arc<Unresolved>,
+    /// The cluster clock the driver stamps proposals with (`clock.rs`).
+    pub clock: Arc<clock::ClusterClock>,
 }
 
 /// Entries whose proposer stopped waiting at its `wtimeout` and whose outcome (applied,
@@ -352,7 +359,10 @@ impl Replica {
         };
         let vote_fence =
             vote_fence::VoteFence::open(log_dir, log.created()).map_err(|e| e.to_string())?;
+        let clock = Arc::new(clock::ClusterClock::default());
         let driver = Driver {
+            clock: clock.clone(),
+            pending_times: Default::default(),
             raw,
             log,
             vote_fence,
@@ -425,6 +435,7 @@ impl Replica {
                 peers: data_peers,
                 thread: Mutex::new(Some(thread)),
                 unresolved: Arc::default(),
+                clock,
             }),
             service,
         ))
