@@ -705,12 +705,16 @@ impl Driver {
     /// it may run.
     fn on_applied(&mut self, index: u64) {
         self.applied = self.applied.max(index);
+        let mut newest = None;
         while let Some(&(at, time, term)) = self.pending_times.front() {
             if at > self.applied {
                 break;
             }
             self.pending_times.pop_front();
-            self.status.write().applied_time = (time, term);
+            newest = Some((time, term));
+        }
+        if let Some(newest) = newest {
+            self.status.write().applied_time = newest;
         }
         self.report_applied();
         self.answer_reads();
