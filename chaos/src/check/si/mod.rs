@@ -101,3 +101,6 @@ pub fn check_with_budget(history: &[Txn], budget: u64) -> Report {
     cycles::check(&graph, budget, &mut anomalies);
     Report::new(history, anomalies)
 }
+
+#[cfg(test)]
+mod tests;
