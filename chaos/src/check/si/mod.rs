@@ -103,4 +103,6 @@ pub fn check_with_budget(history: &[Txn], budget: u64) -> Report {
 }
 
 #[cfg(test)]
+mod random_tests;
+#[cfg(test)]
 mod tests;
