@@ -7,4 +7,5 @@ pub mod linearizable;
 pub mod lost_writes;
 pub mod members_agree;
 pub mod recovery;
+pub mod si;
 pub mod storm;
