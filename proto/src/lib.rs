@@ -1,6 +1,7 @@
 //! Internal gRPC API between Bulwark nodes (tonic + prost). Documents stay raw BSON bytes.
 
 pub mod cluster_auth;
+pub mod cluster_clock;
 pub mod cluster_key;
 pub mod cluster_tls;
 

@@ -1,25 +1,35 @@
-//! Cluster time for `$clusterTime` / `operationTime` gossip: the router's wall clock in
-//! seconds with a per-connection increment, monotonic for each client, which is what the
-//! drivers' causal-consistency bookkeeping needs. Its value orders nothing on the members:
-//! a read that carries `afterClusterTime` makes the member that serves it apply
-//! everything the primary had committed when the read arrived (`Replica::catch_up`),
-//! which covers every write acknowledged to the client before, whatever the time says.
+//! Cluster time for `$clusterTime` / `operationTime` gossip. The router's clock follows
+//! the newest cluster time any member reported (`CommandReply.cluster_time`: a member's
+//! clock is at or after every entry it wrote, `proto::cluster_clock`), so the
+//! `operationTime` a client gets is at or after its writes, and never goes back. Reads
+//! do not compare times yet: a read that carries `afterClusterTime` makes the member that
+//! serves it apply everything the primary had committed when the read arrived
+//! (`Replica::catch_up`), which covers every write acknowledged to the client before.
 //! The signature is unsigned (keyId 0), as on a deployment without cluster-key
-//! authentication.
+//! authentication; a client's `$clusterTime` therefore moves nothing here.
 
-use std::sync::OnceLock;
+use std::sync::{LazyLock, OnceLock};
 
 use bson::raw::{RawBinaryRef, RawBsonRef};
 use bson::{doc, spec::BinarySubtype, Binary, Document, RawDocumentBuf, Timestamp};
+use proto::cluster_clock::{to_bson, ClusterClock, ClusterTime};
 
-pub fn now(increment: u32) -> Timestamp {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    Timestamp {
-        time: secs as u32,
-        increment,
+/// The process's router clock; it starts at the wall clock, so it is never zero.
+static CLOCK: LazyLock<ClusterClock> = LazyLock::new(|| {
+    let clock = ClusterClock::default();
+    clock.tick();
+    clock
+});
+
+/// The cluster time to report now.
+pub fn now() -> Timestamp {
+    to_bson(CLOCK.now())
+}
+
+/// Moves the clock to a member's reported time `t` (0: a member without replication).
+pub fn learn(t: ClusterTime) {
+    if let Err(e) = CLOCK.advance(t) {
+        tracing::warn!(error = %e, "a member reported a cluster time far ahead");
     }
 }
 

@@ -261,7 +261,7 @@ impl Session {
         let message = self.shed(name, cmd)?;
         Some(crate::overload::refusal::overloaded(
             &message,
-            self.next_cluster_time(),
+            crate::cluster_time::now(),
         ))
     }
 
@@ -442,7 +442,7 @@ impl Session {
         if retryable_write {
             crate::error_labels::label(&mut reply);
         }
-        let now = self.next_cluster_time();
+        let now = crate::cluster_time::now();
         crate::cluster_time::stamp(&mut reply, now);
         let ok = matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0)
             || matches!(reply.get("ok"), Some(Bson::Int32(1)));

@@ -69,8 +69,6 @@ pub struct Session {
     /// Compressors agreed in the handshake (`hello.compression`).
     pub compressors: Vec<Compressor>,
     next_request_id: i32,
-    /// Increment of the last cluster time this connection reported (keeps it monotonic).
-    clock_increment: u32,
     /// Who is authenticated here, and any SASL conversation in progress.
     pub auth: crate::auth::ConnAuth,
     /// `client.application.name` from the handshake (fail points can target it).
@@ -109,7 +107,6 @@ impl Session {
             state,
             compressors: Vec::new(),
             next_request_id: 1,
-            clock_increment: 0,
             auth: crate::auth::ConnAuth {
                 x509_subject,
                 ..Default::default()
@@ -130,13 +127,6 @@ impl Session {
     pub fn next_request_id(&mut self) -> i32 {
         self.next_request_id = self.next_request_id.wrapping_add(1);
         self.next_request_id
-    }
-
-    /// The cluster time to report next: never behind the last one this connection
-    /// reported.
-    pub fn next_cluster_time(&mut self) -> bson::Timestamp {
-        self.clock_increment = self.clock_increment.wrapping_add(1);
-        crate::cluster_time::now(self.clock_increment)
     }
 
     /// Makes `cancel` fire the next command this connection runs (`killOp`).

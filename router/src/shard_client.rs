@@ -506,6 +506,7 @@ impl ShardHandle {
         }
         .map_err(status_to_error)?
         .into_inner();
+        crate::cluster_time::learn(reply.cluster_time);
         let (queued, exec) = (
             Duration::from_micros(reply.queued_us),
             Duration::from_micros(reply.exec_us),

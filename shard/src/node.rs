@@ -327,6 +327,12 @@ impl Node {
     }
 
     /// Which ticket pool a command draws from.
+    /// This member's cluster time (`proto::cluster_clock`); 0 on a node without
+    /// replication, whose writes carry no time.
+    pub fn cluster_time(&self) -> proto::cluster_clock::ClusterTime {
+        self.replica.as_ref().map_or(0, |r| r.clock.now())
+    }
+
     pub fn admission_class(name: &str) -> crate::control::admission::Class {
         use crate::control::admission::Class;
         match commands::lookup(name) {

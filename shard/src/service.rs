@@ -95,6 +95,7 @@ impl Shard for Service {
                     bson::to_vec(&e.to_document()).map_err(|e| Status::internal(e.to_string()))?;
                 return Ok(Response::new(CommandReply {
                     reply,
+                    cluster_time: self.node.cluster_time(),
                     ..Default::default()
                 }));
             }
@@ -151,6 +152,7 @@ impl Shard for Service {
             queued_us,
             exec_us: started.elapsed().as_micros() as u64,
             repl_us,
+            cluster_time: self.node.cluster_time(),
         }))
     }
 }

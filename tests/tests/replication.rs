@@ -915,9 +915,10 @@ async fn last_write(set: &TestReplicaSet, i: usize) -> (u32, u32) {
     (ts.time, ts.increment)
 }
 
-/// Every entry a primary proposes carries a cluster time (`shard/src/repl/clock.rs`):
+/// Every entry a primary proposes carries a cluster time (`proto/src/cluster_clock.rs`):
 /// members report the newest they applied, the times rise with every write, the members
-/// agree once caught up, and a new primary's times are above the old primary's.
+/// agree once caught up, a new primary's times are above the old primary's, and the
+/// `operationTime` a client gets is at or after its write's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn entries_carry_cluster_times_that_rise_across_a_failover() {
     let mut set = TestReplicaSet::start().await;
@@ -925,12 +926,21 @@ async fn entries_carry_cluster_times_that_rise_across_a_failover() {
     let client = set.client(0, "retryWrites=true").await;
     let coll = client.database("test").collection::<Document>("times");
     let mut times = Vec::new();
+    let mut session = client.start_session().await.unwrap();
     for i in 0..3 {
         coll.insert_one(doc! {"_id": i})
             .write_concern(majority())
+            .session(&mut session)
             .await
             .unwrap();
         times.push(last_write(&set, first).await);
+        // The router answers with a time at or after the write's (it follows the
+        // members' clocks).
+        let answered = session.operation_time().expect("an operationTime");
+        assert!(
+            (answered.time, answered.increment) >= times[i as usize],
+            "{answered:?} before {times:?}"
+        );
     }
     assert!(times[0].0 > 0, "{times:?}");
     assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");

@@ -67,9 +67,9 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     reply.insert("bulwarkMemberId", me.id as i64);
     let (time, term) = status.applied_time;
     if time != 0 {
-        // The cluster time of the newest applied entry (`repl::clock`), as MongoDB's
+        // The cluster time of the newest applied entry (`proto::cluster_clock`), as MongoDB's
         // members report their last write.
-        let ts = crate::repl::clock::to_bson(time);
+        let ts = proto::cluster_clock::to_bson(time);
         let date = bson::DateTime::from_millis(i64::from(ts.time) * 1000);
         reply.insert(
             "lastWrite",

@@ -18,11 +18,11 @@ use storage::{Engine, StorageError};
 use tracing::{debug, error, info, warn};
 
 use super::applier::{Applier, Waiter};
-use super::clock::{ClusterClock, ClusterTime};
 use super::log::DurableLog;
 use super::snapshot;
 use super::transport::Outbox;
 use super::{ProposeError, Status};
+use proto::cluster_clock::{ClusterClock, ClusterTime};
 
 /// One Raft tick. Elections time out after 10–20 ticks (raft-rs's defaults), so a failed
 /// primary is replaced within about 2 s.
@@ -196,7 +196,7 @@ pub struct Driver {
     /// The data members of this member's own site: a snapshot is copied from one of them
     /// when it can, rather than across sites from the primary.
     pub site_peers: Vec<u64>,
-    /// Stamps every proposal with a cluster time (`clock.rs`).
+    /// Stamps every proposal with a cluster time (`proto::cluster_clock`).
     pub clock: Arc<ClusterClock>,
     /// The cluster times (and terms) of entries handed to the applier and not yet
     /// applied, by index.

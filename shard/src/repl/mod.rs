@@ -16,7 +16,6 @@
 //! `w:"majority"` — survives the loss of any minority of members.
 
 mod applier;
-pub mod clock;
 pub mod config;
 pub mod driver;
 pub mod engine;
@@ -124,7 +123,7 @@ pub struct Status {
     pub vote_fenced: bool,
     /// The cluster time and term of the newest applied entry that has a time (0: none
     /// yet in this run).
-    pub applied_time: (clock::ClusterTime, u64),
+    pub applied_time: (proto::cluster_clock::ClusterTime, u64),
     pub updated: Instant,
 }
 
@@ -210,8 +209,8 @@ pub struct Replica {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Entries proposed here whose proposer gave up at `wtimeout` (see `Unresolved`).
     pub unresolved: Arc<Unresolved>,
-    /// The cluster clock the driver stamps proposals with (`clock.rs`).
-    pub clock: Arc<clock::ClusterClock>,
+    /// The cluster clock the driver stamps proposals with (`proto::cluster_clock`).
+    pub clock: Arc<proto::cluster_clock::ClusterClock>,
 }
 
 /// Entries whose proposer stopped waiting at its `wtimeout` and whose outcome (applied,
@@ -359,7 +358,7 @@ impl Replica {
         };
         let vote_fence =
             vote_fence::VoteFence::open(log_dir, log.created()).map_err(|e| e.to_string())?;
-        let clock = Arc::new(clock::ClusterClock::default());
+        let clock = Arc::new(proto::cluster_clock::ClusterClock::default());
         let driver = Driver {
             clock: clock.clone(),
             pending_times: Default::default(),

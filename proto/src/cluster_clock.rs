@@ -2,13 +2,16 @@
 //! `Timestamp(seconds, increment)`, packed in a `u64` (seconds high, increment low) so
 //! that it orders as a number.
 //!
-//! A primary ticks it for every entry it proposes (`Driver::propose`), so the times of a
-//! replica set's log rise with the log's order. A tick follows the wall clock's seconds
+//! A replica set's primary ticks its clock for every entry it proposes
+//! (`shard::repl::driver`), so the times of the log rise with the log's order. A tick follows the wall clock's seconds
 //! when they are ahead, and otherwise adds one to the increment, so a clock that steps
 //! back never makes time go back. Members advance their clock to every entry they append,
 //! and a new primary to the newest entry in its log, so the next term's times are above
-//! every entry that survives. Times learned from elsewhere move it forward, but not
-//! beyond `MAX_DRIFT` ahead of the wall clock, which bounds what one bad clock does.
+//! every entry that survives. Members send their time with every reply to a router
+//! (`CommandReply.cluster_time`), and a router's clock follows the newest it has heard,
+//! so the `operationTime` a client gets is at or after its writes. Times learned from
+//! elsewhere move a clock forward, but not beyond `MAX_DRIFT` ahead of the wall clock,
+//! which bounds what one bad clock does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
