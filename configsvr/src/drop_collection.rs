@@ -36,7 +36,7 @@ pub async fn recover(ctx: &Ctx, lock: &Document) -> MongoResult<()> {
 
 async fn finish(ctx: &Ctx, ns: &str) -> MongoResult<()> {
     let (db, coll) = split(ns)?;
-    for shard in ctx.shards().await? {
+    for shard in ctx.reload_shards().await? {
         match internal(&shard.handle, db, &doc! {"drop": coll}, true).await {
             Err(e) if e.code != ErrorCode::NamespaceNotFound as i32 => return Err(e),
             _ => {}

@@ -39,7 +39,7 @@ async fn finish(ctx: &Ctx, db: &str) -> MongoResult<()> {
         drop_collection::run(ctx, &ns).await?;
     }
     let version = catalog::database_primary(&ctx.config, db).await?;
-    let shards = ctx.shards().await?;
+    let shards = ctx.reload_shards().await?;
     for s in &shards {
         internal(&s.handle, db, &doc! {"dropDatabase": 1}, true).await?;
     }

@@ -41,7 +41,7 @@ impl Sweep for MoveRecovery {
 pub async fn sweep(cluster: &Cluster) -> MongoResult<usize> {
     let ask = doc! {"_shardsvrPendingMoves": 1, "olderThanMs": STALE.as_millis() as i64};
     let mut done = 0;
-    for shard in cluster.shards().await? {
+    for shard in cluster.reload_shards().await? {
         let reply = match internal(&shard.handle, "admin", &ask, false).await {
             Ok(r) => r,
             Err(e) => {

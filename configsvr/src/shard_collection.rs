@@ -59,19 +59,21 @@ pub async fn run(cluster: &Ctx, cmd: &Document) -> MongoResult<Document> {
         create_indexes(&primary.handle, db_name, coll, vec![spec.clone()]).await?;
         indexes.push(spec);
     }
-    let per_shard = match scatter::count_arg(cmd, "numInitialChunks")? {
-        Some(n) if n > 0 => {
-            let shards = cluster.shards().await?.len().max(1) as i64;
-            ((n + shards - 1) / shards) as usize
-        }
-        _ => DEFAULT_CHUNKS_PER_SHARD,
-    };
+    // Read from the catalog now: a shard added since this primary last looked (by any
+    // router) gets chunks too.
     let shards: Vec<String> = cluster
-        .shards()
+        .reload_shards()
         .await?
         .iter()
         .map(|s| s.name.clone())
         .collect();
+    let per_shard = match scatter::count_arg(cmd, "numInitialChunks")? {
+        Some(n) if n > 0 => {
+            let count = shards.len().max(1) as i64;
+            ((n + count - 1) / count) as usize
+        }
+        _ => DEFAULT_CHUNKS_PER_SHARD,
+    };
     let zones = zone_ranges(cluster, ns, &key).await?;
     let chunks = if empty && !zones.is_empty() {
         let mut zones = zones;
