@@ -92,6 +92,11 @@ impl ClusterClock {
     /// Moves the clock to `t` if it is ahead, unless `t` is too far ahead of the wall
     /// clock.
     pub fn advance(&self, t: ClusterTime) -> Result<(), TooFarAhead> {
+        // Routers call this on every member reply: most times are not ahead, and a read
+        // costs neither the wall clock nor a write to the shared line.
+        if t <= self.now() {
+            return Ok(());
+        }
         self.advance_at(t, wall_seconds())
     }
 
@@ -106,7 +111,9 @@ impl ClusterClock {
     /// Moves the clock to `t` if it is ahead, with no drift check: for times of this
     /// replica set's own log, which a primary of it assigned.
     pub fn learn(&self, t: ClusterTime) {
-        self.now.fetch_max(t, Ordering::AcqRel);
+        if t > self.now() {
+            self.now.fetch_max(t, Ordering::AcqRel);
+        }
     }
 }
 
