@@ -68,10 +68,32 @@ fn a_log_written_to_a_pipe_has_no_colour_codes() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(2));
+    // Lines are read as they come, until the first INFO line: a loaded machine may take
+    // a while to start the cluster, and the test waits for that, not for a fixed time.
+    let stderr = child.stderr.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut text = String::new();
+    while !text.contains("INFO") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match seen.recv_timeout(left) {
+            Ok(line) => text.push_str(&(line + "\n")),
+            Err(_) => break,
+        }
+    }
     child.kill().unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    child.wait().unwrap();
+    reader.join().unwrap();
+    text.extend(seen.try_iter().map(|l| l + "\n"));
+    let stderr = text;
     assert!(stderr.contains("INFO"), "no log lines: {stderr}");
     assert!(!stderr.contains('\x1b'), "{stderr}");
 }
