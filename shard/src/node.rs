@@ -738,9 +738,9 @@ fn open_member_data(dir: &Path, cache_mb: usize) -> Result<storage::WiredTigerEn
 }
 
 /// WiredTiger's codes for data it cannot make sense of: WT_ERROR (a checksum or format
-/// failure), WT_PANIC, WT_RUN_RECOVERY.
+/// failure), WT_PANIC, WT_RUN_RECOVERY, WT_TRY_SALVAGE.
 fn damaged(code: i32) -> bool {
-    matches!(code, -31802 | -31804 | -31806)
+    matches!(code, -31802 | -31804 | -31806 | -31809)
 }
 
 #[cfg(test)]

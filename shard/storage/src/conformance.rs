@@ -33,6 +33,8 @@ pub fn run_all<E: Engine>(make: &dyn Fn() -> E) {
     concurrent_writers_distinct_tables(&make());
     concurrent_writers_same_table(&make());
     drop_while_other_threads_hold_cursors(&make());
+    reads_at_a_timestamp(&make());
+    oldest_and_stable_timestamps(&make());
 }
 
 pub fn tables<E: Engine>(e: &E) {
@@ -734,6 +736,125 @@ pub fn drop_while_other_threads_hold_cursors<E: Engine>(e: &E) {
 }
 
 // --- helpers ----------------------------------------------------------------------------
+
+/// Versions at times 10, 20 and 30 over one written without a timestamp: each read at a
+/// time sees the newest version at or before it, and the untimestamped one at every time.
+pub fn reads_at_a_timestamp<E: Engine>(e: &E) {
+    e.create_table("t").unwrap();
+    put(e, "t", b"base", b"always");
+    let put_at = |key: &'static [u8], value: &'static [u8]| WriteOpRef::Put {
+        table: "t",
+        key,
+        value,
+    };
+    e.write_refs_at(&[put_at(b"a", b"1"), put_at(b"b", b"1")], 10)
+        .unwrap();
+    let delete_b = WriteOpRef::Delete {
+        table: "t",
+        key: b"b",
+    };
+    e.write_refs_at(&[put_at(b"a", b"2"), delete_b], 20)
+        .unwrap();
+    let insert_c = WriteOpRef::Insert {
+        table: "t",
+        key: b"c",
+        value: b"3",
+    };
+    e.write_refs_at(&[insert_c], 30).unwrap();
+
+    let at = |key: &[u8], t| e.get_at("t", key, t).unwrap();
+    assert_eq!(at(b"a", 5), None, "before the first version");
+    assert_eq!(at(b"a", 10).as_deref(), Some(&b"1"[..]));
+    assert_eq!(at(b"a", 15).as_deref(), Some(&b"1"[..]));
+    assert_eq!(at(b"a", 20).as_deref(), Some(&b"2"[..]));
+    assert_eq!(at(b"b", 15).as_deref(), Some(&b"1"[..]));
+    assert_eq!(at(b"b", 20), None, "deleted at 20");
+    assert_eq!(at(b"base", 1).as_deref(), Some(&b"always"[..]));
+    assert_eq!(e.get("t", b"a").unwrap().as_deref(), Some(&b"2"[..]));
+
+    let all = KeyRange::all();
+    let kv = |k: &[u8], v: &[u8]| (k.to_vec(), v.to_vec());
+    assert_eq!(
+        e.scan_at("t", &all, false, usize::MAX, 15).unwrap(),
+        vec![kv(b"a", b"1"), kv(b"b", b"1"), kv(b"base", b"always")]
+    );
+    assert_eq!(
+        e.scan_at("t", &all, true, 2, 25).unwrap(),
+        vec![kv(b"base", b"always"), kv(b"a", b"2")],
+        "reverse with a limit skips what is not visible"
+    );
+    assert_eq!(
+        e.scan_at("t", &all, false, usize::MAX, 30).unwrap().len(),
+        3
+    );
+    assert!(matches!(
+        e.get_at("missing", b"a", 10),
+        Err(StorageError::NoSuchTable(_))
+    ));
+}
+
+/// History older than oldest is refused, marks never move back, a commit behind stable
+/// fails, and a failing timestamped batch leaves nothing behind.
+pub fn oldest_and_stable_timestamps<E: Engine>(e: &E) {
+    e.create_table("t").unwrap();
+    for (t, v) in [(10, b"10"), (20, b"20"), (30, b"30")] {
+        let op = WriteOpRef::Put {
+            table: "t",
+            key: b"a",
+            value: v,
+        };
+        e.write_refs_at(&[op], t).unwrap();
+    }
+    e.set_timestamps(30, 20).unwrap();
+    let too_old = |r: crate::Result<Option<Vec<u8>>>| {
+        matches!(
+            r,
+            Err(StorageError::SnapshotTooOld {
+                read: 19,
+                oldest: 20
+            })
+        )
+    };
+    assert!(
+        too_old(e.get_at("t", b"a", 19)),
+        "history before oldest is gone"
+    );
+    assert_eq!(
+        e.get_at("t", b"a", 20).unwrap().as_deref(),
+        Some(&b"20"[..])
+    );
+    assert!(matches!(
+        e.scan_at("t", &KeyRange::all(), false, 10, 10),
+        Err(StorageError::SnapshotTooOld { .. })
+    ));
+    e.set_timestamps(25, 15).unwrap();
+    assert!(too_old(e.get_at("t", b"a", 19)), "oldest did not move back");
+
+    let op = |value: &'static [u8]| WriteOpRef::Put {
+        table: "t",
+        key: b"b",
+        value,
+    };
+    assert!(
+        e.write_refs_at(&[op(b"late")], 25).is_err(),
+        "a commit behind stable"
+    );
+    assert_eq!(e.get("t", b"b").unwrap(), None);
+    e.write_refs_at(&[op(b"ok")], 31).unwrap();
+    let clash = WriteOpRef::Insert {
+        table: "t",
+        key: b"a",
+        value: b"again",
+    };
+    assert!(matches!(
+        e.write_refs_at(&[op(b"rolled back"), clash], 40),
+        Err(StorageError::KeyExists { .. })
+    ));
+    assert_eq!(
+        e.get_at("t", b"b", 40).unwrap().as_deref(),
+        Some(&b"ok"[..])
+    );
+}
 
 fn put<E: Engine>(e: &E, table: &str, key: &[u8], value: &[u8]) {
     let mut b = WriteBatch::new();

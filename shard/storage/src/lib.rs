@@ -31,6 +31,19 @@ pub enum StorageError {
     /// Any other WiredTiger failure, with WiredTiger's own code and message.
     #[error("wiredtiger error {code}: {message}")]
     WiredTiger { code: i32, message: String },
+    /// A read at a time older than the oldest timestamp: that history is gone.
+    #[error("read at timestamp {read:#x} is older than the oldest kept history ({oldest:#x})")]
+    SnapshotTooOld { read: Timestamp, oldest: Timestamp },
+    /// The directory was written in another on-disk format (see `wt::format`).
+    #[error(
+        "the data in {dir} is in storage format \"{found}\", and this build reads \"{expected}\": \
+         start the build that wrote it, or move the directory aside so the member resyncs"
+    )]
+    Format {
+        dir: String,
+        found: String,
+        expected: String,
+    },
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]
@@ -40,6 +53,11 @@ pub enum StorageError {
     #[error("{0}")]
     Layer(Box<dyn std::error::Error + Send + Sync>),
 }
+
+/// A point in time for reads and commits: the cluster time of the replicated entry that
+/// wrote a version (`secs << 32 | increment`, the layout of BSON's Timestamp). A version
+/// written without a timestamp is visible at every time, and truncates the key's history.
+pub type Timestamp = u64;
 
 /// A range of keys. Bounds compare bytewise (the order of `[u8]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -295,6 +313,27 @@ pub trait Engine: Send + Sync + 'static {
             ops: ops.iter().map(WriteOpRef::to_owned).collect(),
         })
     }
+    /// [`Engine::get`] as of `at`: the newest version committed at or before `at`.
+    /// Fails with [`StorageError::SnapshotTooOld`] if `at` is older than the oldest
+    /// timestamp. Reading at a time later than the stable timestamp is the caller's error:
+    /// a later commit below that time would change what was read.
+    fn get_at(&self, table: &str, key: &[u8], at: Timestamp) -> Result<Option<Vec<u8>>>;
+    /// [`Engine::scan`] as of `at`, as [`Engine::get_at`].
+    fn scan_at(
+        &self,
+        table: &str,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+        at: Timestamp,
+    ) -> Result<Rows>;
+    /// [`Engine::write_refs`] committed at timestamp `commit`, which must be at or after
+    /// the stable and oldest timestamps (an error otherwise).
+    fn write_refs_at(&self, ops: &[WriteOpRef<'_>], commit: Timestamp) -> Result<()>;
+    /// Moves the stable and oldest timestamps forward: a checkpoint holds the data as of
+    /// stable, and history older than oldest may be discarded. A mark behind its current
+    /// value stays where it is, and oldest never passes stable.
+    fn set_timestamps(&self, stable: Timestamp, oldest: Timestamp) -> Result<()>;
     fn stats(&self, table: &str) -> Result<TableStats>;
     /// Makes everything written so far durable in the data files (a no-op in memory).
     fn checkpoint(&self) -> Result<()>;
@@ -325,6 +364,15 @@ pub trait Layer: Send + Sync + 'static {
     /// [`Engine::drop_table`] for this layer.
     fn drop_layered(&self, name: &str) -> Result<()> {
         self.below().drop_table(name)
+    }
+
+    /// [`Engine::write_refs_at`] for this layer. A layer decides what writing means
+    /// (replication proposes the write), and timestamped writes are the applier's, to the
+    /// engine under every layer; so by default a layer refuses them.
+    fn write_at_layered(&self, _ops: &[WriteOpRef<'_>], _commit: Timestamp) -> Result<()> {
+        Err(StorageError::Other(
+            "timestamped writes go to the engine under the layers".into(),
+        ))
     }
 }
 
@@ -361,6 +409,29 @@ impl<T: Layer> Engine for T {
 
     fn write_owned(&self, batch: WriteBatch) -> Result<()> {
         self.write_layered(batch)
+    }
+
+    fn get_at(&self, table: &str, key: &[u8], at: Timestamp) -> Result<Option<Vec<u8>>> {
+        self.below().get_at(table, key, at)
+    }
+
+    fn scan_at(
+        &self,
+        table: &str,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+        at: Timestamp,
+    ) -> Result<Rows> {
+        self.below().scan_at(table, range, reverse, limit, at)
+    }
+
+    fn write_refs_at(&self, ops: &[WriteOpRef<'_>], commit: Timestamp) -> Result<()> {
+        self.write_at_layered(ops, commit)
+    }
+
+    fn set_timestamps(&self, stable: Timestamp, oldest: Timestamp) -> Result<()> {
+        self.below().set_timestamps(stable, oldest)
     }
 
     fn stats(&self, table: &str) -> Result<TableStats> {

@@ -1,4 +1,5 @@
-//! The in-memory engine: one `BTreeMap` per table behind a single `RwLock`.
+//! The in-memory engine: one `BTreeMap` per table behind a single `RwLock`, with every
+//! key's timestamped versions.
 //!
 //! It is the reference behaviour for the conformance suite and the engine of unit tests,
 //! not a performance path, so one lock for everything is fine.
@@ -8,95 +9,103 @@ use std::ops::Bound;
 
 use parking_lot::RwLock;
 
-use crate::{Engine, ExportSink, KeyRange, Result, StorageError, TableStats, WriteBatch, WriteOp};
+use crate::{
+    Engine, ExportSink, KeyRange, Result, Rows, StorageError, TableStats, Timestamp, WriteBatch,
+    WriteOp, WriteOpRef,
+};
 
-type Table = BTreeMap<Vec<u8>, Vec<u8>>;
-/// (table, key, value before the op) for restoring a failed batch.
-type Undo<'a> = (&'a str, &'a [u8], Option<Vec<u8>>);
+/// A key's versions, oldest first: the commit timestamp and the value (`None`: deleted).
+/// A write without a timestamp replaces the whole history with one version at time 0.
+type Versions = Vec<(Timestamp, Option<Vec<u8>>)>;
+type Table = BTreeMap<Vec<u8>, Versions>;
+/// (table, key, versions before the op) for restoring a failed batch.
+type Undo<'a> = (&'a str, &'a [u8], Option<Versions>);
+
+#[derive(Default)]
+struct State {
+    tables: HashMap<String, Table>,
+    stable: Timestamp,
+    oldest: Timestamp,
+}
 
 #[derive(Default)]
 pub struct MemoryEngine {
-    tables: RwLock<HashMap<String, Table>>,
+    state: RwLock<State>,
 }
 
 impl MemoryEngine {
     pub fn new() -> Self {
         Self::default()
     }
-}
 
-impl Engine for MemoryEngine {
-    fn create_table(&self, name: &str) -> Result<()> {
-        self.tables.write().entry(name.to_owned()).or_default();
-        Ok(())
+    fn read(&self, table: &str, key: &[u8], at: Option<Timestamp>) -> Result<Option<Vec<u8>>> {
+        let state = self.state.read();
+        state.check_read(at)?;
+        let t = table_ref(&state.tables, table)?;
+        Ok(t.get(key).and_then(|v| visible(v, at)).cloned())
     }
 
-    fn drop_table(&self, name: &str) -> Result<()> {
-        self.tables.write().remove(name);
-        Ok(())
-    }
-
-    fn list_tables(&self) -> Result<Vec<String>> {
-        let mut names: Vec<String> = self.tables.read().keys().cloned().collect();
-        names.sort();
-        Ok(names)
-    }
-
-    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let tables = self.tables.read();
-        Ok(table_ref(&tables, table)?.get(key).cloned())
-    }
-
-    fn scan(
+    fn range(
         &self,
         table: &str,
         range: &KeyRange,
         reverse: bool,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let tables = self.tables.read();
-        let t = table_ref(&tables, table)?;
+        at: Option<Timestamp>,
+    ) -> Result<Rows> {
+        let state = self.state.read();
+        state.check_read(at)?;
+        let t = table_ref(&state.tables, table)?;
         if range_is_empty(range) {
             return Ok(Vec::new());
         }
         let bounds = (as_slice_bound(&range.start), as_slice_bound(&range.end));
         let iter = t.range::<[u8], _>(bounds);
-        let clone = |(k, v): (&Vec<u8>, &Vec<u8>)| (k.clone(), v.clone());
+        let row = |(k, v): (&Vec<u8>, &Versions)| visible(v, at).map(|v| (k.clone(), v.clone()));
         Ok(if reverse {
-            iter.rev().take(limit).map(clone).collect()
+            iter.rev().filter_map(row).take(limit).collect()
         } else {
-            iter.take(limit).map(clone).collect()
+            iter.filter_map(row).take(limit).collect()
         })
     }
 
-    fn write(&self, batch: &WriteBatch) -> Result<()> {
-        let mut tables = self.tables.write();
+    fn write_at<'a>(
+        &self,
+        ops: impl Iterator<Item = WriteOpRef<'a>>,
+        commit: Option<Timestamp>,
+    ) -> Result<()> {
+        let mut state = self.state.write();
+        if let Some(c) = commit {
+            state.check_commit(c)?;
+        }
         // Apply in place and keep an undo log, so a failing op restores every earlier one.
-        let mut undo: Vec<Undo<'_>> = Vec::with_capacity(batch.ops.len());
+        let mut undo: Vec<Undo<'a>> = Vec::new();
         let mut outcome = Ok(());
-        for op in &batch.ops {
-            let Some(t) = tables.get_mut(op.table()) else {
+        for op in ops {
+            let Some(t) = state.tables.get_mut(op.table()) else {
                 outcome = Err(StorageError::NoSuchTable(op.table().to_owned()));
                 break;
             };
-            let (key, previous) = match op {
-                WriteOp::Put { key, value, .. } => (key, t.insert(key.clone(), value.clone())),
-                WriteOp::Insert { table, key, value } => {
-                    if t.contains_key(key) {
+            let (key, value) = match op {
+                WriteOpRef::Put { key, value, .. } => (key, Some(value)),
+                WriteOpRef::Insert { table, key, value } => {
+                    if t.get(key).and_then(|v| visible(v, None)).is_some() {
                         outcome = Err(StorageError::KeyExists {
-                            table: table.clone(),
+                            table: table.to_owned(),
                         });
                         break;
                     }
-                    (key, t.insert(key.clone(), value.clone()))
+                    (key, Some(value))
                 }
-                WriteOp::Delete { key, .. } => (key, t.remove(key)),
+                WriteOpRef::Delete { key, .. } => (key, None),
             };
-            undo.push((op.table(), key, previous));
+            undo.push((op.table(), key, t.get(key).cloned()));
+            record(t, key, value, commit);
         }
         if outcome.is_err() {
             for (table, key, previous) in undo.into_iter().rev() {
-                let t = tables
+                let t = state
+                    .tables
                     .get_mut(table)
                     .expect("table existed when the op ran");
                 match previous {
@@ -107,32 +116,182 @@ impl Engine for MemoryEngine {
         }
         outcome
     }
+}
+
+impl State {
+    fn check_read(&self, at: Option<Timestamp>) -> Result<()> {
+        match at {
+            Some(read) if read < self.oldest => Err(StorageError::SnapshotTooOld {
+                read,
+                oldest: self.oldest,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// WiredTiger's rule: a commit is not older than the oldest or stable timestamp.
+    fn check_commit(&self, commit: Timestamp) -> Result<()> {
+        if commit < self.stable || commit < self.oldest {
+            return Err(StorageError::Other(format!(
+                "commit timestamp {commit:#x} is less than the stable timestamp {:#x}",
+                self.stable
+            )));
+        }
+        Ok(())
+    }
+
+    /// Forgets every version that no read at or after `oldest` can see.
+    fn trim(&mut self) {
+        let oldest = self.oldest;
+        for t in self.tables.values_mut() {
+            t.retain(|_, versions| {
+                let seen = versions.iter().rposition(|(ts, _)| *ts <= oldest);
+                if let Some(i) = seen {
+                    versions.drain(..i);
+                }
+                !(versions.len() == 1 && versions[0].1.is_none() && versions[0].0 <= oldest)
+            });
+        }
+    }
+}
+
+/// The value a read at `at` sees (`None`: the newest).
+fn visible(versions: &Versions, at: Option<Timestamp>) -> Option<&Vec<u8>> {
+    let version = match at {
+        None => versions.last(),
+        Some(at) => versions.iter().rev().find(|(ts, _)| *ts <= at),
+    };
+    version.and_then(|(_, v)| v.as_ref())
+}
+
+/// Adds a version of `key` (`None`: a delete).
+fn record(t: &mut Table, key: &[u8], value: Option<&[u8]>, commit: Option<Timestamp>) {
+    match commit {
+        Some(ts) => t
+            .entry(key.to_vec())
+            .or_default()
+            .push((ts, value.map(<[u8]>::to_vec))),
+        None => match value {
+            Some(v) => {
+                t.insert(key.to_vec(), vec![(0, Some(v.to_vec()))]);
+            }
+            None => {
+                t.remove(key);
+            }
+        },
+    }
+}
+
+impl Engine for MemoryEngine {
+    fn create_table(&self, name: &str) -> Result<()> {
+        self.state
+            .write()
+            .tables
+            .entry(name.to_owned())
+            .or_default();
+        Ok(())
+    }
+
+    fn drop_table(&self, name: &str) -> Result<()> {
+        self.state.write().tables.remove(name);
+        Ok(())
+    }
+
+    fn list_tables(&self) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self.state.read().tables.keys().cloned().collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.read(table, key, None)
+    }
+
+    fn scan(
+        &self,
+        table: &str,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.range(table, range, reverse, limit, None)
+    }
+
+    fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.write_at(batch.ops.iter().map(WriteOp::as_ref), None)
+    }
+
+    fn write_refs(&self, ops: &[WriteOpRef<'_>]) -> Result<()> {
+        self.write_at(ops.iter().copied(), None)
+    }
+
+    fn get_at(&self, table: &str, key: &[u8], at: Timestamp) -> Result<Option<Vec<u8>>> {
+        self.read(table, key, Some(at))
+    }
+
+    fn scan_at(
+        &self,
+        table: &str,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+        at: Timestamp,
+    ) -> Result<Rows> {
+        self.range(table, range, reverse, limit, Some(at))
+    }
+
+    fn write_refs_at(&self, ops: &[WriteOpRef<'_>], commit: Timestamp) -> Result<()> {
+        self.write_at(ops.iter().copied(), Some(commit))
+    }
+
+    fn set_timestamps(&self, stable: Timestamp, oldest: Timestamp) -> Result<()> {
+        let mut state = self.state.write();
+        state.stable = state.stable.max(stable);
+        let oldest = oldest.min(state.stable).max(state.oldest);
+        if oldest != state.oldest {
+            state.oldest = oldest;
+            state.trim();
+        }
+        Ok(())
+    }
 
     fn stats(&self, table: &str) -> Result<TableStats> {
-        let tables = self.tables.read();
-        let t = table_ref(&tables, table)?;
-        Ok(TableStats {
-            entries: t.len() as u64,
-            bytes: t.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum(),
-        })
+        let state = self.state.read();
+        let t = table_ref(&state.tables, table)?;
+        let mut stats = TableStats::default();
+        for (k, versions) in t {
+            if let Some(v) = visible(versions, None) {
+                stats.entries += 1;
+                stats.bytes += (k.len() + v.len()) as u64;
+            }
+        }
+        Ok(stats)
     }
 
     fn checkpoint(&self) -> Result<()> {
         Ok(())
     }
 
-    /// Copies everything under the read lock (one instant), then hands it out in pages.
+    /// Copies the newest values under the read lock (one instant), then hands them out in
+    /// pages.
     fn export(&self, page_bytes: usize, sink: &mut ExportSink<'_>) -> Result<()> {
-        let mut copy: Vec<(String, Table)> = self
-            .tables
+        let mut copy: Vec<(String, Rows)> = self
+            .state
             .read()
+            .tables
             .iter()
-            .map(|(name, t)| (name.clone(), t.clone()))
+            .map(|(name, t)| {
+                let rows = t
+                    .iter()
+                    .filter_map(|(k, v)| visible(v, None).map(|v| (k.clone(), v.clone())))
+                    .collect();
+                (name.clone(), rows)
+            })
             .collect();
         copy.sort_by(|a, b| a.0.cmp(&b.0));
-        for (name, table) in copy {
+        for (name, rows) in copy {
             let (mut page, mut bytes, mut sent) = (Vec::new(), 0, false);
-            for (k, v) in table {
+            for (k, v) in rows {
                 bytes += k.len() + v.len();
                 page.push((k, v));
                 if bytes >= page_bytes {

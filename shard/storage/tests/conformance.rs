@@ -4,7 +4,8 @@ use std::path::Path;
 
 use storage::conformance;
 use storage::{
-    Engine, KeyRange, Layer, MemoryEngine, TableStats, WiredTigerEngine, WriteBatch, WtOptions,
+    Engine, KeyRange, Layer, MemoryEngine, TableStats, Timestamp, WiredTigerEngine, WriteBatch,
+    WriteOpRef, WtOptions,
 };
 
 /// A WiredTiger engine in its own temporary directory, deleted after the engine closes.
@@ -23,6 +24,10 @@ fn temp_wt() -> TempWt {
 impl Layer for TempWt {
     fn below(&self) -> &dyn Engine {
         &self.engine
+    }
+
+    fn write_at_layered(&self, ops: &[WriteOpRef<'_>], commit: Timestamp) -> storage::Result<()> {
+        self.engine.write_refs_at(ops, commit)
     }
 }
 

@@ -31,6 +31,7 @@ impl Code {
     pub const NOTFOUND: Code = Code(sys::WT_NOTFOUND);
     pub const EBUSY: Code = Code(libc_errno::EBUSY);
     pub const ENOENT: Code = Code(libc_errno::ENOENT);
+    pub const EINVAL: Code = Code(libc_errno::EINVAL);
 
     pub fn message(self) -> String {
         // SAFETY: wiredtiger_strerror accepts any code and returns a pointer to a static,
@@ -41,10 +42,11 @@ impl Code {
     }
 }
 
-/// The two POSIX codes we branch on; spelled out to avoid a libc dependency.
+/// The POSIX codes we branch on; spelled out to avoid a libc dependency.
 mod libc_errno {
     pub const ENOENT: i32 = 2;
     pub const EBUSY: i32 = 16;
+    pub const EINVAL: i32 = 22;
 }
 
 pub type WtResult<T> = std::result::Result<T, Code>;
@@ -175,6 +177,34 @@ impl Connection {
         })
     }
 
+    /// `set_timestamp`, e.g. `oldest_timestamp=1a,stable_timestamp=2b` (hex).
+    pub fn set_timestamp(&self, config: &CStr) -> WtResult<()> {
+        // SAFETY: the connection is open (we own it); set_timestamp is thread-safe.
+        unsafe {
+            let c = self.ptr.as_ptr();
+            check(method!(c, set_timestamp)(c, config.as_ptr()))
+        }
+    }
+
+    /// `query_timestamp` with `get=<which>`; 0 when WiredTiger has none to report.
+    pub fn query_timestamp(&self, which: &str) -> WtResult<u64> {
+        let config = cstring(&format!("get={which}"));
+        // Room for a 64-bit timestamp in hex and its NUL (WT_TS_HEX_STRING_SIZE).
+        let mut hex = [0 as c_char; 2 * 8 + 1 + 7];
+        // SAFETY: as in `set_timestamp`; `hex` is larger than WiredTiger ever writes.
+        unsafe {
+            let c = self.ptr.as_ptr();
+            check(method!(c, query_timestamp)(
+                c,
+                hex.as_mut_ptr(),
+                config.as_ptr(),
+            ))?;
+        }
+        // SAFETY: WiredTiger wrote a NUL-terminated string into the zeroed buffer.
+        let text = unsafe { CStr::from_ptr(hex.as_ptr()) }.to_string_lossy();
+        Ok(u64::from_str_radix(&text, 16).unwrap_or(0))
+    }
+
     pub fn open_session(&self, config: &str) -> WtResult<Session> {
         let config = cstring(config);
         let mut session: *mut sys::WT_SESSION = ptr::null_mut();
@@ -266,6 +296,26 @@ impl Session {
         unsafe {
             let s = self.ptr.as_ptr();
             check(method!(s, commit_transaction)(s, ptr::null()))
+        }
+    }
+
+    /// `begin_transaction` with a configuration, e.g. `read_timestamp=1a` (hex).
+    #[inline]
+    pub fn begin_with(&mut self, config: &CStr) -> WtResult<()> {
+        // SAFETY: as in `create`.
+        unsafe {
+            let s = self.ptr.as_ptr();
+            check(method!(s, begin_transaction)(s, config.as_ptr()))
+        }
+    }
+
+    /// `commit_transaction` with a configuration, e.g. `commit_timestamp=1a` (hex).
+    #[inline]
+    pub fn commit_with(&mut self, config: &CStr) -> WtResult<()> {
+        // SAFETY: as in `commit`.
+        unsafe {
+            let s = self.ptr.as_ptr();
+            check(method!(s, commit_transaction)(s, config.as_ptr()))
         }
     }
 

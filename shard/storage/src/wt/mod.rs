@@ -14,6 +14,8 @@
 //! single writer, and two writers of one key conflict).
 
 mod ffi;
+pub mod format;
+mod timestamps;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -27,10 +29,11 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 
 use crate::{
-    Engine, ExportSink, KeyRange, Result, Rows, StorageError, TableStats, WriteBatch, WriteOp,
-    WriteOpRef,
+    Engine, ExportSink, KeyRange, Result, Rows, StorageError, TableStats, Timestamp, WriteBatch,
+    WriteOp, WriteOpRef,
 };
 pub(crate) use ffi::{Code, Connection, Cursor, Session};
+use timestamps::{Marks, TsConfig};
 
 /// How often the background thread checkpoints unless told otherwise.
 pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(30);
@@ -95,6 +98,8 @@ struct Inner {
     slots: Mutex<Vec<Arc<SessionSlot>>>,
     /// Serializes create/drop and guards the session they use.
     ddl: Mutex<Session>,
+    /// The stable and oldest timestamps last set on `conn`.
+    marks: Marks,
     /// Dropped after every session above is closed.
     conn: Connection,
     /// Declared after `conn`, so it is gone only once the connection is closed (see
@@ -193,6 +198,7 @@ impl WiredTigerEngine {
     ) -> Result<Self> {
         // wiredtiger_open fails with a misleading salvage message on a missing directory.
         std::fs::create_dir_all(dir)?;
+        format::check_or_record(dir)?;
         let conn = Connection::open(dir, &options.config_string())
             .map_err(|c| wt_error(c, "wiredtiger_open"))?;
         let mut ddl = data_session(&conn)?;
@@ -204,6 +210,7 @@ impl WiredTigerEngine {
             id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
             slots: Mutex::new(Vec::new()),
             ddl: Mutex::new(ddl),
+            marks: Marks::recovered(&conn),
             conn,
             open: Arc::new(()),
         });
@@ -411,8 +418,14 @@ impl TableOps<'_> {
         }
     }
 
-    /// Auto-commit point read (no explicit transaction: one search is atomic anyway).
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    /// Auto-commit point read (no explicit transaction: one search is atomic anyway),
+    /// or a read in a transaction at `at`.
+    fn get(&mut self, key: &[u8], at: Option<Timestamp>) -> Result<Option<Vec<u8>>> {
+        if at.is_some() {
+            return self.in_snapshot(at, |c, keys| {
+                Ok(c.search(keys.encode(key))?.map(<[u8]>::to_vec))
+            });
+        }
         let c = &mut self.cursors.main;
         let k = self.keys.encode(key);
         // Even an auto-commit read can be picked as an eviction victim.
@@ -425,11 +438,12 @@ impl TableOps<'_> {
         r
     }
 
-    /// Runs `read` over the main cursor inside one snapshot transaction, retried on
-    /// rollback. Read-only, so the transaction ends with a (cheap) rollback, which also
-    /// resets the cursor.
+    /// Runs `read` over the main cursor inside one snapshot transaction (reading as of
+    /// `at` if given), retried on rollback. Read-only, so the transaction ends with a
+    /// (cheap) rollback, which also resets the cursor.
     fn in_snapshot<R>(
         &mut self,
+        at: Option<Timestamp>,
         mut read: impl FnMut(&mut Cursor, &mut KeyBuf) -> ffi::WtResult<R>,
     ) -> Result<R> {
         let TableOps {
@@ -438,10 +452,19 @@ impl TableOps<'_> {
             session,
             ..
         } = self;
+        let config = at.map(|t| TsConfig::new(&[("read_timestamp", t)]));
         retry_on_rollback(|| {
-            session
-                .begin()
-                .map_err(|e| OpError::wt(e, "begin_transaction"))?;
+            match &config {
+                Some(c) => session.begin_with(c.as_cstr()),
+                None => session.begin(),
+            }
+            .map_err(|e| match (e, at) {
+                // The oldest timestamp moved past `at` since the caller checked it.
+                (Code::EINVAL, Some(read)) => {
+                    OpError::Final(StorageError::SnapshotTooOld { read, oldest: 0 })
+                }
+                _ => OpError::wt(e, "begin_transaction"),
+            })?;
             let r = read(&mut cursors.main, keys);
             let end = session.rollback();
             let out = r.map_err(|e| OpError::wt(e, "read"))?;
@@ -494,9 +517,14 @@ fn retry_on_rollback<R>(mut attempt: impl FnMut() -> std::result::Result<R, OpEr
 }
 
 impl WiredTigerEngine {
-    /// Applies `ops` in one transaction, from the start again if WiredTiger rolls it back
-    /// (so they are an iterator that can be cloned).
-    fn write_ops<'a>(&self, ops: impl Iterator<Item = WriteOpRef<'a>> + Clone) -> Result<()> {
+    /// Applies `ops` in one transaction, committed at `commit` if given, from the start
+    /// again if WiredTiger rolls it back (so they are an iterator that can be cloned).
+    fn write_ops<'a>(
+        &self,
+        ops: impl Iterator<Item = WriteOpRef<'a>> + Clone,
+        commit: Option<Timestamp>,
+    ) -> Result<()> {
+        let config = commit.map(|t| TsConfig::new(&[("commit_timestamp", t)]));
         let mut ops = ops.peekable();
         if ops.peek().is_none() {
             return Ok(());
@@ -508,10 +536,11 @@ impl WiredTigerEngine {
                     .map_err(|e| OpError::wt(e, "begin_transaction"))?;
                 match st.apply(ops.clone()) {
                     // A failed commit has already rolled back; WT_ROLLBACK retries.
-                    Ok(()) => st
-                        .session
-                        .commit()
-                        .map_err(|e| OpError::wt(e, "commit_transaction")),
+                    Ok(()) => match &config {
+                        Some(c) => st.session.commit_with(c.as_cstr()),
+                        None => st.session.commit(),
+                    }
+                    .map_err(|e| OpError::wt(e, "commit_transaction")),
                     Err(e) => {
                         if let Err(code) = st.session.rollback() {
                             return Err(OpError::Final(wt_error(code, "rollback_transaction")));
@@ -521,6 +550,36 @@ impl WiredTigerEngine {
                 }
             })
         })
+    }
+}
+
+impl WiredTigerEngine {
+    fn scan_maybe_at(
+        &self,
+        table: &str,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+        at: Option<Timestamp>,
+    ) -> Result<Rows> {
+        self.inner.with_session(|st| {
+            let mut t = st.table(table)?; // reports a missing table even for limit 0
+            if limit == 0 {
+                return Ok(Vec::new());
+            }
+            t.in_snapshot(at, |c, keys| scan_cursor(c, keys, range, reverse, limit))
+        })
+    }
+
+    /// Names the oldest timestamp in a too-old error raised inside a read.
+    fn too_old(&self, e: StorageError) -> StorageError {
+        match e {
+            StorageError::SnapshotTooOld { read, .. } => StorageError::SnapshotTooOld {
+                read,
+                oldest: self.inner.marks.oldest(),
+            },
+            e => e,
+        }
     }
 }
 
@@ -563,7 +622,8 @@ impl Engine for WiredTigerEngine {
     }
 
     fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.with_session(|st| st.table(table)?.get(key))
+        self.inner
+            .with_session(|st| st.table(table)?.get(key, None))
     }
 
     fn scan(
@@ -573,21 +633,43 @@ impl Engine for WiredTigerEngine {
         reverse: bool,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.with_session(|st| {
-            let mut t = st.table(table)?; // reports a missing table even for limit 0
-            if limit == 0 {
-                return Ok(Vec::new());
-            }
-            t.in_snapshot(|c, keys| scan_cursor(c, keys, range, reverse, limit))
-        })
+        self.scan_maybe_at(table, range, reverse, limit, None)
     }
 
     fn write(&self, batch: &WriteBatch) -> Result<()> {
-        self.write_ops(batch.ops.iter().map(WriteOp::as_ref))
+        self.write_ops(batch.ops.iter().map(WriteOp::as_ref), None)
     }
 
     fn write_refs(&self, ops: &[WriteOpRef<'_>]) -> Result<()> {
-        self.write_ops(ops.iter().copied())
+        self.write_ops(ops.iter().copied(), None)
+    }
+
+    fn get_at(&self, table: &str, key: &[u8], at: Timestamp) -> Result<Option<Vec<u8>>> {
+        self.inner.marks.check_read(at)?;
+        self.inner
+            .with_session(|st| st.table(table)?.get(key, Some(at)))
+            .map_err(|e| self.too_old(e))
+    }
+
+    fn scan_at(
+        &self,
+        table: &str,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+        at: Timestamp,
+    ) -> Result<Rows> {
+        self.inner.marks.check_read(at)?;
+        self.scan_maybe_at(table, range, reverse, limit, Some(at))
+            .map_err(|e| self.too_old(e))
+    }
+
+    fn write_refs_at(&self, ops: &[WriteOpRef<'_>], commit: Timestamp) -> Result<()> {
+        self.write_ops(ops.iter().copied(), Some(commit))
+    }
+
+    fn set_timestamps(&self, stable: Timestamp, oldest: Timestamp) -> Result<()> {
+        self.inner.marks.advance(&self.inner.conn, stable, oldest)
     }
 
     /// Counts with a full scan in one snapshot: exact, but O(table). WiredTiger's
@@ -596,7 +678,7 @@ impl Engine for WiredTigerEngine {
     /// shows up in a profile.
     fn stats(&self, table: &str) -> Result<TableStats> {
         self.inner.with_session(|st| {
-            st.table(table)?.in_snapshot(|c, _| {
+            st.table(table)?.in_snapshot(None, |c, _| {
                 let mut stats = TableStats::default();
                 while c.next()? {
                     let k = decode_key(c.key()?).len();
