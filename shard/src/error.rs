@@ -41,10 +41,18 @@ pub fn storage_to_mongo(e: storage::StorageError) -> wire::MongoError {
         storage::StorageError::Io(io) if io.raw_os_error() == Some(ENOSPC) => {
             wire::MongoError::new(wire::ErrorCode::OutOfDiskSpace, io.to_string())
         }
+        storage::StorageError::WiredTiger {
+            code: WT_ROLLBACK, ..
+        } => wire::MongoError::new(wire::ErrorCode::WriteConflict, e.to_string()),
+        storage::StorageError::SnapshotTooOld { .. } => {
+            wire::MongoError::new(wire::ErrorCode::SnapshotTooOld, e.to_string())
+        }
         e => wire::MongoError::internal(format!("storage error: {e}")),
     }
 }
 
+/// WiredTiger's `WT_ROLLBACK`, which reaches a command only once retrying gave up.
+const WT_ROLLBACK: i32 = -31800;
 /// WiredTiger's `WT_PANIC`.
 const WT_PANIC: i32 = -31804;
 /// No space left on device (Linux), as WiredTiger and the log report it.

@@ -78,6 +78,7 @@ impl MemoryEngine {
         if let Some(c) = commit {
             state.check_commit(c)?;
         }
+        let oldest = state.oldest;
         // Apply in place and keep an undo log, so a failing op restores every earlier one.
         let mut undo: Vec<Undo<'a>> = Vec::new();
         let mut outcome = Ok(());
@@ -100,7 +101,7 @@ impl MemoryEngine {
                 WriteOpRef::Delete { key, .. } => (key, None),
             };
             undo.push((op.table(), key, t.get(key).cloned()));
-            record(t, key, value, commit);
+            record(t, key, value, commit, oldest);
         }
         if outcome.is_err() {
             for (table, key, previous) in undo.into_iter().rev() {
@@ -139,19 +140,14 @@ impl State {
         }
         Ok(())
     }
+}
 
-    /// Forgets every version that no read at or after `oldest` can see.
-    fn trim(&mut self) {
-        let oldest = self.oldest;
-        for t in self.tables.values_mut() {
-            t.retain(|_, versions| {
-                let seen = versions.iter().rposition(|(ts, _)| *ts <= oldest);
-                if let Some(i) = seen {
-                    versions.drain(..i);
-                }
-                !(versions.len() == 1 && versions[0].1.is_none() && versions[0].0 <= oldest)
-            });
-        }
+/// Forgets the versions of one key that no read at or after `oldest` can see. Done as a
+/// key is written rather than over every table when oldest moves, which the applier does
+/// after every batch.
+fn trim(versions: &mut Versions, oldest: Timestamp) {
+    if let Some(i) = versions.iter().rposition(|(ts, _)| *ts <= oldest) {
+        versions.drain(..i);
     }
 }
 
@@ -165,12 +161,19 @@ fn visible(versions: &Versions, at: Option<Timestamp>) -> Option<&Vec<u8>> {
 }
 
 /// Adds a version of `key` (`None`: a delete).
-fn record(t: &mut Table, key: &[u8], value: Option<&[u8]>, commit: Option<Timestamp>) {
+fn record(
+    t: &mut Table,
+    key: &[u8],
+    value: Option<&[u8]>,
+    commit: Option<Timestamp>,
+    oldest: Timestamp,
+) {
     match commit {
-        Some(ts) => t
-            .entry(key.to_vec())
-            .or_default()
-            .push((ts, value.map(<[u8]>::to_vec))),
+        Some(ts) => {
+            let versions = t.entry(key.to_vec()).or_default();
+            trim(versions, oldest);
+            versions.push((ts, value.map(<[u8]>::to_vec)));
+        }
         None => match value {
             Some(v) => {
                 t.insert(key.to_vec(), vec![(0, Some(v.to_vec()))]);
@@ -247,11 +250,7 @@ impl Engine for MemoryEngine {
     fn set_timestamps(&self, stable: Timestamp, oldest: Timestamp) -> Result<()> {
         let mut state = self.state.write();
         state.stable = state.stable.max(stable);
-        let oldest = oldest.min(state.stable).max(state.oldest);
-        if oldest != state.oldest {
-            state.oldest = oldest;
-            state.trim();
-        }
+        state.oldest = oldest.min(state.stable).max(state.oldest);
         Ok(())
     }
 

@@ -35,6 +35,11 @@ use crate::{
 pub(crate) use ffi::{Code, Connection, Cursor, Session};
 use timestamps::{Marks, TsConfig};
 
+/// How long a transaction WiredTiger keeps rolling back is retried before its caller
+/// hears of it: a transaction larger than the cache can hold would otherwise be retried
+/// for ever.
+const ROLLBACK_GIVE_UP: Duration = Duration::from_secs(60);
+
 /// How often the background thread checkpoints unless told otherwise.
 pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -66,10 +71,15 @@ impl Default for WtOptions {
 
 impl WtOptions {
     /// The `wiredtiger_open` configuration string.
+    /// The dirty and update triggers are raised from WiredTiger 10's defaults (20% and
+    /// 10% of the cache): one write batch may hold 16 MiB of documents, and with a small
+    /// cache a transaction whose own updates pass the update trigger is rolled back for
+    /// eviction every time it is retried.
     pub fn config_string(&self) -> String {
         format!(
             "create,cache_size={}M,log=(enabled={}),transaction_sync=(enabled={},method=fsync),\
-             session_max=1024,statistics=({})",
+             session_max=1024,statistics=({}),eviction_dirty_trigger=70,\
+             eviction_updates_trigger=60",
             self.cache_mb.max(1),
             self.log,
             self.log && self.sync,
@@ -496,10 +506,21 @@ impl OpError {
 fn retry_on_rollback<R>(mut attempt: impl FnMut() -> std::result::Result<R, OpError>) -> Result<R> {
     let mut backoff = Duration::from_micros(10);
     let mut tries: u64 = 0;
+    let started = std::time::Instant::now();
     loop {
         match attempt() {
             Ok(r) => return Ok(r),
             Err(OpError::Final(e)) => return Err(e),
+            Err(OpError::Retry) if started.elapsed() > ROLLBACK_GIVE_UP => {
+                return Err(StorageError::WiredTiger {
+                    code: Code::ROLLBACK.0,
+                    message: format!(
+                        "the transaction was rolled back {tries} times in {}s: it may need \
+                         more of the cache than WiredTiger can give it",
+                        ROLLBACK_GIVE_UP.as_secs()
+                    ),
+                })
+            }
             Err(OpError::Retry) => {
                 tries += 1;
                 if tries >= 1024 && tries.is_power_of_two() {
