@@ -12,17 +12,26 @@
 //!
 //! Each entry is applied with the applied index in the same WiredTiger transaction, so a
 //! crash at any point leaves the data at exactly one applied index.
+//!
+//! An entry that carries a cluster time commits at that timestamp, and times rise with
+//! the log, so WiredTiger holds every applied state by time. After each batch the stable
+//! timestamp moves to the last applied entry's time (everything applied is committed by
+//! a majority, so nothing stable is ever rolled back) and the oldest timestamp to
+//! `history_window_secs` before it. Stable moves before the batch is reported applied:
+//! the compactor checkpoints (as of stable) only up to what it was told is applied, so
+//! the checkpoint covers every entry it removes from the log.
 
 use std::sync::mpsc::{channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
+use proto::cluster_clock::ClusterTime;
 use raft::eraftpb::{Entry, EntryType};
-use storage::{Engine, StorageError, WriteBatch, WriteOpRef};
+use storage::{Engine, StorageError, WriteOpRef};
 use tracing::error;
 
-use super::driver::Event;
+use super::driver::{entry_time, Event};
 use super::entry::OplogEntryRef;
 use super::{snapshot, ProposeError, APPLIED_KEY, REPL_TABLE};
 
@@ -67,17 +76,20 @@ struct Context {
     /// The last entry the log held when the member started. Up to it, entries may be
     /// replayed over tables that are already gone (see `write_replayed`).
     replay_until: u64,
+    /// How far the oldest timestamp trails stable, as a cluster-time difference.
+    history: ClusterTime,
 }
 
 impl Applier {
     /// Starts the thread; `applied` is the index the data holds now, `replay_until` the
-    /// last entry in the log at start.
+    /// last entry in the log at start, `history_secs` the history window.
     pub fn start(
         name: String,
         engine: Arc<dyn Engine>,
         on_catalog_change: Arc<dyn Fn() + Send + Sync>,
         events: Sender<Event>,
         (applied, replay_until): (u64, u64),
+        history_secs: u64,
     ) -> std::io::Result<Applier> {
         let progress = Arc::new(Progress::default());
         progress.state.lock().applied = applied;
@@ -87,6 +99,7 @@ impl Applier {
             on_catalog_change,
             events,
             replay_until,
+            history: history_secs.min(u64::from(u32::MAX)) << 32,
         };
         let shared = progress.clone();
         let thread = std::thread::Builder::new()
@@ -163,24 +176,25 @@ fn run(ctx: Context, jobs: Receiver<Job>, progress: &Progress) {
     let _ended = Ended(progress);
     while let Ok(job) = jobs.recv() {
         let mut last = None;
+        let mut newest_time = None;
         let mut waiters = job.waiters.into_iter().peekable();
         for e in job.entries {
             let index = e.index;
             let result = match apply_entry(&ctx, &e) {
                 Ok(r) => r,
-                Err(err) => {
-                    error!(index, error = %err, "applying a committed entry failed");
-                    let why = err.to_string();
-                    progress.state.lock().failed = Some(why.clone());
-                    progress.changed.notify_all();
-                    let _ = ctx.events.send(Event::ApplyFailed(why));
-                    return;
-                }
+                Err(err) => return stop(&ctx, progress, index, &err),
             };
             while let Some((_, w)) = waiters.next_if(|(i, _)| *i <= index) {
                 let _ = w.try_send(result.clone().map(|()| index));
             }
             last = Some(index);
+            newest_time = entry_time(&e.context).or(newest_time);
+        }
+        if let Some(stable) = newest_time {
+            let oldest = stable.saturating_sub(ctx.history);
+            if let Err(err) = ctx.engine.set_timestamps(stable, oldest) {
+                return stop(&ctx, progress, last.unwrap_or(0), &err);
+            }
         }
         if let Some(index) = last {
             {
@@ -193,20 +207,52 @@ fn run(ctx: Context, jobs: Receiver<Job>, progress: &Progress) {
     }
 }
 
+/// Applying failed: the member must stop, and whoever waits on the applier hears why.
+fn stop(ctx: &Context, progress: &Progress, index: u64, err: &StorageError) {
+    error!(index, error = %err, "applying a committed entry failed");
+    let why = err.to_string();
+    progress.state.lock().failed = Some(why.clone());
+    progress.changed.notify_all();
+    let _ = ctx.events.send(Event::ApplyFailed(why));
+}
+
 /// Applies one committed entry. No-ops (an election's empty entry) and configuration
 /// entries only advance the applied index.
 fn apply_entry(ctx: &Context, e: &Entry) -> Result<Result<(), ProposeError>, StorageError> {
-    let (index, term) = (e.index, e.term);
+    let at = Applied {
+        index: e.index,
+        term: e.term,
+        time: entry_time(&e.context),
+    };
     if e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal {
-        write_applied(ctx.engine.as_ref(), index, term)?;
+        write_applied(ctx.engine.as_ref(), &at)?;
         return Ok(Ok(()));
     }
     let Some(op) = OplogEntryRef::decode(&e.data) else {
         return Err(StorageError::Other(format!(
-            "undecodable oplog entry {index}"
+            "undecodable oplog entry {}",
+            at.index
         )));
     };
-    apply_one(ctx, op, index, term)
+    apply_one(ctx, op, &at)
+}
+
+/// The entry being applied: where it is in the log, and its cluster time if it has one
+/// (entries of older logs, raft-rs's election no-ops and configuration entries do not).
+struct Applied {
+    index: u64,
+    term: u64,
+    time: Option<ClusterTime>,
+}
+
+impl Applied {
+    /// Writes `ops` at the entry's time.
+    fn write(&self, engine: &dyn Engine, ops: &[WriteOpRef<'_>]) -> Result<(), StorageError> {
+        match self.time {
+            Some(t) => engine.write_refs_at(ops, t),
+            None => engine.write_refs(ops),
+        }
+    }
 }
 
 /// Applies one entry with the applied index in the same transaction. A duplicate key
@@ -214,11 +260,10 @@ fn apply_entry(ctx: &Context, e: &Entry) -> Result<Result<(), ProposeError>, Sto
 fn apply_one(
     ctx: &Context,
     op: OplogEntryRef<'_>,
-    index: u64,
-    term: u64,
+    at: &Applied,
 ) -> Result<Result<(), ProposeError>, StorageError> {
     let engine = ctx.engine.as_ref();
-    let applied = snapshot::encode_applied(index, term);
+    let applied = snapshot::encode_applied(at.index, at.term);
     let catalog_changed;
     match op {
         OplogEntryRef::Write(mut ops) => {
@@ -230,10 +275,10 @@ fn apply_one(
                 key: APPLIED_KEY,
                 value: &applied,
             });
-            match write_replayed(ctx, &mut ops, index) {
+            match write_replayed(ctx, &mut ops, at) {
                 Ok(()) => {}
                 Err(StorageError::KeyExists { table }) => {
-                    write_applied(engine, index, term)?;
+                    write_applied(engine, at)?;
                     return Ok(Err(ProposeError::KeyExists(table)));
                 }
                 Err(e) => return Err(e),
@@ -242,12 +287,12 @@ fn apply_one(
         OplogEntryRef::CreateTable(t) => {
             catalog_changed = false;
             engine.create_table(t)?;
-            write_applied(engine, index, term)?;
+            write_applied(engine, at)?;
         }
         OplogEntryRef::DropTable(t) => {
             catalog_changed = false;
             engine.drop_table(t)?;
-            write_applied(engine, index, term)?;
+            write_applied(engine, at)?;
         }
     }
     if catalog_changed {
@@ -265,10 +310,11 @@ fn apply_one(
 fn write_replayed(
     ctx: &Context,
     ops: &mut Vec<WriteOpRef<'_>>,
-    index: u64,
+    at: &Applied,
 ) -> Result<(), StorageError> {
+    let index = at.index;
     loop {
-        match ctx.engine.write_refs(ops) {
+        match at.write(ctx.engine.as_ref(), ops) {
             Err(StorageError::NoSuchTable(t)) if index <= ctx.replay_until && t != REPL_TABLE => {
                 tracing::warn!(index, table = %t, "replayed entry names a table a later entry dropped: its ops there are skipped");
                 ops.retain(|o| o.table() != t);
@@ -280,14 +326,14 @@ fn write_replayed(
 
 /// Records an entry that changed no data as applied (the index, with its term, is
 /// what a snapshot of this member says it holds).
-fn write_applied(engine: &dyn Engine, index: u64, term: u64) -> Result<(), StorageError> {
-    let mut b = WriteBatch::new();
-    b.put(
-        REPL_TABLE,
-        APPLIED_KEY,
-        snapshot::encode_applied(index, term),
-    );
-    engine.write_owned(b)
+fn write_applied(engine: &dyn Engine, at: &Applied) -> Result<(), StorageError> {
+    let applied = snapshot::encode_applied(at.index, at.term);
+    let op = WriteOpRef::Put {
+        table: REPL_TABLE,
+        key: APPLIED_KEY,
+        value: &applied,
+    };
+    at.write(engine, &[op])
 }
 
 #[cfg(test)]
@@ -295,7 +341,7 @@ mod tests {
     use std::sync::mpsc::sync_channel;
     use std::time::Duration;
 
-    use storage::MemoryEngine;
+    use storage::{MemoryEngine, WriteBatch};
 
     use super::*;
     use crate::repl::entry::OplogEntry;
@@ -326,6 +372,7 @@ mod tests {
             Arc::new(|| {}),
             events,
             (10, 0),
+            300,
         )
         .unwrap();
         let (first, first_done) = sync_channel(1);
@@ -359,6 +406,69 @@ mod tests {
         applier.stop();
     }
 
+    /// An entry with a cluster time in its context (incarnation, sequence, time).
+    fn timed(index: u64, op: OplogEntry, time: ClusterTime) -> Entry {
+        let mut e = entry(index, op);
+        let context: Vec<u8> = [1u64, index, time]
+            .iter()
+            .flat_map(|n| n.to_le_bytes())
+            .collect();
+        e.context = context.into();
+        e
+    }
+
+    #[test]
+    fn entries_commit_at_their_times_and_stable_follows_the_last() {
+        let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
+        engine.create_table(REPL_TABLE).unwrap();
+        let (events, reports) = channel();
+        let secs = |s: u64| s << 32;
+        let mut applier = Applier::start(
+            "apply-test".into(),
+            engine.clone(),
+            Arc::new(|| {}),
+            events,
+            (0, 0),
+            2,
+        )
+        .unwrap();
+        let put = |v: &[u8]| {
+            let mut b = WriteBatch::new();
+            b.put("t", b"k".to_vec(), v.to_vec());
+            OplogEntry::Write(b)
+        };
+        applier.apply(
+            vec![
+                entry(1, OplogEntry::CreateTable("t".into())),
+                timed(2, put(b"first"), secs(100)),
+                timed(3, put(b"second"), secs(101)),
+                timed(4, put(b"third"), secs(103)),
+            ],
+            vec![],
+        );
+        assert_eq!(applier.wait_for(4), Ok(4));
+        assert!(matches!(
+            reports.recv_timeout(Duration::from_secs(10)),
+            Ok(Event::Applied(4))
+        ));
+        let at = |t| engine.get_at("t", b"k", t).unwrap();
+        assert_eq!(at(secs(101)).as_deref(), Some(&b"second"[..]));
+        assert_eq!(at(secs(102)).as_deref(), Some(&b"second"[..]));
+        assert_eq!(at(secs(103)).as_deref(), Some(&b"third"[..]));
+        // Oldest trails the last time by the two-second window: 100 is gone, 101 is kept.
+        assert!(matches!(
+            engine.get_at("t", b"k", secs(100)),
+            Err(StorageError::SnapshotTooOld { .. })
+        ));
+        // Stable is the last entry's time: a commit behind it is refused.
+        let late = [WriteOpRef::Delete {
+            table: "t",
+            key: b"k",
+        }];
+        assert!(engine.write_refs_at(&late, secs(102)).is_err());
+        applier.stop();
+    }
+
     /// An entry written to a table, a checkpoint before it, then the table's drop (durable
     /// at once in WiredTiger) and a crash: at restart the table is gone while the log
     /// replays the write.
@@ -373,6 +483,7 @@ mod tests {
             Arc::new(|| {}),
             events,
             (1, replay_until),
+            300,
         )
         .unwrap();
         let mut b = WriteBatch::new();
@@ -411,8 +522,15 @@ mod tests {
     fn waiting_on_a_stopped_applier_ends() {
         let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
         let (events, _reports) = channel();
-        let mut applier =
-            Applier::start("apply-test".into(), engine, Arc::new(|| {}), events, (3, 0)).unwrap();
+        let mut applier = Applier::start(
+            "apply-test".into(),
+            engine,
+            Arc::new(|| {}),
+            events,
+            (3, 0),
+            300,
+        )
+        .unwrap();
         applier.stop();
         assert_eq!(applier.wait_for(3), Ok(3));
         assert_eq!(applier.wait_for(4), Err("the applier stopped".to_string()));
@@ -422,8 +540,15 @@ mod tests {
     fn a_failed_apply_stops_it_and_says_why() {
         let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
         let (events, reports) = channel();
-        let applier =
-            Applier::start("apply-test".into(), engine, Arc::new(|| {}), events, (0, 0)).unwrap();
+        let applier = Applier::start(
+            "apply-test".into(),
+            engine,
+            Arc::new(|| {}),
+            events,
+            (0, 0),
+            300,
+        )
+        .unwrap();
         let garbage = Entry {
             index: 1,
             term: 1,

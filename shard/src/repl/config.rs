@@ -57,6 +57,11 @@ pub struct ReplConfig {
     /// files, so the log on disk exceeds `log_retain_mb` by at most about one file.
     #[serde(default = "default_segment_kb")]
     pub log_segment_kb: u64,
+    /// Seconds of history kept for reads at a past cluster time (MongoDB's
+    /// `minSnapshotHistoryWindowInSeconds`): the oldest timestamp trails the newest
+    /// applied entry's time by this much.
+    #[serde(default = "default_history_secs")]
+    pub history_window_secs: u64,
 }
 
 fn yes() -> bool {
@@ -71,6 +76,9 @@ fn default_compact_secs() -> u64 {
 fn default_segment_kb() -> u64 {
     64 * 1024
 }
+fn default_history_secs() -> u64 {
+    300
+}
 
 impl ReplConfig {
     /// A set's configuration with the default log retention and compaction interval.
@@ -83,6 +91,7 @@ impl ReplConfig {
             log_retain_mb: default_retain_mb(),
             compact_interval_secs: default_compact_secs(),
             log_segment_kb: default_segment_kb(),
+            history_window_secs: default_history_secs(),
         }
     }
 
