@@ -4,13 +4,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use bson::{doc, Document, RawDocument};
+use bson::{doc, Bson, Document, RawDocument};
 use storage::Engine;
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::catalog::Catalog;
 use crate::commands;
 use crate::control::deadline::Deadline;
+use crate::control::snapshot_read;
 use crate::error::ShardError;
 use crate::execution::cursor::Cursors;
 use crate::repl::engine::ReplicatedEngine;
@@ -55,6 +56,8 @@ pub struct Node {
 struct Routing {
     shard_version: Option<crate::catalog::shard_version::Routed>,
     db_version: Option<i64>,
+    /// When a snapshot read reads (`control::snapshot_read`).
+    read_at: Option<storage::Timestamp>,
 }
 
 /// Writes that check the database's placement again under their collection's write lock
@@ -101,9 +104,25 @@ pub struct Ctx<'a> {
     /// The version of the database's primary shard a router routed the command with
     /// (`databaseVersion`, see `db_placement`).
     pub db_version: Option<i64>,
+    /// The cluster time a snapshot read reads at (`engine` reads as of it already).
+    pub read_at: Option<storage::Timestamp>,
 }
 
 impl Ctx<'_> {
+    /// A cursor that goes on reading at the snapshot read's time across `getMore`s.
+    pub fn at_time(
+        &self,
+        source: Box<dyn crate::execution::cursor::CursorSource>,
+    ) -> Box<dyn crate::execution::cursor::CursorSource> {
+        match self.read_at {
+            Some(at) => Box::new(crate::execution::cursor::AtTime {
+                source,
+                engine: storage::AsOf::new(self.node.engine.clone(), at),
+            }),
+            None => source,
+        }
+    }
+
     /// A command's `allowDiskUse`, with where this node spills.
     pub fn disk_use(&self, allowed: bool) -> crate::execution::spill::DiskUse {
         crate::execution::spill::DiskUse {
@@ -390,13 +409,14 @@ impl Node {
         }
         let run = || {
             crate::error::contain_panic(name, || {
-                self.read_concern(cmd, spec.writes, deadline)?;
+                let read_at = self.read_concern(name, cmd, spec.writes, deadline)?;
                 if !spec.writes {
                     self.await_timed_out_writes(&deadline)?;
                 }
                 let routed = Routing {
                     shard_version: crate::catalog::shard_version::received(cmd)?,
                     db_version: crate::catalog::db_placement::received(cmd)?,
+                    read_at,
                 };
                 // Routed to the database's primary shard: run only if this is it. DDL holds
                 // the database's DDL lock, so a move's critical section sees every collection.
@@ -489,10 +509,33 @@ impl Node {
     /// (`Replica::catch_up`), so a secondary read sees every write its client saw
     /// acknowledged. Otherwise nothing is needed: a member applies only majority-committed
     /// entries, so `local` and `available` reads already return majority-committed data.
-    fn read_concern(&self, cmd: &Document, writes: bool, deadline: Deadline) -> MongoResult<()> {
+    /// Waits as the command's read concern asks; returns the time a snapshot read reads at.
+    fn read_concern(
+        &self,
+        name: &str,
+        cmd: &Document,
+        writes: bool,
+        deadline: Deadline,
+    ) -> MongoResult<Option<storage::Timestamp>> {
         let Ok(rc) = cmd.get_document("readConcern") else {
-            return Ok(());
+            return Ok(None);
         };
+        if snapshot_read::requested(rc) {
+            let limit = deadline
+                .0
+                .map(|t| t.saturating_duration_since(Instant::now()));
+            return snapshot_read::time(self.replica.as_deref(), name, rc, limit).map(Some);
+        }
+        self.wait_for_read_concern(rc, writes, deadline)
+            .map(|()| None)
+    }
+
+    fn wait_for_read_concern(
+        &self,
+        rc: &Document,
+        writes: bool,
+        deadline: Deadline,
+    ) -> MongoResult<()> {
         let linearizable = rc.get_str("level").ok() == Some("linearizable");
         let causal = rc.contains_key("afterClusterTime");
         let Some(replica) = self.replica.as_ref().filter(|_| linearizable || causal) else {
@@ -503,6 +546,9 @@ impl Node {
                 ErrorCode::InvalidOptions,
                 "linearizable read concern is only valid for reads",
             ));
+        }
+        if !linearizable && applied_since(rc, replica) {
+            return Ok(());
         }
         let limit = deadline
             .0
@@ -540,16 +586,23 @@ impl Node {
         routed: Routing,
         handler: commands::Handler,
     ) -> MongoResult<Document> {
+        let as_of = routed
+            .read_at
+            .map(|at| storage::AsOf::new(self.engine.clone(), at));
         let ctx = Ctx {
             node: self,
             db,
             deadline,
-            engine: self.engine.as_ref(),
+            engine: match &as_of {
+                Some(view) => view,
+                None => self.engine.as_ref(),
+            },
             retry: None,
             raw_documents,
             stmt_ids: None,
             shard_version: routed.shard_version,
             db_version: routed.db_version,
+            read_at: routed.read_at,
         };
         let name = cmd.keys().next().map(String::as_str).unwrap_or_default();
         let session = match (cmd.get_document("lsid"), cmd.get("txnNumber")) {
@@ -564,7 +617,11 @@ impl Node {
             _ => None,
         };
         let Some((lsid, txn)) = session else {
-            return handler(&ctx, cmd);
+            let mut reply = handler(&ctx, cmd)?;
+            if let Some(at) = routed.read_at {
+                snapshot_read::stamp(&mut reply, at);
+            }
+            return Ok(reply);
         };
         self.sessions.with(lsid, || {
             let coll = cmd.get_str(name).unwrap_or_default();
@@ -695,6 +752,19 @@ impl Node {
     }
 }
 
+/// Whether this member has applied the entry at `afterClusterTime` already: entry times
+/// rise with the log, so every write the client saw (its time at or before the one it
+/// sends) is applied here, and the read needs no round trip to the primary.
+fn applied_since(rc: &Document, replica: &repl::Replica) -> bool {
+    match rc.get("afterClusterTime") {
+        Some(Bson::Timestamp(t)) => {
+            let after = (u64::from(t.time) << 32) | u64::from(t.increment);
+            replica.applied_time() >= after
+        }
+        _ => false,
+    }
+}
+
 /// What a member whose data is being replaced by a snapshot's answers: drivers and
 /// routers treat 13436 as "not primary or secondary" and go elsewhere.
 fn installing_snapshot() -> MongoError {
@@ -758,6 +828,7 @@ mod tests {
             stmt_ids: None,
             shard_version: None,
             db_version: None,
+            read_at: None,
         }
     }
 

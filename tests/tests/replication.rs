@@ -300,10 +300,36 @@ async fn a_causally_consistent_session_never_reads_older_than_its_writes() {
     // Site B's router sends secondary reads to site B's member.
     let client = set.client(1, "readPreference=secondary").await;
     let coll = client.database("test").collection::<Document>("causal");
-    coll.insert_one(doc! {"_id": 0}).await.unwrap();
-    wait_caught_up(&set, 1).await;
+    let mut early = client.start_session().await.unwrap();
+    coll.insert_one(doc! {"_id": 0})
+        .session(&mut early)
+        .await
+        .unwrap();
+    let seen = early.operation_time().expect("a write's operationTime");
+    // The primary's clock may have moved past the write (an entry in flight), so wait
+    // for the member to apply that time itself, not only the commit point of the moment.
+    let time = (u64::from(seen.time) << 32) | u64::from(seen.increment);
+    let started = std::time::Instant::now();
+    while set.status(1).applied_time.0 < time {
+        assert!(
+            started.elapsed() < LIVENESS,
+            "member 1 never applied {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // Site B's member no longer hears from the primary; A and C still make a majority.
     set.cut_link(0, 1);
+    // A causal read at a time this member has applied is answered from its own data: no
+    // round trip to the primary, which it could not reach.
+    let mut later = client.start_session().await.unwrap();
+    later.advance_operation_time(seen);
+    let known = coll
+        .find_one(doc! {"_id": 0})
+        .max_time(Duration::from_millis(1500))
+        .session(&mut later)
+        .await
+        .expect("applied here already");
+    assert_eq!(known, Some(doc! {"_id": 0}));
     let mut session = client.start_session().await.unwrap();
     coll.insert_one(doc! {"_id": 1})
         .session(&mut session)
@@ -956,5 +982,103 @@ async fn entries_carry_cluster_times_that_rise_across_a_failover() {
         .unwrap();
     let after = last_write(&set, second).await;
     assert!(after > times[2], "{after:?} after {times:?}");
+    set.stop().await;
+}
+
+/// `readConcern: snapshot` outside transactions (the driver's snapshot sessions): every
+/// read of the session, and every batch of its cursors, sees the data as of one time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_snapshot_session_reads_one_point_in_time() {
+    use futures::TryStreamExt;
+    let set = TestReplicaSet::start().await;
+    set.wait_for_primary(LIVENESS).await.expect("primary");
+    let client = set.client(0, "").await;
+    let db = client.database("test");
+    let coll = db.collection::<Document>("snap");
+    let docs: Vec<Document> = (0..10).map(|i| doc! {"_id": i, "x": 1}).collect();
+    coll.insert_many(docs).await.unwrap();
+
+    let mut session = client.start_session().snapshot(true).await.unwrap();
+    let first = coll
+        .find_one(doc! {"_id": 0})
+        .session(&mut session)
+        .await
+        .unwrap();
+    assert_eq!(first, Some(doc! {"_id": 0, "x": 1}));
+    // Changed after the session's time: the session does not see it, others do.
+    coll.update_many(doc! {}, doc! {"$set": {"x": 2}})
+        .await
+        .unwrap();
+    let again = coll
+        .find_one(doc! {"_id": 0})
+        .session(&mut session)
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        Some(doc! {"_id": 0, "x": 1}),
+        "read at the session's time"
+    );
+    let now = coll.find_one(doc! {"_id": 0}).await.unwrap();
+    assert_eq!(now, Some(doc! {"_id": 0, "x": 2}));
+
+    // A cursor's later batches read at its time too, after every document is gone.
+    let mut cursor = coll
+        .find(doc! {})
+        .batch_size(2)
+        .session(&mut session)
+        .await
+        .unwrap();
+    coll.delete_many(doc! {}).await.unwrap();
+    let mut seen = Vec::new();
+    while let Some(d) = cursor.next(&mut session).await {
+        seen.push(d.unwrap());
+    }
+    assert_eq!(seen.len(), 10, "{seen:?}");
+    assert!(seen.iter().all(|d| d.get_i32("x") == Ok(1)), "{seen:?}");
+    let values = coll
+        .distinct("x", doc! {})
+        .session(&mut session)
+        .await
+        .unwrap();
+    assert_eq!(values, vec![bson::Bson::Int32(1)]);
+    let agg: Vec<Document> = coll
+        .aggregate(vec![doc! {"$count": "n"}])
+        .session(&mut session)
+        .await
+        .unwrap()
+        .stream(&mut session)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(agg, vec![doc! {"n": 10}]);
+
+    // A time older than the history kept: SnapshotTooOld.
+    let old = db
+        .run_command(doc! {
+            "find": "snap",
+            "readConcern": {"level": "snapshot", "atClusterTime": bson::Timestamp {time: 1, increment: 1}},
+        })
+        .await
+        .expect_err("history of 1970 is gone");
+    assert_eq!(tests::sharded::error_code(&old), Some(239), "{old}");
+    // Only find, aggregate and distinct read at a snapshot outside transactions.
+    let count = db
+        .run_command(doc! {"count": "snap", "readConcern": {"level": "snapshot"}})
+        .await
+        .expect_err("count does not read at a snapshot");
+    assert_eq!(tests::sharded::error_code(&count), Some(72), "{count}");
+    let at_without = db
+        .run_command(doc! {
+            "find": "snap",
+            "readConcern": {"atClusterTime": bson::Timestamp {time: 1, increment: 1}},
+        })
+        .await
+        .expect_err("atClusterTime needs level snapshot");
+    assert_eq!(
+        tests::sharded::error_code(&at_without),
+        Some(72),
+        "{at_without}"
+    );
     set.stop().await;
 }

@@ -153,7 +153,9 @@ error_codes! {
     QueryFeatureNotAllowed = 224;
     TransactionTooOld = 225;
     NotImplemented = 238;
+    SnapshotTooOld = 239;
     ConversionFailure = 241;
+    SnapshotUnavailable = 246;
     StaleDbVersion = 249;
     TooManyLogicalSessions = 261;
     ExceededTimeLimit = 262, retryable;

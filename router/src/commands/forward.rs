@@ -59,6 +59,9 @@ pub async fn run(
             return Ok(reply);
         }
     }
+    let scatter_at = (target.scatter.is_some())
+        .then(|| at_one_time(&mut opts))
+        .flatten();
     let command = encode(session, cmd, sequences, &opts)?;
     opts.fwd.op_id = session.ops.current_opid();
     session.ops.forwarded(command.clone());
@@ -76,6 +79,12 @@ pub async fn run(
             opts.split,
         );
         return match Box::pin(scatter).await {
+            Ok(mut reply) => {
+                if let Some(at) = scatter_at {
+                    stamp_snapshot(&mut reply, at);
+                }
+                Ok(reply)
+            }
             Err(stale) if no_longer_sharded(cluster, &ns, &stale).await => {
                 Box::pin(unsharded_again(
                     session, db, &name, &command, &mut opts, stale,
@@ -124,6 +133,9 @@ struct Options {
     split: Option<crate::deadline::Split>,
     linearizable: bool,
     after_cluster_time: Option<Bson>,
+    /// A snapshot read's read concern as the shard takes it (`level`, and the time if the
+    /// client or the router chose one).
+    snapshot: Option<Document>,
 }
 
 fn options(
@@ -152,7 +164,15 @@ fn options(
         pin: None,
         op_id: 0,
     };
-    let linearizable = read_concern(cmd.get("readConcern"))? == Some("linearizable");
+    let level = read_concern(cmd.get("readConcern"))?;
+    let linearizable = level == Some("linearizable");
+    let snapshot = match level {
+        // A snapshot session's driver sends the read concern with `getMore` as well: the
+        // cursor already reads at the snapshot's time, on the member that opened it.
+        Some("snapshot") if name == "getMore" => None,
+        Some("snapshot") => Some(snapshot_read(name, fwd.writes, cmd)?),
+        _ => None,
+    };
     if linearizable && fwd.writes {
         return Err(MongoError::new(
             ErrorCode::InvalidOptions,
@@ -176,7 +196,66 @@ fn options(
         split,
         linearizable,
         after_cluster_time,
+        snapshot,
     })
+}
+
+/// A snapshot read over several shards reads them all at one time: the client's
+/// `atClusterTime`, or this router's cluster time, which every shard reaches before it
+/// reads. Returns the time chosen here.
+fn at_one_time(opts: &mut Options) -> Option<bson::Timestamp> {
+    let rc = opts.snapshot.as_mut()?;
+    if rc.contains_key("atClusterTime") {
+        return None;
+    }
+    let now = crate::cluster_time::now();
+    let after = rc.remove("afterClusterTime");
+    let at = match after {
+        Some(Bson::Timestamp(t)) if (t.time, t.increment) > (now.time, now.increment) => t,
+        _ => now,
+    };
+    rc.insert("atClusterTime", at);
+    Some(at)
+}
+
+/// Names the snapshot's time in a merged reply, where a shard's reply names it.
+fn stamp_snapshot(reply: &mut Document, at: bson::Timestamp) {
+    match reply.get_document_mut("cursor") {
+        Ok(cursor) => {
+            cursor.insert("atClusterTime", at);
+        }
+        Err(_) => {
+            reply.insert("atClusterTime", at);
+        }
+    }
+}
+
+/// Checks a `readConcern: {level: "snapshot"}` outside a transaction: only reads that
+/// MongoDB reads at a snapshot, and an `atClusterTime` this router has handed out.
+fn snapshot_read(name: &str, writes: bool, cmd: &Document) -> MongoResult<Document> {
+    if writes || !["find", "aggregate", "distinct"].contains(&name) {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            format!("{name} does not support readConcern level snapshot outside a transaction"),
+        ));
+    }
+    let rc = cmd.get_document("readConcern").cloned().unwrap_or_default();
+    match rc.get("atClusterTime") {
+        None => {}
+        Some(Bson::Timestamp(t)) => {
+            let now = crate::cluster_time::now();
+            if (t.time, t.increment) > (now.time, now.increment) {
+                return Err(MongoError::new(
+                    ErrorCode::InvalidOptions,
+                    "readConcern.atClusterTime must not be greater than the current clusterTime",
+                ));
+            }
+        }
+        Some(_) => return Err(MongoError::type_mismatch(
+            "BSON field 'readConcern.atClusterTime' is the wrong type, expected type 'timestamp'",
+        )),
+    }
+    Ok(rc)
 }
 
 /// Where the command goes.
@@ -351,7 +430,9 @@ fn encode(
     for f in ROUTER_ONLY {
         cmd.remove(*f);
     }
-    if opts.linearizable {
+    if let Some(rc) = &opts.snapshot {
+        cmd.insert("readConcern", rc.clone());
+    } else if opts.linearizable {
         cmd.insert("readConcern", bson::doc! {"level": "linearizable"});
     } else if let Some(after) = &opts.after_cluster_time {
         // A causally consistent read: the member applies everything committed before it.
@@ -637,14 +718,19 @@ fn read_concern(v: Option<&Bson>) -> MongoResult<Option<&str>> {
             ))
         }
     }
+    let snapshot = d.get_str("level").ok() == Some("snapshot");
+    if d.contains_key("atClusterTime") && !snapshot {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            "readConcern.atClusterTime is only valid with readConcern level snapshot",
+        ));
+    }
     match d.get("level") {
         None => Ok(None),
         Some(Bson::String(l)) => match l.as_str() {
-            "local" | "available" | "majority" | "linearizable" => Ok(Some(l.as_str())),
-            "snapshot" => Err(MongoError::new(
-                ErrorCode::InvalidOptions,
-                "readConcern level 'snapshot' is not supported outside transactions here",
-            )),
+            "local" | "available" | "majority" | "linearizable" | "snapshot" => {
+                Ok(Some(l.as_str()))
+            }
             other => Err(MongoError::failed_to_parse(format!(
                 "Enumeration value '{other}' for field 'readConcern.level' is not a valid value."
             ))),

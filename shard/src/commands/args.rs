@@ -183,7 +183,15 @@ pub fn cursor_reply(
         .transpose()?
         .flatten();
     let max = batch_size.map(|b| b as usize).unwrap_or(default_batch);
-    batch_reply(ctx.node, ns, source, None, max, false, &ctx.deadline)
+    batch_reply(
+        ctx.node,
+        ns,
+        ctx.at_time(source),
+        None,
+        max,
+        false,
+        &ctx.deadline,
+    )
 }
 
 /// Runs one batch and either parks the cursor or closes it; returns the reply.

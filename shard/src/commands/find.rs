@@ -81,7 +81,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     batch_reply(
         ctx.node,
         &ns,
-        Box::new(cursor),
+        ctx.at_time(Box::new(cursor)),
         None,
         max,
         single,

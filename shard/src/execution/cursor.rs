@@ -40,6 +40,32 @@ pub trait CursorSource: Send {
     }
 }
 
+/// A snapshot read's cursor: every batch, the first and each `getMore`'s, reads as of the
+/// time the read chose, whatever engine the caller passes.
+pub struct AtTime {
+    pub source: Box<dyn CursorSource>,
+    pub engine: storage::AsOf,
+}
+
+impl CursorSource for AtTime {
+    fn next_batch(
+        &mut self,
+        _engine: &dyn Engine,
+        max_docs: usize,
+        deadline: &Deadline,
+    ) -> MongoResult<Vec<Document>> {
+        self.source.next_batch(&self.engine, max_docs, deadline)
+    }
+
+    fn exhausted(&self) -> bool {
+        self.source.exhausted()
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.source.held_bytes()
+    }
+}
+
 /// Already computed results (aggregation, listCollections, ...), with about how many
 /// bytes they still hold.
 pub struct Materialized {

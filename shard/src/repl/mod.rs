@@ -352,6 +352,7 @@ impl Replica {
                         applied,
                         raft::Storage::last_index(log.storage()).unwrap_or(applied),
                     ),
+                    config.history_window_secs,
                 )
                 .map_err(|e| e.to_string())?,
             )
@@ -442,6 +443,36 @@ impl Replica {
 
     pub fn status(&self) -> Status {
         self.status.read().clone()
+    }
+
+    /// Returns once every entry at or before cluster time `at` is applied here, and no
+    /// entry applied later can have a time at or before it. A primary that has not
+    /// reached `at` learns it and replicates an empty entry (which the clock stamps after
+    /// `at`), as MongoDB's primary writes a no-op for a read at a time it has not reached;
+    /// a secondary catches up with the primary. `at` must be a time some member handed
+    /// out: it moves this member's clock.
+    pub fn reach_time(
+        &self,
+        at: proto::cluster_clock::ClusterTime,
+        timeout: std::time::Duration,
+    ) -> Result<bool, ProposeError> {
+        if self.applied_time() >= at {
+            return Ok(true);
+        }
+        if self.status.read().writable {
+            if self.clock.advance(at).is_err() {
+                return Ok(false);
+            }
+            self.replicate(entry::OplogEntry::Write(storage::WriteBatch::new()))?;
+            return Ok(true);
+        }
+        self.catch_up(timeout)?;
+        Ok(self.applied_time() >= at)
+    }
+
+    /// The cluster time of the newest entry applied here (0 before any).
+    pub fn applied_time(&self) -> proto::cluster_clock::ClusterTime {
+        self.status.read().applied_time.0
     }
 
     /// Proposes `entry` and waits until it is applied here (which implies a majority has

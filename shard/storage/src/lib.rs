@@ -9,12 +9,14 @@
 
 use std::ops::Bound;
 
+mod as_of;
 pub mod conformance;
 mod memory;
 pub mod rawbench;
 mod wt;
 pub mod xorshift;
 
+pub use as_of::AsOf;
 pub use memory::MemoryEngine;
 pub use wt::{CloseWatch, WiredTigerEngine, WtOptions, DEFAULT_CHECKPOINT_INTERVAL};
 
