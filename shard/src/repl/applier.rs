@@ -78,6 +78,9 @@ struct Context {
     replay_until: u64,
     /// How far the oldest timestamp trails stable, as a cluster-time difference.
     history: ClusterTime,
+    /// The newest cluster time applied: stored with the applied index, so that a snapshot
+    /// of this member says which time its data is as of.
+    newest: std::cell::Cell<ClusterTime>,
 }
 
 impl Applier {
@@ -94,12 +97,14 @@ impl Applier {
         let progress = Arc::new(Progress::default());
         progress.state.lock().applied = applied;
         let (jobs, rx) = channel();
+        let newest = stored_time(engine.as_ref());
         let ctx = Context {
             engine,
             on_catalog_change,
             events,
             replay_until,
             history: history_secs.min(u64::from(u32::MAX)) << 32,
+            newest: std::cell::Cell::new(newest),
         };
         let shared = progress.clone();
         let thread = std::thread::Builder::new()
@@ -207,6 +212,14 @@ fn run(ctx: Context, jobs: Receiver<Job>, progress: &Progress) {
     }
 }
 
+/// The newest cluster time the data was applied with, as stored with the applied index.
+fn stored_time(engine: &dyn Engine) -> ClusterTime {
+    match engine.get(REPL_TABLE, APPLIED_KEY) {
+        Ok(Some(v)) => snapshot::decode_applied_time(&v),
+        _ => 0,
+    }
+}
+
 /// Applying failed: the member must stop, and whoever waits on the applier hears why.
 fn stop(ctx: &Context, progress: &Progress, index: u64, err: &StorageError) {
     error!(index, error = %err, "applying a committed entry failed");
@@ -219,10 +232,15 @@ fn stop(ctx: &Context, progress: &Progress, index: u64, err: &StorageError) {
 /// Applies one committed entry. No-ops (an election's empty entry) and configuration
 /// entries only advance the applied index.
 fn apply_entry(ctx: &Context, e: &Entry) -> Result<Result<(), ProposeError>, StorageError> {
+    let time = entry_time(&e.context);
+    if let Some(t) = time {
+        ctx.newest.set(t);
+    }
     let at = Applied {
         index: e.index,
         term: e.term,
-        time: entry_time(&e.context),
+        time,
+        newest: ctx.newest.get(),
     };
     if e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal {
         write_applied(ctx.engine.as_ref(), &at)?;
@@ -243,6 +261,8 @@ struct Applied {
     index: u64,
     term: u64,
     time: Option<ClusterTime>,
+    /// The newest time applied so far, this entry's included.
+    newest: ClusterTime,
 }
 
 impl Applied {
@@ -263,7 +283,7 @@ fn apply_one(
     at: &Applied,
 ) -> Result<Result<(), ProposeError>, StorageError> {
     let engine = ctx.engine.as_ref();
-    let applied = snapshot::encode_applied(at.index, at.term);
+    let applied = snapshot::encode_applied(at.index, at.term, at.newest);
     let catalog_changed;
     match op {
         OplogEntryRef::Write(mut ops) => {
@@ -327,7 +347,7 @@ fn write_replayed(
 /// Records an entry that changed no data as applied (the index, with its term, is
 /// what a snapshot of this member says it holds).
 fn write_applied(engine: &dyn Engine, at: &Applied) -> Result<(), StorageError> {
-    let applied = snapshot::encode_applied(at.index, at.term);
+    let applied = snapshot::encode_applied(at.index, at.term, at.newest);
     let op = WriteOpRef::Put {
         table: REPL_TABLE,
         key: APPLIED_KEY,

@@ -27,11 +27,21 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 /// Present while a member's tables are being replaced by a snapshot.
 const MARKER: &str = "snapshot-installing";
 
-/// The applied index and the term of its entry, as `_repl` stores them.
-pub fn encode_applied(index: u64, term: u64) -> Vec<u8> {
+/// The applied index, the term of its entry and the newest cluster time applied with it
+/// (0: none yet), as `_repl` stores them.
+pub fn encode_applied(index: u64, term: u64, time: u64) -> Vec<u8> {
     let mut v = index.to_be_bytes().to_vec();
     v.extend_from_slice(&term.to_be_bytes());
+    v.extend_from_slice(&time.to_be_bytes());
     v
+}
+
+/// The cluster time an applied index was stored with; 0 for data written before times
+/// were stored.
+pub fn decode_applied_time(v: &[u8]) -> u64 {
+    v.get(16..24)
+        .and_then(|t| t.try_into().ok())
+        .map_or(0, u64::from_be_bytes)
 }
 
 /// `(index, term)`; data written before terms were stored has term 0.
@@ -98,7 +108,9 @@ impl Installer {
     }
 
     /// Makes the data durable and returns the index and term it reflects. The marker stays
-    /// until the Raft log agrees ([`installed`]).
+    /// until the Raft log agrees ([`installed`]). The rows came without timestamps, so
+    /// they are visible at every time: history before the snapshot's time is gone here,
+    /// and reads before it fail as too old rather than see the newer rows.
     pub fn finish(self, engine: &dyn Engine) -> Result<(u64, u64), StorageError> {
         let applied = engine.get(REPL_TABLE, APPLIED_KEY)?;
         let (index, term) = applied
@@ -106,6 +118,10 @@ impl Installer {
             .and_then(decode_applied)
             .filter(|&(_, term)| term > 0)
             .ok_or_else(|| StorageError::Other("the snapshot holds no applied index".into()))?;
+        let time = applied.as_deref().map_or(0, decode_applied_time);
+        if time > 0 {
+            engine.set_timestamps(time, time)?;
+        }
         engine.checkpoint()?;
         Ok((index, term))
     }
@@ -147,7 +163,7 @@ mod tests {
         from.create_table("docs").unwrap();
         from.create_table("empty").unwrap();
         let mut b = WriteBatch::new();
-        b.put(REPL_TABLE, APPLIED_KEY, encode_applied(77, 4));
+        b.put(REPL_TABLE, APPLIED_KEY, encode_applied(77, 4, 500 << 32));
         for i in 0..3000u32 {
             b.put("docs", i.to_be_bytes().to_vec(), vec![1u8; 1000]);
         }
@@ -171,6 +187,13 @@ mod tests {
         assert_eq!(installer.finish(&to).unwrap(), (77, 4));
         assert_eq!(to.list_tables().unwrap(), ["_repl", "docs", "empty"]);
         assert_eq!(to.stats("docs").unwrap(), from.stats("docs").unwrap());
+        // The data is as of the snapshot's time: readable there, refused before it.
+        let key = 7u32.to_be_bytes();
+        assert!(to.get_at("docs", &key, 500 << 32).unwrap().is_some());
+        assert!(matches!(
+            to.get_at("docs", &key, 499 << 32),
+            Err(StorageError::SnapshotTooOld { .. })
+        ));
         installed(dir.path()).unwrap();
         assert!(!interrupted(dir.path()));
     }
@@ -178,7 +201,9 @@ mod tests {
     #[test]
     fn applied_indexes_written_before_terms_still_read() {
         assert_eq!(decode_applied(&9u64.to_be_bytes()), Some((9, 0)));
-        assert_eq!(decode_applied(&encode_applied(9, 2)), Some((9, 2)));
+        assert_eq!(decode_applied(&encode_applied(9, 2, 5)), Some((9, 2)));
+        assert_eq!(decode_applied_time(&encode_applied(9, 2, 5)), 5);
+        assert_eq!(decode_applied_time(&encode_applied(9, 2, 0)[..16]), 0);
         assert_eq!(decode_applied(b"bad"), None);
     }
 }
