@@ -64,9 +64,9 @@ run_suite run-command "${FLOOR_RUN_COMMAND:-80}"
 # the shard's session table (change streams, not implemented, are the reads that fail).
 run_suite retryable-writes "${FLOOR_RETRYABLE_WRITES:-95}"
 run_suite retryable-reads "${FLOOR_RETRYABLE_READS:-80}"
-# Logical sessions: the router's session cache ($listLocalSessions) and causal
-# consistency; snapshot reads (readConcern "snapshot") are the ones that fail.
-run_suite sessions "${FLOOR_SESSIONS:-60}"
+# Logical sessions: the router's session cache ($listLocalSessions), causal consistency
+# and snapshot reads (readConcern "snapshot" outside transactions).
+run_suite sessions "${FLOOR_SESSIONS:-95}"
 
 # The crud suite again, against a cluster with authentication on: the same floor, since
 # an authenticated root user must be able to do everything an open cluster allows.
