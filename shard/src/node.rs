@@ -188,6 +188,36 @@ impl Ctx<'_> {
         self.check_version(meta, false)
     }
 
+    /// For a snapshot read: refuses it when collection `ns` was created, dropped, or had
+    /// its indexes changed after the read's time. Catalog rows are written at their
+    /// entries' times, so the row as of the read's time equals today's exactly when the
+    /// collection is the same one, with the same indexes (an index built later holds no
+    /// entries at that time, and a table made later holds none of the old rows).
+    /// MongoDB answers SnapshotUnavailable (246) for reads behind such catalog changes.
+    pub fn same_collection_at_read_time(&self, ns: &str) -> MongoResult<()> {
+        let Some(at) = self.read_at else {
+            return Ok(());
+        };
+        let table = crate::catalog::CATALOG_TABLE;
+        let engine = self.node.engine.as_ref();
+        let then = engine
+            .get_at(table, ns.as_bytes(), at)
+            .map_err(crate::error::storage_to_mongo)?;
+        let now = engine
+            .get(table, ns.as_bytes())
+            .map_err(crate::error::storage_to_mongo)?;
+        if then != now {
+            return Err(MongoError::new(
+                ErrorCode::SnapshotUnavailable,
+                format!(
+                    "Unable to read from a snapshot due to pending collection catalog changes: \
+                     {ns} was created, dropped or changed after the read's time"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn check_version(
         &self,
         meta: &crate::catalog::CollectionMeta,

@@ -1053,6 +1053,16 @@ async fn a_snapshot_session_reads_one_point_in_time() {
         .unwrap();
     assert_eq!(agg, vec![doc! {"n": 10}]);
 
+    // The catalog changed after the session's time (an index built since holds no
+    // entries then): SnapshotUnavailable, not a read through the new index.
+    let index = mongodb::IndexModel::builder().keys(doc! {"x": 1}).build();
+    coll.create_index(index).await.unwrap();
+    let changed = coll
+        .find_one(doc! {"x": 1})
+        .session(&mut session)
+        .await
+        .expect_err("an index built after the session's time");
+    assert_eq!(tests::sharded::error_code(&changed), Some(246), "{changed}");
     // A time older than the history kept: SnapshotTooOld.
     let old = db
         .run_command(doc! {

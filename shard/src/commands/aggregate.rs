@@ -10,7 +10,9 @@ use query::expr::Variables;
 use query::memory::MemoryBudget;
 use wire::{MongoError, MongoResult};
 
-use super::args::{cursor_reply, existing, materialized_reply, opt_bool, opt_doc};
+use super::args::{
+    cursor_reply, existing, existing_to_read, materialized_reply, opt_bool, opt_doc,
+};
 use crate::execution::cursor::CursorSource;
 use crate::execution::cursor::DEFAULT_FIRST_BATCH;
 use crate::execution::pipeline_cursor::{drain_bounded, PipelineCursor};
@@ -27,7 +29,7 @@ struct ShardAggContext<'a, 'b> {
 impl AggContext for ShardAggContext<'_, '_> {
     /// Another collection, whole, within a blocking stage's memory.
     fn collection_docs(&self, coll: &str) -> MongoResult<Vec<Document>> {
-        let Some(meta) = existing(self.ctx, coll) else {
+        let Some(meta) = existing_to_read(self.ctx, coll)? else {
             return Ok(Vec::new());
         };
         let (mut scan, _) = open_find(&meta, &FindArgs::default())?;
@@ -100,7 +102,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     });
     if !skip_first {
         if let Some(c) = coll {
-            if let Some(meta) = existing(ctx, c) {
+            if let Some(meta) = existing_to_read(ctx, c)? {
                 ctx.check_read(&meta)?;
                 let filter = pipeline.leading_match().cloned().unwrap_or_default();
                 let hint = super::args::opt_hint(cmd);

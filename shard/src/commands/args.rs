@@ -100,6 +100,13 @@ pub fn existing(ctx: &Ctx, coll: &str) -> Option<Arc<CollectionMeta>> {
     ctx.node.catalog.get(&format!("{}.{}", ctx.db, coll))
 }
 
+/// [`existing`] for a read that may be a snapshot read: the collection must be the same
+/// at the read's time as now (see `Ctx::same_collection_at_read_time`).
+pub fn existing_to_read(ctx: &Ctx, coll: &str) -> MongoResult<Option<Arc<CollectionMeta>>> {
+    ctx.same_collection_at_read_time(&format!("{}.{}", ctx.db, coll))?;
+    Ok(existing(ctx, coll))
+}
+
 /// Collection metadata, or `NamespaceNotFound` worded by `message` (given the namespace:
 /// each command words it as mongod does).
 pub fn existing_or(

@@ -3,7 +3,7 @@
 use bson::{doc, Bson, Document};
 use wire::{MongoError, MongoResult};
 
-use super::args::{collection_name, existing, opt_doc};
+use super::args::{collection_name, existing_to_read, opt_doc};
 use crate::execution::read::{collect, FindArgs};
 use crate::node::Ctx;
 
@@ -24,7 +24,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         }
     };
     let filter = opt_doc(cmd, "query")?.cloned().unwrap_or_default();
-    let Some(meta) = existing(ctx, coll) else {
+    let Some(meta) = existing_to_read(ctx, coll)? else {
         query::matcher::Matcher::new(&filter)?;
         return Ok(doc! {"values": [], "ok": 1.0});
     };

@@ -4,7 +4,7 @@ use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::args::{
-    batch_reply, collection_name, existing, ns, opt_bool, opt_count, opt_doc, opt_i64,
+    batch_reply, collection_name, existing_to_read, ns, opt_bool, opt_count, opt_doc, opt_i64,
 };
 use crate::execution::cursor::DEFAULT_FIRST_BATCH;
 use crate::execution::read::{open_find, FindArgs};
@@ -66,7 +66,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let batch_size = opt_count(cmd, "batchSize")?.map(|b| b as usize);
     let single_batch = opt_bool(cmd, "singleBatch")?.unwrap_or(false);
     let ns = ns(ctx, coll);
-    let Some(meta) = existing(ctx, coll) else {
+    let Some(meta) = existing_to_read(ctx, coll)? else {
         // Still validate the filter so that bad input errors even on a missing collection.
         query::matcher::Matcher::new(&args.filter)?;
         return Ok(doc! {"cursor": {"firstBatch": [], "id": 0i64, "ns": ns}, "ok": 1.0});
