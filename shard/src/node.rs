@@ -375,13 +375,13 @@ impl Node {
         Ok((node, service, closed))
     }
 
-    /// Which ticket pool a command draws from.
     /// This member's cluster time (`proto::cluster_clock`); 0 on a node without
     /// replication, whose writes carry no time.
     pub fn cluster_time(&self) -> proto::cluster_clock::ClusterTime {
         self.replica.as_ref().map_or(0, |r| r.clock.now())
     }
 
+    /// Which ticket pool a command draws from.
     pub fn admission_class(name: &str) -> crate::control::admission::Class {
         use crate::control::admission::Class;
         match commands::lookup(name) {
@@ -531,15 +531,9 @@ impl Node {
         }
         Ok(())
     }
-    /// `readConcern: {level: "linearizable"}`: before the read, this member confirms with a
-    /// majority that it is still primary and applies everything committed so far (Raft's
-    /// ReadIndex), so the read sees every write acknowledged before it began.
-    /// `afterClusterTime` (a causally consistent session) makes the member first apply
-    /// everything committed before the read, as far as the primary knows
-    /// (`Replica::catch_up`), so a secondary read sees every write its client saw
-    /// acknowledged. Otherwise nothing is needed: a member applies only majority-committed
-    /// entries, so `local` and `available` reads already return majority-committed data.
-    /// Waits as the command's read concern asks; returns the time a snapshot read reads at.
+
+    /// Waits as the command's read concern asks; returns the time a snapshot read reads at
+    /// (`control::snapshot_read`).
     fn read_concern(
         &self,
         name: &str,
@@ -560,6 +554,14 @@ impl Node {
             .map(|()| None)
     }
 
+    /// `readConcern: {level: "linearizable"}`: before the read, this member confirms with a
+    /// majority that it is still primary and applies everything committed so far (Raft's
+    /// ReadIndex), so the read sees every write acknowledged before it began.
+    /// `afterClusterTime` (a causally consistent session) makes the member first apply
+    /// everything committed before the read, as far as the primary knows
+    /// (`Replica::catch_up`), so a secondary read sees every write its client saw
+    /// acknowledged. Otherwise nothing is needed: a member applies only majority-committed
+    /// entries, so `local` and `available` reads already return majority-committed data.
     fn wait_for_read_concern(
         &self,
         rc: &Document,

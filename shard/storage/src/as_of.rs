@@ -17,10 +17,6 @@ impl AsOf {
     pub fn new(below: Arc<dyn Engine>, at: Timestamp) -> AsOf {
         AsOf { below, at }
     }
-
-    pub fn at(&self) -> Timestamp {
-        self.at
-    }
 }
 
 /// A read at a point in time changes nothing.
