@@ -305,18 +305,17 @@ async fn a_causally_consistent_session_never_reads_older_than_its_writes() {
         .session(&mut early)
         .await
         .unwrap();
-    let seen = early.operation_time().expect("a write's operationTime");
-    // The primary's clock may have moved past the write (an entry in flight), so wait
-    // for the member to apply that time itself, not only the commit point of the moment.
-    let time = (u64::from(seen.time) << 32) | u64::from(seen.increment);
-    let started = std::time::Instant::now();
-    while set.status(1).applied_time.0 < time {
-        assert!(
-            started.elapsed() < LIVENESS,
-            "member 1 never applied {seen:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(early.operation_time().is_some(), "a write's operationTime");
+    wait_caught_up(&set, 1).await;
+    // A time this member has applied, at or after the write's. (The client's own
+    // operationTime may be ahead of every entry: the primary's clock can tick without an
+    // entry that lasts. A read at such a time pays the catch-up round trip instead.)
+    let applied = set.status(1).applied_time.0;
+    assert!(applied > 0, "member 1 applied timestamped entries");
+    let seen = bson::Timestamp {
+        time: (applied >> 32) as u32,
+        increment: applied as u32,
+    };
     // Site B's member no longer hears from the primary; A and C still make a majority.
     set.cut_link(0, 1);
     // A causal read at a time this member has applied is answered from its own data: no
