@@ -72,6 +72,10 @@ impl Engine for AsOf {
         Err(read_only())
     }
 
+    fn write_conflict(&self, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<bool> {
+        self.below.write_conflict(ops, at)
+    }
+
     /// The newest figures: sizes are not kept by time.
     fn stats(&self, table: &str) -> Result<TableStats> {
         self.below.stats(table)

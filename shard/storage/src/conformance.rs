@@ -35,6 +35,7 @@ pub fn run_all<E: Engine>(make: &dyn Fn() -> E) {
     drop_while_other_threads_hold_cursors(&make());
     reads_at_a_timestamp(&make());
     oldest_and_stable_timestamps(&make());
+    write_conflicts_after_a_read_time(&make());
 }
 
 pub fn tables<E: Engine>(e: &E) {
@@ -854,6 +855,35 @@ pub fn oldest_and_stable_timestamps<E: Engine>(e: &E) {
         e.get_at("t", b"b", 40).unwrap().as_deref(),
         Some(&b"ok"[..])
     );
+}
+
+/// A key written (or deleted) after a transaction's read time conflicts with its write of
+/// that key; keys untouched since, or never written, do not. Checked before and after a
+/// checkpoint, which moves versions out of WiredTiger's in-memory update chains.
+pub fn write_conflicts_after_a_read_time<E: Engine>(e: &E) {
+    e.create_table("t").unwrap();
+    let put = |key: &'static [u8]| WriteOpRef::Put {
+        table: "t",
+        key,
+        value: b"v",
+    };
+    let delete = |key: &'static [u8]| WriteOpRef::Delete { table: "t", key };
+    e.write_refs_at(&[put(b"a"), put(b"b")], 10).unwrap();
+    e.write_refs_at(&[put(b"a")], 20).unwrap();
+    e.write_refs_at(&[delete(b"b")], 30).unwrap();
+    e.set_timestamps(30, 5).unwrap();
+    for pass in ["in memory", "after a checkpoint"] {
+        let conflict = |ops: &[WriteOpRef<'_>], at| e.write_conflict(ops, at).unwrap();
+        assert!(conflict(&[put(b"a")], 15), "{pass}: a was written at 20");
+        assert!(!conflict(&[put(b"a")], 20), "{pass}: a is unchanged since 20");
+        assert!(conflict(&[delete(b"b")], 25), "{pass}: b was deleted at 30");
+        assert!(!conflict(&[put(b"b")], 30), "{pass}: b is unchanged since 30");
+        assert!(!conflict(&[put(b"never"), put(b"a")], 30), "{pass}: unwritten keys");
+        assert!(conflict(&[put(b"never"), delete(b"a")], 12), "{pass}: one of two");
+        e.checkpoint().unwrap();
+    }
+    assert_eq!(e.get("t", b"a").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(e.get("t", b"never").unwrap(), None, "a dry run wrote");
 }
 
 fn put<E: Engine>(e: &E, table: &str, key: &[u8], value: &[u8]) {

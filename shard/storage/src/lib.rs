@@ -190,6 +190,14 @@ impl<'a> WriteOpRef<'a> {
         }
     }
 
+    pub fn key(&self) -> &'a [u8] {
+        match *self {
+            WriteOpRef::Put { key, .. }
+            | WriteOpRef::Insert { key, .. }
+            | WriteOpRef::Delete { key, .. } => key,
+        }
+    }
+
     pub fn to_owned(&self) -> WriteOp {
         match *self {
             WriteOpRef::Put { table, key, value } => WriteOp::Put {
@@ -336,6 +344,11 @@ pub trait Engine: Send + Sync + 'static {
     /// stable, and history older than oldest may be discarded. A mark behind its current
     /// value stays where it is, and oldest never passes stable.
     fn set_timestamps(&self, stable: Timestamp, oldest: Timestamp) -> Result<()>;
+    /// Whether a version of any key `ops` write was committed after `at`: a transaction
+    /// that read as of `at` and wrote these keys would overwrite a write it never saw
+    /// (first committer wins). May answer true when unsure (WiredTiger cannot tell a
+    /// conflict from an eviction's rollback), never false when a newer version exists.
+    fn write_conflict(&self, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<bool>;
     fn stats(&self, table: &str) -> Result<TableStats>;
     /// Makes everything written so far durable in the data files (a no-op in memory).
     fn checkpoint(&self) -> Result<()>;
@@ -434,6 +447,10 @@ impl<T: Layer> Engine for T {
 
     fn set_timestamps(&self, stable: Timestamp, oldest: Timestamp) -> Result<()> {
         self.below().set_timestamps(stable, oldest)
+    }
+
+    fn write_conflict(&self, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<bool> {
+        self.below().write_conflict(ops, at)
     }
 
     fn stats(&self, table: &str) -> Result<TableStats> {

@@ -254,6 +254,18 @@ impl Engine for MemoryEngine {
         Ok(())
     }
 
+    /// Exact: a key's newest version tells when it was last written.
+    fn write_conflict(&self, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<bool> {
+        let state = self.state.read();
+        for op in ops {
+            let t = table_ref(&state.tables, op.table())?;
+            if t.get(op.key()).and_then(|v| v.last()).is_some_and(|(ts, _)| *ts > at) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     fn stats(&self, table: &str) -> Result<TableStats> {
         let state = self.state.read();
         let t = table_ref(&state.tables, table)?;

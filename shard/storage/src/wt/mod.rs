@@ -575,6 +575,41 @@ impl WiredTigerEngine {
 }
 
 impl WiredTigerEngine {
+    /// [`Engine::write_conflict`]: a dry run of the writes in a transaction reading at
+    /// `at`, rolled back whatever happens. WiredTiger refuses to update a key whose newest
+    /// version its snapshot cannot see (WT_ROLLBACK). An eviction can refuse the same way,
+    /// so a refusal is tried again a few times before it counts as a conflict.
+    fn dry_run_conflicts(&self, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<bool> {
+        const TRIES: usize = 3;
+        let config = TsConfig::new(&[("read_timestamp", at)]);
+        self.inner.with_session(|st| {
+            for _ in 0..TRIES {
+                st.session.begin_with(config.as_cstr()).map_err(|e| match e {
+                    Code::EINVAL => StorageError::SnapshotTooOld {
+                        read: at,
+                        oldest: self.inner.marks.oldest(),
+                    },
+                    e => wt_error(e, "begin_transaction"),
+                })?;
+                let tried = ops.iter().try_for_each(|op| {
+                    // Every op as an overwrite: each one meets the same visibility check.
+                    st.table(op.table())
+                        .map_err(OpError::Final)?
+                        .put(op.key(), b"")
+                });
+                st.session
+                    .rollback()
+                    .map_err(|e| wt_error(e, "rollback_transaction"))?;
+                match tried {
+                    Ok(()) => return Ok(false),
+                    Err(OpError::Retry) => std::thread::yield_now(),
+                    Err(OpError::Final(e)) => return Err(e),
+                }
+            }
+            Ok(true)
+        })
+    }
+
     fn scan_maybe_at(
         &self,
         table: &str,
@@ -691,6 +726,11 @@ impl Engine for WiredTigerEngine {
 
     fn set_timestamps(&self, stable: Timestamp, oldest: Timestamp) -> Result<()> {
         self.inner.marks.advance(&self.inner.conn, stable, oldest)
+    }
+
+    fn write_conflict(&self, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<bool> {
+        self.inner.marks.check_read(at)?;
+        self.dry_run_conflicts(ops, at)
     }
 
     /// Counts with a full scan in one snapshot: exact, but O(table). WiredTiger's
