@@ -386,6 +386,7 @@ impl Session {
         let cancel = self.take_cancel();
         self.ops.begin(&name, &db, cancel, self.auth.owner());
         let retryable_write = crate::error_labels::is_retryable_write(&cmd);
+        let in_transaction = crate::transactions::in_transaction(&cmd);
         let fail = self
             .state
             .fail_points
@@ -441,6 +442,9 @@ impl Session {
         }
         if retryable_write {
             crate::error_labels::label(&mut reply);
+        }
+        if in_transaction {
+            crate::error_labels::label_transaction(&mut reply, &name);
         }
         let now = crate::cluster_time::now();
         crate::cluster_time::stamp(&mut reply, now);

@@ -51,6 +51,8 @@ pub struct RouterState {
     pub current_ops: Arc<crate::current_ops::CurrentOps>,
     /// The logical sessions commands named (`$listLocalSessions`).
     pub sessions: crate::session_cache::SessionCache,
+    /// The shard each session's transaction runs on.
+    pub transactions: crate::transactions::Transactions,
 }
 
 impl RouterState {

@@ -36,6 +36,54 @@ pub fn label(reply: &mut Document) {
     }
 }
 
+/// Errors after which a transaction may be run again from its start: it was aborted
+/// (a conflict, a failover, its snapshot gone) and nothing of it took effect.
+const TRANSIENT: &[wire::ErrorCode] = &[
+    wire::ErrorCode::WriteConflict,
+    wire::ErrorCode::NoSuchTransaction,
+    wire::ErrorCode::SnapshotUnavailable,
+    wire::ErrorCode::SnapshotTooOld,
+];
+
+/// Adds the labels a driver's transaction loop looks for to the reply of a command in a
+/// transaction: `TransientTransactionError` when the whole transaction may run again,
+/// and on `commitTransaction`, `UnknownTransactionCommitResult` when the commit may or
+/// may not have happened (the driver then sends the commit again).
+pub fn label_transaction(reply: &mut Document, name: &str) {
+    if reply.contains_key("errorLabels") {
+        return;
+    }
+    let failed = !matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0)
+        && !matches!(reply.get("ok"), Some(Bson::Int32(1)));
+    let code = reply
+        .get_i32("code")
+        .ok()
+        .and_then(wire::ErrorCode::from_code);
+    let unsure = |c: wire::ErrorCode| {
+        c.is_retryable_write()
+            || matches!(
+                c,
+                wire::ErrorCode::WriteConcernFailed | wire::ErrorCode::MaxTimeMSExpired
+            )
+    };
+    let label = match (failed, code) {
+        (true, Some(c)) if TRANSIENT.contains(&c) => Some("TransientTransactionError"),
+        (true, Some(c)) if name == "commitTransaction" && unsure(c) => {
+            Some("UnknownTransactionCommitResult")
+        }
+        (true, Some(c)) if name != "commitTransaction" && c.is_retryable_write() => {
+            Some("TransientTransactionError")
+        }
+        (false, _) if name == "commitTransaction" && reply.contains_key("writeConcernError") => {
+            Some("UnknownTransactionCommitResult")
+        }
+        _ => None,
+    };
+    if let Some(label) = label {
+        reply.insert("errorLabels", vec![Bson::String(label.into())]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +106,41 @@ mod tests {
         let mut r = doc! {"ok": 0.0, "code": 91, "errorLabels": []};
         label(&mut r);
         assert!(r.get_array("errorLabels").unwrap().is_empty());
+    }
+
+    fn labelled(mut r: Document, name: &str) -> Option<String> {
+        label_transaction(&mut r, name);
+        r.get_array("errorLabels")
+            .ok()
+            .and_then(|l| l.first()?.as_str().map(str::to_string))
+    }
+
+    #[test]
+    fn transactions_are_labelled_transient_or_unknown_commit() {
+        let conflict = doc! {"ok": 0.0, "code": 112};
+        assert_eq!(
+            labelled(conflict.clone(), "insert").unwrap(),
+            "TransientTransactionError"
+        );
+        assert_eq!(
+            labelled(conflict, "commitTransaction").unwrap(),
+            "TransientTransactionError"
+        );
+        let not_primary = doc! {"ok": 0.0, "code": 10107};
+        assert_eq!(
+            labelled(not_primary.clone(), "find").unwrap(),
+            "TransientTransactionError"
+        );
+        assert_eq!(
+            labelled(not_primary, "commitTransaction").unwrap(),
+            "UnknownTransactionCommitResult"
+        );
+        let wce = doc! {"ok": 1.0, "writeConcernError": {"code": 64}};
+        assert_eq!(
+            labelled(wce.clone(), "commitTransaction").unwrap(),
+            "UnknownTransactionCommitResult"
+        );
+        assert_eq!(labelled(wce, "insert"), None);
+        assert_eq!(labelled(doc! {"ok": 0.0, "code": 11000}, "insert"), None);
     }
 }

@@ -27,6 +27,7 @@ pub mod shard_client;
 pub mod sharding;
 pub mod staleness;
 pub mod tls;
+pub mod transactions;
 pub mod wait_histograms;
 
 pub use config::RouterConfig;

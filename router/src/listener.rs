@@ -168,6 +168,7 @@ async fn serve_inner(
         lag: Default::default(),
         current_ops: Default::default(),
         sessions: Default::default(),
+        transactions: Default::default(),
         host: format!(
             "{}:{}",
             hostname::get()

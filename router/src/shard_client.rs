@@ -197,6 +197,11 @@ impl ShardHandle {
         self
     }
 
+    /// Whether both handles reach the same replica set.
+    pub fn same_shard(&self, other: &ShardHandle) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     pub fn gate(&self) -> &ForwardGate {
         &self.gate
     }

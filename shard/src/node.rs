@@ -38,8 +38,10 @@ pub struct Node {
     pub started: Instant,
     /// Set when the node is a replica-set member (writes then go through Raft).
     pub replica: Option<Arc<Replica>>,
-    /// One command at a time per session (retryable writes).
+    /// One command at a time per session (retryable writes, transactions).
     pub sessions: SessionLocks,
+    /// Open multi-document transactions (a primary's).
+    pub transactions: crate::sessions::txn::Transactions,
     /// Read and write ticket pools (see `admission`).
     pub admission: crate::control::admission::Admission,
     /// Operations in progress (`currentOp`, `killOp`).
@@ -104,8 +106,12 @@ pub struct Ctx<'a> {
     /// The version of the database's primary shard a router routed the command with
     /// (`databaseVersion`, see `db_placement`).
     pub db_version: Option<i64>,
-    /// The cluster time a snapshot read reads at (`engine` reads as of it already).
+    /// The cluster time a snapshot read or a transaction reads at (`engine` reads as of
+    /// it already).
     pub read_at: Option<storage::Timestamp>,
+    /// The engine a cursor keeps reading through across `getMore`s when it is not the
+    /// node's: a snapshot read's view at its time, or a transaction's.
+    pub view: Option<Arc<dyn Engine>>,
 }
 
 impl Ctx<'_> {
@@ -114,10 +120,10 @@ impl Ctx<'_> {
         &self,
         source: Box<dyn crate::execution::cursor::CursorSource>,
     ) -> Box<dyn crate::execution::cursor::CursorSource> {
-        match self.read_at {
-            Some(at) => Box::new(crate::execution::cursor::AtTime {
+        match &self.view {
+            Some(engine) => Box::new(crate::execution::cursor::AtTime {
                 source,
-                engine: storage::AsOf::new(self.node.engine.clone(), at),
+                engine: engine.clone(),
             }),
             None => source,
         }
@@ -272,6 +278,7 @@ impl Node {
             started: Instant::now(),
             replica: None,
             sessions: SessionLocks::default(),
+            transactions: Default::default(),
             admission: Default::default(),
             ops: Default::default(),
             catalog_sync: Default::default(),
@@ -366,6 +373,7 @@ impl Node {
             started: Instant::now(),
             replica: Some(replica),
             sessions: SessionLocks::default(),
+            transactions: Default::default(),
             admission: Default::default(),
             ops: Default::default(),
             catalog_sync,
@@ -544,10 +552,12 @@ impl Node {
         let Ok(rc) = cmd.get_document("readConcern") else {
             return Ok(None);
         };
+        // A transaction reads at its own time (`sessions::txn`).
+        if cmd.contains_key("autocommit") {
+            return Ok(None);
+        }
         if snapshot_read::requested(rc) {
-            let limit = deadline
-                .0
-                .map(|t| t.saturating_duration_since(Instant::now()));
+            let limit = deadline.remaining();
             return snapshot_read::time(self.replica.as_deref(), name, rc, limit).map(Some);
         }
         self.wait_for_read_concern(rc, writes, deadline)
@@ -582,10 +592,7 @@ impl Node {
         if !linearizable && applied_since(rc, replica) {
             return Ok(());
         }
-        let limit = deadline
-            .0
-            .map(|t| t.saturating_duration_since(Instant::now()))
-            .unwrap_or(LINEARIZABLE_WAIT);
+        let limit = deadline.remaining().unwrap_or(LINEARIZABLE_WAIT);
         let waited = if linearizable {
             replica.read_barrier(limit)
         } else {
@@ -618,15 +625,15 @@ impl Node {
         routed: Routing,
         handler: commands::Handler,
     ) -> MongoResult<Document> {
-        let as_of = routed
+        let as_of: Option<Arc<dyn Engine>> = routed
             .read_at
-            .map(|at| storage::AsOf::new(self.engine.clone(), at));
+            .map(|at| Arc::new(storage::AsOf::new(self.engine.clone(), at)) as _);
         let ctx = Ctx {
             node: self,
             db,
             deadline,
             engine: match &as_of {
-                Some(view) => view,
+                Some(view) => view.as_ref(),
                 None => self.engine.as_ref(),
             },
             retry: None,
@@ -635,7 +642,13 @@ impl Node {
             shard_version: routed.shard_version,
             db_version: routed.db_version,
             read_at: routed.read_at,
+            view: as_of.clone(),
         };
+        if let Some(st) = crate::sessions::txn::statement::Statement::parse(cmd)? {
+            return self.sessions.with(st.lsid, || {
+                crate::sessions::txn::statement::run(ctx, cmd, &st, handler)
+            })?;
+        }
         let name = cmd.keys().next().map(String::as_str).unwrap_or_default();
         let session = match (cmd.get_document("lsid"), cmd.get("txnNumber")) {
             (Ok(lsid), Some(txn)) if retry::RETRYABLE.contains(&name) => {
@@ -861,6 +874,7 @@ mod tests {
             shard_version: None,
             db_version: None,
             read_at: None,
+            view: None,
         }
     }
 

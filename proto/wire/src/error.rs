@@ -157,10 +157,15 @@ error_codes! {
     ConversionFailure = 241;
     SnapshotUnavailable = 246;
     StaleDbVersion = 249;
+    NoSuchTransaction = 251;
+    TransactionCommitted = 256;
+    TransactionTooLarge = 257;
     TooManyLogicalSessions = 261;
     ExceededTimeLimit = 262, retryable;
+    OperationNotSupportedInTransaction = 263;
     ClientDisconnect = 279;
     WouldChangeOwningShard = 283;
+    TransactionExceededLifetimeLimitSeconds = 290;
     QueryExceededMemoryLimitNoDiskUseAllowed = 292;
     APIStrictError = 323;
     MechanismUnavailable = 334;

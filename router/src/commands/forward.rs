@@ -59,6 +59,9 @@ pub async fn run(
             return Ok(reply);
         }
     }
+    if crate::transactions::in_transaction(&cmd) {
+        enlist(session, &cmd, &target)?;
+    }
     let scatter_at = (target.scatter.is_some())
         .then(|| at_one_time(&mut opts))
         .flatten();
@@ -165,6 +168,9 @@ fn options(
         op_id: 0,
     };
     let level = read_concern(cmd.get("readConcern"))?;
+    // A transaction's read concern goes to its shard as the client gave it.
+    let txn = crate::transactions::in_transaction(cmd);
+    let level = level.filter(|_| !txn);
     let linearizable = level == Some("linearizable");
     let snapshot = match level {
         // A snapshot session's driver sends the read concern with `getMore` as well: the
@@ -188,6 +194,7 @@ fn options(
     let after_cluster_time = cmd
         .get_document("readConcern")
         .ok()
+        .filter(|_| !txn)
         .and_then(|rc| rc.get("afterClusterTime"))
         .cloned();
     Ok(Options {
@@ -406,6 +413,20 @@ async fn route(
     Ok(None)
 }
 
+/// Records the shard a statement of a transaction goes to; every statement of one
+/// transaction must go to the same shard.
+fn enlist(session: &mut Session, cmd: &Document, target: &Target) -> MongoResult<()> {
+    if target.scatter.is_some() {
+        return Err(crate::transactions::no_scatter());
+    }
+    let uid = super::sessions::connection_uid(session);
+    let (key, number) = crate::transactions::named(cmd, uid)?;
+    let state = &session.state;
+    let shard = target.shard.as_ref().unwrap_or(&state.shard);
+    let start = cmd.contains_key("startTransaction");
+    state.transactions.enlist(key, number, start, shard)
+}
+
 /// The command as the shard takes it: the router's own fields removed, a retryable
 /// write's session kept, the read concern the member needs, and the raw sequences folded
 /// in.
@@ -417,7 +438,13 @@ fn encode(
 ) -> MongoResult<bytes::Bytes> {
     // A retryable write keeps its session and number: the shard records its statements
     // under them, so a retry (the driver's, or ours after a failover) applies once.
-    let retryable = cmd.contains_key("txnNumber") && !cmd.contains_key("autocommit");
+    let txn = crate::transactions::in_transaction(&cmd);
+    let kept: Vec<(&str, Bson)> = crate::transactions::FIELDS
+        .iter()
+        .filter(|_| txn)
+        .filter_map(|f| cmd.get(*f).map(|v| (*f, v.clone())))
+        .collect();
+    let retryable = cmd.contains_key("txnNumber");
     let session_fields = if retryable {
         let lsid = cmd.remove("lsid").map(|l| {
             let (recent, auth) = (&mut session.recent_session, &session.auth);
@@ -444,6 +471,9 @@ fn encode(
     if let (Some(lsid), Some(txn)) = session_fields {
         cmd.insert("lsid", lsid);
         cmd.insert("txnNumber", txn);
+    }
+    for (field, value) in kept {
+        cmd.insert(field, value);
     }
     let command = wire::fold_sequences(&cmd, &sequences)
         .map_err(|e| MongoError::new(ErrorCode::InvalidBSON, e.to_string()))?;
@@ -760,7 +790,7 @@ fn writes_output(cmd: &Document) -> bool {
 
 /// `writeConcern`: `w` as a member count (0 = the default, majority) and `wtimeout`.
 /// Every acknowledged write is journaled (`j` is always honoured).
-fn write_concern(v: Option<&Bson>) -> MongoResult<(u32, u64)> {
+pub(crate) fn write_concern(v: Option<&Bson>) -> MongoResult<(u32, u64)> {
     let d = match v {
         None | Some(Bson::Null) => return Ok((0, 0)),
         Some(Bson::Document(d)) => d,

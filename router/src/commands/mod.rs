@@ -9,12 +9,14 @@ use crate::auth::authz::{self, Rule};
 use crate::context::Session;
 use crate::counters::Op;
 
+mod abort_transaction;
 mod add_shard;
 mod add_shard_to_zone;
 mod authenticate;
 mod balancer_mode;
 mod balancer_status;
 mod build_info;
+mod commit_transaction;
 mod configure_fail_point;
 mod connection_status;
 mod create_role;
@@ -62,11 +64,8 @@ pub async fn dispatch(
     cmd: Document,
     sequences: Vec<wire::DocSequence>,
 ) -> MongoResult<Document> {
-    if let Some(Bson::Boolean(true)) = cmd.get("startTransaction") {
-        return Err(MongoError::new(
-            ErrorCode::IllegalOperation,
-            "multi-document transactions are not supported yet",
-        ));
+    if crate::transactions::in_transaction(&cmd) {
+        crate::transactions::check_statement(name, &cmd)?;
     }
     if name == "aggregate" && starts_with_stage(&cmd, "$listSearchIndexes") {
         return Err(MongoError::new(

@@ -18,6 +18,12 @@ fn owner(auth: &ConnAuth) -> Owner<'_> {
     auth.user.as_ref().map(|u| (u.user.as_str(), u.db.as_str()))
 }
 
+/// The `uid` of the connection's user, as sessions are keyed by it.
+pub fn connection_uid(session: &mut Session) -> [u8; 32] {
+    let (recent, auth) = (&mut session.recent_session, &session.auth);
+    recent.uid(owner(auth))
+}
+
 /// A retryable write's `lsid` as the shard keys its records: with access control on,
 /// `uid` is the authenticated user's (whatever the client sent), so a user who learns
 /// another's session id still cannot reach that user's recorded replies.

@@ -254,6 +254,16 @@ pub static COMMANDS: &[Command] = &[
     Command::router("logout", Rule::Open, handler!(connection_status::logout)),
     Command::router("endSessions", Rule::Open, handler!(sessions::end_sessions)),
     Command::router(
+        "commitTransaction",
+        Rule::Authenticated,
+        handler!(commit_transaction::run),
+    ),
+    Command::router(
+        "abortTransaction",
+        Rule::Authenticated,
+        handler!(abort_transaction::run),
+    ),
+    Command::router(
         "killAllSessions",
         cluster(&[KillAnySession]),
         handler!(sessions::kill_all_sessions),

@@ -5,12 +5,14 @@ use wire::MongoResult;
 
 use crate::node::Ctx;
 
+mod abort_transaction;
 mod aggregate;
 mod aggregate_output;
 mod apply_moved;
 pub mod args;
 mod begin_move;
 mod coll_stats;
+mod commit_transaction;
 mod count;
 mod create;
 mod create_indexes;
@@ -151,6 +153,18 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "findandmodify",
         run: find_and_modify::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "commitTransaction",
+        run: commit_transaction::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "abortTransaction",
+        run: abort_transaction::run,
         writes: true,
         anywhere: false,
     },

@@ -10,6 +10,11 @@ use wire::{ErrorCode, MongoError, MongoResult};
 pub struct Deadline(pub Option<Instant>);
 
 impl Deadline {
+    /// How long until the deadline, if there is one.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.0.map(|t| t.saturating_duration_since(Instant::now()))
+    }
+
     pub fn after_ms(ms: u64) -> Deadline {
         if ms == 0 {
             Deadline(None)

@@ -45,6 +45,17 @@ pub fn time(
             "readConcern level snapshot needs a replica set",
         ));
     };
+    at_or_after(replica, rc, limit)
+}
+
+/// The read concern's `atClusterTime`, or the newest time this member has applied at or
+/// after its `afterClusterTime`, once this member has applied everything up to it (a
+/// snapshot read's time, and a transaction's).
+pub fn at_or_after(
+    replica: &Replica,
+    rc: &Document,
+    limit: Option<Duration>,
+) -> MongoResult<Timestamp> {
     let at = match (
         timestamp(rc, "atClusterTime")?,
         timestamp(rc, "afterClusterTime")?,

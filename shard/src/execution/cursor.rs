@@ -40,11 +40,11 @@ pub trait CursorSource: Send {
     }
 }
 
-/// A snapshot read's cursor: every batch, the first and each `getMore`'s, reads as of the
-/// time the read chose, whatever engine the caller passes.
+/// A snapshot read's or a transaction's cursor: every batch, the first and each
+/// `getMore`'s, reads through the view it opened with, whatever engine the caller passes.
 pub struct AtTime {
     pub source: Box<dyn CursorSource>,
-    pub engine: storage::AsOf,
+    pub engine: std::sync::Arc<dyn Engine>,
 }
 
 impl CursorSource for AtTime {
@@ -54,7 +54,8 @@ impl CursorSource for AtTime {
         max_docs: usize,
         deadline: &Deadline,
     ) -> MongoResult<Vec<Document>> {
-        self.source.next_batch(&self.engine, max_docs, deadline)
+        self.source
+            .next_batch(self.engine.as_ref(), max_docs, deadline)
     }
 
     fn exhausted(&self) -> bool {

@@ -8,4 +8,5 @@
 //! errors.
 
 pub mod retry;
+pub mod txn;
 pub mod write_concern;

@@ -204,6 +204,32 @@ pub fn merge_record(held: Option<&Document>, incoming: &Document) -> Document {
     }
 }
 
+/// The newest `txnNumber` the session's record holds, and whether a transaction of that
+/// number committed (`c`, written by `txn::commit`).
+pub fn newest_number(engine: &dyn Engine, key: &[u8]) -> MongoResult<Option<(i64, bool)>> {
+    let Some(bytes) = engine
+        .get(TXN_TABLE, key)
+        .map_err(crate::error::storage_to_mongo)?
+    else {
+        return Ok(None);
+    };
+    let corrupt =
+        |e: bson::raw::Error| MongoError::internal(format!("corrupt session record: {e}"));
+    let record = bson::RawDocument::from_bytes(&bytes).map_err(corrupt)?;
+    let Some(t) = present(record.get_i64("t"))? else {
+        return Ok(None);
+    };
+    let committed = present(record.get_bool("c"))?.unwrap_or(false);
+    Ok(Some((t, committed)))
+}
+
+/// The session record a committed transaction leaves: its number, no retryable
+/// statements, and that it committed, so that a retried `commitTransaction` succeeds.
+pub fn committed_record(number: i64) -> MongoResult<Vec<u8>> {
+    let record = doc! {"t": number, "s": {}, "u": bson::DateTime::now(), "c": true};
+    bson::to_vec(&record).map_err(|e| MongoError::internal(format!("session record: {e}")))
+}
+
 /// A retry names the namespace its first attempt wrote to (records written before the
 /// namespace was kept name none, and pass).
 fn check_same_namespace(recorded: Option<&str>, ns: &str, txn: i64) -> MongoResult<()> {
@@ -221,7 +247,7 @@ fn check_same_namespace(recorded: Option<&str>, ns: &str, txn: i64) -> MongoResu
 
 /// `lsid.id` (and `lsid.uid` when present) as the session table's key. The router sets
 /// `uid` to its authenticated user's, so one user's records are not another's.
-fn session_key(lsid: &Document) -> MongoResult<Vec<u8>> {
+pub fn session_key(lsid: &Document) -> MongoResult<Vec<u8>> {
     let mut key = match lsid.get("id") {
         Some(Bson::Binary(b)) => b.bytes.clone(),
         _ => {

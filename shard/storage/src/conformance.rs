@@ -875,11 +875,23 @@ pub fn write_conflicts_after_a_read_time<E: Engine>(e: &E) {
     for pass in ["in memory", "after a checkpoint"] {
         let conflict = |ops: &[WriteOpRef<'_>], at| e.write_conflict(ops, at).unwrap();
         assert!(conflict(&[put(b"a")], 15), "{pass}: a was written at 20");
-        assert!(!conflict(&[put(b"a")], 20), "{pass}: a is unchanged since 20");
+        assert!(
+            !conflict(&[put(b"a")], 20),
+            "{pass}: a is unchanged since 20"
+        );
         assert!(conflict(&[delete(b"b")], 25), "{pass}: b was deleted at 30");
-        assert!(!conflict(&[put(b"b")], 30), "{pass}: b is unchanged since 30");
-        assert!(!conflict(&[put(b"never"), put(b"a")], 30), "{pass}: unwritten keys");
-        assert!(conflict(&[put(b"never"), delete(b"a")], 12), "{pass}: one of two");
+        assert!(
+            !conflict(&[put(b"b")], 30),
+            "{pass}: b is unchanged since 30"
+        );
+        assert!(
+            !conflict(&[put(b"never"), put(b"a")], 30),
+            "{pass}: unwritten keys"
+        );
+        assert!(
+            conflict(&[put(b"never"), delete(b"a")], 12),
+            "{pass}: one of two"
+        );
         e.checkpoint().unwrap();
     }
     assert_eq!(e.get("t", b"a").unwrap().as_deref(), Some(&b"v"[..]));

@@ -259,7 +259,10 @@ impl Engine for MemoryEngine {
         let state = self.state.read();
         for op in ops {
             let t = table_ref(&state.tables, op.table())?;
-            if t.get(op.key()).and_then(|v| v.last()).is_some_and(|(ts, _)| *ts > at) {
+            if t.get(op.key())
+                .and_then(|v| v.last())
+                .is_some_and(|(ts, _)| *ts > at)
+            {
                 return Ok(true);
             }
         }

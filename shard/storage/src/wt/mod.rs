@@ -584,13 +584,15 @@ impl WiredTigerEngine {
         let config = TsConfig::new(&[("read_timestamp", at)]);
         self.inner.with_session(|st| {
             for _ in 0..TRIES {
-                st.session.begin_with(config.as_cstr()).map_err(|e| match e {
-                    Code::EINVAL => StorageError::SnapshotTooOld {
-                        read: at,
-                        oldest: self.inner.marks.oldest(),
-                    },
-                    e => wt_error(e, "begin_transaction"),
-                })?;
+                st.session
+                    .begin_with(config.as_cstr())
+                    .map_err(|e| match e {
+                        Code::EINVAL => StorageError::SnapshotTooOld {
+                            read: at,
+                            oldest: self.inner.marks.oldest(),
+                        },
+                        e => wt_error(e, "begin_transaction"),
+                    })?;
                 let tried = ops.iter().try_for_each(|op| {
                     // Every op as an overwrite: each one meets the same visibility check.
                     st.table(op.table())

@@ -1,0 +1,151 @@
+//! Multi-document transactions on one replica set, with snapshot isolation.
+//!
+//! A transaction lives on the primary, in memory, per session (`lsid`) and `txnNumber`.
+//! It reads as of one cluster time, the newest this member had applied when it started
+//! (or the client's `atClusterTime`), and its writes wait in an overlay that its own
+//! reads see ([`view::TxnView`]). No WiredTiger transaction stays open between
+//! statements: an open one would hold its updates against the applier, whose writes to
+//! the same keys would then be rolled back until it ended.
+//!
+//! `commitTransaction` ([`commit`]) writes the overlay as one replicated entry, with the
+//! session's record, once no key it writes has a version committed after its read time:
+//! the first committer wins, and a later one gets WriteConflict (112), which the router
+//! labels `TransientTransactionError` so that the driver runs the transaction again.
+//! Unlike MongoDB, writers outside the transaction never wait for it.
+//!
+//! A transaction ends at commit or abort, at an error in one of its statements, after
+//! [`LIFETIME`] (MongoDB's `transactionLifetimeLimitSeconds`), or when the member's term
+//! changes; its next statement then gets NoSuchTransaction (251).
+
+pub mod commit;
+pub mod statement;
+pub mod view;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use storage::Timestamp;
+use wire::{ErrorCode, MongoError, MongoResult};
+
+/// How long a transaction may run before the member aborts it.
+pub const LIFETIME: Duration = Duration::from_secs(60);
+/// The most a transaction may write, keys and values together: its commit is one entry.
+pub const MAX_BYTES: usize = 16 * 1024 * 1024;
+/// Transactions one member keeps open at most; their overlays are in memory.
+pub const MAX_OPEN: usize = 10_000;
+
+/// The open transactions of this member, by session key (`retry::session_key`).
+#[derive(Default)]
+pub struct Transactions {
+    open: Mutex<HashMap<Vec<u8>, Arc<Txn>>>,
+}
+
+/// One open transaction.
+pub struct Txn {
+    pub number: i64,
+    /// The cluster time every read of the transaction reads at.
+    pub read_at: Timestamp,
+    /// The member's term when the transaction started: it ends when the term changes.
+    pub term: u64,
+    started: Instant,
+    staged: Mutex<Staged>,
+}
+
+/// What the transaction has written so far.
+#[derive(Default)]
+pub struct Staged {
+    /// The newest value of each key written, by (table, key); `None`: deleted.
+    pub writes: BTreeMap<(String, Vec<u8>), Option<Vec<u8>>>,
+    pub bytes: usize,
+    /// The collections written, whose write locks the commit takes in this order.
+    pub namespaces: BTreeSet<String>,
+}
+
+impl Txn {
+    pub fn new(number: i64, read_at: Timestamp, term: u64) -> Txn {
+        Txn {
+            number,
+            read_at,
+            term,
+            started: Instant::now(),
+            staged: Mutex::new(Staged::default()),
+        }
+    }
+
+    pub fn staged(&self) -> parking_lot::MutexGuard<'_, Staged> {
+        self.staged.lock()
+    }
+
+    fn expired(&self) -> bool {
+        self.started.elapsed() > LIFETIME
+    }
+}
+
+impl Transactions {
+    /// The session's open transaction, if any.
+    pub fn get(&self, session: &[u8]) -> Option<Arc<Txn>> {
+        self.open.lock().get(session).cloned()
+    }
+
+    /// Opens `txn` for the session, replacing (aborting) an older one, after ending the
+    /// transactions that outlived [`LIFETIME`].
+    pub fn begin(&self, session: &[u8], txn: Arc<Txn>) -> MongoResult<()> {
+        let mut open = self.open.lock();
+        open.retain(|_, t| !t.expired());
+        if open.len() >= MAX_OPEN && !open.contains_key(session) {
+            return Err(MongoError::new(
+                ErrorCode::ExceededMemoryLimit,
+                format!("this member already has {MAX_OPEN} open transactions"),
+            ));
+        }
+        open.insert(session.to_vec(), txn);
+        Ok(())
+    }
+
+    /// Ends the session's transaction `number`, if it is the open one.
+    pub fn end(&self, session: &[u8], number: i64) {
+        let mut open = self.open.lock();
+        if open.get(session).is_some_and(|t| t.number == number) {
+            open.remove(session);
+        }
+    }
+
+    /// How many transactions are open (`serverStatus`).
+    pub fn len(&self) -> usize {
+        self.open.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// NoSuchTransaction for transaction `number`, and why.
+pub fn no_such(number: i64, why: &str) -> MongoError {
+    MongoError::new(
+        ErrorCode::NoSuchTransaction,
+        format!("Transaction with txnNumber {number} {why}"),
+    )
+}
+
+/// The transaction is open and usable: not past its lifetime, started in this term.
+pub fn check_alive(txn: &Txn, term: u64) -> MongoResult<()> {
+    if txn.expired() {
+        return Err(no_such(
+            txn.number,
+            &format!(
+                "has been aborted: it ran longer than transactionLifetimeLimitSeconds ({})",
+                LIFETIME.as_secs()
+            ),
+        ));
+    }
+    if txn.term != term {
+        return Err(no_such(
+            txn.number,
+            "has been aborted: the primary changed since it started",
+        ));
+    }
+    Ok(())
+}
