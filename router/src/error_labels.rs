@@ -37,12 +37,23 @@ pub fn label(reply: &mut Document) {
 }
 
 /// Errors after which a transaction may be run again from its start: it was aborted
-/// (a conflict, a failover, its snapshot gone) and nothing of it took effect.
+/// (a conflict, a failover, its snapshot gone, stale routing) and nothing of it took
+/// effect. MongoDB's `isTransientTransactionError`.
 const TRANSIENT: &[wire::ErrorCode] = &[
     wire::ErrorCode::WriteConflict,
-    wire::ErrorCode::NoSuchTransaction,
+    wire::ErrorCode::LockTimeout,
+    wire::ErrorCode::PreparedTransactionInProgress,
     wire::ErrorCode::SnapshotUnavailable,
     wire::ErrorCode::SnapshotTooOld,
+    wire::ErrorCode::StaleConfig,
+    wire::ErrorCode::StaleDbVersion,
+];
+
+/// Write concern errors after which a commit certainly did not reach what was asked,
+/// and sending it again cannot help: the write concern itself is wrong for the set.
+const HOPELESS_WRITE_CONCERN: &[wire::ErrorCode] = &[
+    wire::ErrorCode::UnknownReplWriteConcern,
+    wire::ErrorCode::UnsatisfiableWriteConcern,
 ];
 
 /// Adds the labels a driver's transaction loop looks for to the reply of a command in a
@@ -55,33 +66,35 @@ pub fn label_transaction(reply: &mut Document, name: &str) {
     }
     let failed = !matches!(reply.get("ok"), Some(Bson::Double(d)) if *d == 1.0)
         && !matches!(reply.get("ok"), Some(Bson::Int32(1)));
-    let code = reply
-        .get_i32("code")
-        .ok()
-        .and_then(wire::ErrorCode::from_code);
-    let unsure = |c: wire::ErrorCode| {
-        c.is_retryable_write()
-            || matches!(
-                c,
-                wire::ErrorCode::WriteConcernFailed | wire::ErrorCode::MaxTimeMSExpired
-            )
-    };
-    let label = match (failed, code) {
+    let code = |d: &Document| d.get_i32("code").ok().and_then(wire::ErrorCode::from_code);
+    let wce = reply.get_document("writeConcernError").ok().map(code);
+    let commit = name == "commitTransaction";
+    let label = match (failed, code(reply)) {
         (true, Some(c)) if TRANSIENT.contains(&c) => Some("TransientTransactionError"),
-        (true, Some(c)) if name == "commitTransaction" && unsure(c) => {
-            Some("UnknownTransactionCommitResult")
-        }
-        (true, Some(c)) if name != "commitTransaction" && c.is_retryable_write() => {
+        (true, Some(wire::ErrorCode::NoSuchTransaction)) if wce.is_none() => {
             Some("TransientTransactionError")
         }
-        (false, _) if name == "commitTransaction" && reply.contains_key("writeConcernError") => {
-            Some("UnknownTransactionCommitResult")
-        }
+        (true, Some(c)) if commit && unsure(c) => Some("UnknownTransactionCommitResult"),
+        (true, Some(c)) if !commit && c.is_retryable_write() => Some("TransientTransactionError"),
+        (false, _) if commit => match wce {
+            Some(Some(c)) if HOPELESS_WRITE_CONCERN.contains(&c) => None,
+            Some(_) => Some("UnknownTransactionCommitResult"),
+            None => None,
+        },
         _ => None,
     };
     if let Some(label) = label {
         reply.insert("errorLabels", vec![Bson::String(label.into())]);
     }
+}
+
+/// Errors of a commit that may or may not have happened.
+fn unsure(c: wire::ErrorCode) -> bool {
+    c.is_retryable_write()
+        || matches!(
+            c,
+            wire::ErrorCode::WriteConcernFailed | wire::ErrorCode::MaxTimeMSExpired
+        )
 }
 
 #[cfg(test)]
@@ -141,6 +154,8 @@ mod tests {
             "UnknownTransactionCommitResult"
         );
         assert_eq!(labelled(wce, "insert"), None);
+        let hopeless = doc! {"ok": 1.0, "writeConcernError": {"code": 100}};
+        assert_eq!(labelled(hopeless, "commitTransaction"), None);
         assert_eq!(labelled(doc! {"ok": 0.0, "code": 11000}, "insert"), None);
     }
 }

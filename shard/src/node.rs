@@ -41,7 +41,7 @@ pub struct Node {
     /// One command at a time per session (retryable writes, transactions).
     pub sessions: SessionLocks,
     /// Open multi-document transactions (a primary's).
-    pub transactions: crate::sessions::txn::Transactions,
+    pub transactions: Arc<crate::sessions::txn::Transactions>,
     /// Read and write ticket pools (see `admission`).
     pub admission: crate::control::admission::Admission,
     /// Operations in progress (`currentOp`, `killOp`).

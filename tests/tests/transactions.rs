@@ -148,6 +148,25 @@ async fn the_first_committer_wins_and_the_loser_is_told_to_run_again() {
     let n = coll.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
     assert_eq!(n.get_i32("n"), Ok(101));
     assert!(!n.contains_key("mine"), "{n:?}");
+
+    // Two open transactions write one document: the second writer is refused at once.
+    first.start_transaction().await.unwrap();
+    second.start_transaction().await.unwrap();
+    coll.update_one(doc! {"_id": 1}, doc! {"$inc": {"n": 1}})
+        .session(&mut first)
+        .await
+        .unwrap();
+    let lost = coll
+        .update_one(doc! {"_id": 1}, doc! {"$inc": {"n": 1}})
+        .session(&mut second)
+        .await
+        .expect_err("the document is another open transaction's");
+    assert_eq!(code(&lost), Some(112), "{lost:?}");
+    assert!(lost.contains_label(TRANSIENT_TRANSACTION_ERROR), "{lost:?}");
+    let _ = second.abort_transaction().await;
+    first.commit_transaction().await.unwrap();
+    let n = coll.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
+    assert_eq!(n.get_i32("n"), Ok(102));
 }
 
 /// The driver's callback API runs the transaction again after a conflict until it

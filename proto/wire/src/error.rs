@@ -104,6 +104,7 @@ error_codes! {
     AuthenticationFailed = 18;
     IllegalOperation = 20;
     InvalidBSON = 22;
+    LockTimeout = 24;
     AlreadyInitialized = 23;
     NamespaceNotFound = 26;
     IndexNotFound = 27;
@@ -163,6 +164,7 @@ error_codes! {
     TooManyLogicalSessions = 261;
     ExceededTimeLimit = 262, retryable;
     OperationNotSupportedInTransaction = 263;
+    PreparedTransactionInProgress = 267;
     ClientDisconnect = 279;
     WouldChangeOwningShard = 283;
     TransactionExceededLifetimeLimitSeconds = 290;

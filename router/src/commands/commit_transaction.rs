@@ -34,16 +34,22 @@ pub async fn end(
     let uid = super::sessions::connection_uid(session);
     let (key, number) = transactions::named(cmd, uid)?;
     let state = session.state.clone();
-    let shard = match (state.transactions.shard_of(&key, number), &state.cluster) {
+    let known = state.transactions.shard_of(&key, number);
+    let shard = match (known, &state.cluster) {
         (Some(shard), _) => shard,
         // One shard holds everything: the transaction can only be there.
         (None, None) => state.shard.clone(),
-        (None, Some(_)) => {
-            return Err(MongoError::new(
-                ErrorCode::NoSuchTransaction,
-                format!("Transaction with txnNumber {number} was not started through this router"),
-            ))
-        }
+        (None, Some(cluster)) => transactions::recovered_shard(cluster, cmd)
+            .await
+            .ok_or_else(|| {
+                MongoError::new(
+                    ErrorCode::NoSuchTransaction,
+                    format!(
+                        "Transaction with txnNumber {number} was not started through this \
+                         router, and the command names no recoveryToken"
+                    ),
+                )
+            })?,
     };
     let (w, wtimeout_ms) = super::forward::write_concern(cmd.get("writeConcern"))?;
     let lsid = cmd.get("lsid").cloned().unwrap_or(Bson::Null);

@@ -121,7 +121,20 @@ pub async fn dispatch(
     // Boxed: inline, every command's future (a refused one's too, and those the
     // router answers itself) would be the size of a forwarded one's, and be moved in
     // whole at each level (`forward`).
+    let txn = match crate::transactions::in_transaction(&cmd) {
+        true => Some(crate::transactions::named(
+            &cmd,
+            sessions::connection_uid(session),
+        )?),
+        false => None,
+    };
     let mut reply = Box::pin(forward::run(session, command, db, cmd, sequences)).await?;
+    if let Some((key, number)) = txn {
+        let state = session.state.clone();
+        if let Some(token) = crate::transactions::recovery_token(&state, &key, number).await {
+            reply.insert("recoveryToken", token);
+        }
+    }
     if name == "listDatabases" {
         authz::filter_databases(session, &mut reply);
     }

@@ -7,11 +7,13 @@
 //! statements: an open one would hold its updates against the applier, whose writes to
 //! the same keys would then be rolled back until it ended.
 //!
-//! `commitTransaction` ([`commit`]) writes the overlay as one replicated entry, with the
-//! session's record, once no key it writes has a version committed after its read time:
-//! the first committer wins, and a later one gets WriteConflict (112), which the router
-//! labels `TransientTransactionError` so that the driver runs the transaction again.
-//! Unlike MongoDB, writers outside the transaction never wait for it.
+//! Two open transactions never write the same key: the first to write it holds it until
+//! it ends, and the other's write gets WriteConflict (112) at once, as in MongoDB. The
+//! router labels it `TransientTransactionError`, so the driver runs that transaction
+//! again. `commitTransaction` ([`commit`]) writes the overlay as one replicated entry,
+//! with the session's record, once no key it writes has a version committed after its
+//! read time; a write outside any transaction that got there first makes the commit a
+//! WriteConflict too. Unlike MongoDB, writers outside transactions never wait for one.
 //!
 //! A transaction ends at commit or abort, at an error in one of its statements, after
 //! [`LIFETIME`] (MongoDB's `transactionLifetimeLimitSeconds`), or when the member's term
@@ -40,7 +42,14 @@ pub const MAX_OPEN: usize = 10_000;
 #[derive(Default)]
 pub struct Transactions {
     open: Mutex<HashMap<Vec<u8>, Arc<Txn>>>,
+    /// The keys open transactions have written, each with its writer (session, number).
+    intents: Mutex<HashMap<Slot, Owner>>,
 }
+
+/// A key of a table.
+pub type Slot = (String, Vec<u8>);
+/// A transaction: its session key and number.
+type Owner = (Vec<u8>, i64);
 
 /// One open transaction.
 pub struct Txn {
@@ -94,7 +103,12 @@ impl Transactions {
     pub fn begin(&self, session: &[u8], txn: Arc<Txn>) -> MongoResult<()> {
         let mut open = self.open.lock();
         open.retain(|_, t| !t.expired());
-        if open.len() >= MAX_OPEN && !open.contains_key(session) {
+        // The session's older transaction, if any, ends here.
+        open.remove(session);
+        self.intents
+            .lock()
+            .retain(|_, (s, n)| open.get(s).is_some_and(|t| t.number == *n));
+        if open.len() >= MAX_OPEN {
             return Err(MongoError::new(
                 ErrorCode::ExceededMemoryLimit,
                 format!("this member already has {MAX_OPEN} open transactions"),
@@ -109,7 +123,40 @@ impl Transactions {
         let mut open = self.open.lock();
         if open.get(session).is_some_and(|t| t.number == number) {
             open.remove(session);
+            self.intents
+                .lock()
+                .retain(|_, (s, n)| !(s.as_slice() == session && *n == number));
         }
+    }
+
+    /// Claims `slots` for transaction `number` of `session`: refused with WriteConflict
+    /// when another open transaction wrote one of them first.
+    pub fn claim<'a>(
+        &self,
+        session: &[u8],
+        number: i64,
+        slots: impl Iterator<Item = &'a Slot> + Clone,
+    ) -> MongoResult<()> {
+        let open = self.open.lock();
+        let mut intents = self.intents.lock();
+        let mine = |(s, n): &Owner| s.as_slice() == session && *n == number;
+        let alive = |(s, n): &Owner| open.get(s).is_some_and(|t| t.number == *n && !t.expired());
+        if let Some(slot) = slots
+            .clone()
+            .find(|slot| intents.get(*slot).is_some_and(|o| !mine(o) && alive(o)))
+        {
+            return Err(MongoError::new(
+                ErrorCode::WriteConflict,
+                format!(
+                    "another transaction is writing a key of {} (first writer wins)",
+                    slot.0
+                ),
+            ));
+        }
+        for slot in slots {
+            intents.insert(slot.clone(), (session.to_vec(), number));
+        }
+        Ok(())
     }
 
     /// How many transactions are open (`serverStatus`).

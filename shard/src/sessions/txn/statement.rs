@@ -128,6 +128,8 @@ pub fn run(
     let view = Arc::new(TxnView {
         below: node.engine.clone(),
         txn: txn.clone(),
+        registry: node.transactions.clone(),
+        session: key.clone(),
     });
     let ctx = Ctx {
         engine: view.as_ref(),

@@ -12,11 +12,15 @@ use storage::{
 };
 use wire::{ErrorCode, MongoError};
 
-use super::{Txn, MAX_BYTES};
+use super::{Transactions, Txn, MAX_BYTES};
 
 pub struct TxnView {
     pub below: Arc<dyn Engine>,
     pub txn: Arc<Txn>,
+    /// Where the keys open transactions write are claimed.
+    pub registry: Arc<Transactions>,
+    /// The transaction's session key.
+    pub session: Vec<u8>,
 }
 
 /// A MongoDB error carried through the storage interface.
@@ -110,6 +114,9 @@ impl TxnView {
                 format!("a transaction may write at most {MAX_BYTES} bytes"),
             ));
         }
+        self.registry
+            .claim(&self.session, self.txn.number, pending.keys())
+            .map_err(|e| StorageError::Layer(Box::new(e)))?;
         staged.bytes = bytes;
         staged.writes.extend(pending);
         Ok(())
@@ -230,9 +237,14 @@ mod tests {
             .unwrap();
         // After the transaction's time: it must not see this.
         below.write_refs_at(&[put(b"g", b"7")], 20).unwrap();
+        let txn = Arc::new(Txn::new(1, 15, 1));
+        let registry = Arc::new(Transactions::default());
+        registry.begin(b"s1", txn.clone()).unwrap();
         TxnView {
             below: Arc::new(below),
-            txn: Arc::new(Txn::new(1, 15, 1)),
+            txn,
+            registry,
+            session: b"s1".to_vec(),
         }
     }
 
@@ -285,5 +297,32 @@ mod tests {
             other => panic!("expected a write conflict, got {other:?}"),
         }
         assert!(v.create_table("u").is_err());
+    }
+
+    /// Of two open transactions, the first to write a key holds it until it ends.
+    #[test]
+    fn the_first_writer_of_a_key_holds_it_until_its_transaction_ends() {
+        let v = view();
+        let other_txn = Arc::new(Txn::new(4, 15, 1));
+        v.registry.begin(b"s2", other_txn.clone()).unwrap();
+        let other = TxnView {
+            below: v.below.clone(),
+            txn: other_txn,
+            registry: v.registry.clone(),
+            session: b"s2".to_vec(),
+        };
+        let mut b = WriteBatch::new();
+        b.put("t", b"a".to_vec(), b"mine".to_vec());
+        v.write(&b).unwrap();
+        v.write(&b).unwrap();
+        let conflict = |r: Result<()>| match r {
+            Err(StorageError::Layer(e)) => {
+                e.downcast::<MongoError>().unwrap().code == ErrorCode::WriteConflict as i32
+            }
+            _ => false,
+        };
+        assert!(conflict(other.write(&b)), "a key another transaction wrote");
+        v.registry.end(b"s1", 1);
+        other.write(&b).unwrap();
     }
 }
