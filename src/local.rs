@@ -75,34 +75,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
     if !(1..=MAX_SHARDS).contains(&args.shards) {
         anyhow::bail!("--shards must be between 1 and {MAX_SHARDS}");
     }
-    let base = args.member_port.unwrap_or(args.port + 100);
-    // (site, arbiter) per member of each shard.
-    let shape: Vec<(&str, bool)> = match args.layout {
-        Layout::TwoTwoArbiter => vec![
-            ("A", false),
-            ("A", false),
-            ("B", false),
-            ("B", false),
-            ("C", true),
-        ],
-        _ => SITES.iter().map(|s| (*s, false)).collect(),
-    };
-    let config_shape: Vec<(&str, bool)> = SITES.iter().map(|s| (*s, false)).collect();
-    // Shard k's members listen on base + 10k + i; the config servers on base + 90 + i.
-    // Shard k prefers a primary in site k mod 3 (and is in that site's zone), so each
-    // site can own data written there; the config servers prefer site A.
-    let mut sets = vec![(
-        "config".to_string(),
-        replica_set(&config_shape, base + 90, "A"),
-    )];
-    for k in 0..args.shards {
-        let site = SITES[k as usize % SITES.len()];
-        sets.push((
-            format!("shard{k}"),
-            replica_set(&shape, base + 10 * k, site),
-        ));
-    }
-    let ttl = Duration::from_secs(args.ttl_interval_secs);
+    let sets = member_sets(&args);
     let mut router_template = router::RouterConfig {
         config_servers: hosts(&sets[0].1),
         enable_test_commands: args.enable_test_commands,
@@ -112,33 +85,7 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
     // present it.
     let cluster_key = args.security.apply(&mut router_template);
     router_template.validate().map_err(anyhow::Error::msg)?;
-    let mut running = Vec::new();
-    let mut services: HashMap<String, Arc<dyn proto::shard::shard_server::Shard>> = HashMap::new();
-    for (set, members) in &sets {
-        for m in members {
-            let listener = tokio::net::TcpListener::bind(&m.host)
-                .await
-                .with_context(|| format!("binding {set} member {} to {}", m.id, m.host))?;
-            let repl = ReplConfig::new(set, m.id, members.clone());
-            let dir = args.dir.join(set).join(format!("member{}", m.id));
-            let member = shard::service::start_member(
-                listener,
-                dir.clone(),
-                CACHE_MB,
-                Duration::from_secs(600),
-                ttl,
-                repl,
-                proto::cluster_auth::ClusterAuth::key(Some(cluster_key.clone())),
-            )
-            .await
-            .with_context(|| format!("opening {set} member {} in {}", m.id, dir.display()))?;
-            services.insert(
-                m.host.clone(),
-                shard::service::in_process(member.node.clone()),
-            );
-            running.push(member);
-        }
-    }
+    let (running, services) = start_members(&args, &sets, &cluster_key).await?;
     // Routers call this process's members directly; their gRPC ports still serve
     // routers started elsewhere.
     let links: router::sharding::LinkFactory =
@@ -178,28 +125,132 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
     }
     let mut routers = Vec::new();
     for (i, site) in SITES.iter().enumerate() {
-        let mut config = router::RouterConfig {
-            listen: format!("127.0.0.1:{}", args.port + i as u16),
-            site: site.to_string(),
-            ..router_template.clone()
-        };
-        if i > 0 {
-            // One router creates the bootstrap admin; the others would race it.
-            config.admin_user.clear();
-            config.admin_password.clear();
-        }
-        let listener = router::listener::bind(&config.listen)
-            .await
-            .with_context(|| format!("binding the site {site} router to {}", config.listen))?;
-        let sd = shutdown.clone();
         let handle = config_handle(site)?;
-        let links = links.clone();
-        routers.push(tokio::spawn(async move {
-            let r = router::serve_cluster(listener, config, handle, links, sd.clone()).await;
-            sd.cancel();
-            r
-        }));
+        routers.push(
+            start_router(&args, &router_template, i, handle, links.clone(), &shutdown).await?,
+        );
     }
+    print_cluster(&args);
+    shutdown.cancelled().await;
+    for r in routers {
+        r.await?.context("router")?;
+    }
+    for c in coordinators {
+        c.await?;
+    }
+    // The links hold every member's node: a member's storage closes only once they are
+    // gone. Members then stop side by side, each with its final checkpoint.
+    drop(links);
+    stop_members(running).await?;
+    println!("Bulwark stopped.");
+    Ok(())
+}
+
+/// The config server replica set, then one per shard: each member's site, host and role.
+fn member_sets(args: &LocalArgs) -> Vec<(String, Vec<MemberConfig>)> {
+    let base = args.member_port.unwrap_or(args.port + 100);
+    // (site, arbiter) per member of each shard.
+    let shape: Vec<(&str, bool)> = match args.layout {
+        Layout::TwoTwoArbiter => vec![
+            ("A", false),
+            ("A", false),
+            ("B", false),
+            ("B", false),
+            ("C", true),
+        ],
+        _ => SITES.iter().map(|s| (*s, false)).collect(),
+    };
+    let config_shape: Vec<(&str, bool)> = SITES.iter().map(|s| (*s, false)).collect();
+    // Shard k's members listen on base + 10k + i; the config servers on base + 90 + i.
+    // Shard k prefers a primary in site k mod 3 (and is in that site's zone), so each
+    // site can own data written there; the config servers prefer site A.
+    let mut sets = vec![(
+        "config".to_string(),
+        replica_set(&config_shape, base + 90, "A"),
+    )];
+    for k in 0..args.shards {
+        let site = SITES[k as usize % SITES.len()];
+        sets.push((
+            format!("shard{k}"),
+            replica_set(&shape, base + 10 * k, site),
+        ));
+    }
+    sets
+}
+
+/// Every member of every set, in this process; with the service each one answers
+/// commands through.
+async fn start_members(
+    args: &LocalArgs,
+    sets: &[(String, Vec<MemberConfig>)],
+    cluster_key: &str,
+) -> anyhow::Result<(
+    Vec<shard::service::RunningMember>,
+    HashMap<String, Arc<dyn proto::shard::shard_server::Shard>>,
+)> {
+    let ttl = Duration::from_secs(args.ttl_interval_secs);
+    let mut running = Vec::new();
+    let mut services: HashMap<String, Arc<dyn proto::shard::shard_server::Shard>> = HashMap::new();
+    for (set, members) in sets {
+        for m in members {
+            let listener = tokio::net::TcpListener::bind(&m.host)
+                .await
+                .with_context(|| format!("binding {set} member {} to {}", m.id, m.host))?;
+            let repl = ReplConfig::new(set, m.id, members.clone());
+            let dir = args.dir.join(set).join(format!("member{}", m.id));
+            let member = shard::service::start_member(
+                listener,
+                dir.clone(),
+                CACHE_MB,
+                Duration::from_secs(600),
+                ttl,
+                repl,
+                proto::cluster_auth::ClusterAuth::key(Some(cluster_key.to_string())),
+            )
+            .await
+            .with_context(|| format!("opening {set} member {} in {}", m.id, dir.display()))?;
+            services.insert(
+                m.host.clone(),
+                shard::service::in_process(member.node.clone()),
+            );
+            running.push(member);
+        }
+    }
+    Ok((running, services))
+}
+
+/// The router of site `i`, listening on `--port` + i.
+async fn start_router(
+    args: &LocalArgs,
+    template: &router::RouterConfig,
+    i: usize,
+    config_handle: ShardHandle,
+    links: router::sharding::LinkFactory,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<Result<(), router::error::RouterError>>> {
+    let site = SITES[i];
+    let mut config = router::RouterConfig {
+        listen: format!("127.0.0.1:{}", args.port + i as u16),
+        site: site.to_string(),
+        ..template.clone()
+    };
+    if i > 0 {
+        // One router creates the bootstrap admin; the others would race it.
+        config.admin_user.clear();
+        config.admin_password.clear();
+    }
+    let listener = router::listener::bind(&config.listen)
+        .await
+        .with_context(|| format!("binding the site {site} router to {}", config.listen))?;
+    let sd = shutdown.clone();
+    Ok(tokio::spawn(async move {
+        let r = router::serve_cluster(listener, config, config_handle, links, sd.clone()).await;
+        sd.cancel();
+        r
+    }))
+}
+
+fn print_cluster(args: &LocalArgs) {
     println!(
         "Bulwark is running: {} shard(s) and the config servers, each a replica set across sites A, B and C.",
         args.shards
@@ -214,19 +265,6 @@ pub async fn run(args: LocalArgs, shutdown: CancellationToken) -> anyhow::Result
         "Data directory: {}. Press Ctrl-C to stop.",
         args.dir.display()
     );
-    shutdown.cancelled().await;
-    for r in routers {
-        r.await?.context("router")?;
-    }
-    for c in coordinators {
-        c.await?;
-    }
-    // The links hold every member's node: a member's storage closes only once they are
-    // gone. Members then stop side by side, each with its final checkpoint.
-    drop(links);
-    stop_members(running).await?;
-    println!("Bulwark stopped.");
-    Ok(())
 }
 
 /// Stops every member at once and waits until each one's storage has closed.

@@ -87,40 +87,7 @@ impl Accumulator {
             ));
         }
         let (name, arg) = d.iter().next().unwrap();
-        let kind = match name.as_str() {
-            "$sum" => Kind::Sum,
-            "$avg" => Kind::Avg,
-            "$min" => Kind::Min,
-            "$max" => Kind::Max,
-            "$first" => Kind::First,
-            "$last" => Kind::Last,
-            "$push" => Kind::Push,
-            "$addToSet" => Kind::AddToSet,
-            "$count" => Kind::Count,
-            "$stdDevPop" => Kind::StdDevPop,
-            "$stdDevSamp" => Kind::StdDevSamp,
-            "$mergeObjects" => Kind::MergeObjects,
-            "$top" => Kind::Top,
-            "$bottom" => Kind::Bottom,
-            "$topN" => Kind::TopN,
-            "$bottomN" => Kind::BottomN,
-            "$firstN" => Kind::FirstN,
-            "$lastN" => Kind::LastN,
-            "$maxN" => Kind::MaxN,
-            "$minN" => Kind::MinN,
-            "$accumulator" | "$median" | "$percentile" => {
-                return Err(MongoError::new(
-                    ErrorCode::NotImplemented,
-                    format!("{name} is not supported"),
-                ))
-            }
-            _ => {
-                return Err(MongoError::new(
-                    ErrorCode::UnknownGroupOperator,
-                    format!("unknown group operator '{name}'"),
-                ))
-            }
-        };
+        let kind = kind_of(name)?;
         match kind {
             Kind::Count => {
                 if !matches!(arg, Bson::Document(a) if a.is_empty()) {
@@ -131,92 +98,8 @@ impl Accumulator {
                 }
                 Ok(Accumulator::count())
             }
-            Kind::Top | Kind::Bottom | Kind::TopN | Kind::BottomN => {
-                let Bson::Document(a) = arg else {
-                    return Err(MongoError::new(
-                        ErrorCode::TopBottomNotObject,
-                        format!("specification for {name} must be an object"),
-                    ));
-                };
-                let with_n = matches!(kind, Kind::TopN | Kind::BottomN);
-                for k in a.keys() {
-                    let ok = matches!(k.as_str(), "sortBy" | "output") || (with_n && k == "n");
-                    if !ok {
-                        return Err(MongoError::new(
-                            ErrorCode::TopBottomUnknownArgument,
-                            format!("Unknown argument for {name}: {k}"),
-                        ));
-                    }
-                }
-                let output = a.get("output").ok_or_else(|| {
-                    MongoError::new(
-                        ErrorCode::TopBottomMissingOutput,
-                        format!("Missing value for 'output' in {name}"),
-                    )
-                })?;
-                let Some(Bson::Document(sort_by)) = a.get("sortBy") else {
-                    return Err(MongoError::new(
-                        ErrorCode::TopBottomMissingSortBy,
-                        format!("Missing or invalid value for 'sortBy' in {name}"),
-                    ));
-                };
-                let n = if with_n {
-                    Some(Expr::parse(a.get("n").ok_or_else(|| {
-                        MongoError::new(
-                            ErrorCode::TopBottomMissingN,
-                            format!("Missing value for 'n' in {name}"),
-                        )
-                    })?)?)
-                } else {
-                    if a.contains_key("n") {
-                        return Err(MongoError::new(
-                            ErrorCode::TopBottomUnknownArgument,
-                            format!("Unknown argument for {name}: n"),
-                        ));
-                    }
-                    None
-                };
-                Ok(Accumulator {
-                    kind,
-                    arg: Expr::parse(output)?,
-                    n,
-                    sort: Some(SortKeys::parse(sort_by)?),
-                })
-            }
-            Kind::FirstN | Kind::LastN | Kind::MaxN | Kind::MinN => {
-                let Bson::Document(a) = arg else {
-                    return Err(MongoError::new(
-                        ErrorCode::ArgumentsNotObject,
-                        format!("specification for {name} must be an object"),
-                    ));
-                };
-                for k in a.keys() {
-                    if k != "input" && k != "n" {
-                        return Err(MongoError::new(
-                            ErrorCode::NAccumulatorUnknownArgument,
-                            format!("Unknown argument for {name}: {k}"),
-                        ));
-                    }
-                }
-                let input = a.get("input").ok_or_else(|| {
-                    MongoError::new(
-                        ErrorCode::NAccumulatorMissingInput,
-                        format!("Missing value for 'input' in {name}"),
-                    )
-                })?;
-                let n = a.get("n").ok_or_else(|| {
-                    MongoError::new(
-                        ErrorCode::NAccumulatorMissingN,
-                        format!("Missing value for 'n' in {name}"),
-                    )
-                })?;
-                Ok(Accumulator {
-                    kind,
-                    arg: Expr::parse(input)?,
-                    n: Some(Expr::parse(n)?),
-                    sort: None,
-                })
-            }
+            Kind::Top | Kind::Bottom | Kind::TopN | Kind::BottomN => top_bottom(kind, name, arg),
+            Kind::FirstN | Kind::LastN | Kind::MaxN | Kind::MinN => n_valued(kind, name, arg),
             _ => {
                 if matches!(arg, Bson::Array(_)) {
                     return Err(MongoError::new(
@@ -640,4 +523,132 @@ impl StdDev {
         let denom = if sample { self.count - 1 } else { self.count } as f64;
         Bson::Double((self.m2 / denom).sqrt())
     }
+}
+
+/// The accumulator an operator name names.
+fn kind_of(name: &str) -> MongoResult<Kind> {
+    Ok(match name {
+        "$sum" => Kind::Sum,
+        "$avg" => Kind::Avg,
+        "$min" => Kind::Min,
+        "$max" => Kind::Max,
+        "$first" => Kind::First,
+        "$last" => Kind::Last,
+        "$push" => Kind::Push,
+        "$addToSet" => Kind::AddToSet,
+        "$count" => Kind::Count,
+        "$stdDevPop" => Kind::StdDevPop,
+        "$stdDevSamp" => Kind::StdDevSamp,
+        "$mergeObjects" => Kind::MergeObjects,
+        "$top" => Kind::Top,
+        "$bottom" => Kind::Bottom,
+        "$topN" => Kind::TopN,
+        "$bottomN" => Kind::BottomN,
+        "$firstN" => Kind::FirstN,
+        "$lastN" => Kind::LastN,
+        "$maxN" => Kind::MaxN,
+        "$minN" => Kind::MinN,
+        "$accumulator" | "$median" | "$percentile" => {
+            return Err(MongoError::new(
+                ErrorCode::NotImplemented,
+                format!("{name} is not supported"),
+            ))
+        }
+        _ => {
+            return Err(MongoError::new(
+                ErrorCode::UnknownGroupOperator,
+                format!("unknown group operator '{name}'"),
+            ))
+        }
+    })
+}
+
+/// `$top`, `$bottom`, `$topN`, `$bottomN`: `{sortBy, output}`, and `n` for the N forms.
+fn top_bottom(kind: Kind, name: &str, arg: &Bson) -> MongoResult<Accumulator> {
+    let Bson::Document(a) = arg else {
+        return Err(MongoError::new(
+            ErrorCode::TopBottomNotObject,
+            format!("specification for {name} must be an object"),
+        ));
+    };
+    let with_n = matches!(kind, Kind::TopN | Kind::BottomN);
+    for k in a.keys() {
+        let ok = matches!(k.as_str(), "sortBy" | "output") || (with_n && k == "n");
+        if !ok {
+            return Err(MongoError::new(
+                ErrorCode::TopBottomUnknownArgument,
+                format!("Unknown argument for {name}: {k}"),
+            ));
+        }
+    }
+    let output = a.get("output").ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::TopBottomMissingOutput,
+            format!("Missing value for 'output' in {name}"),
+        )
+    })?;
+    let Some(Bson::Document(sort_by)) = a.get("sortBy") else {
+        return Err(MongoError::new(
+            ErrorCode::TopBottomMissingSortBy,
+            format!("Missing or invalid value for 'sortBy' in {name}"),
+        ));
+    };
+    let n = if with_n {
+        Some(Expr::parse(a.get("n").ok_or_else(|| {
+            MongoError::new(
+                ErrorCode::TopBottomMissingN,
+                format!("Missing value for 'n' in {name}"),
+            )
+        })?)?)
+    } else {
+        if a.contains_key("n") {
+            return Err(MongoError::new(
+                ErrorCode::TopBottomUnknownArgument,
+                format!("Unknown argument for {name}: n"),
+            ));
+        }
+        None
+    };
+    Ok(Accumulator {
+        kind,
+        arg: Expr::parse(output)?,
+        n,
+        sort: Some(SortKeys::parse(sort_by)?),
+    })
+}
+
+/// `$firstN`, `$lastN`, `$maxN`, `$minN`: `{input, n}`.
+fn n_valued(kind: Kind, name: &str, arg: &Bson) -> MongoResult<Accumulator> {
+    let Bson::Document(a) = arg else {
+        return Err(MongoError::new(
+            ErrorCode::ArgumentsNotObject,
+            format!("specification for {name} must be an object"),
+        ));
+    };
+    for k in a.keys() {
+        if k != "input" && k != "n" {
+            return Err(MongoError::new(
+                ErrorCode::NAccumulatorUnknownArgument,
+                format!("Unknown argument for {name}: {k}"),
+            ));
+        }
+    }
+    let input = a.get("input").ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::NAccumulatorMissingInput,
+            format!("Missing value for 'input' in {name}"),
+        )
+    })?;
+    let n = a.get("n").ok_or_else(|| {
+        MongoError::new(
+            ErrorCode::NAccumulatorMissingN,
+            format!("Missing value for 'n' in {name}"),
+        )
+    })?;
+    Ok(Accumulator {
+        kind,
+        arg: Expr::parse(input)?,
+        n: Some(Expr::parse(n)?),
+        sort: None,
+    })
 }
