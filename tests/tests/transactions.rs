@@ -277,3 +277,203 @@ async fn refusals_and_a_failed_statement_end_the_transaction() {
     assert!(e.contains_label(TRANSIENT_TRANSACTION_ERROR), "{e:?}");
     let _ = s.abort_transaction().await;
 }
+
+/// Transactions of reads and list appends over a few keys from several clients, with
+/// the primary killed part way: the history they leave, checked by `chaos::check::si`
+/// (Elle's inference for list-append), shows no anomaly snapshot isolation forbids, and
+/// no acknowledged append is lost from the final lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn list_append_transactions_stay_snapshot_isolated_across_a_failover() {
+    use chaos::check::si::{self, MicroOp, Txn};
+    use chaos::history::Outcome;
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::Arc;
+
+    const KEYS: u32 = 6;
+    const CLIENTS: u32 = 4;
+    const ATTEMPTS: usize = 40;
+    let seed: u64 = std::env::var("TXN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::random::<u32>() as u64);
+    println!("list-append seed {seed} (TXN_SEED={seed} repeats it)");
+    let (mut set, client) = started().await;
+    let coll = client.database("si").collection::<Document>("lists");
+    let empty: Vec<Document> = (0..KEYS).map(|k| doc! {"_id": k as i64, "l": []}).collect();
+    coll.insert_many(empty).await.unwrap();
+    let start = std::time::Instant::now();
+    let next_value = Arc::new(AtomicI64::new(1));
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let (client, coll, next_value) = (client.clone(), coll.clone(), next_value.clone());
+        let done = done.clone();
+        tasks.push(tokio::spawn(async move {
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed * 31 + u64::from(c));
+            let mut history = Vec::new();
+            for _ in 0..ATTEMPTS {
+                let plan: Vec<(bool, u32)> = (0..rng.gen_range(1..=4))
+                    .map(|_| (rng.gen_bool(0.5), rng.gen_range(0..KEYS)))
+                    .collect();
+                let invoked = start.elapsed().as_nanos() as u64;
+                let (ops, outcome) = one_list_txn(&client, &coll, &plan, &next_value).await;
+                let completed = start.elapsed().as_nanos() as u64;
+                history.push(Txn {
+                    client: c,
+                    ops,
+                    outcome,
+                    invoked,
+                    completed,
+                });
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            history
+        }));
+    }
+    // Kill the primary once a third of the transactions have run.
+    let third = (CLIENTS as usize * ATTEMPTS) / 3;
+    for _ in 0..600 {
+        if done.load(Ordering::Relaxed) >= third {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let killed_at = done.load(Ordering::Relaxed);
+    let primary = set.primary().expect("a primary");
+    set.kill(primary).await;
+    let mut history: Vec<Txn> = Vec::new();
+    for t in tasks {
+        let h = tokio::time::timeout(Duration::from_secs(300), t)
+            .await
+            .expect("bounded")
+            .unwrap();
+        history.extend(h);
+    }
+    set.wait_for_primary(LIVENESS).await.expect("a new primary");
+    // The final state, read as one more committed transaction.
+    let mut s = client.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    let mut final_reads = Vec::new();
+    for k in 0..KEYS {
+        let d = coll
+            .find_one(doc! {"_id": k as i64})
+            .session(&mut s)
+            .await
+            .unwrap();
+        final_reads.push(MicroOp::Read {
+            key: k,
+            value: Some(list_of(d)),
+        });
+    }
+    s.commit_transaction().await.unwrap();
+    let now = start.elapsed().as_nanos() as u64;
+    history.push(Txn {
+        client: CLIENTS,
+        ops: final_reads,
+        outcome: Outcome::Ok,
+        invoked: now,
+        completed: now,
+    });
+
+    let report = si::check(&history);
+    println!("{report}");
+    println!("the primary was killed after {killed_at} transactions");
+    assert!(report.ok(), "seed {seed}: {report}");
+    assert!(
+        report.committed > ATTEMPTS,
+        "seed {seed}: too few commits: {report}"
+    );
+    // Every acknowledged append is in the final list of its key.
+    let finals: Vec<&[i64]> = history
+        .last()
+        .unwrap()
+        .ops
+        .iter()
+        .map(|op| match op {
+            MicroOp::Read { value: Some(l), .. } => l.as_slice(),
+            _ => &[][..],
+        })
+        .collect();
+    for t in history.iter().filter(|t| t.committed()) {
+        for op in &t.ops {
+            if let MicroOp::Append { key, value } = op {
+                assert!(
+                    finals[*key as usize].contains(value),
+                    "seed {seed}: lost append {value} to {key}"
+                );
+            }
+        }
+    }
+}
+
+/// One transaction of `plan` (read or append, key): its micro-ops and outcome. Any error
+/// before the commit leaves it certainly uncommitted; a commit error that is not
+/// transient leaves its outcome unknown.
+async fn one_list_txn(
+    client: &mongodb::Client,
+    coll: &mongodb::Collection<Document>,
+    plan: &[(bool, u32)],
+    next_value: &std::sync::atomic::AtomicI64,
+) -> (Vec<chaos::check::si::MicroOp>, chaos::history::Outcome) {
+    use chaos::check::si::MicroOp;
+    use chaos::history::Outcome;
+    let mut ops = Vec::new();
+    let Ok(mut s) = client.start_session().await else {
+        return (ops, Outcome::Fail);
+    };
+    if s.start_transaction().await.is_err() {
+        return (ops, Outcome::Fail);
+    }
+    for &(append, key) in plan {
+        let step = if append {
+            let value = next_value.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            ops.push(MicroOp::Append { key, value });
+            coll.update_one(doc! {"_id": key as i64}, doc! {"$push": {"l": value}})
+                .session(&mut s)
+                .await
+                .map(drop)
+        } else {
+            let read = coll
+                .find_one(doc! {"_id": key as i64})
+                .session(&mut s)
+                .await;
+            read.map(|d| {
+                ops.push(MicroOp::Read {
+                    key,
+                    value: Some(list_of(d)),
+                })
+            })
+        };
+        if step.is_err() {
+            let _ = s.abort_transaction().await;
+            return (forget_reads(ops), Outcome::Fail);
+        }
+    }
+    match s.commit_transaction().await {
+        Ok(()) => (ops, Outcome::Ok),
+        Err(e) if e.contains_label(TRANSIENT_TRANSACTION_ERROR) => {
+            (forget_reads(ops), Outcome::Fail)
+        }
+        Err(_) => (forget_reads(ops), Outcome::Unknown),
+    }
+}
+
+/// A transaction that did not certainly commit says nothing by its reads.
+fn forget_reads(ops: Vec<chaos::check::si::MicroOp>) -> Vec<chaos::check::si::MicroOp> {
+    use chaos::check::si::MicroOp;
+    ops.into_iter()
+        .map(|op| match op {
+            MicroOp::Read { key, .. } => MicroOp::Read { key, value: None },
+            append => append,
+        })
+        .collect()
+}
+
+fn list_of(d: Option<Document>) -> Vec<i64> {
+    d.and_then(|d| d.get_array("l").ok().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_i64())
+        .collect()
+}

@@ -131,7 +131,9 @@ pub async fn dispatch(
     let mut reply = Box::pin(forward::run(session, command, db, cmd, sequences)).await?;
     if let Some((key, number)) = txn {
         let state = session.state.clone();
-        if let Some(token) = crate::transactions::recovery_token(&state, &key, number).await {
+        // Boxed, as `forward` is: the catalog lookup would grow every command's future.
+        let token = Box::pin(crate::transactions::recovery_token(&state, &key, number));
+        if let Some(token) = token.await {
             reply.insert("recoveryToken", token);
         }
     }

@@ -1,6 +1,7 @@
 //! `serverStatus` on a member: its admission pools (tickets, free, queued, whether the
-//! read count is probed, the mean ticket hold) and its operations, so the router's
-//! `serverStatus` can show where commands wait on each member right now.
+//! read count is probed, the mean ticket hold), its operations and its open
+//! transactions, so the router's `serverStatus` can show where commands wait on each
+//! member right now.
 
 use bson::{doc, Document};
 use wire::MongoResult;
@@ -28,5 +29,6 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
             "inProgress": node.ops.all().len() as i64,
             "interruptedTotal": node.ops.interrupted_total() as i64,
         },
+        "transactions": {"currentOpen": node.transactions.len() as i64},
     })
 }
