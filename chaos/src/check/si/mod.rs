@@ -1,7 +1,8 @@
 //! The checker for the transactional workload: snapshot isolation of multi-key
 //! list-append transactions, inferred from the history alone, as Elle does it (Kingsbury
-//! & Alvaro, "Elle: Inferring Isolation Anomalies from Experimental Observations"). No
-//! scenario runs it yet: it waits for the workload that comes with transactions.
+//! & Alvaro, "Elle: Inferring Isolation Anomalies from Experimental Observations"). The
+//! transactions integration test (`tests/tests/transactions.rs`) runs a list-append
+//! workload through it across a failover; no chaos scenario runs it yet.
 //!
 //! Every appended value is unique per key, so a list read names the transaction behind
 //! each of its elements, and every read is a prefix of the key's version order. From the
