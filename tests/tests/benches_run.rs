@@ -37,6 +37,15 @@ fn handshake_bench_runs() {
 }
 
 #[test]
+fn txn_bench_runs() {
+    run(
+        env!("CARGO_BIN_EXE_txn-bench"),
+        &["--ops", "20", "--clients", "2", "--runs", "1"],
+        "ratio transactions/updates",
+    );
+}
+
+#[test]
 fn crud_bench_runs() {
     run(
         env!("CARGO_BIN_EXE_crud-bench"),
