@@ -21,6 +21,7 @@
 //! the compactor checkpoints (as of stable) only up to what it was told is applied, so
 //! the checkpoint covers every entry it removes from the log.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -81,6 +82,10 @@ struct Context {
     /// The newest cluster time applied: stored with the applied index, so that a snapshot
     /// of this member says which time its data is as of.
     newest: std::cell::Cell<ClusterTime>,
+    /// The same time for readers (`Replica::applied_time`), moved before an entry's
+    /// proposer hears it was applied: a client that saw its write acknowledged and then
+    /// starts a read at this member's newest time must read that write.
+    published: Arc<AtomicU64>,
 }
 
 impl Applier {
@@ -93,6 +98,7 @@ impl Applier {
         events: Sender<Event>,
         (applied, replay_until): (u64, u64),
         history_secs: u64,
+        published: Arc<AtomicU64>,
     ) -> std::io::Result<Applier> {
         let progress = Arc::new(Progress::default());
         progress.state.lock().applied = applied;
@@ -105,6 +111,7 @@ impl Applier {
             replay_until,
             history: history_secs.min(u64::from(u32::MAX)) << 32,
             newest: std::cell::Cell::new(newest),
+            published,
         };
         let shared = progress.clone();
         let thread = std::thread::Builder::new()
@@ -189,11 +196,15 @@ fn run(ctx: Context, jobs: Receiver<Job>, progress: &Progress) {
                 Ok(r) => r,
                 Err(err) => return stop(&ctx, progress, index, &err),
             };
+            let time = entry_time(&e.context);
+            if let Some(t) = time {
+                ctx.published.fetch_max(t, Ordering::AcqRel);
+            }
             while let Some((_, w)) = waiters.next_if(|(i, _)| *i <= index) {
                 let _ = w.try_send(result.clone().map(|()| index));
             }
             last = Some(index);
-            newest_time = entry_time(&e.context).or(newest_time);
+            newest_time = time.or(newest_time);
         }
         if let Some(stable) = newest_time {
             let oldest = stable.saturating_sub(ctx.history);
@@ -364,6 +375,26 @@ mod tests {
     use storage::{MemoryEngine, WriteBatch};
 
     use super::*;
+
+    /// An applier over `engine` with no catalog to reload.
+    fn test_applier(
+        engine: Arc<dyn Engine>,
+        events: std::sync::mpsc::Sender<Event>,
+        at: (u64, u64),
+        history_secs: u64,
+    ) -> Applier {
+        let published = Arc::default();
+        Applier::start(
+            "apply-test".into(),
+            engine,
+            Arc::new(|| {}),
+            events,
+            at,
+            history_secs,
+            published,
+        )
+        .unwrap()
+    }
     use crate::repl::entry::OplogEntry;
 
     fn entry(index: u64, op: OplogEntry) -> Entry {
@@ -386,15 +417,7 @@ mod tests {
         let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
         engine.create_table(REPL_TABLE).unwrap();
         let (events, reports) = channel();
-        let mut applier = Applier::start(
-            "apply-test".into(),
-            engine.clone(),
-            Arc::new(|| {}),
-            events,
-            (10, 0),
-            300,
-        )
-        .unwrap();
+        let mut applier = test_applier(engine.clone(), events, (10, 0), 300);
         let (first, first_done) = sync_channel(1);
         let (dup, dup_done) = sync_channel(1);
         applier.apply(
@@ -443,15 +466,7 @@ mod tests {
         engine.create_table(REPL_TABLE).unwrap();
         let (events, reports) = channel();
         let secs = |s: u64| s << 32;
-        let mut applier = Applier::start(
-            "apply-test".into(),
-            engine.clone(),
-            Arc::new(|| {}),
-            events,
-            (0, 0),
-            2,
-        )
-        .unwrap();
+        let mut applier = test_applier(engine.clone(), events, (0, 0), 2);
         let put = |v: &[u8]| {
             let mut b = WriteBatch::new();
             b.put("t", b"k".to_vec(), v.to_vec());
@@ -497,15 +512,7 @@ mod tests {
         engine.create_table(REPL_TABLE).unwrap();
         engine.create_table("kept").unwrap();
         let (events, _reports) = channel();
-        let mut applier = Applier::start(
-            "apply-test".into(),
-            engine.clone(),
-            Arc::new(|| {}),
-            events,
-            (1, replay_until),
-            300,
-        )
-        .unwrap();
+        let mut applier = test_applier(engine.clone(), events, (1, replay_until), 300);
         let mut b = WriteBatch::new();
         b.insert("dropped", b"k".to_vec(), b"v".to_vec());
         b.put("kept", b"k".to_vec(), b"v".to_vec());
@@ -542,15 +549,7 @@ mod tests {
     fn waiting_on_a_stopped_applier_ends() {
         let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
         let (events, _reports) = channel();
-        let mut applier = Applier::start(
-            "apply-test".into(),
-            engine,
-            Arc::new(|| {}),
-            events,
-            (3, 0),
-            300,
-        )
-        .unwrap();
+        let mut applier = test_applier(engine, events, (3, 0), 300);
         applier.stop();
         assert_eq!(applier.wait_for(3), Ok(3));
         assert_eq!(applier.wait_for(4), Err("the applier stopped".to_string()));
@@ -560,15 +559,7 @@ mod tests {
     fn a_failed_apply_stops_it_and_says_why() {
         let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
         let (events, reports) = channel();
-        let applier = Applier::start(
-            "apply-test".into(),
-            engine,
-            Arc::new(|| {}),
-            events,
-            (0, 0),
-            300,
-        )
-        .unwrap();
+        let applier = test_applier(engine, events, (0, 0), 300);
         let garbage = Entry {
             index: 1,
             term: 1,

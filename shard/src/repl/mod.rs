@@ -30,6 +30,7 @@ pub mod raft_frame;
 pub mod rollback;
 pub mod slog_bridge;
 pub mod snapshot;
+pub mod snapshot_read;
 pub mod transport;
 mod vote_fence;
 
@@ -211,6 +212,9 @@ pub struct Replica {
     pub unresolved: Arc<Unresolved>,
     /// The cluster clock the driver stamps proposals with (`proto::cluster_clock`).
     pub clock: Arc<proto::cluster_clock::ClusterClock>,
+    /// The newest cluster time the applier has applied, moved before the entry's
+    /// proposer is answered (the driver's `Status` hears of it later).
+    applied_clock: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Entries whose proposer stopped waiting at its `wtimeout` and whose outcome (applied,
@@ -339,6 +343,7 @@ impl Replica {
         );
         let (tx, rx) = channel();
         let status = Arc::new(RwLock::new(Status::default()));
+        let applied_clock = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let applier = if me.arbiter {
             None
         } else {
@@ -353,6 +358,7 @@ impl Replica {
                         raft::Storage::last_index(log.storage()).unwrap_or(applied),
                     ),
                     config.history_window_secs,
+                    applied_clock.clone(),
                 )
                 .map_err(|e| e.to_string())?,
             )
@@ -436,6 +442,7 @@ impl Replica {
                 thread: Mutex::new(Some(thread)),
                 unresolved: Arc::default(),
                 clock,
+                applied_clock,
             }),
             service,
         ))
@@ -472,7 +479,10 @@ impl Replica {
 
     /// The cluster time of the newest entry applied here (0 before any).
     pub fn applied_time(&self) -> proto::cluster_clock::ClusterTime {
-        self.status.read().applied_time.0
+        let published = self
+            .applied_clock
+            .load(std::sync::atomic::Ordering::Acquire);
+        self.status.read().applied_time.0.max(published)
     }
 
     /// Proposes `entry` and waits until it is applied here (which implies a majority has
