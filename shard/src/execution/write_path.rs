@@ -147,7 +147,7 @@ fn commit(
     };
     match engine.write_owned(batch) {
         Ok(()) => {
-            if let Some(m) = updated {
+            if let Some(m) = updated.filter(|_| !crate::sessions::txn::is_staging()) {
                 catalog.install(m);
             }
             Ok(())

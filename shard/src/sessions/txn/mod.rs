@@ -10,7 +10,7 @@
 //! Two open transactions never write the same key: the first to write it holds it until
 //! it ends, and the other's write gets WriteConflict (112) at once, as in MongoDB. The
 //! router labels it `TransientTransactionError`, so the driver runs that transaction
-//! again. `commitTransaction` ([`commit`]) writes the overlay as one replicated entry,
+//! again. `commitTransaction` (`commands/commit_transaction.rs`) writes the overlay as one replicated entry,
 //! with the session's record, once no key it writes has a version committed after its
 //! read time; a write outside any transaction that got there first makes the commit a
 //! WriteConflict too. Unlike MongoDB, writers outside transactions never wait for one.
@@ -19,10 +19,9 @@
 //! [`LIFETIME`] (MongoDB's `transactionLifetimeLimitSeconds`), or when the member's term
 //! changes; its next statement then gets NoSuchTransaction (251).
 
-pub mod commit;
-pub mod statement;
 pub mod view;
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +29,27 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use storage::Timestamp;
 use wire::{ErrorCode, MongoError, MongoResult};
+
+thread_local! {
+    static STAGING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` (a statement of a transaction) with this thread's writes staged in the
+/// transaction's overlay rather than applied: see [`is_staging`].
+pub fn staging<R>(f: impl FnOnce() -> R) -> R {
+    let old = STAGING.with(|s| s.replace(true));
+    let r = f();
+    STAGING.with(|s| s.set(old));
+    r
+}
+
+/// Whether this thread's writes are a transaction's, applied only if it commits: the
+/// metadata a write changes (an index becoming multikey) must then not be installed in
+/// the catalog before the commit applies it. Installed at once, it would outlive an
+/// abort, and a later writer would skip the flag the data on disk then needs.
+pub fn is_staging() -> bool {
+    STAGING.with(Cell::get)
+}
 
 /// How long a transaction may run before the member aborts it.
 pub const LIFETIME: Duration = Duration::from_secs(60);
