@@ -307,11 +307,15 @@ impl ShardHandle {
         client: &str,
     ) -> MongoResult<(Document, usize, Waits)> {
         let started = Instant::now();
-        // A read, or a write the shard records under its session, may be sent again
-        // even if the first attempt ran: it takes effect once.
+        // A read, a write the shard records under its session, or a transaction's commit
+        // or abort may be sent again even if the first attempt ran: it takes effect
+        // once. A write inside a transaction may not: sent twice, it would be staged twice.
         let repeatable = !fwd.writes
-            || bson::RawDocument::from_bytes(&command)
-                .is_ok_and(|d| d.get("txnNumber").is_ok_and(|v| v.is_some()));
+            || bson::RawDocument::from_bytes(&command).is_ok_and(|d| {
+                let has = |f: &str| d.get(f).is_ok_and(|v| v.is_some());
+                let ends = has("commitTransaction") || has("abortTransaction");
+                has("txnNumber") && (!has("autocommit") || ends)
+            });
         loop {
             let target = fwd.pin.or_else(|| self.pick(fwd));
             let result = match target {
