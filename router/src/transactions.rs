@@ -154,43 +154,6 @@ impl Transactions {
     }
 }
 
-/// The token a statement's reply carries (`recoveryToken`): the name of the shard the
-/// transaction runs on. A driver sends it with `commitTransaction` and
-/// `abortTransaction`, so a router that did not see the transaction start (the driver
-/// sent the commit again through another) still finds the shard.
-pub async fn recovery_token(
-    state: &crate::context::RouterState,
-    key: &SessionKey,
-    number: i64,
-) -> Option<Document> {
-    let shard = state.transactions.shard_of(key, number)?;
-    let name = match &state.cluster {
-        None => "shard".to_string(),
-        Some(cluster) => cluster
-            .shards()
-            .await
-            .ok()?
-            .iter()
-            .find(|s| s.handle.same_shard(&shard))?
-            .name
-            .clone(),
-    };
-    Some(bson::doc! {"recoveryShardId": name})
-}
-
-/// The shard a `recoveryToken` names, in a sharded cluster.
-pub async fn recovered_shard(
-    cluster: &crate::sharding::Cluster,
-    cmd: &Document,
-) -> Option<ShardHandle> {
-    let name = cmd
-        .get_document("recoveryToken")
-        .ok()?
-        .get_str("recoveryShardId")
-        .ok()?;
-    cluster.shard(name).await.ok().map(|s| s.handle.clone())
-}
-
 /// The error a scatter inside a transaction gets.
 pub fn no_scatter() -> MongoError {
     MongoError::new(

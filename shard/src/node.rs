@@ -11,10 +11,10 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use crate::catalog::Catalog;
 use crate::commands;
 use crate::control::deadline::Deadline;
-use crate::control::snapshot_read;
 use crate::error::ShardError;
 use crate::execution::cursor::Cursors;
 use crate::repl::engine::ReplicatedEngine;
+use crate::repl::snapshot_read;
 use crate::repl::transport::RaftService;
 use crate::repl::{self, ReplConfig, Replica};
 use crate::sessions::retry::{self, RecordingEngine, Retry, SessionLocks};
@@ -58,7 +58,7 @@ pub struct Node {
 struct Routing {
     shard_version: Option<crate::catalog::shard_version::Routed>,
     db_version: Option<i64>,
-    /// When a snapshot read reads (`control::snapshot_read`).
+    /// When a snapshot read reads (`repl::snapshot_read`).
     read_at: Option<storage::Timestamp>,
 }
 
@@ -541,7 +541,7 @@ impl Node {
     }
 
     /// Waits as the command's read concern asks; returns the time a snapshot read reads at
-    /// (`control::snapshot_read`).
+    /// (`repl::snapshot_read`).
     fn read_concern(
         &self,
         name: &str,
@@ -644,9 +644,9 @@ impl Node {
             read_at: routed.read_at,
             view: as_of.clone(),
         };
-        if let Some(st) = crate::sessions::txn::statement::Statement::parse(cmd)? {
+        if let Some(st) = crate::commands::transaction_statement::Statement::parse(cmd)? {
             return self.sessions.with(st.lsid, || {
-                crate::sessions::txn::statement::run(ctx, cmd, &st, handler)
+                crate::commands::transaction_statement::run(ctx, cmd, &st, handler)
             })?;
         }
         let name = cmd.keys().next().map(String::as_str).unwrap_or_default();

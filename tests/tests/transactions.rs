@@ -19,6 +19,41 @@ fn code(e: &Error) -> Option<i32> {
     }
 }
 
+/// The seed of a randomized workload: `TXN_SEED`, or a new one, printed either way.
+fn seed(workload: &str) -> u64 {
+    let seed = std::env::var("TXN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::random::<u32>() as u64);
+    println!("{workload} seed {seed} (TXN_SEED={seed} repeats it)");
+    seed
+}
+
+/// Kills the primary once `done` reaches `count` (or after 30 s); returns `done` then.
+async fn kill_primary_after(
+    set: &mut TestReplicaSet,
+    done: &std::sync::atomic::AtomicUsize,
+    count: usize,
+) -> usize {
+    use std::sync::atomic::Ordering;
+    for _ in 0..600 {
+        if done.load(Ordering::Relaxed) >= count {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let at = done.load(Ordering::Relaxed);
+    let primary = set.primary().expect("a primary");
+    set.kill(primary).await;
+    at
+}
+
+/// Every document of `coll`, outside any transaction.
+async fn everything(coll: &mongodb::Collection<Document>) -> Vec<Document> {
+    let cursor = coll.find(doc! {}).await.unwrap();
+    cursor.try_collect().await.unwrap()
+}
+
 async fn started() -> (TestReplicaSet, mongodb::Client) {
     let set = TestReplicaSet::start().await;
     set.wait_for_primary(LIVENESS).await.expect("primary");
@@ -69,13 +104,7 @@ async fn a_transaction_commits_all_or_nothing_and_reads_its_own_writes() {
     let b = coll.find_one(doc! {"_id": "b"}).await.unwrap().unwrap();
     assert_eq!(b.get_i32("n"), Ok(0));
     s.commit_transaction().await.unwrap();
-    let after: Vec<Document> = coll
-        .find(doc! {})
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let after = everything(&coll).await;
     let total: i32 = after.iter().filter_map(|d| d.get_i32("n").ok()).sum();
     assert_eq!(total, 100, "{after:?}");
     assert_eq!(after.len(), 4, "{after:?}");
@@ -292,11 +321,7 @@ async fn list_append_transactions_stay_snapshot_isolated_across_a_failover() {
     const KEYS: u32 = 6;
     const CLIENTS: u32 = 4;
     const ATTEMPTS: usize = 40;
-    let seed: u64 = std::env::var("TXN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::random::<u32>() as u64);
-    println!("list-append seed {seed} (TXN_SEED={seed} repeats it)");
+    let seed = seed("list-append");
     let (mut set, client) = started().await;
     let coll = client.database("si").collection::<Document>("lists");
     let empty: Vec<Document> = (0..KEYS).map(|k| doc! {"_id": k as i64, "l": []}).collect();
@@ -331,17 +356,7 @@ async fn list_append_transactions_stay_snapshot_isolated_across_a_failover() {
             history
         }));
     }
-    // Kill the primary once a third of the transactions have run.
-    let third = (CLIENTS as usize * ATTEMPTS) / 3;
-    for _ in 0..600 {
-        if done.load(Ordering::Relaxed) >= third {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let killed_at = done.load(Ordering::Relaxed);
-    let primary = set.primary().expect("a primary");
-    set.kill(primary).await;
+    let killed_at = kill_primary_after(&mut set, &done, (CLIENTS as usize * ATTEMPTS) / 3).await;
     let mut history: Vec<Txn> = Vec::new();
     for t in tasks {
         let h = tokio::time::timeout(Duration::from_secs(300), t)
@@ -476,4 +491,190 @@ fn list_of(d: Option<Document>) -> Vec<i64> {
         .iter()
         .filter_map(|v| v.as_i64())
         .collect()
+}
+
+/// Transfers between accounts in transactions from several clients, with a reader taking
+/// snapshot totals in transactions all along and the primary killed part way: every total
+/// is the starting one, and so is the final one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bank_transfers_keep_every_snapshot_total_across_a_failover() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    const ACCOUNTS: i64 = 8;
+    const START: i64 = 100;
+    const CLIENTS: u64 = 3;
+    const TRANSFERS: usize = 30;
+    let seed = seed("bank");
+    let (mut set, client) = started().await;
+    let coll = client.database("bank").collection::<Document>("accounts");
+    let accounts: Vec<Document> = (0..ACCOUNTS).map(|i| doc! {"_id": i, "n": START}).collect();
+    coll.insert_many(accounts).await.unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut movers = Vec::new();
+    for c in 0..CLIENTS {
+        let (client, coll, done) = (client.clone(), coll.clone(), done.clone());
+        movers.push(tokio::spawn(async move {
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed * 17 + c);
+            for _ in 0..TRANSFERS {
+                let (from, to) = (rng.gen_range(0..ACCOUNTS), rng.gen_range(0..ACCOUNTS));
+                let amount = rng.gen_range(1..=10_i64);
+                let mut s = client.start_session().await.unwrap();
+                // Failures are fine (a conflict, the failover): a transfer happens whole
+                // or not at all.
+                if s.start_transaction().await.is_ok() {
+                    let moved = async {
+                        coll.update_one(doc! {"_id": from}, doc! {"$inc": {"n": -amount}})
+                            .session(&mut s)
+                            .await?;
+                        coll.update_one(doc! {"_id": to}, doc! {"$inc": {"n": amount}})
+                            .session(&mut s)
+                            .await?;
+                        s.commit_transaction().await
+                    };
+                    if moved.await.is_err() {
+                        let _ = s.abort_transaction().await;
+                    }
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let reader = {
+        let (client, coll, stop) = (client.clone(), coll.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut totals = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let mut s = client.start_session().await.unwrap();
+                if s.start_transaction().await.is_err() {
+                    continue;
+                }
+                let read: Result<Vec<Document>, _> = async {
+                    let mut cursor = coll.find(doc! {}).session(&mut s).await?;
+                    cursor.stream(&mut s).try_collect().await
+                }
+                .await;
+                let _ = s.commit_transaction().await;
+                if let Ok(docs) = read {
+                    totals.push(docs.iter().filter_map(|d| d.get_i64("n").ok()).sum::<i64>());
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            totals
+        })
+    };
+    kill_primary_after(&mut set, &done, (CLIENTS as usize * TRANSFERS) / 3).await;
+    for m in movers {
+        tokio::time::timeout(Duration::from_secs(300), m)
+            .await
+            .expect("bounded")
+            .unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let totals = tokio::time::timeout(Duration::from_secs(120), reader)
+        .await
+        .expect("bounded")
+        .unwrap();
+    println!("{} snapshot totals read", totals.len());
+    assert!(!totals.is_empty(), "seed {seed}: no snapshot was read");
+    let expected = ACCOUNTS * START;
+    assert!(
+        totals.iter().all(|t| *t == expected),
+        "seed {seed}: totals {totals:?}, expected {expected}"
+    );
+    set.wait_for_primary(LIVENESS).await.expect("a new primary");
+    let all = everything(&coll).await;
+    let total: i64 = all.iter().filter_map(|d| d.get_i64("n").ok()).sum();
+    assert_eq!(total, expected, "seed {seed}: {all:?}");
+}
+
+/// An aborted transaction's insert that would make an index multikey leaves the index's
+/// metadata as it was: a later insert outside the transaction records the flag itself,
+/// and a query that needs it (two bounds met by different elements of one array) still
+/// finds the document after the catalog is read again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_aborted_transaction_leaves_no_multikey_flag_behind() {
+    let (_set, client) = started().await;
+    let db = client.database("t");
+    let coll = db.collection::<Document>("tags");
+    coll.insert_one(doc! {"_id": 0, "tags": 0}).await.unwrap();
+    let index = mongodb::IndexModel::builder()
+        .keys(doc! {"tags": 1})
+        .build();
+    coll.create_index(index).await.unwrap();
+    let mut s = client.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    coll.insert_one(doc! {"_id": 1, "tags": [1, 5]})
+        .session(&mut s)
+        .await
+        .unwrap();
+    s.abort_transaction().await.unwrap();
+    coll.insert_one(doc! {"_id": 2, "tags": [1, 5]})
+        .await
+        .unwrap();
+    // A change to another collection's catalog row: every member reloads its catalog
+    // from storage, this collection's row included.
+    db.create_collection("other").await.unwrap();
+    let found: Vec<Document> = coll
+        .find(doc! {"tags": {"$gt": 2, "$lt": 4}})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(found, vec![doc! {"_id": 2, "tags": [1, 5]}]);
+}
+
+/// A transaction started right after a write was acknowledged reads that write, even in
+/// a new session with no cluster time to wait for: its read time is at least the time of
+/// every entry the member has answered for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_transaction_reads_every_write_acknowledged_before_it_started() {
+    let (_set, client) = started().await;
+    let mut tasks = Vec::new();
+    for c in 0..4_i64 {
+        let client = client.clone();
+        tasks.push(tokio::spawn(
+            async move { read_own_writes(&client, c).await },
+        ));
+    }
+    for t in tasks {
+        let stale = tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .expect("bounded")
+            .unwrap();
+        assert!(stale.is_empty(), "stale reads: {stale:?}");
+    }
+}
+
+/// Sets a document of its own 50 times, each time reading it back in a new transaction
+/// of a new session; returns the reads that missed the write just acknowledged.
+async fn read_own_writes(client: &mongodb::Client, c: i64) -> Vec<(i64, Document)> {
+    let coll = client.database("t").collection::<Document>("ryw");
+    coll.insert_one(doc! {"_id": c, "n": 0_i64}).await.unwrap();
+    let mut stale = Vec::new();
+    for i in 1..=50_i64 {
+        coll.update_one(doc! {"_id": c}, doc! {"$set": {"n": i}})
+            .await
+            .unwrap();
+        let mut s = client
+            .start_session()
+            .causal_consistency(false)
+            .await
+            .unwrap();
+        s.start_transaction().await.unwrap();
+        let d = coll
+            .find_one(doc! {"_id": c})
+            .session(&mut s)
+            .await
+            .unwrap()
+            .unwrap();
+        s.commit_transaction().await.unwrap();
+        if d.get_i64("n") != Ok(i) {
+            stale.push((i, d));
+        }
+    }
+    stale
 }

@@ -4,8 +4,10 @@
 use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::context::Session;
-use crate::shard_client::Forward;
+use crate::context::{RouterState, Session};
+use crate::session_cache::SessionKey;
+use crate::shard_client::{Forward, ShardHandle};
+use crate::sharding::Cluster;
 use crate::transactions;
 
 pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
@@ -39,17 +41,15 @@ pub async fn end(
         (Some(shard), _) => shard,
         // One shard holds everything: the transaction can only be there.
         (None, None) => state.shard.clone(),
-        (None, Some(cluster)) => transactions::recovered_shard(cluster, cmd)
-            .await
-            .ok_or_else(|| {
-                MongoError::new(
-                    ErrorCode::NoSuchTransaction,
-                    format!(
-                        "Transaction with txnNumber {number} was not started through this \
+        (None, Some(cluster)) => recovered_shard(cluster, cmd).await.ok_or_else(|| {
+            MongoError::new(
+                ErrorCode::NoSuchTransaction,
+                format!(
+                    "Transaction with txnNumber {number} was not started through this \
                          router, and the command names no recoveryToken"
-                    ),
-                )
-            })?,
+                ),
+            )
+        })?,
     };
     let (w, wtimeout_ms) = super::forward::write_concern(cmd.get("writeConcern"))?;
     let lsid = cmd.get("lsid").cloned().unwrap_or(Bson::Null);
@@ -72,4 +72,38 @@ pub async fn end(
         state.transactions.forget(&key, number);
     }
     Ok(reply)
+}
+
+/// The token a statement's reply carries (`recoveryToken`): the name of the shard the
+/// transaction runs on. A driver sends it with `commitTransaction` and
+/// `abortTransaction`, so a router that did not see the transaction start (the driver
+/// sent the commit again through another) still finds the shard.
+pub async fn recovery_token(
+    state: &RouterState,
+    key: &SessionKey,
+    number: i64,
+) -> Option<Document> {
+    let shard = state.transactions.shard_of(key, number)?;
+    let name = match &state.cluster {
+        None => "shard".to_string(),
+        Some(cluster) => cluster
+            .shards()
+            .await
+            .ok()?
+            .iter()
+            .find(|s| s.handle.same_shard(&shard))?
+            .name
+            .clone(),
+    };
+    Some(bson::doc! {"recoveryShardId": name})
+}
+
+/// The shard a `recoveryToken` names, in a sharded cluster.
+pub async fn recovered_shard(cluster: &Cluster, cmd: &Document) -> Option<ShardHandle> {
+    let name = cmd
+        .get_document("recoveryToken")
+        .ok()?
+        .get_str("recoveryShardId")
+        .ok()?;
+    cluster.shard(name).await.ok().map(|s| s.handle.clone())
 }

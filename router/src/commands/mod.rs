@@ -132,7 +132,7 @@ pub async fn dispatch(
     if let Some((key, number)) = txn {
         let state = session.state.clone();
         // Boxed, as `forward` is: the catalog lookup would grow every command's future.
-        let token = Box::pin(crate::transactions::recovery_token(&state, &key, number));
+        let token = Box::pin(commit_transaction::recovery_token(&state, &key, number));
         if let Some(token) = token.await {
             reply.insert("recoveryToken", token);
         }

@@ -56,6 +56,7 @@ mod server_status;
 mod set_ownership;
 mod sleep;
 mod split_points;
+pub mod transaction_statement;
 mod unsupported;
 pub mod update;
 mod validate;

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use bson::{Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use super::view::TxnView;
-use super::{check_alive, no_such, Txn};
-use crate::commands::Handler;
-use crate::control::snapshot_read;
+use super::Handler;
 use crate::node::{Ctx, Node};
+use crate::repl::snapshot_read;
 use crate::repl::Replica;
 use crate::sessions::retry::{newest_number, session_key};
+use crate::sessions::txn::view::TxnView;
+use crate::sessions::txn::{check_alive, no_such, Txn};
 
 /// What a transaction may run: MongoDB's list, less DDL (collections and indexes are
 /// made outside transactions here).
@@ -137,7 +137,8 @@ pub fn run(
         view: Some(view.clone()),
         ..ctx
     };
-    let outcome = in_transaction(&ctx, cmd, name, &txn).and_then(|()| handler(&ctx, cmd));
+    let outcome = in_transaction(&ctx, cmd, name, &txn)
+        .and_then(|()| crate::sessions::txn::staging(|| handler(&ctx, cmd)));
     match outcome.and_then(conflicts_are_errors) {
         Ok(reply) if !reply.contains_key("writeErrors") => Ok(reply),
         other => {

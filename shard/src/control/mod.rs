@@ -10,5 +10,4 @@ pub mod admission;
 pub mod deadline;
 pub mod ops;
 pub mod point_read;
-pub mod snapshot_read;
 pub mod throughput_probe;

@@ -13,7 +13,7 @@ use bson::{Bson, Document};
 use storage::Timestamp;
 use wire::{ErrorCode, MongoError, MongoResult};
 
-use crate::repl::Replica;
+use super::Replica;
 
 /// The commands MongoDB reads at a snapshot outside transactions.
 const COMMANDS: &[&str] = &["find", "aggregate", "distinct"];

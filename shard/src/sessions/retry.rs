@@ -205,7 +205,7 @@ pub fn merge_record(held: Option<&Document>, incoming: &Document) -> Document {
 }
 
 /// The newest `txnNumber` the session's record holds, and whether a transaction of that
-/// number committed (`c`, written by `txn::commit`).
+/// number committed (`c`, written by `commands/commit_transaction.rs`).
 pub fn newest_number(engine: &dyn Engine, key: &[u8]) -> MongoResult<Option<(i64, bool)>> {
     let Some(bytes) = engine
         .get(TXN_TABLE, key)
