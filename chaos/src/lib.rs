@@ -25,4 +25,5 @@ pub mod run;
 pub mod scenario;
 pub mod storm;
 pub mod timeline;
+pub mod txn_workload;
 pub mod workload;

@@ -11,13 +11,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api_workload;
 use crate::check::linearizable::Verdict;
-use crate::check::{effects, errors, lost_writes, members_agree, recovery};
+use crate::check::{effects, errors, lost_writes, members_agree, recovery, txn_lists};
 use crate::cluster::{client, Cluster, SITES};
 use crate::compose::ComposeCluster;
 use crate::history::History;
 use crate::local::{LocalCluster, LocalOptions};
 use crate::scenario::{self, FaultRun, Scenario};
 use crate::timeline;
+use crate::txn_workload;
 use crate::workload::{self, Clock, Shape};
 
 /// How long the members may take to agree after the run (they have stopped being
@@ -280,12 +281,24 @@ async fn prepare_history_collections(admin: &mongodb::Client) -> anyhow::Result<
             .await
             .with_context(|| format!("indexing chaos.{coll} before the run"))?;
     }
+    let lists = txn_workload::collection(admin);
+    until_settled(|| std::future::IntoFuture::into_future(lists.drop()))
+        .await
+        .context("dropping chaos.txn_lists before the run")?;
+    let fill =
+        || std::future::IntoFuture::into_future(lists.insert_many(txn_workload::initial_lists()));
+    until_settled(fill)
+        .await
+        .context("filling chaos.txn_lists before the run")?;
     Ok(())
 }
 
 /// What the workload saw through the fault and the recovery.
 struct WorkloadRun {
     history: History,
+    /// The transactional workload's transactions.
+    txns: Vec<crate::check::si::Txn>,
+    clock: Clock,
     fault: FaultRun,
     /// When the fault began, in seconds on the workload clock.
     fault_start: f64,
@@ -311,6 +324,22 @@ async fn run_workload<C: Cluster>(
         workers_per_site: 3,
         think: Duration::from_millis(20),
     };
+    // One transactional worker per site, beside the single-document workload.
+    let txn_work: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(site, c)| {
+            let id = 1000 + site as u32;
+            tokio::spawn(txn_workload::worker(
+                id,
+                c.clone(),
+                args.seed ^ u64::from(id),
+                clock,
+                shape.think,
+                stop.clone(),
+            ))
+        })
+        .collect();
     let work = tokio::spawn(workload::run(
         clients,
         shape,
@@ -337,12 +366,18 @@ async fn run_workload<C: Cluster>(
     tokio::time::sleep(Duration::from_secs(phases.post)).await;
     stop.cancel();
     let history = work.await?;
+    let mut txns = Vec::new();
+    for w in txn_work {
+        txns.extend(w.await?);
+    }
     let total = (clock.now() / 1_000_000_000) as usize;
     Ok(WorkloadRun {
         history,
+        txns,
         fault,
         fault_start,
         total,
+        clock,
     })
 }
 
@@ -357,6 +392,7 @@ struct Checks {
     fx: effects::Report,
     errs: errors::Report,
     agree: members_agree::Report,
+    txn: txn_lists::Report,
     passed: bool,
 }
 
@@ -387,8 +423,16 @@ impl Checks {
         let fx = effects::check(history, &counters, &docs);
         let errs = errors::check(history);
         let agree = members_agree::check(cluster, MEMBERS_AGREE_WITHIN).await;
-        let passed =
-            lost.ok() && rec.ok() && lin_ok && storm_ok && agree.ok() && fx.ok() && errs.ok();
+        let last = txn_workload::final_reads(admin, run.clock.now()).await?;
+        let txn = txn_lists::check(run.txns.clone(), last);
+        let passed = lost.ok()
+            && rec.ok()
+            && lin_ok
+            && storm_ok
+            && agree.ok()
+            && fx.ok()
+            && errs.ok()
+            && txn.ok();
         Ok(Checks {
             healed,
             lost,
@@ -399,6 +443,7 @@ impl Checks {
             fx,
             errs,
             agree,
+            txn,
             passed,
         })
     }
@@ -444,6 +489,7 @@ fn write_outputs(
             "members_agree": { "passed": c.agree.ok(), "report": &c.agree },
             "effects": { "passed": c.fx.ok(), "report": &c.fx },
             "errors_explained": { "passed": c.errs.ok(), "report": &c.errs },
+            "snapshot_isolation": { "passed": c.txn.ok(), "report": &c.txn },
         },
         "healthy_again_after_secs": c.healed.as_secs_f64(),
         "timeline": &tl,
@@ -494,6 +540,7 @@ fn print_summary(
     );
     println!("{}", agree.summary());
     println!("{}", fx.summary());
+    println!("{}", checks.txn.summary());
     println!(
         "errors: {} failed operations, {} not explained by the fault{}",
         errs.failures,

@@ -313,7 +313,7 @@ async fn refusals_and_a_failed_statement_end_the_transaction() {
 /// no acknowledged append is lost from the final lists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn list_append_transactions_stay_snapshot_isolated_across_a_failover() {
-    use chaos::check::si::{self, MicroOp, Txn};
+    use chaos::check::si::{MicroOp, Txn};
     use chaos::history::Outcome;
     use std::sync::atomic::{AtomicI64, Ordering};
     use std::sync::Arc;
@@ -342,7 +342,10 @@ async fn list_append_transactions_stay_snapshot_isolated_across_a_failover() {
                     .map(|_| (rng.gen_bool(0.5), rng.gen_range(0..KEYS)))
                     .collect();
                 let invoked = start.elapsed().as_nanos() as u64;
-                let (ops, outcome) = one_list_txn(&client, &coll, &plan, &next_value).await;
+                let mut values =
+                    std::iter::from_fn(|| Some(next_value.fetch_add(1, Ordering::Relaxed)));
+                let (ops, outcome) =
+                    chaos::txn_workload::one_txn(&client, &coll, &plan, &mut values).await;
                 let completed = start.elapsed().as_nanos() as u64;
                 history.push(Txn {
                     client: c,
@@ -378,119 +381,27 @@ async fn list_append_transactions_stay_snapshot_isolated_across_a_failover() {
             .unwrap();
         final_reads.push(MicroOp::Read {
             key: k,
-            value: Some(list_of(d)),
+            value: Some(chaos::txn_workload::list_of(d.as_ref())),
         });
     }
     s.commit_transaction().await.unwrap();
     let now = start.elapsed().as_nanos() as u64;
-    history.push(Txn {
+    let last = Txn {
         client: CLIENTS,
         ops: final_reads,
         outcome: Outcome::Ok,
         invoked: now,
         completed: now,
-    });
-
-    let report = si::check(&history);
-    println!("{report}");
-    println!("the primary was killed after {killed_at} transactions");
-    assert!(report.ok(), "seed {seed}: {report}");
-    assert!(
-        report.committed > ATTEMPTS,
-        "seed {seed}: too few commits: {report}"
-    );
-    // Every acknowledged append is in the final list of its key.
-    let finals: Vec<&[i64]> = history
-        .last()
-        .unwrap()
-        .ops
-        .iter()
-        .map(|op| match op {
-            MicroOp::Read { value: Some(l), .. } => l.as_slice(),
-            _ => &[][..],
-        })
-        .collect();
-    for t in history.iter().filter(|t| t.committed()) {
-        for op in &t.ops {
-            if let MicroOp::Append { key, value } = op {
-                assert!(
-                    finals[*key as usize].contains(value),
-                    "seed {seed}: lost append {value} to {key}"
-                );
-            }
-        }
-    }
-}
-
-/// One transaction of `plan` (read or append, key): its micro-ops and outcome. Any error
-/// before the commit leaves it certainly uncommitted; a commit error that is not
-/// transient leaves its outcome unknown.
-async fn one_list_txn(
-    client: &mongodb::Client,
-    coll: &mongodb::Collection<Document>,
-    plan: &[(bool, u32)],
-    next_value: &std::sync::atomic::AtomicI64,
-) -> (Vec<chaos::check::si::MicroOp>, chaos::history::Outcome) {
-    use chaos::check::si::MicroOp;
-    use chaos::history::Outcome;
-    let mut ops = Vec::new();
-    let Ok(mut s) = client.start_session().await else {
-        return (ops, Outcome::Fail);
     };
-    if s.start_transaction().await.is_err() {
-        return (ops, Outcome::Fail);
-    }
-    for &(append, key) in plan {
-        let step = if append {
-            let value = next_value.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            ops.push(MicroOp::Append { key, value });
-            coll.update_one(doc! {"_id": key as i64}, doc! {"$push": {"l": value}})
-                .session(&mut s)
-                .await
-                .map(drop)
-        } else {
-            let read = coll
-                .find_one(doc! {"_id": key as i64})
-                .session(&mut s)
-                .await;
-            read.map(|d| {
-                ops.push(MicroOp::Read {
-                    key,
-                    value: Some(list_of(d)),
-                })
-            })
-        };
-        if step.is_err() {
-            let _ = s.abort_transaction().await;
-            return (forget_reads(ops), Outcome::Fail);
-        }
-    }
-    match s.commit_transaction().await {
-        Ok(()) => (ops, Outcome::Ok),
-        Err(e) if e.contains_label(TRANSIENT_TRANSACTION_ERROR) => {
-            (forget_reads(ops), Outcome::Fail)
-        }
-        Err(_) => (forget_reads(ops), Outcome::Unknown),
-    }
-}
-
-/// A transaction that did not certainly commit says nothing by its reads.
-fn forget_reads(ops: Vec<chaos::check::si::MicroOp>) -> Vec<chaos::check::si::MicroOp> {
-    use chaos::check::si::MicroOp;
-    ops.into_iter()
-        .map(|op| match op {
-            MicroOp::Read { key, .. } => MicroOp::Read { key, value: None },
-            append => append,
-        })
-        .collect()
-}
-
-fn list_of(d: Option<Document>) -> Vec<i64> {
-    d.and_then(|d| d.get_array("l").ok().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_i64())
-        .collect()
+    let report = chaos::check::txn_lists::check(history, last);
+    println!("{}", report.summary());
+    println!("the primary was killed after {killed_at} transactions");
+    assert!(report.ok(), "seed {seed}: {}", report.summary());
+    assert!(
+        report.si.committed > ATTEMPTS,
+        "seed {seed}: too few commits: {}",
+        report.summary()
+    );
 }
 
 /// Transfers between accounts in transactions from several clients, with a reader taking

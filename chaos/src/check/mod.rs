@@ -9,3 +9,4 @@ pub mod members_agree;
 pub mod recovery;
 pub mod si;
 pub mod storm;
+pub mod txn_lists;

@@ -1,8 +1,8 @@
 //! The checker for the transactional workload: snapshot isolation of multi-key
 //! list-append transactions, inferred from the history alone, as Elle does it (Kingsbury
-//! & Alvaro, "Elle: Inferring Isolation Anomalies from Experimental Observations"). The
-//! transactions integration test (`tests/tests/transactions.rs`) runs a list-append
-//! workload through it across a failover; no chaos scenario runs it yet.
+//! & Alvaro, "Elle: Inferring Isolation Anomalies from Experimental Observations"). Every
+//! chaos run feeds it the transactions of `txn_workload` (through `check::txn_lists`), and
+//! the transactions integration test (`tests/tests/transactions.rs`) one across a failover.
 //!
 //! Every appended value is unique per key, so a list read names the transaction behind
 //! each of its elements, and every read is a prefix of the key's version order. From the
