@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use crate::{
-    Engine, ExportSink, KeyRange, Result, Rows, StorageError, TableStats, Timestamp, WriteBatch,
-    WriteOpRef,
+    Engine, ExportSink, KeyRange, PreparedId, Result, Rows, StorageError, TableStats, Timestamp,
+    WriteBatch, WriteOpRef,
 };
 
 pub struct AsOf {
@@ -74,6 +74,23 @@ impl Engine for AsOf {
 
     fn write_conflict(&self, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<bool> {
         self.below.write_conflict(ops, at)
+    }
+
+    fn prepare(&self, _id: PreparedId, _ops: &[WriteOpRef<'_>], _at: Timestamp) -> Result<()> {
+        Err(read_only())
+    }
+
+    fn commit_prepared(
+        &self,
+        _id: PreparedId,
+        _commit: Timestamp,
+        _durable: Timestamp,
+    ) -> Result<()> {
+        Err(read_only())
+    }
+
+    fn abort_prepared(&self, _id: PreparedId) -> Result<()> {
+        Err(read_only())
     }
 
     /// The newest figures: sizes are not kept by time.

@@ -36,6 +36,7 @@ pub fn run_all<E: Engine>(make: &dyn Fn() -> E) {
     reads_at_a_timestamp(&make());
     oldest_and_stable_timestamps(&make());
     write_conflicts_after_a_read_time(&make());
+    prepared_transactions(&make());
 }
 
 pub fn tables<E: Engine>(e: &E) {
@@ -896,6 +897,72 @@ pub fn write_conflicts_after_a_read_time<E: Engine>(e: &E) {
     }
     assert_eq!(e.get("t", b"a").unwrap().as_deref(), Some(&b"v"[..]));
     assert_eq!(e.get("t", b"never").unwrap(), None, "a dry run wrote");
+}
+
+/// A prepared transaction is invisible before its prepare time and a conflict at or
+/// after it until resolved; committed at a time before stable (as a two-phase commit's
+/// later participants commit), reads see it from that time; an aborted one leaves
+/// nothing; and times that break the rules are refused, leaving it open.
+pub fn prepared_transactions<E: Engine>(e: &E) {
+    e.create_table("t").unwrap();
+    let put = |key: &'static [u8], value: &'static [u8]| WriteOpRef::Put {
+        table: "t",
+        key,
+        value,
+    };
+    e.write_refs_at(&[put(b"a", b"1")], 10).unwrap();
+    e.set_timestamps(10, 5).unwrap();
+    assert!(e.prepare(1, &[put(b"a", b"x")], 10).is_err(), "at stable");
+    e.prepare(1, &[put(b"a", b"2"), put(b"b", b"3")], 20)
+        .unwrap();
+    let conflict = |r: crate::Result<Option<Vec<u8>>>| matches!(r, Err(StorageError::PrepareConflict { ref table }) if table == "t");
+    assert_eq!(e.get_at("t", b"a", 15).unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(e.get_at("t", b"b", 15).unwrap(), None);
+    assert!(
+        conflict(e.get_at("t", b"a", 25)),
+        "a read after the prepare time"
+    );
+    assert!(conflict(e.get("t", b"b")), "a read without a time");
+    assert!(matches!(
+        e.scan_at("t", &KeyRange::all(), false, 10, 25),
+        Err(StorageError::PrepareConflict { .. })
+    ));
+    assert_eq!(
+        e.scan_at("t", &KeyRange::all(), false, 10, 15)
+            .unwrap()
+            .len(),
+        1
+    );
+    // Stable moves on past the prepare time while the transaction waits for a decision.
+    e.set_timestamps(30, 5).unwrap();
+    assert!(
+        e.commit_prepared(1, 19, 31).is_err(),
+        "commit before prepare"
+    );
+    assert!(
+        e.commit_prepared(1, 25, 29).is_err(),
+        "durable before stable"
+    );
+    assert!(e.commit_prepared(9, 25, 31).is_err(), "no such transaction");
+    e.commit_prepared(1, 25, 31).unwrap();
+    assert_eq!(e.get_at("t", b"a", 24).unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(e.get_at("t", b"a", 25).unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(e.get("t", b"b").unwrap().as_deref(), Some(&b"3"[..]));
+    e.prepare(
+        2,
+        &[WriteOpRef::Delete {
+            table: "t",
+            key: b"b",
+        }],
+        40,
+    )
+    .unwrap();
+    assert!(conflict(e.get("t", b"b")));
+    e.abort_prepared(2).unwrap();
+    assert_eq!(e.get("t", b"b").unwrap().as_deref(), Some(&b"3"[..]));
+    assert!(e.abort_prepared(2).is_err(), "aborted already");
+    // A transaction left prepared is rolled back when the engine closes.
+    e.prepare(3, &[put(b"c", b"left")], 50).unwrap();
 }
 
 fn put<E: Engine>(e: &E, table: &str, key: &[u8], value: &[u8]) {

@@ -46,6 +46,10 @@ pub enum StorageError {
         found: String,
         expected: String,
     },
+    /// A read met a key a prepared transaction wrote, at a time that transaction may
+    /// still commit at: the read must wait for the transaction to be resolved.
+    #[error("the read met a prepared transaction's write in {table}")]
+    PrepareConflict { table: String },
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]
@@ -55,6 +59,9 @@ pub enum StorageError {
     #[error("{0}")]
     Layer(Box<dyn std::error::Error + Send + Sync>),
 }
+
+/// Names a prepared transaction (`Engine::prepare`).
+pub type PreparedId = u64;
 
 /// A point in time for reads and commits: the cluster time of the replicated entry that
 /// wrote a version (`secs << 32 | increment`, the layout of BSON's Timestamp). A version
@@ -349,6 +356,22 @@ pub trait Engine: Send + Sync + 'static {
     /// (first committer wins). May answer true when unsure (WiredTiger cannot tell a
     /// conflict from an eviction's rollback), never false when a newer version exists.
     fn write_conflict(&self, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<bool>;
+    /// Applies `ops` in a transaction prepared at `prepare` and left open, for a
+    /// two-phase commit: reads before `prepare` do not see it, and reads at or after it
+    /// (or without a time) meet [`StorageError::PrepareConflict`] on its keys until
+    /// [`Engine::commit_prepared`] or [`Engine::abort_prepared`]. `prepare` must be after
+    /// the stable timestamp. A prepared transaction does not survive a restart: the
+    /// caller keeps what it needs to prepare it again. Writing a key of an open prepared
+    /// transaction is the caller's error (WiredTiger refuses it until it is resolved).
+    /// WiredTiger prepares only without its own log, as replica-set members run.
+    fn prepare(&self, id: PreparedId, ops: &[WriteOpRef<'_>], prepare: Timestamp) -> Result<()>;
+    /// Commits prepared transaction `id`: readers at or after `commit` (at or after its
+    /// prepare time, and possibly before the stable timestamp) see it, and it is durable
+    /// with the data as of `durable` (at or after `commit`, the stable and the oldest
+    /// timestamps). Times that break these rules are refused before the engine sees them.
+    fn commit_prepared(&self, id: PreparedId, commit: Timestamp, durable: Timestamp) -> Result<()>;
+    /// Rolls prepared transaction `id` back.
+    fn abort_prepared(&self, id: PreparedId) -> Result<()>;
     fn stats(&self, table: &str) -> Result<TableStats>;
     /// Makes everything written so far durable in the data files (a no-op in memory).
     fn checkpoint(&self) -> Result<()>;
@@ -389,6 +412,52 @@ pub trait Layer: Send + Sync + 'static {
             "timestamped writes go to the engine under the layers".into(),
         ))
     }
+
+    /// Where this layer sends prepared transactions, if it lets them through: like
+    /// timestamped writes they are the applier's, so by default a layer refuses them.
+    fn prepared_below(&self) -> Option<&dyn Engine> {
+        None
+    }
+}
+
+/// A prepare time must be after the stable timestamp (so also at or after oldest).
+pub(crate) fn check_prepare(prepare: Timestamp, stable: Timestamp) -> Result<()> {
+    if prepare <= stable {
+        return Err(StorageError::Other(format!(
+            "prepare timestamp {prepare:#x} is not after the stable timestamp {stable:#x}"
+        )));
+    }
+    Ok(())
+}
+
+/// The rules for committing a prepared transaction, checked before the engine sees the
+/// times: WiredTiger stops the whole connection when such a commit fails.
+pub(crate) fn check_prepared_commit(
+    prepare: Timestamp,
+    commit: Timestamp,
+    durable: Timestamp,
+    (stable, oldest): (Timestamp, Timestamp),
+) -> Result<()> {
+    let refuse = |why: String| Err(StorageError::Other(why));
+    if commit < prepare {
+        return refuse(format!(
+            "commit timestamp {commit:#x} is before the prepare timestamp {prepare:#x}"
+        ));
+    }
+    if durable < commit || durable < stable || durable < oldest {
+        return refuse(format!(
+            "durable timestamp {durable:#x} is before the commit ({commit:#x}), stable \
+             ({stable:#x}) or oldest ({oldest:#x}) timestamp"
+        ));
+    }
+    Ok(())
+}
+
+/// The engine a layer sends prepared transactions to (`Layer::prepared_below`).
+fn through<T: Layer>(layer: &T) -> Result<&dyn Engine> {
+    layer.prepared_below().ok_or_else(|| {
+        StorageError::Other("prepared transactions go to the engine under the layers".into())
+    })
 }
 
 impl<T: Layer> Engine for T {
@@ -451,6 +520,18 @@ impl<T: Layer> Engine for T {
 
     fn write_conflict(&self, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<bool> {
         self.below().write_conflict(ops, at)
+    }
+
+    fn prepare(&self, id: PreparedId, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<()> {
+        through(self)?.prepare(id, ops, at)
+    }
+
+    fn commit_prepared(&self, id: PreparedId, commit: Timestamp, durable: Timestamp) -> Result<()> {
+        through(self)?.commit_prepared(id, commit, durable)
+    }
+
+    fn abort_prepared(&self, id: PreparedId) -> Result<()> {
+        through(self)?.abort_prepared(id)
     }
 
     fn stats(&self, table: &str) -> Result<TableStats> {

@@ -10,14 +10,16 @@ use std::ops::Bound;
 use parking_lot::RwLock;
 
 use crate::{
-    Engine, ExportSink, KeyRange, Result, Rows, StorageError, TableStats, Timestamp, WriteBatch,
-    WriteOp, WriteOpRef,
+    check_prepare, check_prepared_commit, Engine, ExportSink, KeyRange, PreparedId, Result, Rows,
+    StorageError, TableStats, Timestamp, WriteBatch, WriteOp, WriteOpRef,
 };
 
 /// A key's versions, oldest first: the commit timestamp and the value (`None`: deleted).
 /// A write without a timestamp replaces the whole history with one version at time 0.
 type Versions = Vec<(Timestamp, Option<Vec<u8>>)>;
 type Table = BTreeMap<Vec<u8>, Versions>;
+/// A prepared transaction's writes: (table, key, value; `None` deletes).
+type PreparedWrites = Vec<(String, Vec<u8>, Option<Vec<u8>>)>;
 /// (table, key, versions before the op) for restoring a failed batch.
 type Undo<'a> = (&'a str, &'a [u8], Option<Versions>);
 
@@ -26,6 +28,8 @@ struct State {
     tables: HashMap<String, Table>,
     stable: Timestamp,
     oldest: Timestamp,
+    /// Open prepared transactions: their prepare time and writes (`None`: a delete).
+    prepared: HashMap<PreparedId, (Timestamp, PreparedWrites)>,
 }
 
 #[derive(Default)]
@@ -42,6 +46,7 @@ impl MemoryEngine {
         let state = self.state.read();
         state.check_read(at)?;
         let t = table_ref(&state.tables, table)?;
+        state.check_prepared(table, at, |k| k == key)?;
         Ok(t.get(key).and_then(|v| visible(v, at)).cloned())
     }
 
@@ -62,11 +67,23 @@ impl MemoryEngine {
         let bounds = (as_slice_bound(&range.start), as_slice_bound(&range.end));
         let iter = t.range::<[u8], _>(bounds);
         let row = |(k, v): (&Vec<u8>, &Versions)| visible(v, at).map(|v| (k.clone(), v.clone()));
-        Ok(if reverse {
+        let rows: Rows = if reverse {
             iter.rev().filter_map(row).take(limit).collect()
         } else {
             iter.filter_map(row).take(limit).collect()
-        })
+        };
+        // A prepared key the scan reached (the whole range, unless the limit stopped it
+        // at its last row) is a conflict, as WiredTiger's cursor meets it.
+        let last = (rows.len() == limit).then(|| rows.last().map(|(k, _)| k.clone()));
+        state.check_prepared(table, at, |k| {
+            range.contains(k)
+                && match &last {
+                    Some(Some(edge)) if reverse => k >= edge.as_slice(),
+                    Some(Some(edge)) => k <= edge.as_slice(),
+                    _ => true,
+                }
+        })?;
+        Ok(rows)
     }
 
     fn write_at<'a>(
@@ -128,6 +145,25 @@ impl State {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// A read at `at` (or without a time) that meets a key `reached` by an open prepared
+    /// transaction of `table` prepared at or before `at`.
+    fn check_prepared(
+        &self,
+        table: &str,
+        at: Option<Timestamp>,
+        reached: impl Fn(&[u8]) -> bool,
+    ) -> Result<()> {
+        let meets = self.prepared.values().any(|(p, writes)| {
+            at.is_none_or(|at| at >= *p) && writes.iter().any(|(t, k, _)| t == table && reached(k))
+        });
+        if meets {
+            return Err(StorageError::PrepareConflict {
+                table: table.to_owned(),
+            });
+        }
+        Ok(())
     }
 
     /// WiredTiger's rule: a commit is not older than the oldest or stable timestamp.
@@ -252,6 +288,58 @@ impl Engine for MemoryEngine {
         state.stable = state.stable.max(stable);
         state.oldest = oldest.min(state.stable).max(state.oldest);
         Ok(())
+    }
+
+    fn prepare(&self, id: PreparedId, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<()> {
+        let mut state = self.state.write();
+        check_prepare(at, state.stable)?;
+        let mut writes = Vec::new();
+        for op in ops {
+            table_ref(&state.tables, op.table())?;
+            let value = match op {
+                WriteOpRef::Put { value, .. } | WriteOpRef::Insert { value, .. } => {
+                    Some(value.to_vec())
+                }
+                WriteOpRef::Delete { .. } => None,
+            };
+            writes.push((op.table().to_owned(), op.key().to_vec(), value));
+        }
+        if state.prepared.contains_key(&id) {
+            return Err(StorageError::Other(format!(
+                "prepared transaction {id} is already open"
+            )));
+        }
+        state.prepared.insert(id, (at, writes));
+        Ok(())
+    }
+
+    /// The versions go in at `commit`, which may be before stable: only this transaction
+    /// could write its keys since it was prepared.
+    fn commit_prepared(&self, id: PreparedId, commit: Timestamp, durable: Timestamp) -> Result<()> {
+        let mut state = self.state.write();
+        let Some((at, _)) = state.prepared.get(&id) else {
+            return Err(StorageError::Other(format!(
+                "no prepared transaction {id} is open"
+            )));
+        };
+        check_prepared_commit(*at, commit, durable, (state.stable, state.oldest))?;
+        let (_, writes) = state.prepared.remove(&id).expect("looked up above");
+        let oldest = state.oldest;
+        for (table, key, value) in writes {
+            if let Some(t) = state.tables.get_mut(&table) {
+                record(t, &key, value.as_deref(), Some(commit), oldest);
+            }
+        }
+        Ok(())
+    }
+
+    fn abort_prepared(&self, id: PreparedId) -> Result<()> {
+        match self.state.write().prepared.remove(&id) {
+            Some(_) => Ok(()),
+            None => Err(StorageError::Other(format!(
+                "no prepared transaction {id} is open"
+            ))),
+        }
     }
 
     /// Exact: a key's newest version tells when it was last written.

@@ -7,8 +7,8 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use storage::{
-    Engine, ExportSink, KeyRange, Result, Rows, StorageError, TableStats, Timestamp, WriteBatch,
-    WriteOpRef,
+    Engine, ExportSink, KeyRange, PreparedId, Result, Rows, StorageError, TableStats, Timestamp,
+    WriteBatch, WriteOpRef,
 };
 use wire::{ErrorCode, MongoError};
 
@@ -205,6 +205,23 @@ impl Engine for TxnView {
 
     fn write_conflict(&self, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<bool> {
         self.below.write_conflict(ops, at)
+    }
+
+    fn prepare(&self, _id: PreparedId, _ops: &[WriteOpRef<'_>], _at: Timestamp) -> Result<()> {
+        Err(not_in_transaction("prepare a storage transaction"))
+    }
+
+    fn commit_prepared(
+        &self,
+        _id: PreparedId,
+        _commit: Timestamp,
+        _durable: Timestamp,
+    ) -> Result<()> {
+        Err(not_in_transaction("commit a prepared storage transaction"))
+    }
+
+    fn abort_prepared(&self, _id: PreparedId) -> Result<()> {
+        Err(not_in_transaction("abort a prepared storage transaction"))
     }
 
     fn stats(&self, table: &str) -> Result<TableStats> {

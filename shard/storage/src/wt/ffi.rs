@@ -27,6 +27,7 @@ pub struct Code(pub i32);
 
 impl Code {
     pub const ROLLBACK: Code = Code(sys::WT_ROLLBACK);
+    pub const PREPARE_CONFLICT: Code = Code(sys::WT_PREPARE_CONFLICT);
     pub const DUPLICATE_KEY: Code = Code(sys::WT_DUPLICATE_KEY);
     pub const NOTFOUND: Code = Code(sys::WT_NOTFOUND);
     pub const EBUSY: Code = Code(libc_errno::EBUSY);
@@ -316,6 +317,15 @@ impl Session {
         unsafe {
             let s = self.ptr.as_ptr();
             check(method!(s, commit_transaction)(s, config.as_ptr()))
+        }
+    }
+
+    /// `prepare_transaction` with a configuration (`prepare_timestamp=1a`, hex).
+    pub fn prepare_with(&mut self, config: &CStr) -> WtResult<()> {
+        // SAFETY: as in `create`.
+        unsafe {
+            let s = self.ptr.as_ptr();
+            check(method!(s, prepare_transaction)(s, config.as_ptr()))
         }
     }
 

@@ -15,6 +15,7 @@
 
 mod ffi;
 pub mod format;
+mod prepared;
 mod timestamps;
 
 use std::cell::RefCell;
@@ -110,6 +111,9 @@ struct Inner {
     ddl: Mutex<Session>,
     /// The stable and oldest timestamps last set on `conn`.
     marks: Marks,
+    /// Open prepared transactions, each on a session of its own (closed, which rolls
+    /// the transaction back, before `conn`).
+    prepared: Mutex<HashMap<crate::PreparedId, prepared::Held>>,
     /// Dropped after every session above is closed.
     conn: Connection,
     /// Declared after `conn`, so it is gone only once the connection is closed (see
@@ -221,6 +225,7 @@ impl WiredTigerEngine {
             slots: Mutex::new(Vec::new()),
             ddl: Mutex::new(ddl),
             marks: Marks::recovered(&conn),
+            prepared: Mutex::new(HashMap::new()),
             conn,
             open: Arc::new(()),
         });
@@ -493,10 +498,13 @@ enum OpError {
 
 impl OpError {
     fn wt(code: Code, what: &str) -> OpError {
-        if code == Code::ROLLBACK {
-            OpError::Retry
-        } else {
-            OpError::Final(wt_error(code, what))
+        match code {
+            Code::ROLLBACK => OpError::Retry,
+            // The caller names the table (`in_table`).
+            Code::PREPARE_CONFLICT => OpError::Final(StorageError::PrepareConflict {
+                table: String::new(),
+            }),
+            _ => OpError::Final(wt_error(code, what)),
         }
     }
 }
@@ -620,13 +628,15 @@ impl WiredTigerEngine {
         limit: usize,
         at: Option<Timestamp>,
     ) -> Result<Rows> {
-        self.inner.with_session(|st| {
-            let mut t = st.table(table)?; // reports a missing table even for limit 0
-            if limit == 0 {
-                return Ok(Vec::new());
-            }
-            t.in_snapshot(at, |c, keys| scan_cursor(c, keys, range, reverse, limit))
-        })
+        self.inner
+            .with_session(|st| {
+                let mut t = st.table(table)?; // reports a missing table even for limit 0
+                if limit == 0 {
+                    return Ok(Vec::new());
+                }
+                t.in_snapshot(at, |c, keys| scan_cursor(c, keys, range, reverse, limit))
+            })
+            .map_err(|e| in_table(e, table))
     }
 
     /// Names the oldest timestamp in a too-old error raised inside a read.
@@ -682,6 +692,7 @@ impl Engine for WiredTigerEngine {
     fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner
             .with_session(|st| st.table(table)?.get(key, None))
+            .map_err(|e| in_table(e, table))
     }
 
     fn scan(
@@ -706,7 +717,7 @@ impl Engine for WiredTigerEngine {
         self.inner.marks.check_read(at)?;
         self.inner
             .with_session(|st| st.table(table)?.get(key, Some(at)))
-            .map_err(|e| self.too_old(e))
+            .map_err(|e| in_table(self.too_old(e), table))
     }
 
     fn scan_at(
@@ -733,6 +744,30 @@ impl Engine for WiredTigerEngine {
     fn write_conflict(&self, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<bool> {
         self.inner.marks.check_read(at)?;
         self.dry_run_conflicts(ops, at)
+    }
+
+    fn prepare(&self, id: crate::PreparedId, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<()> {
+        prepared::prepare(
+            &self.inner.conn,
+            &self.inner.prepared,
+            &self.inner.marks,
+            id,
+            ops,
+            at,
+        )
+    }
+
+    fn commit_prepared(
+        &self,
+        id: crate::PreparedId,
+        commit: Timestamp,
+        durable: Timestamp,
+    ) -> Result<()> {
+        prepared::commit(&self.inner.prepared, &self.inner.marks, id, commit, durable)
+    }
+
+    fn abort_prepared(&self, id: crate::PreparedId) -> Result<()> {
+        prepared::abort(&self.inner.prepared, id)
     }
 
     /// Counts with a full scan in one snapshot: exact, but O(table). WiredTiger's
@@ -998,6 +1033,16 @@ fn retry_busy(mut op: impl FnMut() -> ffi::WtResult<()>, what: &str) -> Result<(
 fn data_session(conn: &Connection) -> Result<Session> {
     conn.open_session(SESSION_CONFIG)
         .map_err(|c| wt_error(c, "open_session"))
+}
+
+/// Names the table in a prepare conflict, which WiredTiger reports without one.
+fn in_table(e: StorageError, table: &str) -> StorageError {
+    match e {
+        StorageError::PrepareConflict { .. } => StorageError::PrepareConflict {
+            table: table.to_owned(),
+        },
+        e => e,
+    }
 }
 
 fn wt_error(code: Code, what: &str) -> StorageError {

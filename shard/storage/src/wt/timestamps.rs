@@ -64,6 +64,10 @@ impl Marks {
         self.oldest.load(Ordering::Acquire)
     }
 
+    pub(super) fn stable(&self) -> Timestamp {
+        self.stable.load(Ordering::Acquire)
+    }
+
     /// Moves stable to `stable` and oldest to `oldest` where that is forward, keeping
     /// oldest at or behind stable.
     pub(super) fn advance(
