@@ -334,7 +334,11 @@ impl ShardHandle {
                     "no member of the shard's replica set matches the read preference",
                 )),
             };
+            // A transport error after the command was sent may come after it ran: only a
+            // repeatable command goes again then.
+            let sent = target.is_some();
             let retry = match &result {
+                Err(e) if sent && !repeatable => refused_before_running(e.code),
                 Err(e) => retryable(e) || (repeatable && interrupted(e.code)),
                 Ok((reply, _, _)) => reply
                     .get_i32("code")
