@@ -47,15 +47,36 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             "Can't rename a collection to itself",
         ));
     }
-    let _guard = ctx.node.catalog.exclusive(&source.write_lock);
-    if let Some(target) = catalog.get(to) {
-        if !drop_target {
-            return Err(MongoError::new(
-                ErrorCode::NamespaceExists,
-                "target namespace exists",
-            ));
-        }
-        let _t = ctx.node.catalog.exclusive(&target.write_lock);
+    let target = catalog.get(to);
+    if target.is_some() && !drop_target {
+        return Err(MongoError::new(
+            ErrorCode::NamespaceExists,
+            "target namespace exists",
+        ));
+    }
+    // Both locks in namespace order, as a transaction's commit takes them: source first,
+    // a commit holding the target's lock and waiting for the source's would wait forever.
+    let mut locks = vec![(from, &source.write_lock)];
+    if let Some(t) = &target {
+        locks.push((to, &t.write_lock));
+    }
+    locks.sort_by_key(|(ns, _)| *ns);
+    let _held: Vec<_> = locks
+        .iter()
+        .map(|(_, l)| ctx.node.catalog.exclusive(l))
+        .collect();
+    let same = |now: Option<std::sync::Arc<crate::catalog::CollectionMeta>>| match (&target, now) {
+        (None, None) => true,
+        (Some(t), Some(n)) => std::sync::Arc::ptr_eq(&t.write_lock, &n.write_lock),
+        _ => false,
+    };
+    if !same(catalog.get(to)) {
+        return Err(MongoError::new(
+            ErrorCode::ConflictingOperationInProgress,
+            format!("{to} was created or dropped while the rename waited; run it again"),
+        ));
+    }
+    if target.is_some() {
         catalog.drop_collection(ctx.engine, to)?;
     }
     catalog.rename(ctx.engine, from, to_db, to_coll)?;
