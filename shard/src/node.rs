@@ -204,15 +204,7 @@ impl Ctx<'_> {
         let Some(at) = self.read_at else {
             return Ok(());
         };
-        let table = crate::catalog::CATALOG_TABLE;
-        let engine = self.node.engine.as_ref();
-        let then = engine
-            .get_at(table, ns.as_bytes(), at)
-            .map_err(crate::error::storage_to_mongo)?;
-        let now = engine
-            .get(table, ns.as_bytes())
-            .map_err(crate::error::storage_to_mongo)?;
-        if then != now {
+        if crate::catalog::row_changed_since(self.node.engine.as_ref(), ns, at)? {
             return Err(MongoError::new(
                 ErrorCode::SnapshotUnavailable,
                 format!(
@@ -529,7 +521,7 @@ impl Node {
             .is_some_and(|r| r.unresolved.pending())
     }
 
-    fn await_timed_out_writes(&self, deadline: &Deadline) -> MongoResult<()> {
+    pub(crate) fn await_timed_out_writes(&self, deadline: &Deadline) -> MongoResult<()> {
         if let Some(replica) = &self.replica {
             // In slices, so that the read's maxTimeMS and killOp still reach it.
             let slice = || replica.unresolved.wait_for(Duration::from_millis(50));

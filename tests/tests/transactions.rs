@@ -589,3 +589,60 @@ async fn read_own_writes(client: &mongodb::Client, c: i64) -> Vec<(i64, Document
     }
     stale
 }
+
+/// Catalog changes during a transaction: an index built after it started makes its
+/// commit a WriteConflict (the index has no entries for its documents), a collection
+/// dropped after it started is SnapshotUnavailable to its reads (not an empty one), and
+/// `$out` is refused in a transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn catalog_changes_during_a_transaction_are_conflicts() {
+    let (_set, client) = started().await;
+    let db = client.database("t");
+    let coll = db.collection::<Document>("indexed");
+    coll.insert_one(doc! {"_id": 0, "k": 0}).await.unwrap();
+    let mut s = client.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    coll.insert_one(doc! {"_id": 1, "k": 1})
+        .session(&mut s)
+        .await
+        .unwrap();
+    let unique = mongodb::IndexModel::builder()
+        .keys(doc! {"k": 1})
+        .options(
+            mongodb::options::IndexOptions::builder()
+                .unique(true)
+                .build(),
+        )
+        .build();
+    coll.create_index(unique).await.unwrap();
+    let e = s
+        .commit_transaction()
+        .await
+        .expect_err("the index came later");
+    assert_eq!(code(&e), Some(112), "{e:?}");
+    assert!(e.contains_label(TRANSIENT_TRANSACTION_ERROR), "{e:?}");
+    assert!(coll.find_one(doc! {"_id": 1}).await.unwrap().is_none());
+
+    let gone = db.collection::<Document>("gone");
+    gone.insert_one(doc! {"_id": 1}).await.unwrap();
+    s.start_transaction().await.unwrap();
+    coll.find_one(doc! {}).session(&mut s).await.unwrap();
+    gone.drop().await.unwrap();
+    let e = gone
+        .find_one(doc! {})
+        .session(&mut s)
+        .await
+        .expect_err("dropped after the transaction's time");
+    assert_eq!(code(&e), Some(246), "{e:?}");
+    assert!(e.contains_label(TRANSIENT_TRANSACTION_ERROR), "{e:?}");
+    let _ = s.abort_transaction().await;
+
+    s.start_transaction().await.unwrap();
+    let e = coll
+        .aggregate(vec![doc! {"$out": "copy"}])
+        .session(&mut s)
+        .await
+        .expect_err("$out in a transaction");
+    assert_eq!(code(&e), Some(263), "{e:?}");
+    let _ = s.abort_transaction().await;
+}

@@ -40,6 +40,24 @@ use query::ownership::Ownership;
 
 pub const CATALOG_TABLE: &str = "_catalog";
 
+/// Whether collection `ns`'s catalog row now differs from the row as of `at`: it was
+/// created, dropped or recreated since, or its indexes or ownership changed. Catalog
+/// rows are written at their entries' times, so the two rows are equal exactly when the
+/// collection is the one that time saw.
+pub fn row_changed_since(
+    engine: &dyn Engine,
+    ns: &str,
+    at: storage::Timestamp,
+) -> MongoResult<bool> {
+    let then = engine
+        .get_at(CATALOG_TABLE, ns.as_bytes(), at)
+        .map_err(crate::error::storage_to_mongo)?;
+    let now = engine
+        .get(CATALOG_TABLE, ns.as_bytes())
+        .map_err(crate::error::storage_to_mongo)?;
+    Ok(then != now)
+}
+
 /// How one component of an index key is ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyKind {

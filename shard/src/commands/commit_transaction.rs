@@ -8,7 +8,7 @@ use storage::{WriteBatch, WriteOpRef};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::transaction_statement::Statement;
-use crate::catalog::CollectionMeta;
+use crate::catalog::{CollectionMeta, CATALOG_TABLE};
 use crate::error::storage_to_mongo;
 use crate::node::{Ctx, Node};
 use crate::sessions::retry::{committed_record, newest_number, session_key, TXN_TABLE};
@@ -41,6 +41,9 @@ pub fn transaction_of(cmd: &Document) -> MongoResult<Statement<'_>> {
 pub fn commit(node: &Node, lsid: &Document, number: i64) -> MongoResult<()> {
     let key = session_key(lsid)?;
     let Some(txn) = node.transactions.get(&key).filter(|t| t.number == number) else {
+        // A first attempt whose client stopped waiting at its wtimeout may still apply:
+        // its outcome decides the answer, or a driver would run the transaction again.
+        node.await_timed_out_writes(&crate::control::deadline::Deadline::default())?;
         return match newest_number(node.engine.as_ref(), &key)? {
             Some((n, true)) if n == number => Ok(()),
             _ => Err(no_such(number, "is not open on this member")),
@@ -71,19 +74,7 @@ fn write(node: &Node, key: &[u8], txn: &Txn) -> MongoResult<()> {
         .iter()
         .map(|m| node.catalog.exclusive(&m.write_lock))
         .collect();
-    let now = collections(node, &staged)?;
-    if now
-        .iter()
-        .zip(&metas)
-        .any(|(a, b)| !Arc::ptr_eq(&a.write_lock, &b.write_lock))
-    {
-        return Err(MongoError::new(
-            ErrorCode::WriteConflict,
-            "a collection the transaction wrote was dropped while its commit waited",
-        ));
-    }
-    let metas = now;
-    check_tables(&metas, &staged)?;
+    let metas = unchanged_since(node, &metas, &staged, txn.read_at)?;
     let mut batch = WriteBatch::new();
     for ((table, k), v) in &staged.writes {
         match v {
@@ -91,10 +82,61 @@ fn write(node: &Node, key: &[u8], txn: &Txn) -> MongoResult<()> {
             None => batch.delete(table.clone(), k.clone()),
         };
     }
+    refuse_conflicts(node, &batch, txn.read_at)?;
+    refuse_newer_session_use(node, key, txn.number)?;
+    let moved = moved_ids(node, &metas, &staged, txn);
+    batch.put(TXN_TABLE, key.to_vec(), committed_record(txn.number)?);
+    node.engine.write_owned(batch).map_err(storage_to_mongo)?;
+    // The metadata the writes changed (an index now multikey) is installed before the
+    // locks go: a writer waiting for them must not flip another flag from stale metadata.
+    if staged.writes.keys().any(|(t, _)| t == CATALOG_TABLE) {
+        node.catalog.reload(node.engine.as_ref())?;
+    }
+    // A migration copying these documents out sends them again.
+    for (meta, ids) in moved {
+        ids.iter().for_each(|id| meta.moves.record(id));
+    }
+    Ok(())
+}
+
+/// The collections the transaction wrote, as they are now that their locks are held: the
+/// same collections (not dropped and recreated), with the same catalog rows as at the
+/// read time, and every table it writes still there. An index built since holds no
+/// entries for the transaction's documents, and a migration or its critical section
+/// since may have moved them: either is a conflict, and the transaction runs again.
+fn unchanged_since(
+    node: &Node,
+    held: &[Arc<CollectionMeta>],
+    staged: &Staged,
+    read_at: storage::Timestamp,
+) -> MongoResult<Vec<Arc<CollectionMeta>>> {
+    let now = collections(node, staged)?;
+    let conflict = |why: String| Err(MongoError::new(ErrorCode::WriteConflict, why));
+    for (a, b) in now.iter().zip(held) {
+        if !Arc::ptr_eq(&a.write_lock, &b.write_lock) {
+            return conflict(format!("{} was dropped while the commit waited", a.ns()));
+        }
+        if crate::catalog::row_changed_since(node.engine.as_ref(), &a.ns(), read_at)? {
+            return conflict(format!(
+                "{} changed (an index, its ownership) after the transaction started",
+                a.ns()
+            ));
+        }
+    }
+    check_tables(&now, staged)?;
+    Ok(now)
+}
+
+/// No key the transaction writes has a version committed after its read time.
+fn refuse_conflicts(
+    node: &Node,
+    batch: &WriteBatch,
+    read_at: storage::Timestamp,
+) -> MongoResult<()> {
     let ops: Vec<WriteOpRef<'_>> = batch.ops.iter().map(|o| o.as_ref()).collect();
     if node
         .engine
-        .write_conflict(&ops, txn.read_at)
+        .write_conflict(&ops, read_at)
         .map_err(storage_to_mongo)?
     {
         return Err(MongoError::new(
@@ -102,14 +144,21 @@ fn write(node: &Node, key: &[u8], txn: &Txn) -> MongoResult<()> {
             "a document this transaction writes was written by another after it started",
         ));
     }
-    let moved = moved_ids(node, &metas, &staged, txn);
-    batch.put(TXN_TABLE, key.to_vec(), committed_record(txn.number)?);
-    node.engine.write_owned(batch).map_err(storage_to_mongo)?;
-    // A migration copying these documents out sends them again.
-    for (meta, ids) in moved {
-        ids.iter().for_each(|id| meta.moves.record(id));
-    }
     Ok(())
+}
+
+/// The session went on to a newer `txnNumber` (a retryable write) while the transaction
+/// was open: its record must not move back, or a retry of that write would run again.
+fn refuse_newer_session_use(node: &Node, key: &[u8], number: i64) -> MongoResult<()> {
+    match newest_number(node.engine.as_ref(), key)? {
+        Some((newest, _)) if newest > number => Err(MongoError::new(
+            ErrorCode::TransactionTooOld,
+            format!(
+                "the session already used txnNumber {newest}, after this transaction's {number}"
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The collections the transaction wrote, as the catalog has them now. A collection
@@ -133,7 +182,7 @@ fn collections(node: &Node, staged: &Staged) -> MongoResult<Vec<Arc<CollectionMe
 /// would stop replication on every member.
 fn check_tables(metas: &[Arc<CollectionMeta>], staged: &Staged) -> MongoResult<()> {
     let exists = |table: &str| {
-        table == crate::catalog::CATALOG_TABLE
+        table == CATALOG_TABLE
             || metas
                 .iter()
                 .any(|m| m.table == table || m.indexes.iter().any(|i| i.table == table))

@@ -31,6 +31,18 @@ const ALLOWED: &[&str] = &[
     "abortTransaction",
 ];
 
+/// An aggregation that writes its output (`$out`, `$merge`): MongoDB refuses it in a
+/// transaction, as it writes another collection than it names.
+fn writes_output(name: &str, cmd: &Document) -> bool {
+    name == "aggregate"
+        && cmd.get_array("pipeline").is_ok_and(|stages| {
+            stages
+                .iter()
+                .filter_map(Bson::as_document)
+                .any(|s| s.contains_key("$out") || s.contains_key("$merge"))
+        })
+}
+
 /// Commands that end a transaction rather than run in it.
 const ENDS: &[&str] = &["commitTransaction", "abortTransaction"];
 
@@ -111,7 +123,7 @@ pub fn run(
             "Transaction numbers are only allowed on a replica set member or mongos",
         ));
     };
-    if !ALLOWED.contains(&name) {
+    if !ALLOWED.contains(&name) || writes_output(name, cmd) {
         return Err(MongoError::new(
             ErrorCode::OperationNotSupportedInTransaction,
             format!("Cannot run '{name}' in a multi-document transaction."),
@@ -264,9 +276,8 @@ fn in_transaction(ctx: &Ctx<'_>, cmd: &Document, name: &str, txn: &Txn) -> Mongo
         return Ok(());
     };
     let ns = format!("{}.{coll}", ctx.db);
-    if ctx.node.catalog.get(&ns).is_some() {
-        ctx.same_collection_at_read_time(&ns)?;
-    }
+    // Dropped since the read time, too: the transaction must not read it as empty.
+    ctx.same_collection_at_read_time(&ns)?;
     if crate::commands::lookup(name).is_some_and(|c| c.writes) {
         txn.staged().namespaces.insert(ns);
     }

@@ -37,10 +37,16 @@ thread_local! {
 /// Runs `f` (a statement of a transaction) with this thread's writes staged in the
 /// transaction's overlay rather than applied: see [`is_staging`].
 pub fn staging<R>(f: impl FnOnce() -> R) -> R {
-    let old = STAGING.with(|s| s.replace(true));
-    let r = f();
-    STAGING.with(|s| s.set(old));
-    r
+    /// Puts the flag back however `f` ends: a panic in a command is contained, and the
+    /// thread goes on to run other commands.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            STAGING.with(|s| s.set(self.0));
+        }
+    }
+    let _restore = Restore(STAGING.with(|s| s.replace(true)));
+    f()
 }
 
 /// Whether this thread's writes are a transaction's, applied only if it commits: the
@@ -80,6 +86,8 @@ pub struct Txn {
     pub term: u64,
     started: Instant,
     staged: Mutex<Staged>,
+    /// The keys it claimed (`Transactions::claim`), released when it ends.
+    claimed: Mutex<Vec<Slot>>,
 }
 
 /// What the transaction has written so far.
@@ -100,6 +108,7 @@ impl Txn {
             term,
             started: Instant::now(),
             staged: Mutex::new(Staged::default()),
+            claimed: Mutex::new(Vec::new()),
         }
     }
 
@@ -119,15 +128,19 @@ impl Transactions {
     }
 
     /// Opens `txn` for the session, replacing (aborting) an older one, after ending the
-    /// transactions that outlived [`LIFETIME`].
+    /// transactions that outlived [`LIFETIME`] or began in an older term (this member
+    /// has been primary again since: they can never commit).
     pub fn begin(&self, session: &[u8], txn: Arc<Txn>) -> MongoResult<()> {
         let mut open = self.open.lock();
-        open.retain(|_, t| !t.expired());
-        // The session's older transaction, if any, ends here.
-        open.remove(session);
-        self.intents
-            .lock()
-            .retain(|_, (s, n)| open.get(s).is_some_and(|t| t.number == *n));
+        let ended: Vec<(Vec<u8>, Arc<Txn>)> = open
+            .iter()
+            .filter(|(s, t)| t.expired() || t.term < txn.term || s.as_slice() == session)
+            .map(|(s, t)| (s.clone(), t.clone()))
+            .collect();
+        for (s, t) in &ended {
+            open.remove(s);
+            self.release(s, t);
+        }
         if open.len() >= MAX_OPEN {
             return Err(MongoError::new(
                 ErrorCode::ExceededMemoryLimit,
@@ -141,26 +154,40 @@ impl Transactions {
     /// Ends the session's transaction `number`, if it is the open one.
     pub fn end(&self, session: &[u8], number: i64) {
         let mut open = self.open.lock();
-        if open.get(session).is_some_and(|t| t.number == number) {
+        if let Some(t) = open.get(session).filter(|t| t.number == number).cloned() {
             open.remove(session);
-            self.intents
-                .lock()
-                .retain(|_, (s, n)| !(s.as_slice() == session && *n == number));
+            self.release(session, &t);
         }
     }
 
-    /// Claims `slots` for transaction `number` of `session`: refused with WriteConflict
-    /// when another open transaction wrote one of them first.
+    /// Gives up the keys `txn` of `session` claimed.
+    fn release(&self, session: &[u8], txn: &Txn) {
+        let mut intents = self.intents.lock();
+        for slot in txn.claimed.lock().drain(..) {
+            if intents
+                .get(&slot)
+                .is_some_and(|(s, n)| s.as_slice() == session && *n == txn.number)
+            {
+                intents.remove(&slot);
+            }
+        }
+    }
+
+    /// Claims `slots` for `txn` of `session`: refused with WriteConflict when another
+    /// open transaction wrote one of them first.
     pub fn claim<'a>(
         &self,
         session: &[u8],
-        number: i64,
+        txn: &Txn,
         slots: impl Iterator<Item = &'a Slot> + Clone,
     ) -> MongoResult<()> {
         let open = self.open.lock();
         let mut intents = self.intents.lock();
-        let mine = |(s, n): &Owner| s.as_slice() == session && *n == number;
-        let alive = |(s, n): &Owner| open.get(s).is_some_and(|t| t.number == *n && !t.expired());
+        let mine = |(s, n): &Owner| s.as_slice() == session && *n == txn.number;
+        let alive = |(s, n): &Owner| {
+            open.get(s)
+                .is_some_and(|t| t.number == *n && !t.expired() && t.term >= txn.term)
+        };
         if let Some(slot) = slots
             .clone()
             .find(|slot| intents.get(*slot).is_some_and(|o| !mine(o) && alive(o)))
@@ -173,8 +200,15 @@ impl Transactions {
                 ),
             ));
         }
+        let mut claimed = txn.claimed.lock();
         for slot in slots {
-            intents.insert(slot.clone(), (session.to_vec(), number));
+            let owner = (session.to_vec(), txn.number);
+            if intents
+                .insert(slot.clone(), owner)
+                .is_none_or(|o| !mine(&o))
+            {
+                claimed.push(slot.clone());
+            }
         }
         Ok(())
     }

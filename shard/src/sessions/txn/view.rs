@@ -86,7 +86,6 @@ impl TxnView {
         }
         let mut staged = self.txn.staged();
         let mut pending: BTreeMap<(String, Vec<u8>), Option<Vec<u8>>> = BTreeMap::new();
-        let mut bytes = staged.bytes;
         for op in &refs {
             let slot = (op.table().to_string(), op.key().to_vec());
             let value = match op {
@@ -105,9 +104,16 @@ impl TxnView {
                 WriteOpRef::Put { value, .. } => Some(value.to_vec()),
                 WriteOpRef::Delete { .. } => None,
             };
-            bytes += slot.0.len() + slot.1.len() + value.as_ref().map_or(0, Vec::len);
             pending.insert(slot, value);
         }
+        // What the overlay holds once the batch is in it: a key written again counts once.
+        let size = |slot: &(String, Vec<u8>), v: &Option<Vec<u8>>| {
+            slot.0.len() + slot.1.len() + v.as_ref().map_or(0, Vec::len)
+        };
+        let bytes = pending.iter().fold(staged.bytes, |total, (slot, v)| {
+            let replaced = staged.writes.get(slot).map_or(0, |old| size(slot, old));
+            total + size(slot, v) - replaced
+        });
         if bytes > MAX_BYTES {
             return Err(refused(
                 ErrorCode::TransactionTooLarge,
@@ -115,7 +121,7 @@ impl TxnView {
             ));
         }
         self.registry
-            .claim(&self.session, self.txn.number, pending.keys())
+            .claim(&self.session, &self.txn, pending.keys())
             .map_err(|e| StorageError::Layer(Box::new(e)))?;
         staged.bytes = bytes;
         staged.writes.extend(pending);
