@@ -11,6 +11,12 @@ use tests::replica_set::TestReplicaSet;
 
 const LIVENESS: Duration = Duration::from_secs(30);
 
+/// `e` has code `expected` and says the whole transaction may run again.
+fn assert_transient(e: &Error, expected: i32) {
+    assert_eq!(code(e), Some(expected), "{e:?}");
+    assert!(e.contains_label(TRANSIENT_TRANSACTION_ERROR), "{e:?}");
+}
+
 fn code(e: &Error) -> Option<i32> {
     match &*e.kind {
         ErrorKind::Command(c) => Some(c.code),
@@ -152,8 +158,7 @@ async fn the_first_committer_wins_and_the_loser_is_told_to_run_again() {
         .session(&mut second)
         .await
         .expect_err("a write over a newer commit");
-    assert_eq!(code(&lost), Some(112), "{lost:?}");
-    assert!(lost.contains_label(TRANSIENT_TRANSACTION_ERROR), "{lost:?}");
+    assert_transient(&lost, 112);
     // The transaction is over on the shard; the driver's abort is answered.
     let _ = second.abort_transaction().await;
     let n = coll.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
@@ -172,8 +177,7 @@ async fn the_first_committer_wins_and_the_loser_is_told_to_run_again() {
         .commit_transaction()
         .await
         .expect_err("commit over a newer write");
-    assert_eq!(code(&lost), Some(112), "{lost:?}");
-    assert!(lost.contains_label(TRANSIENT_TRANSACTION_ERROR), "{lost:?}");
+    assert_transient(&lost, 112);
     let n = coll.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
     assert_eq!(n.get_i32("n"), Ok(101));
     assert!(!n.contains_key("mine"), "{n:?}");
@@ -190,8 +194,7 @@ async fn the_first_committer_wins_and_the_loser_is_told_to_run_again() {
         .session(&mut second)
         .await
         .expect_err("the document is another open transaction's");
-    assert_eq!(code(&lost), Some(112), "{lost:?}");
-    assert!(lost.contains_label(TRANSIENT_TRANSACTION_ERROR), "{lost:?}");
+    assert_transient(&lost, 112);
     let _ = second.abort_transaction().await;
     first.commit_transaction().await.unwrap();
     let n = coll.find_one(doc! {"_id": 1}).await.unwrap().unwrap();
@@ -302,8 +305,7 @@ async fn refusals_and_a_failed_statement_end_the_transaction() {
         .session(&mut s)
         .await
         .expect_err("the transaction was aborted");
-    assert_eq!(code(&e), Some(251), "{e:?}");
-    assert!(e.contains_label(TRANSIENT_TRANSACTION_ERROR), "{e:?}");
+    assert_transient(&e, 251);
     let _ = s.abort_transaction().await;
 }
 
@@ -619,8 +621,7 @@ async fn catalog_changes_during_a_transaction_are_conflicts() {
         .commit_transaction()
         .await
         .expect_err("the index came later");
-    assert_eq!(code(&e), Some(112), "{e:?}");
-    assert!(e.contains_label(TRANSIENT_TRANSACTION_ERROR), "{e:?}");
+    assert_transient(&e, 112);
     assert!(coll.find_one(doc! {"_id": 1}).await.unwrap().is_none());
 
     let gone = db.collection::<Document>("gone");
@@ -633,8 +634,7 @@ async fn catalog_changes_during_a_transaction_are_conflicts() {
         .session(&mut s)
         .await
         .expect_err("dropped after the transaction's time");
-    assert_eq!(code(&e), Some(246), "{e:?}");
-    assert!(e.contains_label(TRANSIENT_TRANSACTION_ERROR), "{e:?}");
+    assert_transient(&e, 246);
     let _ = s.abort_transaction().await;
 
     s.start_transaction().await.unwrap();
