@@ -63,6 +63,8 @@ pub const LIFETIME: Duration = Duration::from_secs(60);
 pub const MAX_BYTES: usize = 16 * 1024 * 1024;
 /// Transactions one member keeps open at most; their overlays are in memory.
 pub const MAX_OPEN: usize = 10_000;
+/// What all open transactions' overlays may hold together on one member.
+pub const MAX_TOTAL_BYTES: usize = 1024 * 1024 * 1024;
 
 /// The open transactions of this member, by session key (`retry::session_key`).
 #[derive(Default)]
@@ -70,6 +72,8 @@ pub struct Transactions {
     open: Mutex<HashMap<Vec<u8>, Arc<Txn>>>,
     /// The keys open transactions have written, each with its writer (session, number).
     intents: Mutex<HashMap<Slot, Owner>>,
+    /// The bytes all open transactions' overlays hold.
+    bytes: std::sync::atomic::AtomicUsize,
 }
 
 /// A key of a table.
@@ -88,6 +92,8 @@ pub struct Txn {
     staged: Mutex<Staged>,
     /// The keys it claimed (`Transactions::claim`), released when it ends.
     claimed: Mutex<Vec<Slot>>,
+    /// The bytes of its overlay counted in `Transactions::bytes`, given back when it ends.
+    counted: std::sync::atomic::AtomicUsize,
 }
 
 /// What the transaction has written so far.
@@ -109,6 +115,7 @@ impl Txn {
             started: Instant::now(),
             staged: Mutex::new(Staged::default()),
             claimed: Mutex::new(Vec::new()),
+            counted: Default::default(),
         }
     }
 
@@ -160,8 +167,31 @@ impl Transactions {
         }
     }
 
-    /// Gives up the keys `txn` of `session` claimed.
+    /// Counts `txn`'s overlay growing from `from` to `to` bytes, unless all overlays
+    /// together would pass [`MAX_TOTAL_BYTES`].
+    pub fn account(&self, txn: &Txn, from: usize, to: usize) -> MongoResult<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if to <= from {
+            self.bytes.fetch_sub(from - to, SeqCst);
+            txn.counted.fetch_sub(from - to, SeqCst);
+            return Ok(());
+        }
+        let grow = to - from;
+        if self.bytes.fetch_add(grow, SeqCst) + grow > MAX_TOTAL_BYTES {
+            self.bytes.fetch_sub(grow, SeqCst);
+            return Err(MongoError::new(
+                ErrorCode::ExceededMemoryLimit,
+                format!("open transactions on this member hold {MAX_TOTAL_BYTES} bytes already"),
+            ));
+        }
+        txn.counted.fetch_add(grow, SeqCst);
+        Ok(())
+    }
+
+    /// Gives up the keys `txn` of `session` claimed, and its overlay's bytes.
     fn release(&self, session: &[u8], txn: &Txn) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.bytes.fetch_sub(txn.counted.swap(0, SeqCst), SeqCst);
         let mut intents = self.intents.lock();
         for slot in txn.claimed.lock().drain(..) {
             if intents

@@ -122,6 +122,7 @@ impl TxnView {
         }
         self.registry
             .claim(&self.session, &self.txn, pending.keys())
+            .and_then(|()| self.registry.account(&self.txn, staged.bytes, bytes))
             .map_err(|e| StorageError::Layer(Box::new(e)))?;
         staged.bytes = bytes;
         staged.writes.extend(pending);
@@ -320,6 +321,23 @@ mod tests {
             other => panic!("expected a write conflict, got {other:?}"),
         }
         assert!(v.create_table("u").is_err());
+    }
+
+    /// All overlays together stay under the member's bound, and an ended transaction
+    /// gives its bytes back.
+    #[test]
+    fn overlays_together_are_bounded_and_give_their_bytes_back() {
+        let registry = Transactions::default();
+        let a = Arc::new(Txn::new(1, 15, 1));
+        registry.begin(b"a", a.clone()).unwrap();
+        registry
+            .account(&a, 0, super::super::MAX_TOTAL_BYTES)
+            .unwrap();
+        let b = Arc::new(Txn::new(1, 15, 1));
+        registry.begin(b"b", b.clone()).unwrap();
+        assert!(registry.account(&b, 0, 1).is_err());
+        registry.end(b"a", 1);
+        registry.account(&b, 0, 1).unwrap();
     }
 
     /// Of two open transactions, the first to write a key holds it until it ends.
