@@ -437,7 +437,8 @@ fn encode(
     opts: &Options,
 ) -> MongoResult<bytes::Bytes> {
     // A retryable write keeps its session and number: the shard records its statements
-    // under them, so a retry (the driver's, or ours after a failover) applies once.
+    // under them, so a retry (the driver's, or ours after a failover) applies once. A
+    // statement of a transaction keeps them too, with the transaction's other fields.
     let txn = crate::transactions::in_transaction(&cmd);
     let kept: Vec<(&str, Bson)> = crate::transactions::FIELDS
         .iter()

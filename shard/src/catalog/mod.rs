@@ -742,6 +742,8 @@ mod tests {
         below: MemoryEngine,
         gate: Mutex<Option<mpsc::Receiver<()>>>,
         applied: bool,
+        /// Set once a write waits at the gate (with `applied`, after its rows are in).
+        held: std::sync::atomic::AtomicBool,
     }
 
     impl Gated {
@@ -750,19 +752,22 @@ mod tests {
                 below: MemoryEngine::default(),
                 gate: Mutex::new(None),
                 applied,
+                held: Default::default(),
             })
         }
 
         /// Gates the next write; sending on the result lets it through.
         fn close(&self) -> mpsc::Sender<()> {
             let (open, gate) = mpsc::channel();
+            self.held.store(false, Ordering::SeqCst);
             *self.gate.lock() = Some(gate);
             open
         }
 
-        /// Returns once a write waits at the gate.
+        /// Returns once a write waits at the gate: taking the gate is not enough, since an
+        /// applied write's rows go in after it.
         fn until_held(&self) {
-            while self.gate.lock().is_some() {
+            while !self.held.load(Ordering::SeqCst) {
                 std::thread::yield_now();
             }
         }
@@ -777,6 +782,7 @@ mod tests {
             let gate = self.gate.lock().take();
             let wait = || {
                 if let Some(gate) = &gate {
+                    self.held.store(true, Ordering::SeqCst);
                     let _ = gate.recv();
                 }
             };
