@@ -112,6 +112,8 @@ pub struct Ctx<'a> {
     /// The engine a cursor keeps reading through across `getMore`s when it is not the
     /// node's: a snapshot read's view at its time, or a transaction's.
     pub view: Option<Arc<dyn Engine>>,
+    /// The transaction the command runs in.
+    pub txn: Option<Arc<crate::sessions::txn::Txn>>,
 }
 
 impl Ctx<'_> {
@@ -124,6 +126,7 @@ impl Ctx<'_> {
             Some(engine) => Box::new(crate::execution::cursor::AtTime {
                 source,
                 engine: engine.clone(),
+                txn: self.txn.clone(),
             }),
             None => source,
         }
@@ -635,6 +638,7 @@ impl Node {
             db_version: routed.db_version,
             read_at: routed.read_at,
             view: as_of.clone(),
+            txn: None,
         };
         if let Some(st) = crate::commands::transaction_statement::Statement::parse(cmd)? {
             return self.sessions.with(st.lsid, || {
@@ -867,6 +871,7 @@ mod tests {
             db_version: None,
             read_at: None,
             view: None,
+            txn: None,
         }
     }
 

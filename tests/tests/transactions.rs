@@ -646,3 +646,28 @@ async fn catalog_changes_during_a_transaction_are_conflicts() {
     assert_eq!(code(&e), Some(263), "{e:?}");
     let _ = s.abort_transaction().await;
 }
+
+/// A cursor opened in a transaction reads nothing after the transaction commits: its
+/// later batches would otherwise read the snapshot without the transaction's writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_transactions_cursor_ends_with_it() {
+    let (_set, client) = started().await;
+    let coll = client.database("t").collection::<Document>("cursor");
+    let docs: Vec<Document> = (0..5).map(|i| doc! {"_id": i}).collect();
+    coll.insert_many(docs).await.unwrap();
+    let mut s = client.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    let mut cursor = coll
+        .find(doc! {})
+        .batch_size(2)
+        .session(&mut s)
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        cursor.next(&mut s).await.unwrap().unwrap();
+    }
+    s.commit_transaction().await.unwrap();
+    let after = cursor.next(&mut s).await.expect("a batch was asked for");
+    let e = after.expect_err("the transaction has ended");
+    assert_eq!(code(&e), Some(251), "{e:?}");
+}

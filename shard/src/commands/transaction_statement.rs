@@ -147,6 +147,7 @@ pub fn run(
         engine: view.as_ref(),
         read_at: Some(txn.read_at),
         view: Some(view.clone()),
+        txn: Some(txn.clone()),
         ..ctx
     };
     let outcome = in_transaction(&ctx, cmd, name, &txn)

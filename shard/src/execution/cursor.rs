@@ -45,6 +45,8 @@ pub trait CursorSource: Send {
 pub struct AtTime {
     pub source: Box<dyn CursorSource>,
     pub engine: std::sync::Arc<dyn Engine>,
+    /// The transaction whose cursor this is: it serves nothing once that ends.
+    pub txn: Option<std::sync::Arc<crate::sessions::txn::Txn>>,
 }
 
 impl CursorSource for AtTime {
@@ -54,6 +56,9 @@ impl CursorSource for AtTime {
         max_docs: usize,
         deadline: &Deadline,
     ) -> MongoResult<Vec<Document>> {
+        if let Some(txn) = &self.txn {
+            txn.check_open()?;
+        }
         self.source
             .next_batch(self.engine.as_ref(), max_docs, deadline)
     }

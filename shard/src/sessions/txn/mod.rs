@@ -94,6 +94,8 @@ pub struct Txn {
     claimed: Mutex<Vec<Slot>>,
     /// The bytes of its overlay counted in `Transactions::bytes`, given back when it ends.
     counted: std::sync::atomic::AtomicUsize,
+    /// Set when it ends: a cursor it opened serves nothing more (`check_open`).
+    ended: std::sync::atomic::AtomicBool,
 }
 
 /// What the transaction has written so far.
@@ -116,6 +118,7 @@ impl Txn {
             staged: Mutex::new(Staged::default()),
             claimed: Mutex::new(Vec::new()),
             counted: Default::default(),
+            ended: Default::default(),
         }
     }
 
@@ -125,6 +128,19 @@ impl Txn {
 
     fn expired(&self) -> bool {
         self.started.elapsed() > LIFETIME
+    }
+
+    /// A cursor the transaction opened serves nothing after it ends (MongoDB kills such
+    /// cursors): its writes are committed or gone, and its later batches would read the
+    /// snapshot without them.
+    pub fn check_open(&self) -> MongoResult<()> {
+        if self.ended.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(no_such(
+                self.number,
+                "has ended: the cursors it opened serve nothing more",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -191,6 +207,7 @@ impl Transactions {
     /// Gives up the keys `txn` of `session` claimed, and its overlay's bytes.
     fn release(&self, session: &[u8], txn: &Txn) {
         use std::sync::atomic::Ordering::SeqCst;
+        txn.ended.store(true, SeqCst);
         self.bytes.fetch_sub(txn.counted.swap(0, SeqCst), SeqCst);
         let mut intents = self.intents.lock();
         for slot in txn.claimed.lock().drain(..) {
