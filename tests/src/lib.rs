@@ -404,6 +404,19 @@ pub fn numeric_flags() -> Vec<(String, u64)> {
         .collect()
 }
 
+/// The value of a benchmark's flag `--name`, or `default` when it is not given.
+pub fn flag(name: &str, default: usize) -> usize {
+    numeric_flags()
+        .into_iter()
+        .find(|(f, _)| f == name)
+        .map_or(default, |(_, v)| v as usize)
+}
+
+/// The `p` quantile (0 to 1) of latencies sorted ascending; they must not be empty.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
 /// A driver client of the router at `addr`, with `options` (URI query string) and a
 /// server-selection timeout long enough for a failover in a test.
 pub async fn driver_client(addr: &str, options: &str, selection_secs: u64) -> mongodb::Client {

@@ -608,14 +608,7 @@ async fn catalog_changes_during_a_transaction_are_conflicts() {
         .session(&mut s)
         .await
         .unwrap();
-    let unique = mongodb::IndexModel::builder()
-        .keys(doc! {"k": 1})
-        .options(
-            mongodb::options::IndexOptions::builder()
-                .unique(true)
-                .build(),
-        )
-        .build();
+    let unique = tests::unique_index(doc! {"k": 1});
     coll.create_index(unique).await.unwrap();
     let e = s
         .commit_transaction()

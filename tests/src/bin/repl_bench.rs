@@ -28,19 +28,6 @@ use tests::cpu::CpuTime;
 use tests::disk_writes::DiskWrites;
 use tests::replica_set::{TestReplicaSet, Tuning, THREE_SITES};
 
-fn arg(name: &str, default: usize) -> usize {
-    let argv: Vec<String> = std::env::args().collect();
-    argv.iter()
-        .position(|a| a == name)
-        .and_then(|i| argv.get(i + 1))
-        .map(|v| v.parse().expect("numeric flag"))
-        .unwrap_or(default)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 /// Inserts `docs` documents in batches of 100 from `clients` concurrent tasks (batch `n`
 /// goes to task `n % clients`); returns docs/s, the sorted batch latencies and the CPU
 /// the whole process (driver, router, members) used meanwhile, and the bytes it wrote
@@ -133,9 +120,9 @@ async fn settle(set: &TestReplicaSet) {
 
 #[tokio::main]
 async fn main() {
-    let docs = arg("--docs", 20_000);
-    let kills = arg("--kills", 5);
-    let clients = arg("--clients", 8).max(1);
+    let docs = tests::flag("--docs", 20_000);
+    let kills = tests::flag("--kills", 5);
+    let clients = tests::flag("--clients", 8).max(1);
     // The baseline is measured three times, once before the set starts and twice after it
     // stopped, and the ratios use the median: on these shared guests one raw run moved between
     // 263,000 and 807,000 rows a second within an hour, far more than the set did.
@@ -222,8 +209,8 @@ async fn main() {
         println!(
             "  insert_many {label:<17}  : {rate:>10.0} docs/s  ratio {:.3}  batch p50 {:?} p99 {:?}  {} (= {:.1} raw rows)  written {:.2} KiB/doc",
             rate / raw,
-            percentile(lat, 0.5),
-            percentile(lat, 0.99),
+            tests::percentile(lat, 0.5),
+            tests::percentile(lat, 0.99),
             cpu.per_doc(inserted),
             cpu.us_per_doc(inserted) / raw_cpu.us_per_doc(docs),
             written as f64 / 1024.0 / inserted as f64

@@ -72,9 +72,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The `p` quantile of sorted latencies, in milliseconds.
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1e3
+    tests::percentile(sorted, p).as_secs_f64() * 1e3
 }
 
 /// Point reads by `_id` from `clients` tasks for `secs`: operations per second.

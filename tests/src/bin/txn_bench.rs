@@ -22,15 +22,6 @@ use bson::{doc, Document};
 use mongodb::{Client, Collection};
 use tests::replica_set::{TestReplicaSet, Tuning, THREE_SITES};
 
-fn arg(name: &str, default: usize) -> usize {
-    let argv: Vec<String> = std::env::args().collect();
-    argv.iter()
-        .position(|a| a == name)
-        .and_then(|i| argv.get(i + 1))
-        .map(|v| v.parse().expect("numeric flag"))
-        .unwrap_or(default)
-}
-
 /// Throughput (units a second) and the sorted latencies of one run.
 struct Run {
     rate: f64,
@@ -39,8 +30,7 @@ struct Run {
 
 impl Run {
     fn percentile(&self, p: f64) -> Duration {
-        let l = &self.latencies;
-        l[((l.len() - 1) as f64 * p).round() as usize]
+        tests::percentile(&self.latencies, p)
     }
 }
 
@@ -116,9 +106,9 @@ fn ms(d: Duration) -> String {
 
 #[tokio::main]
 async fn main() {
-    let ops = arg("--ops", 2000);
-    let clients = arg("--clients", 8).max(1);
-    let runs = arg("--runs", 3).max(1);
+    let ops = tests::flag("--ops", 2000);
+    let clients = tests::flag("--clients", 8).max(1);
+    let runs = tests::flag("--runs", 3).max(1);
     let tuning = Tuning {
         cache_mb: storage::rawbench::BENCH_CACHE_MB,
         ..Tuning::default()
