@@ -167,7 +167,6 @@ error_codes! {
     PreparedTransactionInProgress = 267;
     ClientDisconnect = 279;
     WouldChangeOwningShard = 283;
-    TransactionExceededLifetimeLimitSeconds = 290;
     QueryExceededMemoryLimitNoDiskUseAllowed = 292;
     APIStrictError = 323;
     MechanismUnavailable = 334;
