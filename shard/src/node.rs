@@ -261,6 +261,7 @@ impl Node {
             EngineKind::Memory => Arc::new(storage::MemoryEngine::default()),
         };
         engine.create_table(retry::TXN_TABLE)?;
+        engine.create_table(crate::sessions::txn::decisions::TABLE)?;
         engine.create_table(crate::migrations::range_deleter::TABLE)?;
         engine.create_table(crate::migrations::doc_moves::TABLE)?;
         let catalog =
@@ -303,6 +304,7 @@ impl Node {
             .map_err(ShardError::Catalog)?;
         // Every member creates the session table itself, before it applies any entry.
         base.create_table(retry::TXN_TABLE)?;
+        base.create_table(crate::sessions::txn::decisions::TABLE)?;
         base.create_table(crate::migrations::range_deleter::TABLE)?;
         base.create_table(crate::migrations::doc_moves::TABLE)?;
         // The catalog is reloaded off the Raft thread: a command holding the catalog
@@ -389,6 +391,7 @@ impl Node {
         use crate::control::admission::Class;
         match commands::lookup(name) {
             Some(spec) if spec.anywhere => Class::Exempt,
+            Some(_) if commands::RESOLVES_PREPARED.contains(&name) => Class::Exempt,
             Some(spec) if spec.writes => Class::Write,
             Some(_) => Class::Read,
             // Unknown commands fail at once; no ticket needed.

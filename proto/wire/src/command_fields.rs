@@ -10,6 +10,11 @@ use bson::Document;
 
 use crate::{ErrorCode, MongoError, MongoResult};
 
+/// The field of a transaction's first reply on a shard that names the time the
+/// transaction reads at there: a router reads the transaction's other shards at the same
+/// time, and removes the field before the client sees the reply.
+pub const TXN_READ_TIME: &str = "$txnReadTime";
+
 /// Arguments every command takes (MongoDB's generic arguments, stable and unstable).
 const GENERIC: &[&str] = &[
     "apiVersion",

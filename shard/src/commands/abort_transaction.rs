@@ -1,4 +1,5 @@
-//! `abortTransaction`: forgets the session's open transaction and what it wrote.
+//! `abortTransaction`: forgets the session's open transaction and what it wrote, or
+//! aborts its prepared one (`prepare_transaction.rs`).
 
 use bson::{doc, Document};
 use wire::MongoResult;
@@ -17,6 +18,11 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
 /// Aborts the session's transaction `number`.
 pub fn abort(node: &Node, lsid: &Document, number: i64) -> MongoResult<()> {
     let key = session_key(lsid)?;
+    if let Some(replica) = node.replica.as_deref() {
+        if super::prepare_transaction::is_prepared(replica, &key, number) {
+            return super::prepare_transaction::resolve(replica, (&key, number), None, false);
+        }
+    }
     match node.transactions.get(&key) {
         Some(t) if t.number == number => {
             node.transactions.end(&key, number);

@@ -1,5 +1,6 @@
 //! `commitTransaction` on the primary: writes the session's open transaction
-//! (`sessions::txn`) as one replicated entry.
+//! (`sessions::txn`) as one replicated entry, or commits the session's prepared one at
+//! the `commitTimestamp` its two-phase commit chose (`prepare_transaction.rs`).
 
 use std::sync::Arc;
 
@@ -16,6 +17,27 @@ use crate::sessions::txn::{check_alive, no_such, Staged, Txn};
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let st = transaction_of(cmd)?;
+    let commit_at = super::prepare_transaction::commit_timestamp(cmd)?;
+    let key = session_key(st.lsid)?;
+    if let Some(replica) = ctx.node.replica.as_deref() {
+        if super::prepare_transaction::is_prepared(replica, &key, st.number) {
+            let at = commit_at.ok_or_else(|| {
+                MongoError::new(
+                    ErrorCode::InvalidOptions,
+                    "commitTransaction for a prepared transaction must provide commitTimestamp",
+                )
+            })?;
+            let decide = cmd.get_bool("recordDecision").unwrap_or(false);
+            super::prepare_transaction::resolve(replica, (&key, st.number), Some(at), decide)?;
+            return Ok(doc! {});
+        }
+    }
+    if commit_at.is_some() && ctx.node.transactions.get(&key).is_some() {
+        return Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            "commitTimestamp is only for a prepared transaction",
+        ));
+    }
     commit(ctx.node, st.lsid, st.number)?;
     Ok(doc! {})
 }
@@ -49,15 +71,30 @@ pub fn commit(node: &Node, lsid: &Document, number: i64) -> MongoResult<()> {
             _ => Err(no_such(number, "is not open on this member")),
         };
     };
-    let result = write(node, &key, &txn);
+    let result = write(node, &key, &txn, Finish::Commit);
     node.transactions.end(&key, number);
-    result
+    result.map(|_| ())
+}
+
+/// How a checked transaction's writes leave it.
+pub enum Finish<'a> {
+    /// Committed at once, with the session's record.
+    Commit,
+    /// Prepared for a two-phase commit (`prepare_transaction.rs`) that shard `{0}`
+    /// coordinates.
+    Prepare(&'a str),
 }
 
 /// Writes the transaction under the write locks of the collections it wrote (taken in
 /// namespace order, so two commits never wait on each other in a circle), once nothing
-/// it writes changed after its read time.
-fn write(node: &Node, key: &[u8], txn: &Txn) -> MongoResult<()> {
+/// it writes changed after its read time. A prepare answers its prepare time; a
+/// transaction that wrote nothing, `None`.
+pub fn write(
+    node: &Node,
+    key: &[u8],
+    txn: &Txn,
+    finish: Finish<'_>,
+) -> MongoResult<Option<storage::Timestamp>> {
     let replica = node.replica.as_deref().ok_or_else(|| {
         MongoError::new(
             ErrorCode::IllegalOperation,
@@ -67,7 +104,7 @@ fn write(node: &Node, key: &[u8], txn: &Txn) -> MongoResult<()> {
     check_alive(txn, replica.status().term)?;
     let staged = std::mem::take(&mut *txn.staged());
     if staged.writes.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let metas = collections(node, &staged)?;
     let _held: Vec<_> = metas
@@ -85,8 +122,19 @@ fn write(node: &Node, key: &[u8], txn: &Txn) -> MongoResult<()> {
     refuse_conflicts(node, &batch, txn.read_at)?;
     refuse_newer_session_use(node, key, txn.number)?;
     let moved = moved_ids(node, &metas, &staged, txn);
-    batch.put(TXN_TABLE, key.to_vec(), committed_record(txn.number)?);
-    node.engine.write_owned(batch).map_err(storage_to_mongo)?;
+    let prepared = match finish {
+        Finish::Commit => {
+            batch.put(TXN_TABLE, key.to_vec(), committed_record(txn.number)?);
+            node.engine.write_owned(batch).map_err(storage_to_mongo)?;
+            None
+        }
+        Finish::Prepare(coordinator) => Some(super::prepare_transaction::replicate(
+            replica,
+            (key, txn.number),
+            coordinator,
+            batch,
+        )?),
+    };
     // The metadata the writes changed (an index now multikey) is installed before the
     // locks go: a writer waiting for them must not flip another flag from stale metadata.
     if staged.writes.keys().any(|(t, _)| t == CATALOG_TABLE) {
@@ -96,7 +144,7 @@ fn write(node: &Node, key: &[u8], txn: &Txn) -> MongoResult<()> {
     for (meta, ids) in moved {
         ids.iter().for_each(|id| meta.moves.record(id));
     }
-    Ok(())
+    Ok(prepared)
 }
 
 /// The collections the transaction wrote, as they are now that their locks are held: the

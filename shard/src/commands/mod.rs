@@ -21,6 +21,7 @@ mod current_op;
 mod db_hash;
 mod db_placement;
 mod db_stats;
+mod decide_transaction;
 mod delete;
 mod delete_if_unchanged;
 mod delete_range;
@@ -40,18 +41,21 @@ mod kill_op;
 mod list_collections;
 mod list_databases;
 mod list_indexes;
+mod list_prepared_transactions;
 mod merge_sessions;
 mod move_clone;
 mod move_log;
 mod move_mods;
 mod move_sessions;
 mod pending_moves;
+mod prepare_transaction;
 mod range_readers;
 mod rename_collection;
 mod repl_set_freeze;
 mod repl_set_get_status;
 mod repl_set_step_down;
 mod repl_set_step_up;
+mod resolve_prepared_transaction;
 mod server_status;
 mod set_ownership;
 mod sleep;
@@ -62,6 +66,17 @@ pub mod update;
 mod validate;
 
 pub type Handler = fn(&Ctx, &Document) -> MongoResult<Document>;
+
+/// Commands that end prepared transactions, or find those to end. Reads that meet a
+/// prepared transaction wait holding their tickets, so these never queue for one: behind
+/// such readers they would wait for the readers' limits before releasing them.
+pub const RESOLVES_PREPARED: &[&str] = &[
+    "commitTransaction",
+    "abortTransaction",
+    "decideTransaction",
+    "resolvePreparedTransaction",
+    "listPreparedTransactions",
+];
 
 pub struct CommandSpec {
     pub name: &'static str,
@@ -167,6 +182,30 @@ const COMMANDS: &[CommandSpec] = &[
         name: "abortTransaction",
         run: abort_transaction::run,
         writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "prepareTransaction",
+        run: prepare_transaction::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "decideTransaction",
+        run: decide_transaction::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "resolvePreparedTransaction",
+        run: resolve_prepared_transaction::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "listPreparedTransactions",
+        run: list_prepared_transactions::run,
+        writes: false,
         anywhere: false,
     },
     CommandSpec {

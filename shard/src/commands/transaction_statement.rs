@@ -29,6 +29,7 @@ const ALLOWED: &[&str] = &[
     "killCursors",
     "commitTransaction",
     "abortTransaction",
+    "prepareTransaction",
 ];
 
 /// An aggregation that writes its output (`$out`, `$merge`): MongoDB refuses it in a
@@ -44,7 +45,11 @@ fn writes_output(name: &str, cmd: &Document) -> bool {
 }
 
 /// Commands that end a transaction rather than run in it.
-const ENDS: &[&str] = &["commitTransaction", "abortTransaction"];
+const ENDS: &[&str] = &[
+    "commitTransaction",
+    "abortTransaction",
+    "prepareTransaction",
+];
 
 /// The transaction fields of a command.
 pub struct Statement<'a> {
@@ -133,6 +138,16 @@ pub fn run(
         return handler(&ctx, cmd);
     }
     let key = session_key(st.lsid)?;
+    if let Some(held) = replica.prepared.get(&key) {
+        return Err(MongoError::new(
+            ErrorCode::PreparedTransactionInProgress,
+            format!(
+                "transaction {} of this session is prepared: only commitTransaction or \
+                 abortTransaction may run until it ends",
+                held.number
+            ),
+        ));
+    }
     let txn = match st.start {
         true => start(node, replica, &key, st, cmd, &ctx)?,
         false => current(node, replica, &key, st, cmd)?,
@@ -153,7 +168,15 @@ pub fn run(
     let outcome = in_transaction(&ctx, cmd, name, &txn)
         .and_then(|()| crate::sessions::txn::staging(|| handler(&ctx, cmd)));
     match outcome.and_then(conflicts_are_errors) {
-        Ok(reply) if !reply.contains_key("writeErrors") => Ok(reply),
+        Ok(mut reply) if !reply.contains_key("writeErrors") => {
+            if st.start {
+                reply.insert(
+                    wire::command_fields::TXN_READ_TIME,
+                    proto::cluster_clock::to_bson(txn.read_at),
+                );
+            }
+            Ok(reply)
+        }
         other => {
             node.transactions.end(&key, st.number);
             other

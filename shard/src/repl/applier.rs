@@ -34,7 +34,7 @@ use tracing::error;
 
 use super::driver::{entry_time, Event};
 use super::entry::OplogEntryRef;
-use super::{snapshot, ProposeError, APPLIED_KEY, REPL_TABLE};
+use super::{prepared, snapshot, ProposeError, APPLIED_KEY, REPL_TABLE};
 
 /// Who waits for an entry: the proposer, answered with the entry's index or the error
 /// applying it gave (a duplicate key).
@@ -86,11 +86,15 @@ struct Context {
     /// proposer hears it was applied: a client that saw its write acknowledged and then
     /// starts a read at this member's newest time must read that write.
     published: Arc<AtomicU64>,
+    /// The transactions prepared on this member.
+    prepared: Arc<super::prepared::Prepared>,
 }
 
 impl Applier {
     /// Starts the thread; `applied` is the index the data holds now, `replay_until` the
-    /// last entry in the log at start, `history_secs` the history window.
+    /// last entry in the log at start, `history_secs` the history window; `published` is
+    /// where it publishes the newest applied time, `prepared` the member's prepared
+    /// transactions.
     pub fn start(
         name: String,
         engine: Arc<dyn Engine>,
@@ -98,7 +102,7 @@ impl Applier {
         events: Sender<Event>,
         (applied, replay_until): (u64, u64),
         history_secs: u64,
-        published: Arc<AtomicU64>,
+        (published, prepared): (Arc<AtomicU64>, Arc<super::prepared::Prepared>),
     ) -> std::io::Result<Applier> {
         let progress = Arc::new(Progress::default());
         progress.state.lock().applied = applied;
@@ -112,6 +116,7 @@ impl Applier {
             history: history_secs.min(u64::from(u32::MAX)) << 32,
             newest: std::cell::Cell::new(newest),
             published,
+            prepared,
         };
         let shared = progress.clone();
         let thread = std::thread::Builder::new()
@@ -295,17 +300,20 @@ fn apply_one(
 ) -> Result<Result<(), ProposeError>, StorageError> {
     let engine = ctx.engine.as_ref();
     let applied = snapshot::encode_applied(at.index, at.term, at.newest);
+    let applied = WriteOpRef::Put {
+        table: REPL_TABLE,
+        key: APPLIED_KEY,
+        value: &applied,
+    };
+    let touches_catalog = |ops: &[WriteOpRef<'_>]| {
+        ops.iter()
+            .any(|o| o.table() == crate::catalog::CATALOG_TABLE)
+    };
     let catalog_changed;
     match op {
         OplogEntryRef::Write(mut ops) => {
-            catalog_changed = ops
-                .iter()
-                .any(|o| o.table() == crate::catalog::CATALOG_TABLE);
-            ops.push(WriteOpRef::Put {
-                table: REPL_TABLE,
-                key: APPLIED_KEY,
-                value: &applied,
-            });
+            catalog_changed = touches_catalog(&ops);
+            ops.push(applied);
             match write_replayed(ctx, &mut ops, at) {
                 Ok(()) => {}
                 Err(StorageError::KeyExists { table }) => {
@@ -325,11 +333,42 @@ fn apply_one(
             engine.drop_table(t)?;
             write_applied(engine, at)?;
         }
+        OplogEntryRef::Prepare {
+            txn,
+            coordinator,
+            ops,
+            side,
+        } => {
+            catalog_changed = touches_catalog(&side);
+            let named = (&txn, coordinator);
+            let time = timed(at)?;
+            prepared::apply_prepare(engine, &ctx.prepared, named, (&ops, &side), time, applied)?;
+        }
+        OplogEntryRef::CommitPrepared { txn, commit, side } => {
+            catalog_changed = touches_catalog(&side);
+            let resolution = (&txn, Some(commit), side.as_slice());
+            prepared::apply_resolution(engine, &ctx.prepared, resolution, timed(at)?, applied)?;
+        }
+        OplogEntryRef::AbortPrepared { txn, side } => {
+            catalog_changed = touches_catalog(&side);
+            let resolution = (&txn, None, side.as_slice());
+            prepared::apply_resolution(engine, &ctx.prepared, resolution, timed(at)?, applied)?;
+        }
     }
     if catalog_changed {
         (ctx.on_catalog_change)();
     }
     Ok(Ok(()))
+}
+
+/// The time of an entry that must have one (a prepared transaction's).
+fn timed(at: &Applied) -> Result<ClusterTime, StorageError> {
+    at.time.ok_or_else(|| {
+        StorageError::Other(format!(
+            "entry {} of a prepared transaction has no cluster time",
+            at.index
+        ))
+    })
 }
 
 /// Writes an entry's ops. WiredTiger makes a table's create and drop durable at once, but
@@ -391,7 +430,7 @@ mod tests {
             events,
             at,
             history_secs,
-            published,
+            (published, Arc::default()),
         )
         .unwrap()
     }

@@ -198,6 +198,8 @@ pub struct Driver {
     pub site_peers: Vec<u64>,
     /// Stamps every proposal with a cluster time (`proto::cluster_clock`).
     pub clock: Arc<ClusterClock>,
+    /// The transactions prepared here: no proposal may write their keys.
+    pub prepared: Arc<super::prepared::Prepared>,
     /// The cluster times (and terms) of entries handed to the applier and not yet
     /// applied, by index.
     pub pending_times: VecDeque<(u64, ClusterTime, u64)>,
@@ -404,8 +406,10 @@ impl Driver {
         // stale request) is stepped as it is: raft-rs ignores it, and nothing is copied.
         let covered = m.get_snapshot().get_metadata().index <= self.dispatched;
         if !self.arbiter && !covered {
-            // The data is about to be replaced: nothing may still be writing to it.
+            // The data is about to be replaced: nothing may still be writing to it, and
+            // no prepared transaction may hold its tables open.
             self.drain()?;
+            super::prepared::abandon_all(self.engine.as_ref(), &self.prepared)?;
             let _installing = InstallingFlag::raise(&self.status);
             let wanted = m.get_snapshot().get_metadata().index;
             let Some((index, term)) = self.fetch_snapshot_data(m.from, wanted)? else {
@@ -414,6 +418,7 @@ impl Driver {
             // Entries up to `index` are in the data now: `dispatch` skips them if raft-rs
             // hands them over anyway (when it fast-forwards instead of restoring).
             self.installed(index);
+            super::prepared::recover(self.engine.as_ref(), &self.prepared)?;
             (self.on_catalog_change)();
             let meta = m.mut_snapshot().mut_metadata();
             meta.index = index;
@@ -856,6 +861,8 @@ impl Driver {
         if self.was_leader && !is_leader {
             self.term_start = u64::MAX;
             info!(term = self.raw.raft.term, "stepped down");
+            // Prepares proposed in that term hold their keys again if they apply.
+            self.prepared.forget_proposed();
             // Their entries may still commit under the new primary, or vanish: the
             // callers cannot know, so they hear that the state changed.
             self.fail_waiters(ProposeError::StateChanged);

@@ -14,11 +14,40 @@ pub enum OplogEntry {
     Write(WriteBatch),
     CreateTable(String),
     DropTable(String),
+    /// A transaction's part here, prepared at the entry's time for a two-phase commit
+    /// (`repl::prepared`); `side` is written at once beside it (the session's record).
+    Prepare {
+        txn: TxnName,
+        /// The shard whose commit decides the transaction's fate (`repl::prepared`).
+        coordinator: String,
+        ops: WriteBatch,
+        side: WriteBatch,
+    },
+    /// Commits the prepared transaction `txn` at `commit` (durable at the entry's time).
+    CommitPrepared {
+        txn: TxnName,
+        commit: u64,
+        side: WriteBatch,
+    },
+    AbortPrepared {
+        txn: TxnName,
+        side: WriteBatch,
+    },
+}
+
+/// A transaction: its session (`sessions::retry::session_key`) and `txnNumber`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TxnName {
+    pub session: Vec<u8>,
+    pub number: i64,
 }
 
 const WRITE: u8 = 0;
 const CREATE: u8 = 1;
 const DROP: u8 = 2;
+pub const PREPARE: u8 = 3;
+const COMMIT_PREPARED: u8 = 4;
+const ABORT_PREPARED: u8 = 5;
 const PUT: u8 = 0;
 const INSERT: u8 = 1;
 const DELETE: u8 = 2;
@@ -29,6 +58,30 @@ impl OplogEntry {
             OplogEntry::Write(batch) => encode_write(batch),
             OplogEntry::CreateTable(t) => [&[CREATE], t.as_bytes()].concat(),
             OplogEntry::DropTable(t) => [&[DROP], t.as_bytes()].concat(),
+            OplogEntry::Prepare {
+                txn,
+                coordinator,
+                ops,
+                side,
+            } => {
+                let mut out = txn_header(PREPARE, txn);
+                out.extend_from_slice(&(coordinator.len() as u16).to_le_bytes());
+                out.extend_from_slice(coordinator.as_bytes());
+                put_ops(&mut out, ops);
+                put_ops(&mut out, side);
+                out
+            }
+            OplogEntry::CommitPrepared { txn, commit, side } => {
+                let mut out = txn_header(COMMIT_PREPARED, txn);
+                out.extend_from_slice(&commit.to_le_bytes());
+                put_ops(&mut out, side);
+                out
+            }
+            OplogEntry::AbortPrepared { txn, side } => {
+                let mut out = txn_header(ABORT_PREPARED, txn);
+                put_ops(&mut out, side);
+                out
+            }
         }
     }
 
@@ -45,60 +98,94 @@ pub enum OplogEntryRef<'a> {
     Write(Vec<WriteOpRef<'a>>),
     CreateTable(&'a str),
     DropTable(&'a str),
+    Prepare {
+        txn: TxnName,
+        coordinator: &'a str,
+        ops: Vec<WriteOpRef<'a>>,
+        side: Vec<WriteOpRef<'a>>,
+    },
+    CommitPrepared {
+        txn: TxnName,
+        commit: u64,
+        side: Vec<WriteOpRef<'a>>,
+    },
+    AbortPrepared {
+        txn: TxnName,
+        side: Vec<WriteOpRef<'a>>,
+    },
 }
 
 impl<'a> OplogEntryRef<'a> {
     /// `None` for bytes no leader of ours wrote (a corrupt or foreign log).
     pub fn decode(bytes: &'a [u8]) -> Option<OplogEntryRef<'a>> {
         let (&kind, rest) = bytes.split_first()?;
-        match kind {
-            WRITE => {
-                let mut r = Reader(rest);
-                let n = r.u32()? as usize;
-                // Each op takes at least 7 bytes: a corrupt count cannot reserve much.
-                let mut ops = Vec::with_capacity(n.min(rest.len() / 7));
-                for _ in 0..n {
-                    let op = r.u8()?;
-                    let tlen = r.u16()? as usize;
-                    let table = std::str::from_utf8(r.take(tlen)?).ok()?;
-                    let klen = r.u32()? as usize;
-                    let key = r.take(klen)?;
-                    ops.push(match op {
-                        PUT | INSERT => {
-                            let vlen = r.u32()? as usize;
-                            let value = r.take(vlen)?;
-                            if op == PUT {
-                                WriteOpRef::Put { table, key, value }
-                            } else {
-                                WriteOpRef::Insert { table, key, value }
-                            }
-                        }
-                        DELETE => WriteOpRef::Delete { table, key },
-                        _ => return None,
-                    });
-                }
-                r.0.is_empty().then_some(OplogEntryRef::Write(ops))
-            }
-            CREATE => Some(OplogEntryRef::CreateTable(std::str::from_utf8(rest).ok()?)),
-            DROP => Some(OplogEntryRef::DropTable(std::str::from_utf8(rest).ok()?)),
-            _ => None,
-        }
+        let mut r = Reader(rest);
+        let entry = match kind {
+            WRITE => OplogEntryRef::Write(r.ops()?),
+            CREATE => return Some(OplogEntryRef::CreateTable(std::str::from_utf8(rest).ok()?)),
+            DROP => return Some(OplogEntryRef::DropTable(std::str::from_utf8(rest).ok()?)),
+            PREPARE => OplogEntryRef::Prepare {
+                txn: r.txn()?,
+                coordinator: r.str()?,
+                ops: r.ops()?,
+                side: r.ops()?,
+            },
+            COMMIT_PREPARED => OplogEntryRef::CommitPrepared {
+                txn: r.txn()?,
+                commit: r.u64()?,
+                side: r.ops()?,
+            },
+            ABORT_PREPARED => OplogEntryRef::AbortPrepared {
+                txn: r.txn()?,
+                side: r.ops()?,
+            },
+            _ => return None,
+        };
+        r.0.is_empty().then_some(entry)
     }
 
     pub fn to_owned(&self) -> OplogEntry {
+        let batch = |ops: &[WriteOpRef<'_>]| WriteBatch {
+            ops: ops.iter().map(WriteOpRef::to_owned).collect(),
+        };
         match self {
-            OplogEntryRef::Write(ops) => OplogEntry::Write(WriteBatch {
-                ops: ops.iter().map(WriteOpRef::to_owned).collect(),
-            }),
+            OplogEntryRef::Write(ops) => OplogEntry::Write(batch(ops)),
             OplogEntryRef::CreateTable(t) => OplogEntry::CreateTable(t.to_string()),
             OplogEntryRef::DropTable(t) => OplogEntry::DropTable(t.to_string()),
+            OplogEntryRef::Prepare {
+                txn,
+                coordinator,
+                ops,
+                side,
+            } => OplogEntry::Prepare {
+                txn: txn.clone(),
+                coordinator: coordinator.to_string(),
+                ops: batch(ops),
+                side: batch(side),
+            },
+            OplogEntryRef::CommitPrepared { txn, commit, side } => OplogEntry::CommitPrepared {
+                txn: txn.clone(),
+                commit: *commit,
+                side: batch(side),
+            },
+            OplogEntryRef::AbortPrepared { txn, side } => OplogEntry::AbortPrepared {
+                txn: txn.clone(),
+                side: batch(side),
+            },
         }
     }
 }
-
 /// Encodes a write batch without copying it into an `OplogEntry` first.
 pub fn encode_write(batch: &WriteBatch) -> Vec<u8> {
-    let size: usize = batch
+    let mut out = Vec::with_capacity(ops_size(batch) + 1);
+    out.push(WRITE);
+    put_ops(&mut out, batch);
+    out
+}
+
+/// The bytes `put_ops` writes for `batch`.
+fn ops_size(batch: &WriteBatch) -> usize {
+    4 + batch
         .ops
         .iter()
         .map(|op| match op {
@@ -107,20 +194,30 @@ pub fn encode_write(batch: &WriteBatch) -> Vec<u8> {
             }
             WriteOp::Delete { table, key } => table.len() + key.len() + 7,
         })
-        .sum();
-    let mut out = Vec::with_capacity(size + 5);
-    out.push(WRITE);
+        .sum::<usize>()
+}
+
+/// A prepared-transaction entry's kind and transaction.
+fn txn_header(kind: u8, txn: &TxnName) -> Vec<u8> {
+    let mut out = Vec::with_capacity(txn.session.len() + 11);
+    out.push(kind);
+    out.extend_from_slice(&(txn.session.len() as u16).to_le_bytes());
+    out.extend_from_slice(&txn.session);
+    out.extend_from_slice(&txn.number.to_le_bytes());
+    out
+}
+
+/// Appends `batch`: its op count, then each op.
+pub fn put_ops(out: &mut Vec<u8>, batch: &WriteBatch) {
+    out.reserve(ops_size(batch));
     out.extend_from_slice(&(batch.ops.len() as u32).to_le_bytes());
     for op in &batch.ops {
         match op {
-            WriteOp::Put { table, key, value } => put_op(&mut out, PUT, table, key, Some(value)),
-            WriteOp::Insert { table, key, value } => {
-                put_op(&mut out, INSERT, table, key, Some(value))
-            }
-            WriteOp::Delete { table, key } => put_op(&mut out, DELETE, table, key, None),
+            WriteOp::Put { table, key, value } => put_op(out, PUT, table, key, Some(value)),
+            WriteOp::Insert { table, key, value } => put_op(out, INSERT, table, key, Some(value)),
+            WriteOp::Delete { table, key } => put_op(out, DELETE, table, key, None),
         }
     }
-    out
 }
 
 fn put_op(out: &mut Vec<u8>, op: u8, table: &str, key: &[u8], value: Option<&Vec<u8>>) {
@@ -135,9 +232,55 @@ fn put_op(out: &mut Vec<u8>, op: u8, table: &str, key: &[u8], value: Option<&Vec
     }
 }
 
-struct Reader<'a>(&'a [u8]);
+/// Reads what `encode`, `put_ops` and `txn_header` write.
+pub struct Reader<'a>(pub &'a [u8]);
 
 impl<'a> Reader<'a> {
+    /// A batch of ops as `put_ops` writes it.
+    pub fn ops(&mut self) -> Option<Vec<WriteOpRef<'a>>> {
+        let n = self.u32()? as usize;
+        // Each op takes at least 7 bytes: a corrupt count cannot reserve much.
+        let mut ops = Vec::with_capacity(n.min(self.0.len() / 7));
+        for _ in 0..n {
+            let op = self.u8()?;
+            let tlen = self.u16()? as usize;
+            let table = std::str::from_utf8(self.take(tlen)?).ok()?;
+            let klen = self.u32()? as usize;
+            let key = self.take(klen)?;
+            ops.push(match op {
+                PUT | INSERT => {
+                    let vlen = self.u32()? as usize;
+                    let value = self.take(vlen)?;
+                    if op == PUT {
+                        WriteOpRef::Put { table, key, value }
+                    } else {
+                        WriteOpRef::Insert { table, key, value }
+                    }
+                }
+                DELETE => WriteOpRef::Delete { table, key },
+                _ => return None,
+            });
+        }
+        Some(ops)
+    }
+
+    /// A string with a 16-bit length.
+    pub fn str(&mut self) -> Option<&'a str> {
+        let len = self.u16()? as usize;
+        std::str::from_utf8(self.take(len)?).ok()
+    }
+
+    fn txn(&mut self) -> Option<TxnName> {
+        let len = self.u16()? as usize;
+        let session = self.take(len)?.to_vec();
+        let number = i64::from_le_bytes(self.take(8)?.try_into().ok()?);
+        Some(TxnName { session, number })
+    }
+
+    pub fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         if self.0.len() < n {
             return None;
@@ -168,10 +311,34 @@ mod tests {
             .insert("t2", vec![9], vec![])
             .delete("t1", vec![7, 7, 7]);
         for e in [
-            OplogEntry::Write(b),
+            OplogEntry::Write(b.clone()),
             OplogEntry::Write(WriteBatch::new()),
             OplogEntry::CreateTable("c_x".into()),
             OplogEntry::DropTable("i_y".into()),
+            OplogEntry::Prepare {
+                txn: TxnName {
+                    session: vec![5; 20],
+                    number: 9,
+                },
+                coordinator: "shard-b".into(),
+                ops: b.clone(),
+                side: b.clone(),
+            },
+            OplogEntry::CommitPrepared {
+                txn: TxnName {
+                    session: vec![1],
+                    number: -3,
+                },
+                commit: u64::MAX - 7,
+                side: WriteBatch::new(),
+            },
+            OplogEntry::AbortPrepared {
+                txn: TxnName {
+                    session: vec![],
+                    number: 0,
+                },
+                side: b.clone(),
+            },
         ] {
             assert_eq!(OplogEntry::decode(&e.encode()), Some(e));
         }

@@ -26,6 +26,7 @@ mod log_replay;
 pub mod log_store;
 mod page_cache;
 pub mod peers;
+pub mod prepared;
 pub mod raft_frame;
 pub mod rollback;
 pub mod slog_bridge;
@@ -53,6 +54,9 @@ use transport::{Faults, Outbox, RaftService};
 pub const REPL_TABLE: &str = "_repl";
 pub const APPLIED_KEY: &[u8] = b"applied";
 
+/// A write that waits for a prepared transaction looks again at least this often.
+const PREPARED_RECHECK: Duration = Duration::from_millis(50);
+
 /// Ticks before an arbiter or priority-0 member would start an election: never, in
 /// practice (a tick is 100 ms).
 const NEVER_ELECTION_TICK: usize = 1 << 40;
@@ -76,6 +80,10 @@ pub enum ProposeError {
     /// Applied as a no-op because an insert found its key taken (same on every member).
     #[error("duplicate key in table {0}")]
     KeyExists(String),
+    /// Refused before anything was proposed: it writes a key of table `{0}` that a
+    /// prepared transaction holds (`prepared`). The writer waits and proposes again.
+    #[error("a prepared transaction holds a key this write changes in table {0}")]
+    PrepareConflict(String),
 }
 
 impl ProposeError {
@@ -88,6 +96,7 @@ impl ProposeError {
             ProposeError::Timeout => ErrorCode::WriteConcernFailed,
             ProposeError::Shutdown => ErrorCode::ShutdownInProgress,
             ProposeError::KeyExists(_) => ErrorCode::DuplicateKey,
+            ProposeError::PrepareConflict(_) => ErrorCode::LockTimeout,
         }
     }
 }
@@ -215,6 +224,8 @@ pub struct Replica {
     /// The newest cluster time the applier has applied, moved before the entry's
     /// proposer is answered (the driver's `Status` hears of it later).
     applied_clock: Arc<std::sync::atomic::AtomicU64>,
+    /// The transactions prepared on this member (`prepared`).
+    pub prepared: Arc<prepared::Prepared>,
 }
 
 /// Entries whose proposer stopped waiting at its `wtimeout` and whose outcome (applied,
@@ -321,6 +332,10 @@ impl Replica {
         log.set_segment_bytes(config.log_segment_kb * 1024);
         base.create_table(REPL_TABLE).map_err(|e| e.to_string())?;
         let applied = applied_index(base.as_ref())?;
+        let prepared = Arc::new(prepared::Prepared::default());
+        if !me.arbiter {
+            prepared::recover(base.as_ref(), &prepared).map_err(|e| e.to_string())?;
+        }
         log.commit_at_least(applied).map_err(|e| e.to_string())?;
         let raw = raft_node(&me, applied, log.storage().clone(), voters == [me.id])?;
         let faults = Arc::new(Faults::default());
@@ -358,7 +373,7 @@ impl Replica {
                         raft::Storage::last_index(log.storage()).unwrap_or(applied),
                     ),
                     config.history_window_secs,
-                    applied_clock.clone(),
+                    (applied_clock.clone(), prepared.clone()),
                 )
                 .map_err(|e| e.to_string())?,
             )
@@ -367,6 +382,7 @@ impl Replica {
             vote_fence::VoteFence::open(log_dir, log.created()).map_err(|e| e.to_string())?;
         let clock = Arc::new(proto::cluster_clock::ClusterClock::default());
         let driver = Driver {
+            prepared: prepared.clone(),
             clock: clock.clone(),
             pending_times: Default::default(),
             raw,
@@ -443,6 +459,7 @@ impl Replica {
                 unresolved: Arc::default(),
                 clock,
                 applied_clock,
+                prepared,
             }),
             service,
         ))
@@ -509,11 +526,9 @@ impl Replica {
         };
         let started = std::time::Instant::now();
         let (done, wait) = sync_channel(1);
-        self.events
-            .send(Event::Propose { data, term, done })
-            .map_err(|_| ProposeError::Shutdown)?;
+        let registered = self.hand_over(data, term, done)?;
         // The wait shows in `currentOp` and the slow-operation log as replication.
-        crate::control::ops::replicating(|| {
+        let result = crate::control::ops::replicating(|| {
             let index = match scope.wtimeout.map(|t| wait.recv_timeout(t)) {
                 Some(Ok(outcome)) => outcome?,
                 Some(Err(_)) => {
@@ -536,7 +551,48 @@ impl Replica {
                 self.wait_for_members(index, scope.w as usize, limit)?;
             }
             Ok(())
-        })
+        });
+        // A Prepare refused, or erased with its term, holds its keys no longer (unless it
+        // applied); one still in flight past `wtimeout` holds them until it is known.
+        if let (Err(e), Some(session)) = (&result, &registered) {
+            if *e != ProposeError::Timeout {
+                self.prepared.withdraw(session);
+            }
+        }
+        result
+    }
+
+    /// Hands `data` to the Raft thread once no prepared transaction holds a key it writes
+    /// (waiting for resolutions up to the thread's limit, `storage::prepare_wait`);
+    /// returns the session key of a Prepare it hands over.
+    fn hand_over(
+        &self,
+        mut data: Vec<u8>,
+        term: u64,
+        done: std::sync::mpsc::SyncSender<Result<u64, ProposeError>>,
+    ) -> Result<Option<Vec<u8>>, ProposeError> {
+        let until = storage::prepare_wait::limit();
+        let mut done = Some(done);
+        loop {
+            let events = &self.events;
+            let handed = self.prepared.admit(data, |data| {
+                let done = done.take().expect("handed over once");
+                events.send(Event::Propose { data, term, done })
+            });
+            match handed {
+                Ok((sent, registered)) => {
+                    sent.map_err(|_| ProposeError::Shutdown)?;
+                    return Ok(registered);
+                }
+                Err((e, _)) if Instant::now() >= until => return Err(e),
+                Err((ProposeError::PrepareConflict(_), back)) => {
+                    data = back;
+                    let wake = (Instant::now() + PREPARED_RECHECK).min(until);
+                    self.prepared.wait_any_resolution(wake);
+                }
+                Err((e, _)) => return Err(e),
+            }
+        }
     }
 
     /// Voting members that make a majority.

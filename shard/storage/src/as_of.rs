@@ -80,6 +80,15 @@ impl Engine for AsOf {
         Err(read_only())
     }
 
+    fn prepare_recovered(
+        &self,
+        _id: PreparedId,
+        _ops: &[WriteOpRef<'_>],
+        _at: Timestamp,
+    ) -> Result<()> {
+        Err(read_only())
+    }
+
     fn commit_prepared(
         &self,
         _id: PreparedId,

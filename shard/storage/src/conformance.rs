@@ -915,16 +915,27 @@ pub fn prepared_transactions<E: Engine>(e: &E) {
     assert!(e.prepare(1, &[put(b"a", b"x")], 10).is_err(), "at stable");
     e.prepare(1, &[put(b"a", b"2"), put(b"b", b"3")], 20)
         .unwrap();
-    let conflict = |r: crate::Result<Option<Vec<u8>>>| matches!(r, Err(StorageError::PrepareConflict { ref table }) if table == "t");
+    // Reads wait for a resolution up to their thread's limit: here, not at all.
+    let now = || std::time::Instant::now();
+    let conflict = |read: &dyn Fn() -> crate::Result<Option<Vec<u8>>>| {
+        let r = crate::prepare_wait::with_wait_limit(now(), read);
+        matches!(r, Err(StorageError::PrepareConflict { ref table }) if table == "t")
+    };
     assert_eq!(e.get_at("t", b"a", 15).unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(e.get_at("t", b"b", 15).unwrap(), None);
     assert!(
-        conflict(e.get_at("t", b"a", 25)),
+        conflict(&|| e.get_at("t", b"a", 25)),
         "a read after the prepare time"
     );
-    assert!(conflict(e.get("t", b"b")), "a read without a time");
+    assert!(conflict(&|| e.get("t", b"b")), "a read without a time");
     assert!(matches!(
-        e.scan_at("t", &KeyRange::all(), false, 10, 25),
+        crate::prepare_wait::with_wait_limit(now(), || e.scan_at(
+            "t",
+            &KeyRange::all(),
+            false,
+            10,
+            25
+        )),
         Err(StorageError::PrepareConflict { .. })
     ));
     assert_eq!(
@@ -935,16 +946,37 @@ pub fn prepared_transactions<E: Engine>(e: &E) {
     );
     // Stable moves on past the prepare time while the transaction waits for a decision.
     e.set_timestamps(30, 5).unwrap();
+    // A read that meets it waits, and reads the outcome once it is committed.
+    let waited = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let started = now();
+            let read = e.get_at("t", b"a", 40);
+            (read, started.elapsed())
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            e.commit_prepared(1, 19, 31).is_err(),
+            "commit before prepare"
+        );
+        assert!(
+            e.commit_prepared(1, 25, 29).is_err(),
+            "durable before stable"
+        );
+        assert!(e.commit_prepared(9, 25, 31).is_err(), "no such transaction");
+        e.commit_prepared(1, 25, 31).unwrap();
+        reader.join().unwrap()
+    });
+    assert_eq!(waited.0.unwrap().as_deref(), Some(&b"2"[..]));
     assert!(
-        e.commit_prepared(1, 19, 31).is_err(),
-        "commit before prepare"
+        waited.1 >= std::time::Duration::from_millis(150),
+        "{:?}",
+        waited.1
     );
     assert!(
-        e.commit_prepared(1, 25, 29).is_err(),
-        "durable before stable"
+        waited.1 < std::time::Duration::from_secs(30),
+        "{:?}",
+        waited.1
     );
-    assert!(e.commit_prepared(9, 25, 31).is_err(), "no such transaction");
-    e.commit_prepared(1, 25, 31).unwrap();
     assert_eq!(e.get_at("t", b"a", 24).unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(e.get_at("t", b"a", 25).unwrap().as_deref(), Some(&b"2"[..]));
     assert_eq!(e.get("t", b"b").unwrap().as_deref(), Some(&b"3"[..]));
@@ -957,8 +989,15 @@ pub fn prepared_transactions<E: Engine>(e: &E) {
         40,
     )
     .unwrap();
-    assert!(conflict(e.get("t", b"b")));
-    e.abort_prepared(2).unwrap();
+    assert!(conflict(&|| e.get("t", b"b")));
+    // A scan that waits reads what is there once the transaction is aborted.
+    let rows = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| e.scan("t", &KeyRange::all(), false, 10));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        e.abort_prepared(2).unwrap();
+        reader.join().unwrap()
+    });
+    assert_eq!(rows.unwrap().len(), 2);
     assert_eq!(e.get("t", b"b").unwrap().as_deref(), Some(&b"3"[..]));
     assert!(e.abort_prepared(2).is_err(), "aborted already");
     // A transaction left prepared is rolled back when the engine closes.

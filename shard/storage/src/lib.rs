@@ -12,6 +12,7 @@ use std::ops::Bound;
 mod as_of;
 pub mod conformance;
 mod memory;
+pub mod prepare_wait;
 pub mod rawbench;
 mod wt;
 pub mod xorshift;
@@ -365,6 +366,16 @@ pub trait Engine: Send + Sync + 'static {
     /// transaction is the caller's error (WiredTiger refuses it until it is resolved).
     /// WiredTiger prepares only without its own log, as replica-set members run.
     fn prepare(&self, id: PreparedId, ops: &[WriteOpRef<'_>], prepare: Timestamp) -> Result<()>;
+    /// [`Engine::prepare`] again after a restart, of a transaction prepared at `prepare`
+    /// before it: the stable timestamp may have passed `prepare` since, and a `prepare`
+    /// older than the oldest timestamp is raised to it. Only before anything else reads or
+    /// writes its keys, with the same writes as the first time.
+    fn prepare_recovered(
+        &self,
+        id: PreparedId,
+        ops: &[WriteOpRef<'_>],
+        prepare: Timestamp,
+    ) -> Result<()>;
     /// Commits prepared transaction `id`: readers at or after `commit` (at or after its
     /// prepare time, and possibly before the stable timestamp) see it, and it is durable
     /// with the data as of `durable` (at or after `commit`, the stable and the oldest
@@ -524,6 +535,15 @@ impl<T: Layer> Engine for T {
 
     fn prepare(&self, id: PreparedId, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<()> {
         through(self)?.prepare(id, ops, at)
+    }
+
+    fn prepare_recovered(
+        &self,
+        id: PreparedId,
+        ops: &[WriteOpRef<'_>],
+        at: Timestamp,
+    ) -> Result<()> {
+        through(self)?.prepare_recovered(id, ops, at)
     }
 
     fn commit_prepared(&self, id: PreparedId, commit: Timestamp, durable: Timestamp) -> Result<()> {

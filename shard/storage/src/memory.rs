@@ -43,6 +43,10 @@ impl MemoryEngine {
     }
 
     fn read(&self, table: &str, key: &[u8], at: Option<Timestamp>) -> Result<Option<Vec<u8>>> {
+        crate::prepare_wait::waiting(|| self.read_once(table, key, at))
+    }
+
+    fn read_once(&self, table: &str, key: &[u8], at: Option<Timestamp>) -> Result<Option<Vec<u8>>> {
         let state = self.state.read();
         state.check_read(at)?;
         let t = table_ref(&state.tables, table)?;
@@ -51,6 +55,17 @@ impl MemoryEngine {
     }
 
     fn range(
+        &self,
+        table: &str,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+        at: Option<Timestamp>,
+    ) -> Result<Rows> {
+        crate::prepare_wait::waiting(|| self.range_once(table, range, reverse, limit, at))
+    }
+
+    fn range_once(
         &self,
         table: &str,
         range: &KeyRange,
@@ -291,8 +306,17 @@ impl Engine for MemoryEngine {
     }
 
     fn prepare(&self, id: PreparedId, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<()> {
+        check_prepare(at, self.state.read().stable)?;
+        self.prepare_recovered(id, ops, at)
+    }
+
+    fn prepare_recovered(
+        &self,
+        id: PreparedId,
+        ops: &[WriteOpRef<'_>],
+        at: Timestamp,
+    ) -> Result<()> {
         let mut state = self.state.write();
-        check_prepare(at, state.stable)?;
         let mut writes = Vec::new();
         for op in ops {
             table_ref(&state.tables, op.table())?;
@@ -330,11 +354,15 @@ impl Engine for MemoryEngine {
                 record(t, &key, value.as_deref(), Some(commit), oldest);
             }
         }
+        drop(state);
+        crate::prepare_wait::resolved();
         Ok(())
     }
 
     fn abort_prepared(&self, id: PreparedId) -> Result<()> {
-        match self.state.write().prepared.remove(&id) {
+        let removed = self.state.write().prepared.remove(&id);
+        crate::prepare_wait::resolved();
+        match removed {
             Some(_) => Ok(()),
             None => Err(StorageError::Other(format!(
                 "no prepared transaction {id} is open"
@@ -342,11 +370,20 @@ impl Engine for MemoryEngine {
         }
     }
 
-    /// Exact: a key's newest version tells when it was last written.
+    /// Exact: a key's newest version tells when it was last written. A key a prepared
+    /// transaction writes conflicts, as WiredTiger refuses to update it.
     fn write_conflict(&self, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<bool> {
         let state = self.state.read();
         for op in ops {
             let t = table_ref(&state.tables, op.table())?;
+            let prepared = state.prepared.values().any(|(_, writes)| {
+                writes
+                    .iter()
+                    .any(|(table, key, _)| table == op.table() && key == op.key())
+            });
+            if prepared {
+                return Ok(true);
+            }
             if t.get(op.key())
                 .and_then(|v| v.last())
                 .is_some_and(|(ts, _)| *ts > at)

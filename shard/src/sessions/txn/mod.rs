@@ -19,6 +19,7 @@
 //! [`LIFETIME`] (MongoDB's `transactionLifetimeLimitSeconds`), or when the member's term
 //! changes; its next statement then gets NoSuchTransaction (251).
 
+pub mod decisions;
 pub mod view;
 
 use std::cell::Cell;

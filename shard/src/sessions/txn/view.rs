@@ -218,6 +218,15 @@ impl Engine for TxnView {
         Err(not_in_transaction("prepare a storage transaction"))
     }
 
+    fn prepare_recovered(
+        &self,
+        _id: PreparedId,
+        _ops: &[WriteOpRef<'_>],
+        _at: Timestamp,
+    ) -> Result<()> {
+        Err(not_in_transaction("prepare a storage transaction"))
+    }
+
     fn commit_prepared(
         &self,
         _id: PreparedId,

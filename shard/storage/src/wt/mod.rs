@@ -628,15 +628,17 @@ impl WiredTigerEngine {
         limit: usize,
         at: Option<Timestamp>,
     ) -> Result<Rows> {
-        self.inner
-            .with_session(|st| {
-                let mut t = st.table(table)?; // reports a missing table even for limit 0
-                if limit == 0 {
-                    return Ok(Vec::new());
-                }
-                t.in_snapshot(at, |c, keys| scan_cursor(c, keys, range, reverse, limit))
-            })
-            .map_err(|e| in_table(e, table))
+        crate::prepare_wait::waiting(|| {
+            self.inner
+                .with_session(|st| {
+                    let mut t = st.table(table)?; // reports a missing table even for limit 0
+                    if limit == 0 {
+                        return Ok(Vec::new());
+                    }
+                    t.in_snapshot(at, |c, keys| scan_cursor(c, keys, range, reverse, limit))
+                })
+                .map_err(|e| in_table(e, table))
+        })
     }
 
     /// Names the oldest timestamp in a too-old error raised inside a read.
@@ -690,9 +692,11 @@ impl Engine for WiredTigerEngine {
     }
 
     fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner
-            .with_session(|st| st.table(table)?.get(key, None))
-            .map_err(|e| in_table(e, table))
+        crate::prepare_wait::waiting(|| {
+            self.inner
+                .with_session(|st| st.table(table)?.get(key, None))
+                .map_err(|e| in_table(e, table))
+        })
     }
 
     fn scan(
@@ -715,9 +719,11 @@ impl Engine for WiredTigerEngine {
 
     fn get_at(&self, table: &str, key: &[u8], at: Timestamp) -> Result<Option<Vec<u8>>> {
         self.inner.marks.check_read(at)?;
-        self.inner
-            .with_session(|st| st.table(table)?.get(key, Some(at)))
-            .map_err(|e| in_table(self.too_old(e), table))
+        crate::prepare_wait::waiting(|| {
+            self.inner
+                .with_session(|st| st.table(table)?.get(key, Some(at)))
+                .map_err(|e| in_table(self.too_old(e), table))
+        })
     }
 
     fn scan_at(
@@ -747,14 +753,18 @@ impl Engine for WiredTigerEngine {
     }
 
     fn prepare(&self, id: crate::PreparedId, ops: &[WriteOpRef<'_>], at: Timestamp) -> Result<()> {
-        prepared::prepare(
-            &self.inner.conn,
-            &self.inner.prepared,
-            &self.inner.marks,
-            id,
-            ops,
-            at,
-        )
+        let held = (&self.inner.prepared, &self.inner.marks);
+        prepared::prepare(&self.inner.conn, held, id, ops, at, false)
+    }
+
+    fn prepare_recovered(
+        &self,
+        id: crate::PreparedId,
+        ops: &[WriteOpRef<'_>],
+        at: Timestamp,
+    ) -> Result<()> {
+        let held = (&self.inner.prepared, &self.inner.marks);
+        prepared::prepare(&self.inner.conn, held, id, ops, at, true)
     }
 
     fn commit_prepared(

@@ -23,24 +23,31 @@ pub(super) struct Held {
     at: Timestamp,
 }
 
+/// Prepares `ops` at `at`; `recovered`: again after a restart (`Engine::prepare_recovered`),
+/// when WiredTiger may round `at` up to the oldest timestamp.
 pub(super) fn prepare(
     conn: &Connection,
-    held: &Mutex<HashMap<PreparedId, Held>>,
-    marks: &Marks,
+    (held, marks): (&Mutex<HashMap<PreparedId, Held>>, &Marks),
     id: PreparedId,
     ops: &[WriteOpRef<'_>],
     at: Timestamp,
+    recovered: bool,
 ) -> Result<()> {
-    check_prepare(at, marks.stable())?;
+    if !recovered {
+        check_prepare(at, marks.stable())?;
+    }
     if held.lock().contains_key(&id) {
         return Err(StorageError::Other(format!(
             "prepared transaction {id} is already open"
         )));
     }
     let mut session = data_session(conn)?;
-    session
-        .begin()
-        .map_err(|c| wt_error(c, "begin_transaction"))?;
+    let begun = if recovered {
+        session.begin_with(c"roundup_timestamps=(prepared=true)")
+    } else {
+        session.begin()
+    };
+    begun.map_err(|c| wt_error(c, "begin_transaction"))?;
     let prepared = apply(&mut session, ops).and_then(|()| {
         let config = TsConfig::new(&[("prepare_timestamp", at)]);
         session
@@ -100,18 +107,24 @@ pub(super) fn commit(
     let mut txn = open.remove(&id).expect("looked up above");
     drop(open);
     let config = TsConfig::new(&[("commit_timestamp", commit), ("durable_timestamp", durable)]);
-    txn.session
+    let done = txn
+        .session
         .commit_with(config.as_cstr())
-        .map_err(|c| wt_error(c, "commit_transaction (prepared)"))
+        .map_err(|c| wt_error(c, "commit_transaction (prepared)"));
+    crate::prepare_wait::resolved();
+    done
 }
 
 pub(super) fn abort(held: &Mutex<HashMap<PreparedId, Held>>, id: PreparedId) -> Result<()> {
     let Some(mut txn) = held.lock().remove(&id) else {
         return Err(not_open(id));
     };
-    txn.session
+    let done = txn
+        .session
         .rollback()
-        .map_err(|c| wt_error(c, "rollback_transaction (prepared)"))
+        .map_err(|c| wt_error(c, "rollback_transaction (prepared)"));
+    crate::prepare_wait::resolved();
+    done
 }
 
 fn not_open(id: PreparedId) -> StorageError {

@@ -1,0 +1,115 @@
+//! Reads that meet a prepared transaction wait for it to commit or abort.
+//!
+//! A read that reaches a key a prepared transaction writes cannot know which version to
+//! return until the transaction is resolved (WiredTiger answers WT_PREPARE_CONFLICT), so
+//! it waits and reads again, as MongoDB's reads do. Resolutions wake every waiter in the
+//! process; a waiter whose key is still prepared waits again. A read waits at most until
+//! the limit its thread set ([`with_wait_limit`], a command's deadline), or
+//! [`DEFAULT_LIMIT`], and then fails with the conflict.
+//!
+//! Only readers wait. The applier never reads a prepared key: the primary proposes no
+//! write to one (`shard::repl::prepared`).
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::{Result, StorageError};
+
+/// How long a read waits for a prepared transaction when its thread set no limit.
+pub const DEFAULT_LIMIT: Duration = Duration::from_secs(60);
+/// A waiter looks again this often even without a wake-up (another engine's resolution
+/// in the same process wakes it too, so this only bounds a missed one).
+const RECHECK: Duration = Duration::from_millis(100);
+
+static RESOLUTIONS: Mutex<u64> = Mutex::new(0);
+static RESOLVED: Condvar = Condvar::new();
+
+thread_local! {
+    static LIMIT: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with reads on this thread waiting for prepared transactions until `until` at
+/// most.
+pub fn with_wait_limit<R>(until: Instant, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Instant>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            LIMIT.with(|l| l.set(self.0));
+        }
+    }
+    let _restore = Restore(LIMIT.with(|l| l.replace(Some(until))));
+    f()
+}
+
+/// Until when this thread waits for a prepared transaction that starts waiting now.
+pub fn limit() -> Instant {
+    LIMIT
+        .with(Cell::get)
+        .unwrap_or_else(|| Instant::now() + DEFAULT_LIMIT)
+}
+
+/// A prepared transaction was committed or aborted: waiting reads try again.
+pub(crate) fn resolved() {
+    *RESOLUTIONS.lock() += 1;
+    RESOLVED.notify_all();
+}
+
+/// Runs `read` again after each resolution while it meets a prepared transaction, until
+/// the thread's limit.
+pub(crate) fn waiting<R>(mut read: impl FnMut() -> Result<R>) -> Result<R> {
+    let mut until = None;
+    loop {
+        let seen = *RESOLUTIONS.lock();
+        match read() {
+            Err(StorageError::PrepareConflict { table }) => {
+                let until = *until.get_or_insert_with(limit);
+                let now = Instant::now();
+                if now >= until {
+                    return Err(StorageError::PrepareConflict { table });
+                }
+                let mut count = RESOLUTIONS.lock();
+                if *count == seen {
+                    let _ = RESOLVED.wait_until(&mut count, until.min(now + RECHECK));
+                }
+            }
+            r => return r,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_waits_for_a_resolution_and_gives_up_at_its_limit() {
+        let mut tries = 0;
+        let started = Instant::now();
+        let r: Result<()> = with_wait_limit(started + Duration::from_millis(250), || {
+            waiting(|| {
+                tries += 1;
+                Err(StorageError::PrepareConflict { table: "t".into() })
+            })
+        });
+        assert!(matches!(r, Err(StorageError::PrepareConflict { .. })));
+        assert!(started.elapsed() >= Duration::from_millis(250));
+        assert!(tries >= 2, "read again after each recheck: {tries}");
+
+        let waker = std::thread::spawn(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            resolved();
+        });
+        let mut first = true;
+        let r = waiting(|| {
+            if std::mem::take(&mut first) {
+                Err(StorageError::PrepareConflict { table: "t".into() })
+            } else {
+                Ok(7)
+            }
+        });
+        assert_eq!(r.unwrap(), 7);
+        waker.join().unwrap();
+    }
+}
