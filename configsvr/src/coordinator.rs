@@ -20,6 +20,7 @@ use tracing::info;
 use crate::context::Ctx;
 use crate::migration_recovery::MigrationRecovery;
 use crate::move_recovery::MoveRecovery;
+use crate::prepared_recovery::PreparedRecovery;
 use crate::sweeper::Sweep;
 use crate::term::{Settings, Term};
 use crate::{balancer, requests, sweeper};
@@ -61,6 +62,7 @@ pub async fn run(
         balancer::spawn(&t);
         sweeper::spawn::<MigrationRecovery>(&t);
         sweeper::spawn::<MoveRecovery>(&t);
+        sweeper::spawn::<PreparedRecovery>(&t);
         t.tasks.close();
         while primary_term(&node) == Some(term) && !shutdown.is_cancelled() {
             tokio::select! {

@@ -18,6 +18,7 @@ pub mod migrate;
 pub mod migration_recovery;
 pub mod move_primary;
 pub mod move_recovery;
+pub mod prepared_recovery;
 pub mod requests;
 pub mod shard_collection;
 pub mod shard_ddl;

@@ -28,6 +28,7 @@ pub mod sharding;
 pub mod staleness;
 pub mod tls;
 pub mod transactions;
+pub mod two_phase_commit;
 pub mod wait_histograms;
 
 pub use config::RouterConfig;

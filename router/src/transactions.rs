@@ -1,15 +1,19 @@
-//! Multi-document transactions at the router: which shard each session's transaction
-//! runs on, and the fields its statements carry there.
+//! Multi-document transactions at the router: which shards each session's transaction
+//! runs on (its participants), the time it reads at, and the fields its statements
+//! carry there.
 //!
-//! A transaction runs on one shard's primary (`shard::sessions::txn`). The router
-//! remembers the shard its first statement went to; `commitTransaction` and
-//! `abortTransaction` go there. A statement that would reach another shard, or every
-//! shard of a sharded collection, is refused: committing on several shards needs a
-//! two-phase commit, which Bulwark does not have yet.
+//! A transaction runs on each participant's primary (`shard::sessions::txn`). Its first
+//! statement's shard picks the read time and answers it (`wire::command_fields::
+//! TXN_READ_TIME`); a statement that reaches another shard starts the transaction there
+//! at that same time (`atClusterTime`), so every participant reads one snapshot. A
+//! statement that would reach every shard of a sharded collection is refused for now.
+//! `commitTransaction` commits one participant directly, or runs a two-phase commit
+//! across several (`commands/commit_transaction.rs`), the first participant
+//! coordinating.
 //!
 //! Like mongos, the router keeps this in memory: a driver runs a transaction through one
 //! router, and a transaction this router does not know is answered as the shard answers
-//! it.
+//! it, or through the `recoveryToken` the driver sends with its commit.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -40,8 +44,22 @@ pub struct Transactions {
 
 struct Entry {
     number: i64,
-    shard: Option<ShardHandle>,
+    /// In the order the transaction reached them: the first coordinates its commit.
+    participants: Vec<ShardHandle>,
+    /// The time the first participant reads at, once it answered.
+    read_at: Option<bson::Timestamp>,
     started: Instant,
+}
+
+/// How a statement joins its transaction on its shard.
+#[derive(Debug, PartialEq)]
+pub enum Joined {
+    /// It starts the transaction (the client's `startTransaction`), or the shard already
+    /// takes part.
+    Already,
+    /// The shard is new to the transaction: the statement starts it there, reading at
+    /// this time.
+    New(bson::Timestamp),
 }
 
 /// Whether `cmd` is a statement of a transaction (`autocommit: false`).
@@ -94,15 +112,15 @@ pub fn check_statement(name: &str, cmd: &Document) -> MongoResult<()> {
 }
 
 impl Transactions {
-    /// Records that statement `number` of the session goes to `shard`: the first
-    /// statement of a transaction names its shard; a later one must go to the same.
+    /// Records that statement `number` of the session goes to `shard`, and says whether
+    /// it must start the transaction there.
     pub fn enlist(
         &self,
         key: SessionKey,
         number: i64,
         start: bool,
         shard: &ShardHandle,
-    ) -> MongoResult<()> {
+    ) -> MongoResult<Joined> {
         let mut open = self.open.lock();
         if start {
             if open.len() >= MAX_REMEMBERED {
@@ -112,36 +130,46 @@ impl Transactions {
                 key,
                 Entry {
                     number,
-                    shard: Some(shard.clone()),
+                    participants: vec![shard.clone()],
+                    read_at: None,
                     started: Instant::now(),
                 },
             );
-            return Ok(());
+            return Ok(Joined::Already);
         }
         let Some(entry) = open.get_mut(&key).filter(|e| e.number == number) else {
             // Not started through this router: the shard knows whether it is open.
-            return Ok(());
+            return Ok(Joined::Already);
         };
-        match &entry.shard {
-            Some(first) if !first.same_shard(shard) => Err(MongoError::new(
-                ErrorCode::IllegalOperation,
-                "a transaction that reads or writes more than one shard is not supported \
-                 yet: its statements must all reach the shard of its first statement",
-            )),
-            Some(_) => Ok(()),
-            None => {
-                entry.shard = Some(shard.clone());
-                Ok(())
-            }
+        if entry.participants.iter().any(|p| p.same_shard(shard)) {
+            return Ok(Joined::Already);
+        }
+        let at = entry.read_at.ok_or_else(|| {
+            MongoError::new(
+                ErrorCode::NoSuchTransaction,
+                format!("Transaction {number} has no read time yet: its first statement failed"),
+            )
+        })?;
+        entry.participants.push(shard.clone());
+        Ok(Joined::New(at))
+    }
+
+    /// The first participant answered the time the transaction reads at.
+    pub fn started(&self, key: &SessionKey, number: i64, at: bson::Timestamp) {
+        let mut open = self.open.lock();
+        if let Some(entry) = open.get_mut(key).filter(|e| e.number == number) {
+            entry.read_at.get_or_insert(at);
         }
     }
 
-    /// The shard transaction `number` of the session runs on, if this router knows it.
-    pub fn shard_of(&self, key: &SessionKey, number: i64) -> Option<ShardHandle> {
+    /// The shards transaction `number` of the session runs on, first the coordinator, if
+    /// this router knows them.
+    pub fn participants(&self, key: &SessionKey, number: i64) -> Vec<ShardHandle> {
         let open = self.open.lock();
         open.get(key)
             .filter(|e| e.number == number)
-            .and_then(|e| e.shard.clone())
+            .map(|e| e.participants.clone())
+            .unwrap_or_default()
     }
 
     /// Forgets the session's transaction once it has ended (a commit may be sent again,

@@ -412,6 +412,16 @@ pub fn flag(name: &str, default: usize) -> usize {
         .map_or(default, |(_, v)| v as usize)
 }
 
+/// The seed of a randomized workload: `TXN_SEED`, or a new one, printed either way.
+pub fn seed(workload: &str) -> u64 {
+    let seed = std::env::var("TXN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::random::<u32>() as u64);
+    println!("{workload} seed {seed} (TXN_SEED={seed} repeats it)");
+    seed
+}
+
 /// The `p` quantile (0 to 1) of latencies sorted ascending; they must not be empty.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]

@@ -25,16 +25,6 @@ fn code(e: &Error) -> Option<i32> {
     }
 }
 
-/// The seed of a randomized workload: `TXN_SEED`, or a new one, printed either way.
-fn seed(workload: &str) -> u64 {
-    let seed = std::env::var("TXN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::random::<u32>() as u64);
-    println!("{workload} seed {seed} (TXN_SEED={seed} repeats it)");
-    seed
-}
-
 /// Kills the primary once `done` reaches `count` (or after 30 s); returns `done` then.
 async fn kill_primary_after(
     set: &mut TestReplicaSet,
@@ -323,7 +313,7 @@ async fn list_append_transactions_stay_snapshot_isolated_across_a_failover() {
     const KEYS: u32 = 6;
     const CLIENTS: u32 = 4;
     const ATTEMPTS: usize = 40;
-    let seed = seed("list-append");
+    let seed = tests::seed("list-append");
     let (mut set, client) = started().await;
     let coll = client.database("si").collection::<Document>("lists");
     let empty: Vec<Document> = (0..KEYS).map(|k| doc! {"_id": k as i64, "l": []}).collect();
@@ -418,7 +408,7 @@ async fn bank_transfers_keep_every_snapshot_total_across_a_failover() {
     const START: i64 = 100;
     const CLIENTS: u64 = 3;
     const TRANSFERS: usize = 30;
-    let seed = seed("bank");
+    let seed = tests::seed("bank");
     let (mut set, client) = started().await;
     let coll = client.database("bank").collection::<Document>("accounts");
     let accounts: Vec<Document> = (0..ACCOUNTS).map(|i| doc! {"_id": i, "n": START}).collect();

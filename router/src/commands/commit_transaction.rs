@@ -1,5 +1,5 @@
-//! `commitTransaction`, sent to the shard the transaction runs on (`transactions.rs`),
-//! with the client's write concern.
+//! `commitTransaction`, sent to the transaction's one shard, or committed across its
+//! shards in two phases (`two_phase_commit.rs`), with the client's write concern.
 
 use bson::{doc, Bson, Document};
 use wire::{ErrorCode, MongoError, MongoResult};
@@ -9,12 +9,13 @@ use crate::session_cache::SessionKey;
 use crate::shard_client::{Forward, ShardHandle};
 use crate::sharding::Cluster;
 use crate::transactions;
+use crate::two_phase_commit::{self as two_phase, Participant, Txn};
 
 pub async fn run(session: &mut Session, db: &str, cmd: &Document) -> MongoResult<Document> {
     end(session, db, cmd, "commitTransaction").await
 }
 
-/// Sends `name` (commit or abort) for the session's transaction to its shard.
+/// Sends `name` (commit or abort) for the session's transaction to its shards.
 pub async fn end(
     session: &mut Session,
     db: &str,
@@ -36,17 +37,18 @@ pub async fn end(
     let uid = super::sessions::connection_uid(session);
     let (key, number) = transactions::named(cmd, uid)?;
     let state = session.state.clone();
-    let known = state.transactions.shard_of(&key, number);
-    let shard = match (known, &state.cluster) {
-        (Some(shard), _) => shard,
+    let known = state.transactions.participants(&key, number);
+    let recovering = known.is_empty();
+    let participants = match (recovering, &state.cluster) {
+        (false, _) => named(&state, known).await?,
         // One shard holds everything: the transaction can only be there.
-        (None, None) => state.shard.clone(),
-        (None, Some(cluster)) => recovered_shard(cluster, cmd).await.ok_or_else(|| {
+        (true, None) => vec![("shard".to_string(), state.shard.clone())],
+        (true, Some(cluster)) => recovered(cluster, cmd).await.ok_or_else(|| {
             MongoError::new(
                 ErrorCode::NoSuchTransaction,
                 format!(
                     "Transaction with txnNumber {number} was not started through this \
-                         router, and the command names no recoveryToken"
+                     router, and the command names no recoveryToken"
                 ),
             )
         })?,
@@ -57,53 +59,109 @@ pub async fn end(
         let (recent, auth) = (&mut session.recent_session, &session.auth);
         super::sessions::bind_to_user(state.auth.enabled, recent, auth, lsid)
     };
-    let sent = doc! {name: 1, "lsid": lsid, "txnNumber": number, "autocommit": false};
-    let fwd = Forward {
-        max_time_ms: 0,
-        read_preference: Default::default(),
-        w,
-        wtimeout_ms,
-        writes: true,
-        pin: None,
-        op_id: session.ops.current_opid(),
+    let txn = Txn {
+        lsid,
+        number,
+        fwd: Forward {
+            max_time_ms: 0,
+            read_preference: Default::default(),
+            w,
+            wtimeout_ms,
+            writes: true,
+            pin: None,
+            op_id: session.ops.current_opid(),
+        },
+        peer: session.peer_text.clone(),
     };
-    let (reply, _, _) = shard.run("admin", &sent, &fwd, &session.peer_text).await?;
+    let reply = match (name, participants.len()) {
+        ("abortTransaction", _) => two_phase::abort(&txn, &participants).await,
+        (_, 1) => {
+            let sent =
+                doc! {name: 1, "lsid": txn.lsid.clone(), "txnNumber": number, "autocommit": false};
+            let (reply, _, _) = participants[0]
+                .1
+                .run("admin", &sent, &txn.fwd, &txn.peer)
+                .await?;
+            Ok(reply)
+        }
+        _ if recovering => two_phase::recover_commit(&txn, &participants).await,
+        _ => two_phase::commit(&txn, &participants).await,
+    };
     if name == "abortTransaction" {
         state.transactions.forget(&key, number);
     }
-    Ok(reply)
+    reply
 }
 
-/// The token a statement's reply carries (`recoveryToken`): the name of the shard the
-/// transaction runs on. A driver sends it with `commitTransaction` and
-/// `abortTransaction`, so a router that did not see the transaction start (the driver
-/// sent the commit again through another) still finds the shard.
+/// Participants' names, as the catalog has them (a single replica set's is `shard`).
+async fn named(state: &RouterState, shards: Vec<ShardHandle>) -> MongoResult<Vec<Participant>> {
+    let Some(cluster) = &state.cluster else {
+        return Ok(shards
+            .into_iter()
+            .map(|s| ("shard".to_string(), s))
+            .collect());
+    };
+    let all = cluster.shards().await?;
+    shards
+        .into_iter()
+        .map(|h| {
+            let name = all
+                .iter()
+                .find(|s| s.handle.same_shard(&h))
+                .map(|s| s.name.clone())
+                .ok_or_else(|| {
+                    MongoError::new(
+                        ErrorCode::ShardNotFound,
+                        "a shard of the transaction is no longer in the cluster",
+                    )
+                })?;
+            Ok((name, h))
+        })
+        .collect()
+}
+
+/// The token a statement's reply carries (`recoveryToken`): the name of the shard that
+/// coordinates the transaction, and the other participants' names when there are any. A
+/// driver sends it with `commitTransaction` and `abortTransaction`, so a router that did
+/// not see the transaction start (the driver sent the commit again through another) still
+/// finds its shards.
 pub async fn recovery_token(
     state: &RouterState,
     key: &SessionKey,
     number: i64,
 ) -> Option<Document> {
-    let shard = state.transactions.shard_of(key, number)?;
-    let name = match &state.cluster {
-        None => "shard".to_string(),
-        Some(cluster) => cluster
-            .shards()
-            .await
-            .ok()?
-            .iter()
-            .find(|s| s.handle.same_shard(&shard))?
-            .name
-            .clone(),
-    };
-    Some(bson::doc! {"recoveryShardId": name})
+    let shards = state.transactions.participants(key, number);
+    if shards.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = named(state, shards)
+        .await
+        .ok()?
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let mut token = doc! {"recoveryShardId": names[0].clone()};
+    if names.len() > 1 {
+        token.insert("participants", names);
+    }
+    Some(token)
 }
 
-/// The shard a `recoveryToken` names, in a sharded cluster.
-pub async fn recovered_shard(cluster: &Cluster, cmd: &Document) -> Option<ShardHandle> {
-    let name = cmd
-        .get_document("recoveryToken")
-        .ok()?
-        .get_str("recoveryShardId")
-        .ok()?;
-    cluster.shard(name).await.ok().map(|s| s.handle.clone())
+/// The shards a `recoveryToken` names, in a sharded cluster: the coordinator first.
+pub async fn recovered(cluster: &Cluster, cmd: &Document) -> Option<Vec<Participant>> {
+    let token = cmd.get_document("recoveryToken").ok()?;
+    let first = token.get_str("recoveryShardId").ok()?;
+    let mut names = vec![first.to_string()];
+    if let Ok(all) = token.get_array("participants") {
+        names = all
+            .iter()
+            .filter_map(|b| b.as_str().map(str::to_string))
+            .collect();
+    }
+    let mut out = Vec::new();
+    for name in names {
+        let handle = cluster.shard(&name).await.ok()?.handle.clone();
+        out.push((name, handle));
+    }
+    Some(out)
 }

@@ -12,6 +12,7 @@ use crate::read_preference::{Mode, ReadPreference};
 use crate::shard_client::{Forward, ShardHandle};
 use crate::sharding::routing::RoutingTable;
 use crate::sharding::{versioning, Routed};
+use crate::transactions::Joined;
 
 /// Generic arguments the router consumes; the shard never sees them.
 const ROUTER_ONLY: &[&str] = &[
@@ -60,7 +61,7 @@ pub async fn run(
         }
     }
     if crate::transactions::in_transaction(&cmd) {
-        enlist(session, &cmd, &target)?;
+        enlist(session, &mut cmd, &target)?;
     }
     let scatter_at = (target.scatter.is_some())
         .then(|| at_one_time(&mut opts))
@@ -413,9 +414,9 @@ async fn route(
     Ok(None)
 }
 
-/// Records the shard a statement of a transaction goes to; every statement of one
-/// transaction must go to the same shard.
-fn enlist(session: &mut Session, cmd: &Document, target: &Target) -> MongoResult<()> {
+/// Records the shard a statement of a transaction goes to; a statement that is the
+/// transaction's first there starts it, at the transaction's read time.
+fn enlist(session: &mut Session, cmd: &mut Document, target: &Target) -> MongoResult<()> {
     if target.scatter.is_some() {
         return Err(crate::transactions::no_scatter());
     }
@@ -424,7 +425,14 @@ fn enlist(session: &mut Session, cmd: &Document, target: &Target) -> MongoResult
     let state = &session.state;
     let shard = target.shard.as_ref().unwrap_or(&state.shard);
     let start = cmd.contains_key("startTransaction");
-    state.transactions.enlist(key, number, start, shard)
+    if let Joined::New(at) = state.transactions.enlist(key, number, start, shard)? {
+        cmd.insert("startTransaction", true);
+        cmd.insert(
+            "readConcern",
+            bson::doc! {"level": "snapshot", "atClusterTime": at},
+        );
+    }
+    Ok(())
 }
 
 /// The command as the shard takes it: the router's own fields removed, a retryable

@@ -131,6 +131,9 @@ pub async fn dispatch(
     let mut reply = Box::pin(forward::run(session, command, db, cmd, sequences)).await?;
     if let Some((key, number)) = txn {
         let state = session.state.clone();
+        if let Some(Bson::Timestamp(at)) = reply.remove(wire::command_fields::TXN_READ_TIME) {
+            state.transactions.started(&key, number, at);
+        }
         // Boxed, as `forward` is: the catalog lookup would grow every command's future.
         let token = Box::pin(commit_transaction::recovery_token(&state, &key, number));
         if let Some(token) = token.await {

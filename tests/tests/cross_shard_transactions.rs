@@ -1,0 +1,357 @@
+//! Transactions across shards, through routers, with the `mongodb` driver: a two-phase
+//! commit that is all or nothing on every shard, one snapshot across shards, and the
+//! recovery of transactions a router left prepared.
+//!
+//! Each test holds two databases whose primaries are different shards (`bank_0` on
+//! shard0, `bank_1` on shard1), so a transaction that writes both reaches both shards.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::{doc, Document};
+use mongodb::error::TRANSIENT_TRANSACTION_ERROR;
+use tests::sharded::TestShardedCluster;
+
+const ACCOUNTS: i32 = 4;
+const START: i32 = 100;
+
+/// `bank_k.accounts` on shard k, each holding [`ACCOUNTS`] accounts of [`START`].
+async fn two_banks(client: &mongodb::Client) -> [mongodb::Collection<Document>; 2] {
+    let admin = client.database("admin");
+    for k in 0..2 {
+        admin
+            .run_command(
+                doc! {"enableSharding": format!("bank_{k}"), "primaryShard": format!("shard{k}")},
+            )
+            .await
+            .unwrap();
+    }
+    let banks = [0, 1].map(|k| {
+        client
+            .database(&format!("bank_{k}"))
+            .collection::<Document>("accounts")
+    });
+    for bank in &banks {
+        bank.insert_many((0..ACCOUNTS).map(|i| doc! {"_id": i, "n": START}))
+            .await
+            .unwrap();
+    }
+    banks
+}
+
+/// The sum of both banks, read in one snapshot transaction.
+async fn total_in_one_snapshot(
+    client: &mongodb::Client,
+    banks: &[mongodb::Collection<Document>; 2],
+) -> mongodb::error::Result<i32> {
+    let mut s = client.start_session().await?;
+    s.start_transaction().await?;
+    let mut total = 0;
+    for bank in banks {
+        for i in 0..ACCOUNTS {
+            let d = bank.find_one(doc! {"_id": i}).session(&mut s).await?;
+            total += d.and_then(|d| d.get_i32("n").ok()).unwrap_or(0);
+        }
+    }
+    s.commit_transaction().await?;
+    Ok(total)
+}
+
+/// Moves `amount` from account `from` of bank 0 to account `to` of bank 1 in one
+/// transaction, committed with the driver's retry loop.
+async fn transfer(
+    client: &mongodb::Client,
+    banks: &[mongodb::Collection<Document>; 2],
+    (from, to, amount): (i32, i32, i32),
+) -> mongodb::error::Result<()> {
+    let mut s = client.start_session().await?;
+    s.start_transaction()
+        .and_run((banks, from, to, amount), |s, (banks, from, to, amount)| {
+            Box::pin(async move {
+                banks[0]
+                    .update_one(doc! {"_id": *from}, doc! {"$inc": {"n": -*amount}})
+                    .session(&mut *s)
+                    .await?;
+                banks[1]
+                    .update_one(doc! {"_id": *to}, doc! {"$inc": {"n": *amount}})
+                    .session(&mut *s)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+}
+
+async fn balance(bank: &mongodb::Collection<Document>, id: i32) -> i32 {
+    bank.find_one(doc! {"_id": id})
+        .await
+        .unwrap()
+        .unwrap()
+        .get_i32("n")
+        .unwrap()
+}
+
+/// A transaction over two shards commits on both or neither; within it, each shard's reads
+/// see its own writes, and a shard it reaches later reads at the first one's time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_transaction_across_two_shards_commits_on_both_or_neither() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let banks = two_banks(&client).await;
+
+    transfer(&client, &banks, (0, 0, 30)).await.unwrap();
+    assert_eq!(balance(&banks[0], 0).await, START - 30);
+    assert_eq!(balance(&banks[1], 0).await, START + 30);
+
+    // Aborted: neither shard keeps anything.
+    let mut s = client.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    banks[0]
+        .update_one(doc! {"_id": 1}, doc! {"$inc": {"n": -5}})
+        .session(&mut s)
+        .await
+        .unwrap();
+    // Written after the transaction's first statement: its read time does not see it.
+    banks[1]
+        .update_one(doc! {"_id": 1}, doc! {"$set": {"late": true}})
+        .await
+        .unwrap();
+    let seen = banks[1]
+        .find_one(doc! {"_id": 1})
+        .session(&mut s)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !seen.contains_key("late"),
+        "read at the first shard's time: {seen}"
+    );
+    banks[1]
+        .update_one(doc! {"_id": 2}, doc! {"$inc": {"n": 5}})
+        .session(&mut s)
+        .await
+        .unwrap();
+    let own = banks[1]
+        .find_one(doc! {"_id": 2})
+        .session(&mut s)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(own.get_i32("n"), Ok(START + 5), "its own write");
+    s.abort_transaction().await.unwrap();
+    assert_eq!(balance(&banks[0], 1).await, START);
+    assert_eq!(balance(&banks[1], 2).await, START);
+
+    // A transaction that writes one shard and only reads the other commits too.
+    let mut s = client.start_session().await.unwrap();
+    s.start_transaction().await.unwrap();
+    banks[1]
+        .find_one(doc! {"_id": 3})
+        .session(&mut s)
+        .await
+        .unwrap();
+    banks[0]
+        .update_one(doc! {"_id": 3}, doc! {"$inc": {"n": 1}})
+        .session(&mut s)
+        .await
+        .unwrap();
+    s.commit_transaction().await.unwrap();
+    // Sent again, a commit answers the same.
+    s.commit_transaction().await.unwrap();
+    assert_eq!(balance(&banks[0], 3).await, START + 1);
+    assert_eq!(
+        total_in_one_snapshot(&client, &banks).await.unwrap(),
+        2 * ACCOUNTS * START + 1
+    );
+    cluster.stop().await;
+}
+
+/// Transfers between the shards from several clients at once, while readers read both
+/// shards in one snapshot: every snapshot holds the whole money, and at the end so do the
+/// accounts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_cross_shard_transfers_keep_the_total_in_every_snapshot() {
+    let cluster = TestShardedCluster::start(2, 2).await;
+    let clients = [cluster.client(0).await, cluster.client(1).await];
+    two_banks(&clients[0]).await;
+    let banks_of = |c: &mongodb::Client| {
+        [0, 1].map(|k| {
+            c.database(&format!("bank_{k}"))
+                .collection::<Document>("accounts")
+        })
+    };
+    let banks = banks_of(&clients[0]);
+    let total = 2 * ACCOUNTS * START;
+    let seed = tests::seed("cross-shard bank");
+    let done = Arc::new(AtomicUsize::new(0));
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut workers = Vec::new();
+    for w in 0..4u64 {
+        let client = clients[w as usize % 2].clone();
+        let banks = banks_of(&client);
+        let done = done.clone();
+        workers.push(tokio::spawn(async move {
+            let mut x = seed.wrapping_add(w).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            for _ in 0..25 {
+                if Instant::now() >= until {
+                    break;
+                }
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let (from, to) = ((x % 4) as i32, ((x >> 8) % 4) as i32);
+                let amount = 1 + (x >> 16) as i32 % 10;
+                // Both directions: the first shard of the transaction alternates.
+                let pair = if x % 2 == 0 {
+                    banks.clone()
+                } else {
+                    [banks[1].clone(), banks[0].clone()]
+                };
+                transfer(&client, &pair, (from, to, amount)).await.unwrap();
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let mut snapshots = 0;
+    while workers.iter().any(|w| !w.is_finished()) {
+        let client = &clients[snapshots % 2];
+        match total_in_one_snapshot(client, &banks_of(client)).await {
+            Ok(t) => {
+                assert_eq!(
+                    t,
+                    total,
+                    "a snapshot across shards after {} transfers",
+                    done.load(Ordering::Relaxed)
+                );
+                snapshots += 1;
+            }
+            Err(e) if e.contains_label(TRANSIENT_TRANSACTION_ERROR) => {}
+            Err(e) => panic!("snapshot read: {e:?}"),
+        }
+    }
+    for w in workers {
+        w.await.unwrap();
+    }
+    let mut sum = 0;
+    for bank in &banks {
+        for i in 0..ACCOUNTS {
+            sum += balance(bank, i).await;
+        }
+    }
+    assert_eq!(sum, total);
+    println!(
+        "{} transfers, {snapshots} snapshots",
+        done.load(Ordering::Relaxed)
+    );
+    assert!(snapshots > 0 && done.load(Ordering::Relaxed) > 0);
+    cluster.stop().await;
+}
+
+/// Runs, through router 0 on a connection of its own, the statements of transaction 1 of
+/// a new session, which add 7 to account 0 of both banks; the session's lsid.
+async fn statements(cluster: &TestShardedCluster) -> Document {
+    let lsid = doc! {"id": bson::Binary {
+        subtype: bson::spec::BinarySubtype::Uuid,
+        bytes: rand::random::<[u8; 16]>().to_vec(),
+    }};
+    let mut conn = tokio::net::TcpStream::connect(cluster.routers[0])
+        .await
+        .unwrap();
+    for k in 0..2 {
+        let mut cmd = doc! {
+            "update": "accounts",
+            "updates": [{"q": {"_id": 0}, "u": {"$inc": {"n": 7}}}],
+            "lsid": lsid.clone(), "txnNumber": 1_i64, "autocommit": false,
+            "$db": format!("bank_{k}"),
+        };
+        if k == 0 {
+            cmd.insert("startTransaction", true);
+        }
+        let reply = tests::raw_command(&mut conn, k + 1, cmd).await;
+        assert_eq!(reply.get_f64("ok"), Ok(1.0), "{reply}");
+    }
+    lsid
+}
+
+/// Sends `cmd` (for the transaction of `lsid`) to shard `name` directly, as a router
+/// would.
+async fn to_shard(cluster: &TestShardedCluster, name: &str, cmd: Document) -> Document {
+    let handle = cluster.direct(name);
+    let fwd = router::shard_client::Forward {
+        writes: true,
+        ..Default::default()
+    };
+    let (reply, _, _) = handle.run("admin", &cmd, &fwd, "test").await.unwrap();
+    reply
+}
+
+/// A router that stopped after the prepares (no decision) leaves both shards prepared:
+/// reads of the prepared documents wait, and the config server's recovery aborts the
+/// transaction on both. One that stopped after the coordinator committed leaves the other
+/// shard prepared: recovery commits it at the same time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transactions_a_router_left_prepared_are_finished_as_their_coordinator_decided() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let banks = two_banks(&client).await;
+
+    let prepare = |lsid: &Document, i: i32| {
+        doc! {"prepareTransaction": 1, "lsid": lsid.clone(), "txnNumber": 1_i64, "autocommit": false,
+        "coordinator": "shard0", "isCoordinator": i == 0}
+    };
+    // No decision: aborted everywhere.
+    let lsid = statements(&cluster).await;
+    for (i, shard) in ["shard0", "shard1"].iter().enumerate() {
+        let reply = to_shard(&cluster, shard, prepare(&lsid, i as i32)).await;
+        assert!(
+            reply.get_timestamp("prepareTimestamp").is_ok(),
+            "{shard} {lsid} {reply}"
+        );
+    }
+    let started = Instant::now();
+    // Waits until the recovery aborts it (reads of a prepared document wait).
+    assert_eq!(balance(&banks[1], 0).await, START);
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "the read waited for the resolution"
+    );
+    assert_eq!(balance(&banks[0], 0).await, START);
+
+    // The coordinator committed with its decision; shard1 is left prepared.
+    let lsid = statements(&cluster).await;
+    let mut at = None;
+    for (i, shard) in ["shard0", "shard1"].iter().enumerate() {
+        let reply = to_shard(&cluster, shard, prepare(&lsid, i as i32)).await;
+        assert!(
+            reply.get_timestamp("prepareTimestamp").is_ok(),
+            "{shard} {lsid} {reply}"
+        );
+        at = at.max(reply.get_timestamp("prepareTimestamp").ok());
+    }
+    let commit = doc! {"commitTransaction": 1, "lsid": lsid.clone(), "txnNumber": 1_i64, "autocommit": false,
+    "commitTimestamp": at.unwrap(), "recordDecision": true};
+    to_shard(&cluster, "shard0", commit).await;
+    assert_eq!(balance(&banks[0], 0).await, START + 7);
+    assert_eq!(
+        balance(&banks[1], 0).await,
+        START + 7,
+        "committed by the recovery"
+    );
+    assert_eq!(
+        total_in_one_snapshot(&client, &banks).await.unwrap(),
+        2 * ACCOUNTS * START + 14
+    );
+
+    // A prepared transaction refuses other statements; a write to its document waits.
+    let lsid = statements(&cluster).await;
+    to_shard(&cluster, "shard1", prepare(&lsid, 1)).await;
+    let find = doc! {"find": "accounts", "lsid": lsid.clone(), "txnNumber": 1_i64,
+    "autocommit": false, "$db": "bank_1"};
+    let mut conn = tokio::net::TcpStream::connect(cluster.routers[0])
+        .await
+        .unwrap();
+    let reply = tests::raw_command(&mut conn, 9, find).await;
+    assert_eq!(reply.get_i32("code"), Ok(267), "{reply}");
+    cluster.stop().await;
+}
