@@ -47,6 +47,15 @@ pub fn storage_to_mongo(e: storage::StorageError) -> wire::MongoError {
         storage::StorageError::SnapshotTooOld { .. } => {
             wire::MongoError::new(wire::ErrorCode::SnapshotTooOld, e.to_string())
         }
+        // A read waited for a prepared transaction until its thread's limit: the
+        // operation's deadline (`node::run_in_session`), or storage's default.
+        storage::StorageError::PrepareConflict { table } => wire::MongoError::new(
+            wire::ErrorCode::MaxTimeMSExpired,
+            format!(
+                "operation exceeded time limit waiting for a prepared transaction's \
+                 commit or abort (table {table})"
+            ),
+        ),
         e => wire::MongoError::internal(format!("storage error: {e}")),
     }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, Document};
 use mongodb::error::TRANSIENT_TRANSACTION_ERROR;
+use tests::replica_set::TestReplicaSet;
 use tests::sharded::TestShardedCluster;
 
 const ACCOUNTS: i32 = 4;
@@ -354,4 +355,101 @@ async fn transactions_a_router_left_prepared_are_finished_as_their_coordinator_d
     let reply = tests::raw_command(&mut conn, 9, find).await;
     assert_eq!(reply.get_i32("code"), Ok(267), "{reply}");
     cluster.stop().await;
+}
+
+/// A transaction prepared on a replica set stays prepared through the loss of its primary
+/// and through a restart of every member at once: its writes stay hidden, a write to one
+/// of its documents waits (here until its `maxTimeMS`), and the commit its coordinator
+/// decides applies on whichever member is primary then, at the decided time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_prepared_transaction_survives_failover_and_a_restart_of_every_member() {
+    let liveness = Duration::from_secs(30);
+    let mut set = TestReplicaSet::start().await;
+    let (p, _) = set.wait_for_primary(liveness).await.expect("primary");
+    let client = set.client(0, "").await;
+    let coll = client.database("bank").collection::<Document>("accounts");
+    coll.insert_many(vec![doc! {"_id": 1, "n": 100}, doc! {"_id": 2, "n": 0}])
+        .await
+        .unwrap();
+    let lsid = doc! {"id": bson::Binary {
+        subtype: bson::spec::BinarySubtype::Uuid,
+        bytes: rand::random::<[u8; 16]>().to_vec(),
+    }};
+    let txn = |mut cmd: Document| {
+        cmd.extend(doc! {"lsid": lsid.clone(), "txnNumber": 1_i64, "autocommit": false});
+        cmd
+    };
+    let ok = |reply: &Document| assert_eq!(reply.get_f64("ok").ok(), Some(1.0), "{reply}");
+    let mut first =
+        txn(doc! {"update": "accounts", "updates": [{"q": {"_id": 1}, "u": {"$inc": {"n": -10}}}]});
+    first.insert("startTransaction", true);
+    ok(&set.run_on_member(p, "bank", first).await);
+    let second =
+        txn(doc! {"update": "accounts", "updates": [{"q": {"_id": 2}, "u": {"$inc": {"n": 10}}}]});
+    ok(&set.run_on_member(p, "bank", second).await);
+    ok(&set
+        .run_on_member(
+            p,
+            "bank",
+            txn(doc! {"insert": "accounts", "documents": [{"_id": 3, "n": 1}]}),
+        )
+        .await);
+    let prepare =
+        txn(doc! {"prepareTransaction": 1, "coordinator": "shard0", "isCoordinator": true});
+    let reply = set.run_on_member(p, "admin", prepare.clone()).await;
+    let at = reply.get_timestamp("prepareTimestamp").expect("prepared");
+
+    set.kill(p).await;
+    let (q, _) = set.wait_for_primary(liveness).await.expect("a new primary");
+    // Prepared there too: a write to its document waits, and gives up at its time limit.
+    let write = doc! {"update": "accounts", "updates": [{"q": {"_id": 1}, "u": {"$set": {"x": 1}}}], "maxTimeMS": 500};
+    // The write's error: the command's, or its first write error.
+    let code = |outcome: mongodb::error::Result<Document>| match outcome {
+        Err(e) => match *e.kind {
+            mongodb::error::ErrorKind::Command(c) => c.code,
+            other => panic!("{other:?}"),
+        },
+        Ok(reply) => {
+            let errors = reply.get_array("writeErrors").expect("a write error");
+            errors[0].as_document().unwrap().get_i32("code").unwrap()
+        }
+    };
+    let started = Instant::now();
+    let bank = client.database("bank");
+    assert_eq!(code(bank.run_command(write).await), 50);
+    // An insert of a key it inserts waits too.
+    let insert = doc! {"insert": "accounts", "documents": [{"_id": 3}], "maxTimeMS": 500};
+    assert!([24, 50].contains(&code(bank.run_command(insert).await)));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    // Prepared again after the primary failed over: the same prepare time.
+    let again = set.run_on_member(q, "admin", prepare.clone()).await;
+    assert_eq!(again.get_timestamp("prepareTimestamp"), Ok(at), "{again}");
+
+    // Every member stops at once and starts again from its own disk.
+    set.restart(p).await;
+    for i in 0..3 {
+        set.kill(i).await;
+    }
+    for i in 0..3 {
+        set.restart(i).await;
+    }
+    let (r, _) = set
+        .wait_for_primary(liveness)
+        .await
+        .expect("a primary after the restart");
+    let again = set.run_on_member(r, "admin", prepare).await;
+    assert_eq!(again.get_timestamp("prepareTimestamp"), Ok(at), "{again}");
+    let commit = txn(doc! {"commitTransaction": 1, "commitTimestamp": at, "recordDecision": true});
+    ok(&set.run_on_member(r, "admin", commit).await);
+    let client = set.client(0, "").await;
+    let coll = client.database("bank").collection::<Document>("accounts");
+    let n = |d: Option<Document>| d.and_then(|d| d.get_i32("n").ok());
+    assert_eq!(n(coll.find_one(doc! {"_id": 1}).await.unwrap()), Some(90));
+    assert_eq!(n(coll.find_one(doc! {"_id": 2}).await.unwrap()), Some(10));
+    assert_eq!(n(coll.find_one(doc! {"_id": 3}).await.unwrap()), Some(1));
+    set.stop().await;
 }
