@@ -6,6 +6,10 @@
 //! time, none means abort, made final on the coordinator before it is answered. The
 //! participant is then resolved the same way. Asking again, or a slow original router,
 //! ends in the same state: the coordinator's log orders its commit and its abort.
+//!
+//! A pass that heard from every shard then lets each shard delete the decisions it keeps
+//! as a coordinator, except those of transactions still prepared somewhere
+//! (`pruneTransactionDecisions`), every `PRUNE_EVERY` passes.
 
 use std::time::Duration;
 
@@ -22,6 +26,10 @@ use crate::sweeper::Sweep;
 const STALE: Duration = Duration::from_secs(10);
 /// The pause between sweeps.
 const EVERY: Duration = Duration::from_secs(2);
+/// Passes between two prunings of decisions.
+const PRUNE_EVERY: u64 = 30;
+
+static PASSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 pub struct PreparedRecovery;
 
@@ -38,12 +46,16 @@ impl Sweep for PreparedRecovery {
 /// cannot be asked is left for the next pass.
 pub async fn sweep(cluster: &Cluster) -> MongoResult<usize> {
     let mut done = 0;
-    for shard in cluster.reload_shards().await? {
+    let mut heard_all = true;
+    let mut still_prepared = Vec::new();
+    let shards = cluster.reload_shards().await?;
+    for shard in &shards {
         let ask = doc! {"listPreparedTransactions": 1};
         let reply = match internal(&shard.handle, "admin", &ask, false).await {
             Ok(r) => r,
             Err(e) => {
                 debug!(shard = %shard.name, error = %e, "listing prepared transactions");
+                heard_all = false;
                 continue;
             }
         };
@@ -51,6 +63,10 @@ pub async fn sweep(cluster: &Cluster) -> MongoResult<usize> {
             let Some(txn) = txn.as_document() else {
                 continue;
             };
+            still_prepared.push(bson::Bson::Document(doc! {
+                "session": txn.get("session").cloned().unwrap_or_default(),
+                "txnNumber": txn.get_i64("txnNumber").unwrap_or_default(),
+            }));
             let age = txn.get_i64("preparedForMillis").unwrap_or(0);
             if age < STALE.as_millis() as i64 {
                 continue;
@@ -63,6 +79,15 @@ pub async fn sweep(cluster: &Cluster) -> MongoResult<usize> {
                 Err(e) => {
                     warn!(shard = %shard.name, error = %e, "resolving a prepared transaction")
                 }
+            }
+        }
+    }
+    let pass = PASSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if heard_all && pass.is_multiple_of(PRUNE_EVERY) {
+        let prune = doc! {"pruneTransactionDecisions": 1, "keep": still_prepared};
+        for shard in &shards {
+            if let Err(e) = internal(&shard.handle, "admin", &prune, true).await {
+                debug!(shard = %shard.name, error = %e, "pruning transaction decisions");
             }
         }
     }

@@ -112,35 +112,94 @@ pub async fn commit(txn: &Txn, participants: &[Participant]) -> MongoResult<Docu
 }
 
 /// Phase two: the coordinator (first of `writers`) commits with the decision, then the
-/// others.
+/// others. The coordinator's commit waits for the majority whatever the client's write
+/// concern: the others commit only once the decision is durable. When its outcome is
+/// unknown, the coordinator's answer to `decideTransaction` settles it.
 async fn decide_and_commit(
     txn: &Txn,
     writers: &[Participant],
     at: bson::Timestamp,
 ) -> MongoResult<Document> {
-    let commit = |decide: bool| {
-        let mut cmd = txn.command("commitTransaction");
-        cmd.insert("commitTimestamp", at);
-        if decide {
-            cmd.insert("recordDecision", true);
-        }
-        cmd
+    let mut cmd = txn.command("commitTransaction");
+    cmd.insert("commitTimestamp", at);
+    cmd.insert("recordDecision", true);
+    let durable = Txn {
+        fwd: Forward {
+            w: 0,
+            wtimeout_ms: 0,
+            ..txn.fwd.clone()
+        },
+        ..txn.clone()
     };
-    match txn.send(&writers[0].1, commit(true)).await {
-        Ok(_) => {}
-        Err(e) if e.code == ErrorCode::NoSuchTransaction as i32 => {
-            // A recovery aborted it first: the decision is abort.
-            return abort_after(txn, &writers[1..], e).await;
+    let decision = match durable.send(&writers[0].1, cmd).await {
+        Ok(reply) if !reply.contains_key("writeConcernError") => Some(at),
+        // A recovery aborted it first (or it was resolved already): ask what stands.
+        Ok(_) | Err(_) => match decide(txn, writers).await {
+            Ok(decision) => decision,
+            Err(e) => return Err(e),
+        },
+    };
+    finish(txn, &writers[1..], decision).await
+}
+
+/// The coordinator's decision for the transaction, final once answered: `Some` commit
+/// time, or `None` for abort.
+async fn decide(txn: &Txn, participants: &[Participant]) -> MongoResult<Option<bson::Timestamp>> {
+    let (name, coordinator) = &participants[0];
+    // Outside the transaction's statements (no `autocommit`): the coordinator answers it
+    // whatever state the transaction is in there.
+    let cmd = doc! {
+        "decideTransaction": 1, "lsid": txn.lsid.clone(), "txnNumber": txn.number,
+        "coordinator": name.clone(),
+    };
+    let decided = txn.send(coordinator, cmd).await?;
+    Ok(match decided.get_str("decision") {
+        Ok("commit") => decided.get_timestamp("commitTimestamp").ok(),
+        _ => None,
+    })
+}
+
+/// Delivers a decision to the participants `rest` (not the coordinator): commit at its
+/// time, or abort. The reply to the client: `{}`, with the first write concern error a
+/// commit met, or NoSuchTransaction for an abort. A participant that cannot be reached
+/// is resolved by the config server's recovery.
+async fn finish(
+    txn: &Txn,
+    rest: &[Participant],
+    decision: Option<bson::Timestamp>,
+) -> MongoResult<Document> {
+    let Some(at) = decision else {
+        let _ = txn.to_all(rest, |_| txn.command("abortTransaction")).await;
+        return Err(MongoError::new(
+            ErrorCode::NoSuchTransaction,
+            format!("Transaction {} has been aborted.", txn.number),
+        ));
+    };
+    let replies = txn
+        .to_all(rest, |_| {
+            let mut cmd = txn.command("commitTransaction");
+            cmd.insert("commitTimestamp", at);
+            cmd
+        })
+        .await;
+    let mut reply = doc! {};
+    for r in replies {
+        match r {
+            Ok(r) => {
+                if let (false, Some(wce)) = (
+                    reply.contains_key("writeConcernError"),
+                    r.get("writeConcernError"),
+                ) {
+                    reply.insert("writeConcernError", wce.clone());
+                }
+            }
+            Err(e) if e.code == ErrorCode::NoSuchTransaction as i32 => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "a participant's commit failed after the decision; recovery finishes it")
+            }
         }
-        Err(e) => return Err(e),
     }
-    let rest = txn.to_all(&writers[1..], |_| commit(false)).await;
-    if let Some(Err(e)) = rest.iter().find(|r| r.is_err()) {
-        // Committed: the decision is durable, and the config server's recovery commits a
-        // participant this router could not reach.
-        tracing::warn!(error = %e, "a participant's commit failed after the decision; recovery finishes it");
-    }
-    Ok(doc! {})
+    Ok(reply)
 }
 
 /// Aborts the transaction on `participants` (the coordinator first, which makes the
@@ -168,51 +227,32 @@ pub async fn abort_after(
     ))
 }
 
-/// Aborts the transaction on every participant; the coordinator's answer is the reply.
+/// `abortTransaction` over several shards: the coordinator decides first (a transaction
+/// it committed stays committed, TransactionCommitted), then the others abort.
 pub async fn abort(txn: &Txn, participants: &[Participant]) -> MongoResult<Document> {
-    let (first, rest) = participants
-        .split_first()
-        .expect("a transaction has a participant");
-    let reply = txn.send(&first.1, txn.command("abortTransaction")).await;
-    let _ = txn.to_all(rest, |_| txn.command("abortTransaction")).await;
-    reply
+    if participants.len() == 1 {
+        return txn
+            .send(&participants[0].1, txn.command("abortTransaction"))
+            .await;
+    }
+    if decide(txn, participants).await?.is_some() {
+        return Err(MongoError::new(
+            ErrorCode::TransactionCommitted,
+            format!("Transaction {} has been committed.", txn.number),
+        ));
+    }
+    let _ = txn
+        .to_all(&participants[1..], |_| txn.command("abortTransaction"))
+        .await;
+    Ok(doc! {})
 }
 
 /// A commit sent again through a router that did not run the transaction: the
 /// coordinator's decision, made final now if there was none (then the transaction
 /// aborts), and delivered to the other participants.
 pub async fn recover_commit(txn: &Txn, participants: &[Participant]) -> MongoResult<Document> {
-    // Outside the transaction's statements (no `autocommit`): the coordinator answers it
-    // whatever state the transaction is in there.
-    let cmd = doc! {"decideTransaction": 1, "lsid": txn.lsid.clone(), "txnNumber": txn.number};
-    let decided = txn.send(&participants[0].1, cmd).await?;
-    let at = match decided.get_str("decision") {
-        Ok("commit") => decided.get_timestamp("commitTimestamp").ok(),
-        _ => None,
-    };
-    let Some(at) = at else {
-        let _ = txn
-            .to_all(&participants[1..], |_| txn.command("abortTransaction"))
-            .await;
-        return Err(MongoError::new(
-            ErrorCode::NoSuchTransaction,
-            format!("Transaction {} was aborted", txn.number),
-        ));
-    };
-    let rest = txn
-        .to_all(&participants[1..], |_| {
-            let mut cmd = txn.command("commitTransaction");
-            cmd.insert("commitTimestamp", at);
-            cmd
-        })
-        .await;
-    if let Some(Err(e)) = rest.iter().find(|r| {
-        r.as_ref()
-            .is_err_and(|e| e.code != ErrorCode::NoSuchTransaction as i32)
-    }) {
-        tracing::warn!(error = %e, "delivering a recovered commit decision failed; recovery finishes it");
-    }
-    Ok(doc! {})
+    let decision = decide(txn, participants).await?;
+    finish(txn, &participants[1..], decision).await
 }
 
 fn bad_reply(shard: &str) -> MongoError {

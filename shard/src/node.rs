@@ -354,6 +354,7 @@ impl Node {
         let catalog =
             Catalog::load(base.as_ref()).map_err(|e| ShardError::Catalog(e.to_string()))?;
         catalog.await_unresolved_of(replica.unresolved.clone());
+        catalog.await_prepared_of(replica.prepared.clone());
         let reload_slot = node_slot.clone();
         replica.unresolved.then(Box::new(move || {
             if let Some(node) = reload_slot.get().and_then(Weak::upgrade) {
@@ -684,6 +685,16 @@ impl Node {
             }
             return Ok(reply);
         };
+        // A session whose transaction is prepared runs nothing else until it ends: its
+        // commit would write the session's record back over this write's.
+        if let Some(replica) = &self.replica {
+            if replica.prepared.get(&retry::session_key(lsid)?).is_some() {
+                return Err(MongoError::new(
+                    ErrorCode::PreparedTransactionInProgress,
+                    "this session's transaction is prepared: it runs nothing else until it ends",
+                ));
+            }
+        }
         self.sessions.with(lsid, || {
             let coll = cmd.get_str(name).unwrap_or_default();
             let ns = format!("{db}.{coll}");

@@ -78,8 +78,7 @@ pub fn prune_sessions(node: &Node) -> wire::MongoResult<usize> {
         bson::DateTime::now().timestamp_millis()
             - crate::sessions::retry::SESSION_TIMEOUT.as_millis() as i64,
     );
-    let sessions = crate::sessions::retry::prune(node.engine.as_ref(), &node.sessions, cutoff)?;
-    Ok(sessions + crate::sessions::txn::decisions::prune(node.engine.as_ref())?)
+    crate::sessions::retry::prune(node.engine.as_ref(), &node.sessions, cutoff)
 }
 
 /// Deletes every document whose TTL-indexed date is older than its expiry. Returns how many.

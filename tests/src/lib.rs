@@ -3,6 +3,7 @@
 
 pub mod cpu;
 pub mod disk_writes;
+pub mod list_append;
 pub mod replica_set;
 pub mod sharded;
 

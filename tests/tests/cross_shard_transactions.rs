@@ -343,6 +343,21 @@ async fn transactions_a_router_left_prepared_are_finished_as_their_coordinator_d
         total_in_one_snapshot(&client, &banks).await.unwrap(),
         2 * ACCOUNTS * START + 14
     );
+    // Decided: a client's abort through any router (with the recovery token) cannot undo
+    // it, and a commit sent again is answered from the decision.
+    let token = doc! {"recoveryShardId": "shard0", "participants": ["shard0", "shard1"]};
+    let end = |name: &str| {
+        doc! {name: 1, "lsid": lsid.clone(), "txnNumber": 1_i64, "autocommit": false,
+        "recoveryToken": token.clone(), "$db": "admin"}
+    };
+    let mut conn = tokio::net::TcpStream::connect(cluster.routers[0])
+        .await
+        .unwrap();
+    let reply = tests::raw_command(&mut conn, 7, end("abortTransaction")).await;
+    assert_eq!(reply.get_i32("code"), Ok(256), "{reply}");
+    let reply = tests::raw_command(&mut conn, 8, end("commitTransaction")).await;
+    assert_eq!(reply.get_f64("ok"), Ok(1.0), "{reply}");
+    assert_eq!(balance(&banks[1], 0).await, START + 7);
 
     // A prepared transaction refuses other statements; a write to its document waits.
     let lsid = statements(&cluster).await;
@@ -452,4 +467,71 @@ async fn a_prepared_transaction_survives_failover_and_a_restart_of_every_member(
     assert_eq!(n(coll.find_one(doc! {"_id": 2}).await.unwrap()), Some(10));
     assert_eq!(n(coll.find_one(doc! {"_id": 3}).await.unwrap()), Some(1));
     set.stop().await;
+}
+
+/// Elle's list-append workload over keys on both shards (three members each), through
+/// three routers, while each shard's primary is killed in turn and one router is killed
+/// outright (its transactions left prepared are finished by the config server): the
+/// history is valid under snapshot isolation and no committed append is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn list_append_across_shards_stays_snapshot_isolated_through_faults() {
+    const ATTEMPTS: usize = 30;
+    let liveness = Duration::from_secs(30);
+    let seed = tests::seed("cross-shard list-append");
+    let mut cluster = TestShardedCluster::start_with(2, 3, 3).await;
+    let clients = [
+        cluster.client(0).await,
+        cluster.client(1).await,
+        cluster.client(2).await,
+    ];
+    let run = tests::list_append::Run::new(6);
+    let coll = ("chaos", "lists");
+    let admin = clients[0].database("admin");
+    admin
+        .run_command(doc! {"enableSharding": "chaos", "primaryShard": "shard0"})
+        .await
+        .unwrap();
+    let lists = clients[0].database(coll.0).collection::<Document>(coll.1);
+    lists.insert_many(run.empty_lists()).await.unwrap();
+    admin
+        .run_command(doc! {"shardCollection": "chaos.lists", "key": {"_id": 1}})
+        .await
+        .unwrap();
+    admin
+        .run_command(doc! {"split": "chaos.lists", "middle": {"_id": 3_i64}})
+        .await
+        .unwrap();
+    admin
+        .run_command(doc! {"moveChunk": "chaos.lists", "find": {"_id": 3_i64}, "to": "shard1"})
+        .await
+        .unwrap();
+    let per_router: Vec<mongodb::Client> = clients
+        .iter()
+        .flat_map(|c| [c.clone(), c.clone()])
+        .collect();
+    let total = per_router.len() * ATTEMPTS;
+    let tasks = run.spawn(&per_router, coll, ATTEMPTS, seed);
+    let mut faults = Vec::new();
+    for (k, share) in [(0, 4), (1, 2)] {
+        let at = run.after(total / share).await;
+        cluster.kill_shard_primary(k).await;
+        faults.push(format!("shard{k}'s primary killed after {at} transactions"));
+    }
+    let at = run.after(total * 3 / 4).await;
+    cluster.kill_router(2);
+    faults.push(format!("router 2 killed after {at} transactions"));
+    let history = tests::list_append::Run::histories(tasks).await;
+    for k in 0..2 {
+        cluster
+            .wait_for_shard_primary(k, liveness)
+            .await
+            .expect("a primary");
+    }
+    // Reads of what a killed router left prepared wait for the config server's recovery.
+    let last = run
+        .final_reads(&clients[0], coll, per_router.len() as u32)
+        .await;
+    println!("{}", faults.join("; "));
+    tests::list_append::assert_valid(history, last, seed, ATTEMPTS / 3);
+    cluster.stop().await;
 }

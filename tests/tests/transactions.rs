@@ -305,95 +305,23 @@ async fn refusals_and_a_failed_statement_end_the_transaction() {
 /// no acknowledged append is lost from the final lists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn list_append_transactions_stay_snapshot_isolated_across_a_failover() {
-    use chaos::check::si::{MicroOp, Txn};
-    use chaos::history::Outcome;
-    use std::sync::atomic::{AtomicI64, Ordering};
-    use std::sync::Arc;
-
-    const KEYS: u32 = 6;
-    const CLIENTS: u32 = 4;
+    const CLIENTS: usize = 4;
     const ATTEMPTS: usize = 40;
     let seed = tests::seed("list-append");
     let (mut set, client) = started().await;
-    let coll = client.database("si").collection::<Document>("lists");
-    let empty: Vec<Document> = (0..KEYS).map(|k| doc! {"_id": k as i64, "l": []}).collect();
-    coll.insert_many(empty).await.unwrap();
-    let start = std::time::Instant::now();
-    let next_value = Arc::new(AtomicI64::new(1));
-    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for c in 0..CLIENTS {
-        let (client, coll, next_value) = (client.clone(), coll.clone(), next_value.clone());
-        let done = done.clone();
-        tasks.push(tokio::spawn(async move {
-            use rand::{Rng, SeedableRng};
-            let mut rng = rand::rngs::StdRng::seed_from_u64(seed * 31 + u64::from(c));
-            let mut history = Vec::new();
-            for _ in 0..ATTEMPTS {
-                let plan: Vec<(bool, u32)> = (0..rng.gen_range(1..=4))
-                    .map(|_| (rng.gen_bool(0.5), rng.gen_range(0..KEYS)))
-                    .collect();
-                let invoked = start.elapsed().as_nanos() as u64;
-                let mut values =
-                    std::iter::from_fn(|| Some(next_value.fetch_add(1, Ordering::Relaxed)));
-                let (ops, outcome) =
-                    chaos::txn_workload::one_txn(&client, &coll, &plan, &mut values).await;
-                let completed = start.elapsed().as_nanos() as u64;
-                history.push(Txn {
-                    client: c,
-                    ops,
-                    outcome,
-                    invoked,
-                    completed,
-                });
-                done.fetch_add(1, Ordering::Relaxed);
-            }
-            history
-        }));
-    }
-    let killed_at = kill_primary_after(&mut set, &done, (CLIENTS as usize * ATTEMPTS) / 3).await;
-    let mut history: Vec<Txn> = Vec::new();
-    for t in tasks {
-        let h = tokio::time::timeout(Duration::from_secs(300), t)
-            .await
-            .expect("bounded")
-            .unwrap();
-        history.extend(h);
-    }
+    let run = tests::list_append::Run::new(6);
+    let coll = ("si", "lists");
+    let lists = client.database(coll.0).collection::<Document>(coll.1);
+    lists.insert_many(run.empty_lists()).await.unwrap();
+    let tasks = run.spawn(&vec![client.clone(); CLIENTS], coll, ATTEMPTS, seed);
+    let killed_at = run.after(CLIENTS * ATTEMPTS / 3).await;
+    let primary = set.primary().expect("a primary");
+    set.kill(primary).await;
+    let history = tests::list_append::Run::histories(tasks).await;
     set.wait_for_primary(LIVENESS).await.expect("a new primary");
-    // The final state, read as one more committed transaction.
-    let mut s = client.start_session().await.unwrap();
-    s.start_transaction().await.unwrap();
-    let mut final_reads = Vec::new();
-    for k in 0..KEYS {
-        let d = coll
-            .find_one(doc! {"_id": k as i64})
-            .session(&mut s)
-            .await
-            .unwrap();
-        final_reads.push(MicroOp::Read {
-            key: k,
-            value: Some(chaos::txn_workload::list_of(d.as_ref())),
-        });
-    }
-    s.commit_transaction().await.unwrap();
-    let now = start.elapsed().as_nanos() as u64;
-    let last = Txn {
-        client: CLIENTS,
-        ops: final_reads,
-        outcome: Outcome::Ok,
-        invoked: now,
-        completed: now,
-    };
-    let report = chaos::check::txn_lists::check(history, last);
-    println!("{}", report.summary());
+    let last = run.final_reads(&client, coll, CLIENTS as u32).await;
     println!("the primary was killed after {killed_at} transactions");
-    assert!(report.ok(), "seed {seed}: {}", report.summary());
-    assert!(
-        report.si.committed > ATTEMPTS,
-        "seed {seed}: too few commits: {}",
-        report.summary()
-    );
+    tests::list_append::assert_valid(history, last, seed, ATTEMPTS + 1);
 }
 
 /// Transfers between accounts in transactions from several clients, with a reader taking

@@ -158,6 +158,9 @@ pub async fn recovered(cluster: &Cluster, cmd: &Document) -> Option<Vec<Particip
             .filter_map(|b| b.as_str().map(str::to_string))
             .collect();
     }
+    if names.is_empty() || names[0] != first {
+        return None;
+    }
     let mut out = Vec::new();
     for name in names {
         let handle = cluster.shard(&name).await.ok()?.handle.clone();

@@ -204,6 +204,8 @@ pub struct Catalog {
     /// On a replica-set member: entries whose proposer gave up at `wtimeout`. Writers wait
     /// for their outcome under the collection's lock (see [`Catalog::exclusive`]).
     unresolved: OnceLock<Arc<Unresolved>>,
+    /// A member's prepared transactions: a table they hold is not dropped.
+    prepared: OnceLock<Arc<crate::repl::prepared::Prepared>>,
 }
 
 /// What the catalog table holds: collections by namespace, placements by database, and
@@ -229,6 +231,7 @@ impl Catalog {
             placements: RwLock::new(placements),
             ddl: Mutex::new(HashMap::new()),
             unresolved: OnceLock::new(),
+            prepared: OnceLock::new(),
         })
     }
 
@@ -277,6 +280,40 @@ impl Catalog {
     /// Makes writers wait for the outcome of `unresolved` entries (a member's).
     pub fn await_unresolved_of(&self, unresolved: Arc<Unresolved>) {
         let _ = self.unresolved.set(unresolved);
+    }
+
+    /// Makes drops wait for the prepared transactions of `prepared` (a member's) that hold
+    /// the dropped tables.
+    pub fn await_prepared_of(&self, prepared: Arc<crate::repl::prepared::Prepared>) {
+        let _ = self.prepared.set(prepared);
+    }
+
+    /// Waits (up to the thread's limit, `storage::prepare_wait`) until no prepared
+    /// transaction holds a table of `meta`: its drop would be refused after the catalog
+    /// row is gone, leaving the tables behind.
+    fn await_prepared(&self, meta: &CollectionMeta) -> MongoResult<()> {
+        let Some(prepared) = self.prepared.get() else {
+            return Ok(());
+        };
+        let tables: Vec<&str> = std::iter::once(meta.table.as_str())
+            .chain(meta.indexes.iter().map(|i| i.table.as_str()))
+            .collect();
+        let until = storage::prepare_wait::limit();
+        while prepared.holds_any(&tables) {
+            if std::time::Instant::now() >= until {
+                return Err(MongoError::new(
+                    ErrorCode::LockTimeout,
+                    format!(
+                        "{} has prepared transactions: it cannot be dropped until they end",
+                        meta.ns()
+                    ),
+                ));
+            }
+            prepared.wait_any_resolution(
+                (std::time::Instant::now() + std::time::Duration::from_millis(50)).min(until),
+            );
+        }
+        Ok(())
     }
 
     fn await_unresolved(&self) {
@@ -487,6 +524,7 @@ impl Catalog {
         let Some(meta) = self.get(ns) else {
             return Ok(None);
         };
+        self.await_prepared(&meta)?;
         // Forgotten here only once the catalog row's removal is replicated: a drop that
         // fails (not primary) leaves the collection as every member still has it.
         let mut batch = WriteBatch::default();

@@ -20,7 +20,7 @@ pub fn abort(node: &Node, lsid: &Document, number: i64) -> MongoResult<()> {
     let key = session_key(lsid)?;
     if let Some(replica) = node.replica.as_deref() {
         if super::prepare_transaction::is_prepared(replica, &key, number) {
-            return super::prepare_transaction::resolve(replica, (&key, number), None, false);
+            return super::prepare_transaction::resolve(node, (&key, number), None, false);
         }
     }
     match node.transactions.get(&key) {

@@ -28,7 +28,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
                 )
             })?;
             let decide = cmd.get_bool("recordDecision").unwrap_or(false);
-            super::prepare_transaction::resolve(replica, (&key, st.number), Some(at), decide)?;
+            super::prepare_transaction::resolve(ctx.node, (&key, st.number), Some(at), decide)?;
             return Ok(doc! {});
         }
     }

@@ -49,6 +49,7 @@ mod move_mods;
 mod move_sessions;
 mod pending_moves;
 mod prepare_transaction;
+mod prune_transaction_decisions;
 mod range_readers;
 mod rename_collection;
 mod repl_set_freeze;
@@ -199,6 +200,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "resolvePreparedTransaction",
         run: resolve_prepared_transaction::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "pruneTransactionDecisions",
+        run: prune_transaction_decisions::run,
         writes: true,
         anywhere: false,
     },

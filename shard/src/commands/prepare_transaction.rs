@@ -17,11 +17,14 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::commit_transaction::{transaction_of, write, Finish};
 use crate::catalog::CATALOG_TABLE;
-use crate::node::Ctx;
+use crate::node::{Ctx, Node};
 use crate::repl::entry::{OplogEntry, TxnName};
 use crate::repl::{ProposeError, Replica};
 use crate::sessions::retry::{committed_record, newest_number, session_key};
 use crate::sessions::txn::{decisions, no_such};
+
+/// The longest coordinator name a Prepare entry carries.
+const MAX_SHARD_NAME: usize = 255;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let st = transaction_of(cmd)?;
@@ -47,12 +50,19 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             _ => Err(no_such(st.number, "is not open on this member")),
         };
     };
-    let coordinator = cmd.get_str("coordinator").map_err(|_| {
-        MongoError::new(
-            ErrorCode::InvalidOptions,
-            "prepareTransaction names the coordinator shard (coordinator: <name>)",
-        )
-    })?;
+    let coordinator = cmd
+        .get_str("coordinator")
+        .ok()
+        .filter(|c| !c.is_empty() && c.len() <= MAX_SHARD_NAME)
+        .ok_or_else(|| {
+            MongoError::new(
+                ErrorCode::InvalidOptions,
+                format!(
+                    "prepareTransaction names the coordinator shard (coordinator: <name of at \
+                     most {MAX_SHARD_NAME} bytes>)"
+                ),
+            )
+        })?;
     let result = if cmd.get_bool("isCoordinator").unwrap_or(false) && txn.staged().writes.is_empty()
     {
         // The coordinator holds the decision, so it prepares even with nothing to write.
@@ -115,14 +125,23 @@ pub fn is_prepared(replica: &Replica, session: &[u8], number: i64) -> bool {
 /// caller holds the session's lock, so a commit and a recovery's abort never both pass
 /// the check.
 pub fn resolve(
-    replica: &Replica,
+    node: &Node,
     (session, number): (&[u8], i64),
     commit: Option<Timestamp>,
     decide: bool,
 ) -> MongoResult<()> {
+    let replica = node.replica.as_deref().ok_or_else(not_a_member)?;
+    // A resolution whose client stopped waiting at its wtimeout may still apply.
+    node.await_timed_out_writes(&crate::control::deadline::Deadline::default())?;
     let Some(held) = replica.prepared.get(session).filter(|h| h.number == number) else {
         return Err(no_such(number, "is not prepared on this member"));
     };
+    if held.id.is_none() {
+        return Err(MongoError::new(
+            ErrorCode::PreparedTransactionInProgress,
+            "the transaction's prepare is still replicating",
+        ));
+    }
     let txn = TxnName {
         session: session.to_vec(),
         number,
@@ -147,11 +166,15 @@ pub fn resolve(
                 )
             })?;
             let mut side = WriteBatch::new();
-            side.put(
-                crate::sessions::retry::TXN_TABLE,
-                session.to_vec(),
-                committed_record(number)?,
-            );
+            // The session's record never moves back (a retryable write of a later number
+            // would run again).
+            if newest_number(node.engine.as_ref(), session)?.is_none_or(|(n, _)| n <= number) {
+                side.put(
+                    crate::sessions::retry::TXN_TABLE,
+                    session.to_vec(),
+                    committed_record(number)?,
+                );
+            }
             if decide {
                 decisions::record(&mut side, session, number, at)?;
             }
@@ -206,10 +229,12 @@ pub fn commit_timestamp(cmd: &Document) -> MongoResult<Option<Timestamp>> {
 
 /// The replica set a recovery command needs.
 pub fn replica_of<'a>(ctx: &'a Ctx) -> MongoResult<&'a Replica> {
-    ctx.node.replica.as_deref().ok_or_else(|| {
-        MongoError::new(
-            ErrorCode::IllegalOperation,
-            "transactions need a replica set",
-        )
-    })
+    ctx.node.replica.as_deref().ok_or_else(not_a_member)
+}
+
+fn not_a_member() -> MongoError {
+    MongoError::new(
+        ErrorCode::IllegalOperation,
+        "transactions need a replica set",
+    )
 }

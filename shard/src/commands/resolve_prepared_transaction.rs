@@ -14,7 +14,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let commit = super::prepare_transaction::commit_timestamp(cmd)?;
     ctx.node.sessions.with_key(&session, || {
         if is_prepared(replica, &session, number) {
-            resolve(replica, (&session, number), commit, false)?;
+            resolve(ctx.node, (&session, number), commit, false)?;
         }
         Ok(doc! {})
     })

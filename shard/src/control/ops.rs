@@ -279,6 +279,12 @@ pub enum RunsOn {
     Worker,
 }
 
+/// [`blocking_wait`] for a wait given as `&mut dyn FnMut` (storage's waits for prepared
+/// transactions, `storage::prepare_wait::set_blocker`).
+pub fn blocking_wait_dyn(wait: &mut dyn FnMut()) {
+    blocking_wait(wait)
+}
+
 /// Runs `wait`, a wait that may last (for another thread's outcome), from an operation on
 /// any thread. On a runtime worker it runs under `block_in_place`: the worker's other
 /// tasks move to another thread meanwhile. Those include this member's Raft traffic, which

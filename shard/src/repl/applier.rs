@@ -347,12 +347,18 @@ fn apply_one(
         OplogEntryRef::CommitPrepared { txn, commit, side } => {
             catalog_changed = touches_catalog(&side);
             let resolution = (&txn, Some(commit), side.as_slice());
-            prepared::apply_resolution(engine, &ctx.prepared, resolution, timed(at)?, applied)?;
+            if !prepared::apply_resolution(engine, &ctx.prepared, resolution, timed(at)?, applied)?
+            {
+                return Ok(Err(ProposeError::NotPrepared));
+            }
         }
         OplogEntryRef::AbortPrepared { txn, side } => {
             catalog_changed = touches_catalog(&side);
             let resolution = (&txn, None, side.as_slice());
-            prepared::apply_resolution(engine, &ctx.prepared, resolution, timed(at)?, applied)?;
+            if !prepared::apply_resolution(engine, &ctx.prepared, resolution, timed(at)?, applied)?
+            {
+                return Ok(Err(ProposeError::NotPrepared));
+            }
         }
     }
     if catalog_changed {

@@ -407,12 +407,14 @@ impl Driver {
         let covered = m.get_snapshot().get_metadata().index <= self.dispatched;
         if !self.arbiter && !covered {
             // The data is about to be replaced: nothing may still be writing to it, and
-            // no prepared transaction may hold its tables open.
+            // no prepared transaction may hold its tables open. A fetch given up keeps
+            // the data, whose prepared transactions are prepared again.
             self.drain()?;
-            super::prepared::abandon_all(self.engine.as_ref(), &self.prepared)?;
             let _installing = InstallingFlag::raise(&self.status);
+            super::prepared::abandon_all(self.engine.as_ref(), &self.prepared)?;
             let wanted = m.get_snapshot().get_metadata().index;
             let Some((index, term)) = self.fetch_snapshot_data(m.from, wanted)? else {
+                super::prepared::recover(self.engine.as_ref(), &self.prepared)?;
                 return Ok(());
             };
             // Entries up to `index` are in the data now: `dispatch` skips them if raft-rs

@@ -84,6 +84,10 @@ pub enum ProposeError {
     /// prepared transaction holds (`prepared`). The writer waits and proposes again.
     #[error("a prepared transaction holds a key this write changes in table {0}")]
     PrepareConflict(String),
+    /// Applied as a no-op: the commit or abort named a transaction no longer prepared
+    /// here (another resolution came first; the same on every member).
+    #[error("the transaction is no longer prepared on this shard")]
+    NotPrepared,
 }
 
 impl ProposeError {
@@ -97,6 +101,7 @@ impl ProposeError {
             ProposeError::Shutdown => ErrorCode::ShutdownInProgress,
             ProposeError::KeyExists(_) => ErrorCode::DuplicateKey,
             ProposeError::PrepareConflict(_) => ErrorCode::LockTimeout,
+            ProposeError::NotPrepared => ErrorCode::NoSuchTransaction,
         }
     }
 }
@@ -333,6 +338,7 @@ impl Replica {
         base.create_table(REPL_TABLE).map_err(|e| e.to_string())?;
         let applied = applied_index(base.as_ref())?;
         let prepared = Arc::new(prepared::Prepared::default());
+        storage::prepare_wait::set_blocker(crate::control::ops::blocking_wait_dyn);
         if !me.arbiter {
             prepared::recover(base.as_ref(), &prepared).map_err(|e| e.to_string())?;
         }
@@ -588,7 +594,7 @@ impl Replica {
                 Err((ProposeError::PrepareConflict(_), back)) => {
                     data = back;
                     let wake = (Instant::now() + PREPARED_RECHECK).min(until);
-                    self.prepared.wait_any_resolution(wake);
+                    crate::control::ops::blocking_wait(|| self.prepared.wait_any_resolution(wake));
                 }
                 Err((e, _)) => return Err(e),
             }

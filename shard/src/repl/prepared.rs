@@ -28,6 +28,10 @@ use storage::{Engine, KeyRange, PreparedId, StorageError, Timestamp, WriteBatch,
 use super::entry::{put_ops, OplogEntryRef, Reader, TxnName};
 use super::ProposeError;
 
+/// Transactions one member holds prepared at most: each holds a WiredTiger session
+/// (`session_max` is 1024) until it is resolved. A Prepare beyond waits for one to end.
+pub const MAX_PREPARED: usize = 500;
+
 /// Table holding each prepared transaction's ops and prepare time, by session key.
 pub const PREPARED_TABLE: &str = "_prepared";
 
@@ -123,6 +127,9 @@ impl Prepared {
                 }
             }
             Some(OplogEntryRef::DropTable(t)) if state.keys.contains_key(t) => conflict(t),
+            Some(OplogEntryRef::Prepare { .. }) if state.txns.len() >= MAX_PREPARED => {
+                conflict("(too many prepared transactions on this shard)")
+            }
             Some(OplogEntryRef::Prepare { txn, ops, .. }) => {
                 let taken = |o: &&WriteOpRef<'_>| {
                     state
@@ -186,6 +193,12 @@ impl Prepared {
             .filter(|(_, h)| h.id.is_some())
             .map(|(s, h)| (s.clone(), h.clone()))
             .collect()
+    }
+
+    /// Whether a prepared transaction holds a key of one of `tables`.
+    pub fn holds_any(&self, tables: &[&str]) -> bool {
+        let state = self.state.lock();
+        tables.iter().any(|t| state.keys.contains_key(*t))
     }
 
     /// Waits until a prepared transaction is resolved, or `until`.
@@ -271,7 +284,7 @@ pub fn apply_prepare(
         .is_some_and(|h| h.number == txn.number && h.id.is_some());
     if !recovered {
         let id = registry.next_id();
-        engine.prepare(id, ops, at)?;
+        skipping_dropped(ops, |ops| engine.prepare(id, ops, at))?;
         held.id = Some(id);
         registry.state.lock().add(&txn.session, held);
     }
@@ -288,37 +301,36 @@ pub fn apply_prepare(
 /// Applies a CommitPrepared (`commit: Some`) or AbortPrepared entry at `at`: resolves the
 /// storage transaction, then removes the `_prepared` row and writes the side writes and
 /// `applied`. Times WiredTiger would refuse stop the member (the engine checks them first).
+/// A transaction this member does not hold prepared (another resolution came first) is
+/// left as it is: only `applied` is written, and the answer is false.
 pub fn apply_resolution(
     engine: &dyn Engine,
     registry: &Prepared,
     (txn, commit, side): (&TxnName, Option<Timestamp>, &[WriteOpRef<'_>]),
     at: Timestamp,
     applied: WriteOpRef<'_>,
-) -> Result<(), StorageError> {
-    match registry.get(&txn.session) {
-        Some(Held {
-            number,
-            id: Some(id),
-            ..
-        }) if number == txn.number => {
-            match commit {
-                Some(c) => engine.commit_prepared(id, c, at)?,
-                None => engine.abort_prepared(id)?,
-            }
-            registry.resolve(&txn.session);
-        }
-        _ => tracing::warn!(
-            number = txn.number,
-            "a resolution names a transaction this member does not hold prepared"
-        ),
+) -> Result<bool, StorageError> {
+    let held = registry
+        .get(&txn.session)
+        .filter(|h| h.number == txn.number)
+        .and_then(|h| h.id);
+    let Some(id) = held else {
+        engine.write_refs_at(&[applied], at)?;
+        return Ok(false);
+    };
+    match commit {
+        Some(c) => engine.commit_prepared(id, c, at)?,
+        None => engine.abort_prepared(id)?,
     }
+    registry.resolve(&txn.session);
     let mut writes = side.to_vec();
     writes.push(WriteOpRef::Delete {
         table: PREPARED_TABLE,
         key: &txn.session,
     });
     writes.push(applied);
-    engine.write_refs_at(&writes, at)
+    engine.write_refs_at(&writes, at)?;
+    Ok(true)
 }
 
 /// Prepares again every transaction the `_prepared` table holds: after a restart or a
@@ -333,7 +345,7 @@ pub fn recover(engine: &dyn Engine, registry: &Prepared) -> Result<usize, Storag
             ));
         };
         let id = registry.next_id();
-        engine.prepare_recovered(id, &ops, held.at)?;
+        skipping_dropped(&ops, |ops| engine.prepare_recovered(id, ops, held.at))?;
         held.id = Some(id);
         registry.state.lock().add(session, held);
     }
@@ -341,6 +353,27 @@ pub fn recover(engine: &dyn Engine, registry: &Prepared) -> Result<usize, Storag
         tracing::info!(count = rows.len(), "prepared transactions prepared again");
     }
     Ok(rows.len())
+}
+
+/// Runs `prepare` over `ops`, again without the ops of a table that is gone. A table is
+/// dropped only once no prepared transaction holds it (`Prepared::admit`), and a drop is
+/// durable at once while rows wait for a checkpoint: so a restart can find a `_prepared`
+/// row, or replay a Prepare entry, whose transaction was resolved before its table went.
+/// Its ops there are gone with the table, as the drop left it.
+fn skipping_dropped(
+    ops: &[WriteOpRef<'_>],
+    prepare: impl Fn(&[WriteOpRef<'_>]) -> Result<(), StorageError>,
+) -> Result<(), StorageError> {
+    let mut ops = ops.to_vec();
+    loop {
+        match prepare(&ops) {
+            Err(StorageError::NoSuchTable(t)) => {
+                tracing::warn!(table = %t, "a prepared transaction's table is gone: its ops there are skipped");
+                ops.retain(|o| o.table() != t);
+            }
+            r => return r,
+        }
+    }
 }
 
 /// Rolls back every prepared storage transaction before the member's data is replaced by

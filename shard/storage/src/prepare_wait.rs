@@ -11,6 +11,7 @@
 //! write to one (`shard::repl::prepared`).
 
 use std::cell::Cell;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -22,6 +23,9 @@ pub const DEFAULT_LIMIT: Duration = Duration::from_secs(60);
 /// A waiter looks again this often even without a wake-up (another engine's resolution
 /// in the same process wakes it too, so this only bounds a missed one).
 const RECHECK: Duration = Duration::from_millis(100);
+
+/// How a waiting read blocks its thread, if the process says (`set_blocker`).
+static BLOCKER: OnceLock<fn(&mut dyn FnMut())> = OnceLock::new();
 
 static RESOLUTIONS: Mutex<u64> = Mutex::new(0);
 static RESOLVED: Condvar = Condvar::new();
@@ -41,6 +45,13 @@ pub fn with_wait_limit<R>(until: Instant, f: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(LIMIT.with(|l| l.replace(Some(until))));
     f()
+}
+
+/// Sets how a waiting read blocks its thread: a server whose point reads run on async
+/// runtime workers hands the worker's other tasks over first (a blocked worker would hold
+/// them, the resolution's among them, until the wait ends). Set once per process.
+pub fn set_blocker(blocker: fn(&mut dyn FnMut())) {
+    let _ = BLOCKER.set(blocker);
 }
 
 /// Until when this thread waits for a prepared transaction that starts waiting now.
@@ -69,9 +80,15 @@ pub(crate) fn waiting<R>(mut read: impl FnMut() -> Result<R>) -> Result<R> {
                 if now >= until {
                     return Err(StorageError::PrepareConflict { table });
                 }
-                let mut count = RESOLUTIONS.lock();
-                if *count == seen {
-                    let _ = RESOLVED.wait_until(&mut count, until.min(now + RECHECK));
+                let mut wait = || {
+                    let mut count = RESOLUTIONS.lock();
+                    if *count == seen {
+                        let _ = RESOLVED.wait_until(&mut count, until.min(now + RECHECK));
+                    }
+                };
+                match BLOCKER.get() {
+                    Some(block) => block(&mut wait),
+                    None => wait(),
                 }
             }
             r => return r,

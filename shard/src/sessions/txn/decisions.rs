@@ -8,8 +8,10 @@
 //! there means commit at its time; none means abort, made final by aborting the
 //! coordinator's part first.
 //!
-//! A decision is kept for [`RETENTION`], far longer than any participant stays prepared
-//! while its coordinator is reachable; the TTL monitor deletes older ones.
+//! A decision is kept while a participant may still need it: the config server's
+//! recovery, which lists every shard's prepared transactions, deletes decisions older
+//! than [`RETENTION`] only in a pass that heard from every shard, and never one a
+//! participant still holds prepared (`pruneTransactionDecisions`).
 
 use std::time::Duration;
 
@@ -21,8 +23,8 @@ use crate::error::storage_to_mongo;
 
 /// Table of decisions, by session key and `txnNumber`.
 pub const TABLE: &str = "_txn_decisions";
-/// How long a decision is kept.
-pub const RETENTION: Duration = Duration::from_secs(3600);
+/// How long a decision is kept at least.
+pub const RETENTION: Duration = Duration::from_secs(600);
 
 fn key(session: &[u8], number: i64) -> Vec<u8> {
     [session, &number.to_be_bytes()].concat()
@@ -57,12 +59,14 @@ pub fn committed_at(
         .map(|t| proto::cluster_clock::pack(t.time, t.increment)))
 }
 
-/// Deletes the decisions older than [`RETENTION`]; how many went. The primary's deletions
-/// replicate.
-pub fn prune(engine: &dyn Engine) -> MongoResult<usize> {
+/// Deletes the decisions older than [`RETENTION`] except those of `keep` (session key,
+/// number: transactions some participant holds prepared); how many went. The primary's
+/// deletions replicate.
+pub fn prune(engine: &dyn Engine, keep: &[(Vec<u8>, i64)]) -> MongoResult<usize> {
     let cutoff = bson::DateTime::from_millis(
         bson::DateTime::now().timestamp_millis() - RETENTION.as_millis() as i64,
     );
+    let kept: std::collections::HashSet<Vec<u8>> = keep.iter().map(|(s, n)| key(s, *n)).collect();
     let rows = engine
         .scan(TABLE, &KeyRange::all(), false, 10_000)
         .map_err(storage_to_mongo)?;
@@ -72,7 +76,7 @@ pub fn prune(engine: &dyn Engine) -> MongoResult<usize> {
             .ok()
             .and_then(|d| d.get_datetime("u").ok().copied())
             .is_none_or(|u| u < cutoff);
-        if old {
+        if old && !kept.contains(&k) {
             batch.delete(TABLE, k);
         }
     }

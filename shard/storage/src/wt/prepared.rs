@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use parking_lot::Mutex;
 
 use super::timestamps::{Marks, TsConfig};
-use super::{data_session, table_uri, wt_error, Code, Connection, KeyBuf, Session};
+use super::{data_session, table_uri, wt_error, Code, Connection, KeyBuf, OpError, Session};
 use crate::{
     check_prepare, check_prepared_commit, PreparedId, Result, StorageError, Timestamp, WriteOpRef,
 };
@@ -42,23 +42,30 @@ pub(super) fn prepare(
         )));
     }
     let mut session = data_session(conn)?;
-    let begun = if recovered {
-        session.begin_with(c"roundup_timestamps=(prepared=true)")
-    } else {
-        session.begin()
-    };
-    begun.map_err(|c| wt_error(c, "begin_transaction"))?;
-    let prepared = apply(&mut session, ops).and_then(|()| {
-        let config = TsConfig::new(&[("prepare_timestamp", at)]);
-        session
-            .prepare_with(config.as_cstr())
-            .map_err(|c| wt_error(c, "prepare_transaction"))
-    });
-    if let Err(e) = prepared {
-        // Not prepared: an ordinary rollback.
-        let _ = session.rollback();
-        return Err(e);
-    }
+    // Eviction may roll the transaction back before it is prepared (WT_ROLLBACK): it is
+    // applied again, as every other write is.
+    super::retry_on_rollback(|| {
+        let begun = if recovered {
+            session.begin_with(c"roundup_timestamps=(prepared=true)")
+        } else {
+            session.begin()
+        };
+        begun.map_err(|c| OpError::wt(c, "begin_transaction"))?;
+        let prepared = apply(&mut session, ops).and_then(|()| {
+            let config = TsConfig::new(&[("prepare_timestamp", at)]);
+            session
+                .prepare_with(config.as_cstr())
+                .map_err(|c| wt_error(c, "prepare_transaction"))
+        });
+        prepared.map_err(|e| {
+            // Not prepared: an ordinary rollback.
+            let _ = session.rollback();
+            match e {
+                StorageError::WiredTiger { code, .. } if code == Code::ROLLBACK.0 => OpError::Retry,
+                e => OpError::Final(e),
+            }
+        })
+    })?;
     held.lock().insert(id, Held { session, at });
     Ok(())
 }
