@@ -11,6 +11,7 @@
 //! write to one (`shard::repl::prepared`).
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,10 @@ const RECHECK: Duration = Duration::from_millis(100);
 /// How a waiting read blocks its thread, if the process says (`set_blocker`).
 static BLOCKER: OnceLock<fn(&mut dyn FnMut())> = OnceLock::new();
 
-static RESOLUTIONS: Mutex<u64> = Mutex::new(0);
+/// Resolutions so far: every read loads it (no write, so no shared line bounces), and
+/// waits only if none came since.
+static RESOLUTIONS: AtomicU64 = AtomicU64::new(0);
+static WAITING: Mutex<()> = Mutex::new(());
 static RESOLVED: Condvar = Condvar::new();
 
 thread_local! {
@@ -63,7 +67,8 @@ pub fn limit() -> Instant {
 
 /// A prepared transaction was committed or aborted: waiting reads try again.
 pub(crate) fn resolved() {
-    *RESOLUTIONS.lock() += 1;
+    let _held = WAITING.lock();
+    RESOLUTIONS.fetch_add(1, Ordering::AcqRel);
     RESOLVED.notify_all();
 }
 
@@ -72,7 +77,7 @@ pub(crate) fn resolved() {
 pub(crate) fn waiting<R>(mut read: impl FnMut() -> Result<R>) -> Result<R> {
     let mut until = None;
     loop {
-        let seen = *RESOLUTIONS.lock();
+        let seen = RESOLUTIONS.load(Ordering::Acquire);
         match read() {
             Err(StorageError::PrepareConflict { table }) => {
                 let until = *until.get_or_insert_with(limit);
@@ -81,9 +86,9 @@ pub(crate) fn waiting<R>(mut read: impl FnMut() -> Result<R>) -> Result<R> {
                     return Err(StorageError::PrepareConflict { table });
                 }
                 let mut wait = || {
-                    let mut count = RESOLUTIONS.lock();
-                    if *count == seen {
-                        let _ = RESOLVED.wait_until(&mut count, until.min(now + RECHECK));
+                    let mut held = WAITING.lock();
+                    if RESOLUTIONS.load(Ordering::Acquire) == seen {
+                        let _ = RESOLVED.wait_until(&mut held, until.min(now + RECHECK));
                     }
                 };
                 match BLOCKER.get() {
