@@ -625,22 +625,7 @@ impl Node {
         handler: commands::Handler,
     ) -> MongoResult<Document> {
         // A read that meets a prepared transaction waits for it until the deadline.
-        let run = || self.run_with_deadline(db, cmd, raw_documents, deadline, routed, handler);
-        match deadline.0 {
-            Some(until) => storage::prepare_wait::with_wait_limit(until, run),
-            None => run(),
-        }
-    }
-
-    fn run_with_deadline(
-        &self,
-        db: &str,
-        cmd: &Document,
-        raw_documents: Option<&[&RawDocument]>,
-        deadline: Deadline,
-        routed: Routing,
-        handler: commands::Handler,
-    ) -> MongoResult<Document> {
+        let _limit = storage::prepare_wait::limit_until(deadline.0);
         let as_of: Option<Arc<dyn Engine>> = routed
             .read_at
             .map(|at| Arc::new(storage::AsOf::new(self.engine.clone(), at)) as _);

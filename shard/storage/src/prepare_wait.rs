@@ -41,14 +41,23 @@ thread_local! {
 /// Runs `f` with reads on this thread waiting for prepared transactions until `until` at
 /// most.
 pub fn with_wait_limit<R>(until: Instant, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Instant>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            LIMIT.with(|l| l.set(self.0));
-        }
-    }
-    let _restore = Restore(LIMIT.with(|l| l.replace(Some(until))));
+    let _limit = limit_until(Some(until));
     f()
+}
+
+/// Makes reads on this thread wait for prepared transactions until `until` at most
+/// (`None`: [`DEFAULT_LIMIT`]) while the returned guard lives.
+pub fn limit_until(until: Option<Instant>) -> LimitGuard {
+    LimitGuard(LIMIT.with(|l| l.replace(until)))
+}
+
+/// Puts the thread's former limit back when dropped (however the caller ends).
+pub struct LimitGuard(Option<Instant>);
+
+impl Drop for LimitGuard {
+    fn drop(&mut self) {
+        LIMIT.with(|l| l.set(self.0));
+    }
 }
 
 /// Sets how a waiting read blocks its thread: a server whose point reads run on async
