@@ -26,7 +26,7 @@ use rand::{Rng, SeedableRng};
 use tokio_util::sync::CancellationToken;
 
 use crate::history::{Event, Op};
-use crate::workload::{outcome, pause, timed, Clock, OpError};
+use crate::workload::{outcome, pause, timed, Clock, OpError, Worker};
 
 pub const DB: &str = "chaos";
 pub const COUNTERS: &str = "counters";
@@ -59,27 +59,20 @@ struct ApiWorker {
 }
 
 /// The API worker of one site: runs until `stop`, returns its events.
-pub async fn worker(
-    id: u32,
-    client: mongodb::Client,
-    seed: u64,
-    clock: Clock,
-    think: Duration,
-    stop: CancellationToken,
-) -> Vec<Event> {
-    let db = client.database(DB);
+pub async fn worker(spec: Worker) -> Vec<Event> {
+    let db = spec.client.database(DB);
     let mut w = ApiWorker {
-        id,
+        id: spec.id,
         counters: db.collection(COUNTERS),
         docs: db.collection(DOCS),
-        rng: StdRng::seed_from_u64(seed),
+        rng: StdRng::seed_from_u64(spec.seed),
         mine: Vec::new(),
         seq: 0,
     };
     let mut events = Vec::new();
-    while !stop.is_cancelled() {
+    while !spec.stop.is_cancelled() {
         let roll: u32 = w.rng.gen_range(0..100);
-        let invoked = clock.now();
+        let invoked = spec.clock.now();
         let done = match roll {
             0..=24 => w.increment().await,
             25..=44 => w.insert().await,
@@ -93,8 +86,8 @@ pub async fn worker(
             _ => w.aggregate().await,
         };
         let (key, op, result) = done;
-        events.push(event(id, key, op, invoked, clock.now(), &result));
-        pause(think, &stop).await;
+        events.push(event(spec.id, key, op, invoked, spec.clock.now(), &result));
+        pause(spec.think, &spec.stop).await;
     }
     events
 }

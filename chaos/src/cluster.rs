@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use bson::doc;
 
+use crate::direct::DirectMember;
 use crate::raw_client::Login;
 
 pub const SITES: [&str; 3] = ["A", "B", "C"];
@@ -16,6 +17,8 @@ pub const SITES: [&str; 3] = ["A", "B", "C"];
 pub const HEALTHY_WITHIN: Duration = Duration::from_secs(90);
 /// How long a fault aimed at the primary waits for an election under way.
 pub const ELECTED_WITHIN: Duration = Duration::from_secs(30);
+/// How long a member may take to answer `hello` when the runner asks it directly.
+const PROBE_LIMIT: Duration = Duration::from_secs(2);
 
 /// A three-site cluster under test. Members and routers are numbered from 0.
 #[allow(async_fn_in_trait)] // used through generics only, never as `dyn`
@@ -25,6 +28,15 @@ pub trait Cluster {
     /// The user every client logs in as.
     fn login(&self) -> Login;
     fn member_count(&self) -> usize;
+    /// The replica set member `i` belongs to.
+    fn member_set(&self, _i: usize) -> &str {
+        "shard0"
+    }
+    /// The routers serve a sharded cluster (shards and config servers, each a replica
+    /// set): a router then reports no set's members, and the runner asks the members.
+    fn sharded(&self) -> bool {
+        false
+    }
     /// The member's replica-set id.
     fn member_id(&self, i: usize) -> u64;
     fn member_site(&self, i: usize) -> &str;
@@ -90,15 +102,91 @@ pub trait Cluster {
 
     /// The primary once the set has one, within `ELECTED_WITHIN`: a fault aimed at the
     /// primary may come while an election is under way, and an operator waits it out.
+    /// In a sharded cluster, the first shard's.
     async fn elected_primary(&self, client: &mongodb::Client) -> anyhow::Result<usize> {
+        Ok(self.elected_primaries(client).await?[0])
+    }
+
+    /// Every replica set's primary, in the order of their members (the shards first),
+    /// once each has one, within `ELECTED_WITHIN`.
+    async fn elected_primaries(&self, client: &mongodb::Client) -> anyhow::Result<Vec<usize>> {
         let deadline = Instant::now() + ELECTED_WITHIN;
-        loop {
-            match self.primary(client).await {
-                Ok(p) => return Ok(p),
-                Err(e) if Instant::now() >= deadline => return Err(e),
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        let mut sets: Vec<&str> = Vec::new();
+        for i in 0..self.member_count() {
+            if !sets.contains(&self.member_set(i)) {
+                sets.push(self.member_set(i));
             }
         }
+        let mut primaries = Vec::new();
+        for set in sets {
+            loop {
+                let found = if self.sharded() {
+                    self.primary_of(set).await
+                } else {
+                    self.primary(client).await
+                };
+                match found {
+                    Ok(p) => break primaries.push(p),
+                    Err(e) if Instant::now() >= deadline => return Err(e),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        }
+        Ok(primaries)
+    }
+
+    /// The member of `set` that says it is the writable primary, asked of each member.
+    async fn primary_of(&self, set: &str) -> anyhow::Result<usize> {
+        for i in (0..self.member_count()).filter(|&i| self.member_set(i) == set) {
+            let Some(member) = DirectMember::of(self, i)? else {
+                bail!(
+                    "the runner cannot reach the {} target's members",
+                    self.target()
+                );
+            };
+            let hello = member.hello(PROBE_LIMIT).await;
+            if hello.is_ok_and(|h| h.get_bool("isWritablePrimary") == Ok(true)) {
+                return Ok(i);
+            }
+        }
+        bail!("no member of {set} says it is primary")
+    }
+
+    /// Member `i`'s state as it reports it (`PRIMARY`, `SECONDARY`, `ARBITER`, or
+    /// another), asked of a router, or of the member itself in a sharded cluster.
+    async fn member_state(&self, admin: &mongodb::Client, i: usize) -> Option<String> {
+        if self.sharded() {
+            let hello = DirectMember::of(self, i)
+                .ok()??
+                .hello(PROBE_LIMIT)
+                .await
+                .ok()?;
+            let flag = |f: &str| hello.get_bool(f) == Ok(true);
+            let state = if flag("isWritablePrimary") {
+                "PRIMARY"
+            } else if flag("secondary") {
+                "SECONDARY"
+            } else if flag("arbiterOnly") {
+                "ARBITER"
+            } else {
+                "OTHER"
+            };
+            return Some(state.into());
+        }
+        let status = admin
+            .database("admin")
+            .run_command(doc! {"replSetGetStatus": 1})
+            .await
+            .ok()?;
+        let host = self.member_host(i);
+        status
+            .get_array("members")
+            .ok()?
+            .iter()
+            .filter_map(|m| m.as_document())
+            .find(|m| m.get_str("name") == Ok(host.as_str()))
+            .and_then(|m| m.get_str("stateStr").ok())
+            .map(str::to_string)
     }
 
     /// The member the replica set reports as primary, asked through `client`.
@@ -119,28 +207,13 @@ pub trait Cluster {
         bail!("no primary in replSetGetStatus: {status}")
     }
 
-    /// Waits until member `i` reports itself up (SECONDARY, ARBITER or PRIMARY) in the
-    /// set's status, as an operator waits before restarting the next member.
+    /// Waits until member `i` reports itself up (SECONDARY, ARBITER or PRIMARY), as an
+    /// operator waits before restarting the next member.
     async fn wait_member_up(&self, admin: &mongodb::Client, i: usize) -> anyhow::Result<()> {
         let deadline = Instant::now() + HEALTHY_WITHIN;
-        let host = self.member_host(i);
         loop {
-            let status = admin
-                .database("admin")
-                .run_command(doc! {"replSetGetStatus": 1})
-                .await;
-            let up = status.ok().is_some_and(|s| {
-                s.get_array("members").is_ok_and(|ms| {
-                    ms.iter().filter_map(|m| m.as_document()).any(|m| {
-                        m.get_str("name") == Ok(host.as_str())
-                            && matches!(
-                                m.get_str("stateStr"),
-                                Ok("SECONDARY" | "ARBITER" | "PRIMARY")
-                            )
-                    })
-                })
-            });
-            if up {
+            let state = self.member_state(admin, i).await;
+            if matches!(state.as_deref(), Some("SECONDARY" | "ARBITER" | "PRIMARY")) {
                 return Ok(());
             }
             if Instant::now() > deadline {

@@ -8,9 +8,11 @@
 //! ([`compose`]); both targets implement [`cluster::Cluster`].
 
 pub mod api_workload;
+pub mod bank_workload;
 pub mod check;
 pub mod cluster;
 pub mod compose;
+pub mod direct;
 pub mod disk;
 pub mod history;
 pub mod local;

@@ -1,8 +1,10 @@
 //! The `local` target: a three-site cluster of separate `bulwark` processes on loopback,
-//! laid out as the two-two-arbiter deployment (two data members in site A, two in site B, an
-//! arbiter in site C, a router per site, auth on). Every member→member and
-//! router→member connection goes through a [`Link`](crate::proxy::Link), so sites can be
-//! partitioned; processes can be killed, paused and restarted.
+//! with a router per site and auth on, in one of two [`Layout`]s: a replica set laid out
+//! as the two-two-arbiter deployment (two data members in site A, two in site B, an
+//! arbiter in site C), or a sharded cluster (two shards and the config servers, a member
+//! of each per site). Every member→member and router→member connection goes through a
+//! [`Link`](crate::proxy::Link) of the dialler's own, so sites can be partitioned;
+//! processes can be killed, paused and restarted.
 
 use std::fs::File;
 use std::net::SocketAddr;
@@ -20,17 +22,75 @@ use crate::raw_client::Login;
 pub const ADMIN_USER: &str = "chaos";
 pub const ADMIN_PASSWORD: &str = "chaos-password";
 
-/// (site, priority, arbiter) of each member, in id order.
-const LAYOUT: [(&str, i64, bool); 5] = [
-    ("A", 2, false),
-    ("A", 2, false),
-    ("B", 1, false),
-    ("B", 1, false),
-    ("C", 0, true),
-];
+/// A member's site, priority, and whether it is an arbiter.
+type MemberSpec = (&'static str, i64, bool);
+
+/// One replica set of a layout.
+struct SetSpec {
+    name: &'static str,
+    members: &'static [MemberSpec],
+}
+
+/// How the local cluster is laid out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// One replica set: two data members in site A, two in site B, an arbiter in site C.
+    #[default]
+    ReplicaSet,
+    /// Two shards and the config servers, each a replica set with a member per site
+    /// (shard0 prefers a primary in site A, shard1 in site B), as in
+    /// deploy/docker-compose.sharded.yml.
+    Sharded,
+}
+
+impl Layout {
+    /// The replica sets, shards first; members are numbered across them, from 1.
+    fn sets(self) -> &'static [SetSpec] {
+        const ONE_PER_SITE_A: &[MemberSpec] = &[("A", 2, false), ("B", 1, false), ("C", 1, false)];
+        match self {
+            Layout::ReplicaSet => &[SetSpec {
+                name: "shard0",
+                members: &[
+                    ("A", 2, false),
+                    ("A", 2, false),
+                    ("B", 1, false),
+                    ("B", 1, false),
+                    ("C", 0, true),
+                ],
+            }],
+            Layout::Sharded => &[
+                SetSpec {
+                    name: "shard0",
+                    members: ONE_PER_SITE_A,
+                },
+                SetSpec {
+                    name: "shard1",
+                    members: &[("A", 1, false), ("B", 2, false), ("C", 1, false)],
+                },
+                SetSpec {
+                    name: CONFIG_SET,
+                    members: ONE_PER_SITE_A,
+                },
+            ],
+        }
+    }
+
+    /// Every member's set and spec, in id order.
+    fn members(self) -> Vec<(&'static str, MemberSpec)> {
+        self.sets()
+            .iter()
+            .flat_map(|set| set.members.iter().map(|m| (set.name, *m)))
+            .collect()
+    }
+}
+
+/// The config server replica set's name.
+const CONFIG_SET: &str = "config";
 
 pub struct Member {
     pub id: u64,
+    pub set: &'static str,
     pub site: &'static str,
     pub port: u16,
     config: PathBuf,
@@ -69,6 +129,7 @@ pub struct LocalOptions {
     /// Every data member's directory is a filesystem of its own, this many MiB (a tmpfs
     /// mounted by the runner, which must be root), so that one can be filled.
     pub small_disks_mb: Option<u64>,
+    pub layout: Layout,
 }
 
 pub struct LocalCluster {
@@ -79,6 +140,7 @@ pub struct LocalCluster {
     pub routers: Vec<Router>,
     links: Links,
     direct: bool,
+    layout: Layout,
     /// The key every router and member presents to members, fresh per run: the cluster
     /// runs with auth on, which makes internal authentication mandatory.
     cluster_key: String,
@@ -96,111 +158,30 @@ impl LocalCluster {
         base_port: u16,
         options: &LocalOptions,
     ) -> anyhow::Result<LocalCluster> {
-        let (router_env, member_settings) = (&options.router_env, &options.member_settings);
         let cluster_key = router::auth::nonce::NonceSource::Os.nonce();
-        let member_settings =
-            format!("auth = true\ncluster_key = \"{cluster_key}\"\n{member_settings}");
         std::fs::create_dir_all(dir)?;
-        let shutdown = CancellationToken::new();
-        let mut links = Links::default();
-        let member_port = |i: usize| base_port + i as u16;
-        let addr = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
-        // Proxy ports: 100 + 10 × dialler + target, above the members and routers.
-        let link_port = |from: usize, to: usize| base_port + 100 + 10 * from as u16 + to as u16;
+        let mut plan = Plan {
+            base_port,
+            options,
+            dir,
+            cluster_key: cluster_key.clone(),
+            layout: options.layout.members(),
+            links: Links::default(),
+            opened: Default::default(),
+            shutdown: CancellationToken::new(),
+        };
         let mut members = Vec::new();
-        for (i, (site, _, _)) in LAYOUT.iter().enumerate() {
-            let mut peers = Vec::new();
-            for (j, (to_site, priority, arbiter)) in LAYOUT.iter().enumerate() {
-                let dial = if i == j || options.direct {
-                    String::new()
-                } else {
-                    let at = links
-                        .open(
-                            site,
-                            to_site,
-                            addr(link_port(i, j)),
-                            addr(member_port(j)),
-                            shutdown.clone(),
-                        )
-                        .await
-                        .with_context(|| format!("starting link {i}->{j}"))?;
-                    format!(", dial = \"{at}\"")
-                };
-                peers.push(format!(
-                    "  {{ id = {}, host = \"127.0.0.1:{}\", site = \"{to_site}\", priority = {priority}, arbiter = {arbiter}{dial} }},",
-                    j + 1,
-                    member_port(j)
-                ));
-            }
-            let id = i as u64 + 1;
-            let config = dir.join(format!("member{id}.toml"));
-            std::fs::write(
-                &config,
-                format!(
-                    "listen = \"127.0.0.1:{}\"\ndir = \"{}\"\ncache_mb = 64\n{member_settings}\n[replication]\nset_name = \"shard0\"\nme = {id}\n{}\nmembers = [\n{}\n]\n",
-                    member_port(i),
-                    dir.join(format!("member{id}")).display(),
-                    options.replication_settings,
-                    peers.join("\n")
-                ),
-            )?;
-            members.push(Member {
-                id,
-                site,
-                port: member_port(i),
-                config,
-                log: dir.join(format!("member{id}.log")),
-                child: None,
-            });
+        for i in 0..plan.layout.len() {
+            members.push(plan.member(i).await?);
         }
-        // Routers: one per site, and a second in site A whose nonces come from the OS
-        // (the nonce-contention scenario compares the two).
-        let router_specs = [("A", "user"), ("B", "user"), ("C", "user"), ("A", "os")];
         let mut routers = Vec::new();
-        for (r, (site, nonce)) in router_specs.iter().enumerate() {
-            let from = 10 + r; // link-port slot of this router as a dialler
-            let mut shard = Vec::new();
-            for (j, (to_site, _, _)) in LAYOUT.iter().enumerate() {
-                if options.direct {
-                    shard.push(addr(member_port(j)).to_string());
-                    continue;
-                }
-                let at = links
-                    .open(
-                        site,
-                        to_site,
-                        addr(link_port(from, j)),
-                        addr(member_port(j)),
-                        shutdown.clone(),
-                    )
-                    .await
-                    .with_context(|| format!("starting router link {r}->{j}"))?;
-                shard.push(at.to_string());
-            }
-            let port = base_port + 10 + r as u16;
-            let mut env = vec![
-                ("BULWARK_LISTEN".into(), format!("127.0.0.1:{port}")),
-                ("BULWARK_SHARD".into(), shard.join(",")),
-                ("BULWARK_SITE".into(), site.to_string()),
-                ("BULWARK_AUTH".into(), "true".into()),
-                ("BULWARK_CLUSTER_KEY".into(), cluster_key.clone()),
-                ("BULWARK_NONCE_SOURCE".into(), nonce.to_string()),
-                // slow-router sets a failCommand fail point on a router.
-                ("BULWARK_ENABLE_TEST_COMMANDS".into(), "true".into()),
-            ];
-            env.extend(router_env.iter().cloned());
-            if r == 0 {
-                env.push(("BULWARK_ADMIN_USER".into(), ADMIN_USER.into()));
-                env.push(("BULWARK_ADMIN_PASSWORD".into(), ADMIN_PASSWORD.into()));
-            }
-            routers.push(Router {
-                site,
-                port,
-                nonce_source: nonce,
-                env,
-                log: dir.join(format!("router{r}.log")),
-                child: None,
-            });
+        // One router per site, and a second in site A whose nonces come from the OS (the
+        // nonce-contention scenario compares the two).
+        for (r, spec) in [("A", "user"), ("B", "user"), ("C", "user"), ("A", "os")]
+            .into_iter()
+            .enumerate()
+        {
+            routers.push(plan.router(r, spec).await?);
         }
         let mut c = LocalCluster {
             bin: bin.to_path_buf(),
@@ -208,14 +189,15 @@ impl LocalCluster {
             dir: dir.to_path_buf(),
             members,
             routers,
-            links,
+            links: plan.links,
             direct: options.direct,
+            layout: options.layout,
             cluster_key,
-            shutdown,
+            shutdown: plan.shutdown,
             mounts: Vec::new(),
         };
         if let Some(mb) = options.small_disks_mb {
-            for (i, (_, _, arbiter)) in LAYOUT.iter().enumerate() {
+            for (i, (_, (_, _, arbiter))) in plan.layout.iter().enumerate() {
                 if !arbiter {
                     let at = dir.join(format!("member{}", i + 1));
                     crate::disk::mount_small(&at, mb)?;
@@ -254,6 +236,179 @@ impl LocalCluster {
     }
 }
 
+/// What [`LocalCluster::start`] lays out: every member's config file and every router's
+/// settings, and the links between them.
+struct Plan<'a> {
+    base_port: u16,
+    options: &'a LocalOptions,
+    dir: &'a Path,
+    cluster_key: String,
+    layout: Vec<(&'static str, MemberSpec)>,
+    links: Links,
+    /// Links opened so far, by (dialler, member): a config server dials its peers through
+    /// one link, as a peer and for the catalog.
+    opened: std::collections::HashMap<(usize, usize), String>,
+    shutdown: CancellationToken,
+}
+
+/// The link-port slot of router `r` as a dialler, above every member's.
+const ROUTER_SLOT: usize = 10;
+
+impl Plan<'_> {
+    fn member_port(&self, i: usize) -> u16 {
+        self.base_port + i as u16
+    }
+
+    fn host(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.member_port(i))
+    }
+
+    /// Where `from` (a member, or [`ROUTER_SLOT`] + a router) dials member `to`: a link
+    /// of its own, which a partition of either's site cuts (or the member itself when the
+    /// cluster runs direct).
+    async fn dial(&mut self, from: usize, from_site: &str, to: usize) -> anyhow::Result<String> {
+        if self.options.direct {
+            return Ok(self.host(to));
+        }
+        if let Some(at) = self.opened.get(&(from, to)) {
+            return Ok(at.clone());
+        }
+        // Proxy ports: 100 + 10 × dialler + target, above the members and routers.
+        let port = self.base_port + 100 + 10 * from as u16 + to as u16;
+        let addr = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let at = self
+            .links
+            .open(
+                from_site,
+                self.layout[to].1 .0,
+                addr(port),
+                addr(self.member_port(to)),
+                self.shutdown.clone(),
+            )
+            .await
+            .with_context(|| format!("starting link {from}->{to}"))?;
+        self.opened.insert((from, to), at.to_string());
+        Ok(at.to_string())
+    }
+
+    /// `dial_via` for dialler `from`: every other member at its link.
+    async fn dial_via(&mut self, from: usize, from_site: &str) -> anyhow::Result<String> {
+        let mut pairs = Vec::new();
+        for j in (0..self.layout.len()).filter(|&j| j != from) {
+            pairs.push(format!(
+                "{}={}",
+                self.host(j),
+                self.dial(from, from_site, j).await?
+            ));
+        }
+        Ok(pairs.join(","))
+    }
+
+    /// Member `i`'s config file, written, and its record.
+    async fn member(&mut self, i: usize) -> anyhow::Result<Member> {
+        let (set, (site, _, _)) = self.layout[i];
+        let mut peers = Vec::new();
+        let set_members: Vec<usize> = (0..self.layout.len())
+            .filter(|&j| self.layout[j].0 == set)
+            .collect();
+        for j in set_members {
+            let (_, (to_site, priority, arbiter)) = self.layout[j];
+            let dial = if i == j || self.options.direct {
+                String::new()
+            } else {
+                format!(", dial = \"{}\"", self.dial(i, site, j).await?)
+            };
+            peers.push(format!(
+                "  {{ id = {}, host = \"{}\", site = \"{to_site}\", priority = {priority}, arbiter = {arbiter}{dial} }},",
+                j + 1,
+                self.host(j)
+            ));
+        }
+        // A config server reaches the shards' members (migrations, recovery of prepared
+        // transactions) and its own set's (the catalog) through its site's links.
+        let dial_via = if set == CONFIG_SET && !self.options.direct {
+            format!("dial_via = \"{}\"\n", self.dial_via(i, site).await?)
+        } else {
+            String::new()
+        };
+        let id = i as u64 + 1;
+        let config = self.dir.join(format!("member{id}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "listen = \"{}\"\ndir = \"{}\"\ncache_mb = 64\nauth = true\ncluster_key = \"{}\"\n{dial_via}{}\n[replication]\nset_name = \"{set}\"\nme = {id}\n{}\nmembers = [\n{}\n]\n",
+                self.host(i),
+                self.dir.join(format!("member{id}")).display(),
+                self.cluster_key,
+                self.options.member_settings,
+                self.options.replication_settings,
+                peers.join("\n")
+            ),
+        )?;
+        Ok(Member {
+            id,
+            set,
+            site,
+            port: self.member_port(i),
+            config,
+            log: self.dir.join(format!("member{id}.log")),
+            child: None,
+        })
+    }
+
+    /// Router `r`'s settings: the members it reaches through its links, by layout.
+    async fn router(
+        &mut self,
+        r: usize,
+        (site, nonce): (&'static str, &'static str),
+    ) -> anyhow::Result<Router> {
+        let from = ROUTER_SLOT + r;
+        let port = self.base_port + 10 + r as u16;
+        let mut env = vec![
+            ("BULWARK_LISTEN".into(), format!("127.0.0.1:{port}")),
+            ("BULWARK_SITE".into(), site.to_string()),
+            ("BULWARK_AUTH".into(), "true".into()),
+            ("BULWARK_CLUSTER_KEY".into(), self.cluster_key.clone()),
+            ("BULWARK_NONCE_SOURCE".into(), nonce.to_string()),
+            // slow-router sets a failCommand fail point on a router.
+            ("BULWARK_ENABLE_TEST_COMMANDS".into(), "true".into()),
+        ];
+        let layout = self.layout.clone();
+        let hosts_of = |set: &str| {
+            (0..layout.len())
+                .filter(|&j| layout[j].0 == set)
+                .map(|j| self.host(j))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        if self.options.layout == Layout::Sharded {
+            let shards = ["shard0", "shard1"].map(|s| format!("{s}/{}", hosts_of(s)));
+            env.push(("BULWARK_CONFIG_SERVERS".into(), hosts_of(CONFIG_SET)));
+            env.push(("BULWARK_ADD_SHARDS".into(), shards.join(";")));
+            env.push(("BULWARK_DIAL_VIA".into(), self.dial_via(from, site).await?));
+        } else {
+            let mut shard = Vec::new();
+            for j in 0..layout.len() {
+                shard.push(self.dial(from, site, j).await?);
+            }
+            env.push(("BULWARK_SHARD".into(), shard.join(",")));
+        }
+        env.extend(self.options.router_env.iter().cloned());
+        if r == 0 {
+            env.push(("BULWARK_ADMIN_USER".into(), ADMIN_USER.into()));
+            env.push(("BULWARK_ADMIN_PASSWORD".into(), ADMIN_PASSWORD.into()));
+        }
+        Ok(Router {
+            site,
+            port,
+            nonce_source: nonce,
+            env,
+            log: self.dir.join(format!("router{r}.log")),
+            child: None,
+        })
+    }
+}
+
 impl Cluster for LocalCluster {
     fn target(&self) -> &'static str {
         "local"
@@ -269,6 +424,14 @@ impl Cluster for LocalCluster {
 
     fn member_id(&self, i: usize) -> u64 {
         self.members[i].id
+    }
+
+    fn member_set(&self, i: usize) -> &str {
+        self.members[i].set
+    }
+
+    fn sharded(&self) -> bool {
+        self.layout == Layout::Sharded
     }
 
     fn member_site(&self, i: usize) -> &str {
@@ -343,7 +506,12 @@ impl Cluster for LocalCluster {
     fn start_member(&mut self, i: usize) -> anyhow::Result<()> {
         let mut cmd = self.command();
         let m = &mut self.members[i];
-        let child = spawn(cmd.args(["shard", "--config"]).arg(&m.config), &m.log)
+        let role = if m.set == CONFIG_SET {
+            "configsvr"
+        } else {
+            "shard"
+        };
+        let child = spawn(cmd.args([role, "--config"]).arg(&m.config), &m.log)
             .with_context(|| format!("starting member {}", m.id))?;
         m.child = Some(child);
         Ok(())

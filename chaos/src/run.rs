@@ -5,17 +5,19 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use bson::doc;
 use clap::ValueEnum;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::api_workload;
+use crate::bank_workload;
 use crate::check::linearizable::Verdict;
-use crate::check::{effects, errors, lost_writes, members_agree, recovery, txn_lists};
+use crate::check::{bank, effects, errors, lost_writes, members_agree, recovery, txn_lists};
 use crate::cluster::{client, Cluster, SITES};
 use crate::compose::ComposeCluster;
 use crate::history::History;
-use crate::local::{LocalCluster, LocalOptions};
+use crate::local::{Layout, LocalCluster, LocalOptions};
 use crate::scenario::{self, FaultRun, Scenario};
 use crate::timeline;
 use crate::txn_workload;
@@ -41,6 +43,10 @@ pub struct ChaosArgs {
     pub scenario: Scenario,
     #[arg(long, value_enum, default_value_t = Target::Local)]
     pub target: Target,
+    /// The local target's layout: one replica set, or a sharded cluster (two shards and
+    /// the config servers), where the transactional workloads span both shards.
+    #[arg(long, value_enum, default_value_t = Layout::ReplicaSet)]
+    pub layout: Layout,
     /// Seeds the workload's choices (keys, operation mix).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -98,8 +104,9 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
             };
             let _ = std::fs::remove_dir_all(&dir);
             println!(
-                "chaos {:?}: local cluster in {} (ports {}+), seed {}, open files {fds}",
+                "chaos {:?}: local {:?} cluster in {} (ports {}+), seed {}, open files {fds}",
                 args.scenario,
+                args.layout,
                 dir.display(),
                 args.base_port,
                 args.seed
@@ -124,6 +131,7 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
                     String::new()
                 },
                 small_disks_mb: (args.scenario == Scenario::DiskFull).then_some(SMALL_DISK_MB),
+                layout: args.layout,
                 ..Default::default()
             };
             let mut cluster = LocalCluster::start(bin, &dir, args.base_port, &options)
@@ -139,6 +147,9 @@ pub async fn run(args: ChaosArgs, bin: &Path) -> anyhow::Result<bool> {
         Target::Compose => {
             if !args.router_env.is_empty() {
                 bail!("--router-env applies to the local target: the compose routers' settings are in deploy/docker-compose.yml");
+            }
+            if args.layout != Layout::ReplicaSet {
+                bail!("--layout applies to the local target: the compose target is the replica set of deploy/docker-compose.yml");
             }
             println!(
                 "chaos {:?}: the docker-compose cluster (make cluster-up), seed {}, open files {fds}",
@@ -235,7 +246,7 @@ async fn run_on<C: Cluster>(
         phases.pre, phases.fault, phases.post
     );
     let admin = client(&cluster.uri(cluster.router_of("A"))).await?;
-    prepare_history_collections(&admin).await?;
+    prepare_history_collections(&admin, cluster.sharded()).await?;
     prepare_api_collections(&admin).await?;
     let run = run_workload(args, cluster, &admin, &phases).await?;
     let checks = Checks::run(args, cluster, &admin, &run).await?;
@@ -261,8 +272,9 @@ impl Phases {
     }
 }
 
-/// Empties the collections the histories' workload writes and indexes them.
-async fn prepare_history_collections(admin: &mongodb::Client) -> anyhow::Result<()> {
+/// Empties the collections the histories' workload writes and indexes them; fills the
+/// transactional workloads' collections, split over both shards in a sharded cluster.
+async fn prepare_history_collections(admin: &mongodb::Client, sharded: bool) -> anyhow::Result<()> {
     // The histories' values are unique within a run only: start from empty collections
     // (the compose cluster keeps an earlier run's data). Each gets a secondary index (the
     // lists' is multikey), whose upkeep through the fault `validate` checks afterwards.
@@ -281,15 +293,50 @@ async fn prepare_history_collections(admin: &mongodb::Client) -> anyhow::Result<
             .await
             .with_context(|| format!("indexing chaos.{coll} before the run"))?;
     }
-    let lists = txn_workload::collection(admin);
-    until_settled(|| std::future::IntoFuture::into_future(lists.drop()))
-        .await
-        .context("dropping chaos.txn_lists before the run")?;
-    let fill =
-        || std::future::IntoFuture::into_future(lists.insert_many(txn_workload::initial_lists()));
-    until_settled(fill)
-        .await
-        .context("filling chaos.txn_lists before the run")?;
+    let filled = [
+        (
+            txn_workload::collection(admin),
+            txn_workload::initial_lists(),
+            i64::from(txn_workload::TXN_KEYS / 2),
+        ),
+        (
+            bank_workload::collection(admin),
+            bank_workload::initial_accounts(),
+            bank_workload::ACCOUNTS / 2,
+        ),
+    ];
+    for (coll, docs, middle) in filled {
+        let ns = coll.namespace();
+        until_settled(|| std::future::IntoFuture::into_future(coll.drop()))
+            .await
+            .with_context(|| format!("dropping {ns} before the run"))?;
+        let fill = || std::future::IntoFuture::into_future(coll.insert_many(docs.clone()));
+        until_settled(fill)
+            .await
+            .with_context(|| format!("filling {ns} before the run"))?;
+        if sharded {
+            split_over_shards(admin, &ns.to_string(), middle).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Shards `ns` on `_id`: below `middle` on shard0, the rest on shard1.
+async fn split_over_shards(admin: &mongodb::Client, ns: &str, middle: i64) -> anyhow::Result<()> {
+    let db = ns.split('.').next().unwrap_or(ns);
+    let steps = [
+        doc! {"enableSharding": db},
+        doc! {"shardCollection": ns, "key": {"_id": 1}},
+        doc! {"split": ns, "middle": {"_id": middle}},
+        doc! {"moveChunk": ns, "find": {"_id": 0_i64}, "to": "shard0"},
+        doc! {"moveChunk": ns, "find": {"_id": middle}, "to": "shard1"},
+    ];
+    let a = admin.database("admin");
+    for step in steps {
+        until_settled(|| std::future::IntoFuture::into_future(a.run_command(step.clone())))
+            .await
+            .with_context(|| format!("{step} before the run"))?;
+    }
     Ok(())
 }
 
@@ -298,6 +345,8 @@ struct WorkloadRun {
     history: History,
     /// The transactional workload's transactions.
     txns: Vec<crate::check::si::Txn>,
+    /// The bank's transfers and snapshot reads.
+    bank: Vec<bank_workload::Step>,
     clock: Clock,
     fault: FaultRun,
     /// When the fault began, in seconds on the workload clock.
@@ -324,21 +373,27 @@ async fn run_workload<C: Cluster>(
         workers_per_site: 3,
         think: Duration::from_millis(20),
     };
-    // One transactional worker per site, beside the single-document workload.
-    let txn_work: Vec<_> = clients
-        .iter()
-        .enumerate()
-        .map(|(site, c)| {
-            let id = 1000 + site as u32;
-            tokio::spawn(txn_workload::worker(
+    // One list-append worker and one bank worker per site, beside the single-document
+    // workload.
+    let stopping = &stop;
+    let per_site = |base: u32| {
+        clients.iter().enumerate().map(move |(site, c)| {
+            let id = base + site as u32;
+            workload::Worker {
                 id,
-                c.clone(),
-                args.seed ^ u64::from(id),
+                client: c.clone(),
+                seed: args.seed ^ u64::from(id),
                 clock,
-                shape.think,
-                stop.clone(),
-            ))
+                think: shape.think,
+                stop: stopping.clone(),
+            }
         })
+    };
+    let txn_work: Vec<_> = per_site(1000)
+        .map(|w| tokio::spawn(txn_workload::worker(w)))
+        .collect();
+    let bank_work: Vec<_> = per_site(2000)
+        .map(|w| tokio::spawn(bank_workload::worker(w)))
         .collect();
     let work = tokio::spawn(workload::run(
         clients,
@@ -370,10 +425,15 @@ async fn run_workload<C: Cluster>(
     for w in txn_work {
         txns.extend(w.await?);
     }
+    let mut bank = Vec::new();
+    for w in bank_work {
+        bank.extend(w.await?);
+    }
     let total = (clock.now() / 1_000_000_000) as usize;
     Ok(WorkloadRun {
         history,
         txns,
+        bank,
         fault,
         fault_start,
         total,
@@ -393,6 +453,7 @@ struct Checks {
     errs: errors::Report,
     agree: members_agree::Report,
     txn: txn_lists::Report,
+    bank: bank::Report,
     passed: bool,
 }
 
@@ -425,6 +486,7 @@ impl Checks {
         let agree = members_agree::check(cluster, MEMBERS_AGREE_WITHIN).await;
         let last = txn_workload::final_reads(admin, run.clock.now()).await?;
         let txn = txn_lists::check(run.txns.clone(), last);
+        let bank = bank::check(&run.bank, &bank_workload::final_balances(admin).await?);
         let passed = lost.ok()
             && rec.ok()
             && lin_ok
@@ -432,7 +494,8 @@ impl Checks {
             && agree.ok()
             && fx.ok()
             && errs.ok()
-            && txn.ok();
+            && txn.ok()
+            && bank.ok();
         Ok(Checks {
             healed,
             lost,
@@ -444,6 +507,7 @@ impl Checks {
             errs,
             agree,
             txn,
+            bank,
             passed,
         })
     }
@@ -473,6 +537,7 @@ fn write_outputs(
     let report = json!({
         "scenario": args.scenario,
         "target": target,
+        "layout": args.layout,
         "seed": args.seed,
         "router_env": &args.router_env,
         "passed": c.passed,
@@ -490,6 +555,7 @@ fn write_outputs(
             "effects": { "passed": c.fx.ok(), "report": &c.fx },
             "errors_explained": { "passed": c.errs.ok(), "report": &c.errs },
             "snapshot_isolation": { "passed": c.txn.ok(), "report": &c.txn },
+            "bank": { "passed": c.bank.ok(), "report": &c.bank },
         },
         "healthy_again_after_secs": c.healed.as_secs_f64(),
         "timeline": &tl,
@@ -541,6 +607,7 @@ fn print_summary(
     println!("{}", agree.summary());
     println!("{}", fx.summary());
     println!("{}", checks.txn.summary());
+    println!("{}", checks.bank.summary());
     println!(
         "errors: {} failed operations, {} not explained by the fault{}",
         errs.failures,

@@ -28,11 +28,13 @@ pub enum Scenario {
     /// Site B's router answers every command 600 ms late (failCommand fail point) while
     /// 500 ms clients storm it; then the fail point is lifted.
     SlowRouter,
-    /// SIGKILL the primary; restart it when the fault ends.
+    /// SIGKILL the primary (of every replica set, in the sharded layout); restart it
+    /// when the fault ends.
     KillPrimary,
-    /// SIGSTOP the primary; SIGCONT when the fault ends.
+    /// SIGSTOP the primary (of every replica set); SIGCONT when the fault ends.
     PausePrimary,
-    /// Cut the primary's site off from the other two; heal when the fault ends.
+    /// Cut the (first shard's) primary's site off from the other two; heal when the
+    /// fault ends.
     PartitionSite,
     /// Restart every member in turn (SIGTERM), secondaries first, the primary last.
     RollingRestart,
@@ -143,16 +145,28 @@ pub async fn fault<C: Cluster>(
             )
         }
         Scenario::KillPrimary | Scenario::PausePrimary | Scenario::PartitionSite => {
-            let p = cluster.elected_primary(admin).await?;
-            let (id, site) = (cluster.member_id(p), cluster.member_site(p).to_string());
+            // Every replica set's primary at once: in a sharded cluster a transaction's
+            // coordinator, its other participants and the config servers all fail over.
+            let primaries = cluster.elected_primaries(admin).await?;
+            let ids: Vec<u64> = primaries.iter().map(|&p| cluster.member_id(p)).collect();
+            let site = cluster.member_site(primaries[0]).to_string();
+            let names = ids
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
             let label = match scenario {
                 Scenario::KillPrimary => {
-                    cluster.kill_member(p)?;
-                    format!("SIGKILL member {id}")
+                    for &p in &primaries {
+                        cluster.kill_member(p)?;
+                    }
+                    format!("SIGKILL member {names}")
                 }
                 Scenario::PausePrimary => {
-                    cluster.pause_member(p, true)?;
-                    format!("SIGSTOP member {id}")
+                    for &p in &primaries {
+                        cluster.pause_member(p, true)?;
+                    }
+                    format!("SIGSTOP member {names}")
                 }
                 _ => {
                     cluster.partition(&site)?;
@@ -160,12 +174,17 @@ pub async fn fault<C: Cluster>(
                 }
             };
             tokio::time::sleep(window).await;
-            match scenario {
-                Scenario::KillPrimary => cluster.start_member(p)?,
-                Scenario::PausePrimary => cluster.pause_member(p, false)?,
-                _ => cluster.heal()?,
+            for &p in &primaries {
+                match scenario {
+                    Scenario::KillPrimary => cluster.start_member(p)?,
+                    Scenario::PausePrimary => cluster.pause_member(p, false)?,
+                    _ => {}
+                }
             }
-            (label, json!({ "primary_before": id, "site": site }))
+            if scenario == Scenario::PartitionSite {
+                cluster.heal()?;
+            }
+            (label, json!({ "primaries_before": ids, "site": site }))
         }
         Scenario::Overload => anyhow::bail!("overload runs on its own (overload::run)"),
         Scenario::PowerLoss => {

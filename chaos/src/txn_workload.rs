@@ -14,11 +14,10 @@ use mongodb::error::TRANSIENT_TRANSACTION_ERROR;
 use mongodb::options::ReadConcern;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tokio_util::sync::CancellationToken;
 
 use crate::check::si::{MicroOp, Txn};
 use crate::history::Outcome;
-use crate::workload::Clock;
+use crate::workload::Worker;
 
 pub const TXN_KEYS: u32 = 6;
 const COLLECTION: &str = "txn_lists";
@@ -37,37 +36,30 @@ pub fn collection(client: &mongodb::Client) -> mongodb::Collection<Document> {
 }
 
 /// Runs transactions until `stop`; returns them in the order they ran.
-pub async fn worker(
-    id: u32,
-    client: mongodb::Client,
-    seed: u64,
-    clock: Clock,
-    think: Duration,
-    stop: CancellationToken,
-) -> Vec<Txn> {
-    let coll = collection(&client);
-    let mut rng = StdRng::seed_from_u64(seed);
+pub async fn worker(w: Worker) -> Vec<Txn> {
+    let coll = collection(&w.client);
+    let mut rng = StdRng::seed_from_u64(w.seed);
     let mut history = Vec::new();
     let mut seq: i64 = 0;
-    while !stop.is_cancelled() {
+    while !w.stop.is_cancelled() {
         let plan: Vec<(bool, u32)> = (0..rng.gen_range(1..=4))
             .map(|_| (rng.gen_bool(0.5), rng.gen_range(0..TXN_KEYS)))
             .collect();
-        let invoked = clock.now();
+        let invoked = w.clock.now();
         let mut values = std::iter::from_fn(|| {
             seq += 1;
             // Unique in the run: the worker id in the high bits.
-            Some((i64::from(id) << 32) | seq)
+            Some((i64::from(w.id) << 32) | seq)
         });
-        let (ops, outcome) = one_txn(&client, &coll, &plan, &mut values).await;
+        let (ops, outcome) = one_txn(&w.client, &coll, &plan, &mut values).await;
         history.push(Txn {
-            client: id,
+            client: w.id,
             ops,
             outcome,
             invoked,
-            completed: clock.now(),
+            completed: w.clock.now(),
         });
-        tokio::time::sleep(think).await;
+        tokio::time::sleep(w.think).await;
     }
     history
 }
@@ -120,7 +112,7 @@ pub async fn one_txn(
 }
 
 /// A step within [`STEP_TIMEOUT`]: its error, or `None` when it timed out.
-async fn timed<T>(
+pub(crate) async fn timed<T>(
     step: impl std::future::IntoFuture<Output = mongodb::error::Result<T>>,
 ) -> Result<T, Option<mongodb::error::Error>> {
     match tokio::time::timeout(STEP_TIMEOUT, step.into_future()).await {

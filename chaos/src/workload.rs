@@ -45,6 +45,18 @@ impl Clock {
     }
 }
 
+/// What a worker of the run gets: its id, its site's client, its seed, the run's clock,
+/// its pause between operations, and the signal to stop.
+#[derive(Clone)]
+pub struct Worker {
+    pub id: u32,
+    pub client: mongodb::Client,
+    pub seed: u64,
+    pub clock: Clock,
+    pub think: Duration,
+    pub stop: CancellationToken,
+}
+
 /// Runs until `stop`; returns every worker's events.
 pub async fn run(
     clients: Vec<mongodb::Client>,
@@ -58,14 +70,14 @@ pub async fn run(
     // The API workers' ids follow the register and list workers'.
     let mut next_id = clients.len() as u32 * shape.workers_per_site;
     for (site, client) in clients.iter().enumerate() {
-        tasks.push(tokio::spawn(crate::api_workload::worker(
-            next_id,
-            client.clone(),
-            seeded(next_id),
+        tasks.push(tokio::spawn(crate::api_workload::worker(Worker {
+            id: next_id,
+            client: client.clone(),
+            seed: seeded(next_id),
             clock,
-            shape.think,
-            stop.clone(),
-        )));
+            think: shape.think,
+            stop: stop.clone(),
+        })));
         next_id += 1;
         if site == 0 {
             tasks.push(tokio::spawn(crate::api_workload::ddl_worker(

@@ -29,8 +29,7 @@ pub mod zones;
 use std::sync::Arc;
 use std::time::Duration;
 
-use router::shard_client::{MemberLink, ShardHandle};
-use router::sharding::{Cluster, LinkFactory};
+use router::sharding::Cluster;
 use tokio_util::sync::CancellationToken;
 
 /// The replica set name every config server member must use.
@@ -101,11 +100,11 @@ pub fn cluster_of(
         .find(|m| m.id == repl.me)
         .map(|m| m.site.clone())
         .unwrap_or_default();
-    let tls = auth.tls.clone();
-    let catalog = ShardHandle::connect_with(&hosts.join(","), &site, tls.clone())
+    let dial_via = proto::dial_via::DialVia::parse(&config.dial_via)?;
+    let links = router::sharding::grpc_links(auth.tls.clone(), dial_via);
+    let catalog = router::sharding::replica_set_of(&hosts.join(","), &links, &site)
         .map_err(|e| e.to_string())?
         .with_cluster_key(auth.sent_key())?;
-    let links: LinkFactory = Arc::new(move |a: &str| MemberLink::Grpc(a.to_string(), tls.clone()));
     Ok(Cluster::new(
         catalog,
         links,

@@ -4,6 +4,7 @@ pub mod cluster_auth;
 pub mod cluster_clock;
 pub mod cluster_key;
 pub mod cluster_tls;
+pub mod dial_via;
 
 pub mod shard {
     tonic::include_proto!("bulwark.shard.v1");

@@ -23,6 +23,10 @@ pub struct RouterConfig {
     /// zone range keyed by site keeps that site's documents on a shard whose primary is
     /// there.
     pub shard_zones: String,
+    /// Members reached at another address than the one the catalog names
+    /// (`host:port=addr:port,...`; `proto::dial_via`): for address translation, and for
+    /// tests that send each site's traffic through a proxy of its own.
+    pub dial_via: String,
     /// `net.maxIncomingConnections`: connections beyond this are closed at once.
     pub max_connections: usize,
     /// New connections handshaking (hello, SCRAM) at once; the rest queue, newest first
@@ -100,6 +104,7 @@ impl Default for RouterConfig {
             listen: "127.0.0.1:27017".into(),
             shard: "127.0.0.1:27100".into(),
             config_servers: String::new(),
+            dial_via: String::new(),
             add_shards: String::new(),
             shard_zones: String::new(),
             max_connections: 20_000,
@@ -168,6 +173,7 @@ impl RouterConfig {
         if !self.add_shards.is_empty() && self.config_servers.is_empty() {
             return Err("add_shards needs config_servers (a sharded cluster)".into());
         }
+        proto::dial_via::DialVia::parse(&self.dial_via)?;
         let shards = self.shards_to_add()?;
         for (shard, _) in self.zones_to_set()? {
             if !shards.iter().any(|(name, _)| *name == shard) {

@@ -53,11 +53,11 @@ pub async fn serve(
 ) -> Result<(), RouterError> {
     let tls = config.cluster_auth().map_err(RouterError::Config)?.tls;
     if !config.config_servers.is_empty() {
+        let dial_via =
+            proto::dial_via::DialVia::parse(&config.dial_via).map_err(RouterError::Config)?;
+        let links = crate::sharding::grpc_links(tls, dial_via);
         let config_rs =
-            ShardHandle::connect_with(&config.config_servers, &config.site, tls.clone())?;
-        let links: crate::sharding::LinkFactory = Arc::new(move |a: &str| {
-            crate::shard_client::MemberLink::Grpc(a.to_string(), tls.clone())
-        });
+            crate::sharding::replica_set_of(&config.config_servers, &links, &config.site)?;
         return serve_cluster(listener, config, config_rs, links, shutdown).await;
     }
     let shard = ShardHandle::connect_with(&config.shard, &config.site, tls)?;

@@ -53,6 +53,9 @@ pub struct ShardConfig {
     pub admission_control: bool,
     /// Config servers only: the pause between balancer rounds (`configsvr::balancer`).
     pub balancer_interval_ms: u64,
+    /// Config servers only: members reached at another address than the one the catalog
+    /// names (`host:port=addr:port,...`; `proto::dial_via`), as a router's `dial_via`.
+    pub dial_via: String,
 }
 
 /// The balancer's default pause between rounds.
@@ -80,6 +83,7 @@ impl Default for ShardConfig {
             read_tickets_max: 0,
             admission_control: true,
             balancer_interval_ms: DEFAULT_BALANCER_INTERVAL_MS,
+            dial_via: String::new(),
         }
     }
 }
@@ -107,6 +111,10 @@ impl ShardConfig {
             return Err(
                 "balancer_interval_ms applies to config servers only (replica set 'config')".into(),
             );
+        }
+        proto::dial_via::DialVia::parse(&self.dial_via)?;
+        if !config_server && !self.dial_via.is_empty() {
+            return Err("dial_via applies to config servers only (replica set 'config')".into());
         }
         if self.cache_mb < 16 {
             return Err("cache_mb must be at least 16".into());

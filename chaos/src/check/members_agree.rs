@@ -1,23 +1,21 @@
 //! The members hold the same, intact data: once the workload has ended and the cluster is
-//! healthy again, `dbHash` of every database agrees across every data member (after
-//! waiting, bounded, for them to catch up), and `validate` finds every collection's
-//! indexes matching its documents on every data member.
+//! healthy again, `dbHash` of every database agrees across every data member of each
+//! replica set (after waiting, bounded, for them to catch up), and `validate` finds every
+//! collection's indexes matching its documents on every data member.
 //!
-//! The runner calls each member itself, over the members' gRPC command service, as a
-//! router does (`router::shard_client`), with secondary reads allowed: the routers'
-//! read preferences pick a member by site, and a site holds two. A target whose members
+//! The runner calls each member itself ([`crate::direct`]): the routers' read
+//! preferences pick a member by site, and a site may hold two. A target whose members
 //! the runner cannot reach (compose: they are on Docker's networks, behind a cluster key)
 //! is reported as skipped.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use bson::{doc, Document};
-use router::shard_client::{reply_ok, Forward, ShardHandle};
 use serde::Serialize;
 
 use crate::cluster::Cluster;
+use crate::direct::DirectMember;
 
 /// How long one command on one member may take.
 const CALL_LIMIT: Duration = Duration::from_secs(30);
@@ -77,24 +75,19 @@ impl Report {
     }
 }
 
-/// A data member the runner calls directly.
+/// A data member and its replica set: members are compared with those of their set.
 struct Member {
-    host: String,
-    handle: ShardHandle,
+    set: String,
+    direct: DirectMember,
 }
 
 impl Member {
-    /// `cmd` on this member, allowed on a secondary.
+    fn host(&self) -> &str {
+        &self.direct.host
+    }
+
     async fn run(&self, db: &str, cmd: Document) -> anyhow::Result<Document> {
-        let fwd = Forward {
-            pin: Some(0),
-            ..Default::default()
-        };
-        let call = self.handle.run(db, &cmd, &fwd, "chaos-check");
-        let (reply, _, _) = tokio::time::timeout(CALL_LIMIT, call)
-            .await
-            .with_context(|| format!("{cmd} on {} timed out", self.host))??;
-        reply_ok(reply).with_context(|| format!("{cmd} on {}", self.host))
+        self.direct.run(db, cmd, CALL_LIMIT).await
     }
 }
 
@@ -119,7 +112,7 @@ pub async fn check<C: Cluster>(cluster: &C, bound: Duration) -> Report {
             return r;
         }
     };
-    r.members = members.iter().map(|m| m.host.clone()).collect();
+    r.members = members.iter().map(|m| m.host().to_string()).collect();
     let Some(latest) = wait_agreed(&members, bound, &mut r).await else {
         return r;
     };
@@ -134,29 +127,23 @@ pub async fn check<C: Cluster>(cluster: &C, bound: Duration) -> Report {
 async fn data_members<C: Cluster>(cluster: &C) -> anyhow::Result<Option<Vec<Member>>> {
     let mut members = Vec::new();
     for i in 0..cluster.member_count() {
-        let Some(addr) = cluster.member_command_addr(i) else {
+        let Some(member) = DirectMember::of(cluster, i)? else {
             return Ok(None);
         };
-        let handle = ShardHandle::connect_lazy(&addr, "")
-            .and_then(|h| {
-                h.with_cluster_key(cluster.cluster_key())
-                    .map_err(router::RouterError::Config)
-            })
-            .map_err(|e| anyhow::anyhow!("connecting to {addr}: {e}"))?;
-        let member = Member {
-            host: cluster.member_host(i),
-            handle,
-        };
-        let hello = member.run("admin", doc! {"hello": 1}).await?;
+        let hello = member.hello(CALL_LIMIT).await?;
         if !hello.get_bool("arbiterOnly").unwrap_or(false) {
-            members.push(member);
+            members.push(Member {
+                set: cluster.member_set(i).to_string(),
+                direct: member,
+            });
         }
     }
     Ok(Some(members))
 }
 
-/// Each member's `dbHash` of each database: database → member host → reply.
-type Hashes = BTreeMap<String, BTreeMap<String, Document>>;
+/// Each member's `dbHash` of each database: (replica set, database) → member host →
+/// reply.
+type Hashes = BTreeMap<(String, String), BTreeMap<String, Document>>;
 
 /// Hashes every database on every member until all members' `md5`s agree or `bound`
 /// passes; the last hashes taken (`None` if none could be).
@@ -187,7 +174,7 @@ async fn wait_agreed(members: &[Member], bound: Duration, r: &mut Report) -> Opt
     }
 }
 
-/// `dbHash` of every database any member lists, on every member.
+/// `dbHash` of every database any member of a set lists, on every member of that set.
 async fn hash_all(members: &[Member]) -> anyhow::Result<Hashes> {
     let mut dbs = BTreeSet::new();
     for m in members {
@@ -196,31 +183,36 @@ async fn hash_all(members: &[Member]) -> anyhow::Result<Hashes> {
             .await?;
         for d in listed.get_array("databases")? {
             if let Some(name) = d.as_document().and_then(|d| d.get_str("name").ok()) {
-                dbs.insert(name.to_string());
+                dbs.insert((m.set.clone(), name.to_string()));
             }
         }
     }
     let mut hashes = Hashes::new();
-    for db in dbs {
+    for (set, db) in dbs {
         let mut by_member = BTreeMap::new();
-        for m in members {
-            by_member.insert(m.host.clone(), m.run(&db, doc! {"dbHash": 1}).await?);
+        for m in members.iter().filter(|m| m.set == set) {
+            by_member.insert(m.host().to_string(), m.run(&db, doc! {"dbHash": 1}).await?);
         }
-        hashes.insert(db, by_member);
+        hashes.insert((set, db), by_member);
     }
     Ok(hashes)
+}
+
+/// How a report names a database of a set.
+fn named((set, db): &(String, String)) -> String {
+    format!("{set}/{db}")
 }
 
 /// Database → member → `md5`.
 fn md5s(hashes: &Hashes) -> BTreeMap<String, BTreeMap<String, String>> {
     hashes
         .iter()
-        .map(|(db, by_member)| {
+        .map(|(key, by_member)| {
             let md5 = by_member
                 .iter()
                 .map(|(m, d)| (m.clone(), d.get_str("md5").unwrap_or("?").to_string()))
                 .collect();
-            (db.clone(), md5)
+            (named(key), md5)
         })
         .collect()
 }
@@ -229,14 +221,14 @@ fn md5s(hashes: &Hashes) -> BTreeMap<String, BTreeMap<String, String>> {
 /// hash of its own): `db.coll` → member → hash.
 fn differing(hashes: &Hashes) -> BTreeMap<String, BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
-    for (db, by_member) in hashes {
+    for (key, by_member) in hashes {
         for coll in collections(by_member) {
             let each: BTreeMap<String, String> = by_member
                 .iter()
                 .map(|(m, d)| (m.clone(), collection_hash(d, &coll)))
                 .collect();
             if each.values().collect::<BTreeSet<_>>().len() > 1 {
-                out.insert(format!("{db}.{coll}"), each);
+                out.insert(format!("{}.{coll}", named(key)), each);
             }
         }
     }
@@ -262,18 +254,18 @@ fn collection_hash(reply: &Document, coll: &str) -> String {
 
 /// `validate` of every collection (as the hashes name them) on every member.
 async fn validate_all(members: &[Member], hashes: &Hashes, r: &mut Report) {
-    for (db, by_member) in hashes {
+    for ((set, db), by_member) in hashes {
         for coll in collections(by_member) {
-            for m in members {
+            for m in members.iter().filter(|m| &m.set == set) {
                 match m.run(db, doc! {"validate": &coll, "full": true}).await {
                     Ok(v) if v.get_bool("valid") == Ok(true) => {
                         r.validated += 1;
                         if let Ok(keys) = v.get_document("keysPerIndex") {
-                            let ns = format!("{db}.{coll}");
+                            let ns = format!("{set}/{db}.{coll}");
                             r.keys_per_index.entry(ns).or_insert_with(|| keys.clone());
                         }
                     }
-                    Ok(v) => r.invalid.push(doc! {"member": &m.host, "result": v}),
+                    Ok(v) => r.invalid.push(doc! {"member": m.host(), "result": v}),
                     Err(e) => r.errors.push(format!("validate: {e:#}")),
                 }
             }
@@ -298,11 +290,14 @@ mod tests {
             ),
             ("m2".to_string(), hashed(doc! {"a": "1", "b": "9"})),
         ]);
-        let hashes = Hashes::from([("db".to_string(), by_member)]);
+        let hashes = Hashes::from([(("shard0".to_string(), "db".to_string()), by_member)]);
         let found = differing(&hashes);
-        assert_eq!(found.keys().collect::<Vec<_>>(), ["db.b", "db.c"]);
-        assert_eq!(found["db.b"]["m2"], "9");
-        assert_eq!(found["db.c"]["m2"], "absent");
+        assert_eq!(
+            found.keys().collect::<Vec<_>>(),
+            ["shard0/db.b", "shard0/db.c"]
+        );
+        assert_eq!(found["shard0/db.b"]["m2"], "9");
+        assert_eq!(found["shard0/db.c"]["m2"], "absent");
         let report = Report {
             agreed_after_secs: Some(0.0),
             differing: found,

@@ -1,6 +1,7 @@
 //! Checkers: each reads a history (and what the cluster holds after the run) and says
 //! what went wrong, if anything.
 
+pub mod bank;
 pub mod effects;
 pub mod errors;
 pub mod linearizable;

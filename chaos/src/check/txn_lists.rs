@@ -11,17 +11,21 @@ pub struct Report {
     pub si: si::Report,
     /// Appends of committed transactions missing from the lists after the run.
     pub lost: Vec<(u32, i64)>,
+    /// Committed transactions that appended: none means the workload's writes all
+    /// failed, and the history proves nothing about them.
+    pub committed_writers: usize,
 }
 
 impl Report {
     pub fn ok(&self) -> bool {
-        self.si.ok() && self.lost.is_empty()
+        self.si.ok() && self.lost.is_empty() && self.committed_writers > 0
     }
 
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "transactions: {} committed, {} failed, {} unknown; {}; {} committed appends lost",
+            "transactions: {} committed ({} with appends), {} failed, {} unknown; {}; {} committed appends lost",
             self.si.committed,
+            self.committed_writers,
             self.si.failed,
             self.si.unknown,
             if self.si.ok() {
@@ -40,6 +44,11 @@ impl Report {
 
 /// Checks `history` with `last`, the lists as read after the run.
 pub fn check(mut history: Vec<Txn>, last: Txn) -> Report {
+    let committed_writers = history
+        .iter()
+        .filter(|t| t.committed())
+        .filter(|t| t.ops.iter().any(|op| matches!(op, MicroOp::Append { .. })))
+        .count();
     let lost = history
         .iter()
         .filter(|t| t.committed())
@@ -58,6 +67,7 @@ pub fn check(mut history: Vec<Txn>, last: Txn) -> Report {
     Report {
         si: si::check(&history),
         lost,
+        committed_writers,
     }
 }
 

@@ -37,6 +37,25 @@ use routing::RoutingTable;
 /// How a member address becomes a link: in-process when this process serves it.
 pub type LinkFactory = Arc<dyn Fn(&str) -> MemberLink + Send + Sync>;
 
+/// Links over gRPC (and the cluster's TLS when `tls` is set), to each member at the
+/// address `dial_via` gives it.
+pub fn grpc_links(
+    tls: Option<Arc<proto::cluster_tls::ClusterTls>>,
+    dial_via: proto::dial_via::DialVia,
+) -> LinkFactory {
+    Arc::new(move |host: &str| MemberLink::Grpc(dial_via.addr(host).to_string(), tls.clone()))
+}
+
+/// A handle on the replica set of `hosts` (comma-separated), each reached through `links`.
+pub fn replica_set_of(
+    hosts: &str,
+    links: &LinkFactory,
+    site: &str,
+) -> Result<ShardHandle, crate::RouterError> {
+    let members = hosts.split(',').map(|h| links(h.trim())).collect();
+    ShardHandle::replica_set(members, site)
+}
+
 /// One shard as the router knows it.
 pub struct Shard {
     pub name: String,
@@ -196,8 +215,7 @@ impl Cluster {
     /// A handle on the replica set `host` names, not watched (a probe).
     pub fn handle_for(&self, host: &str) -> MongoResult<ShardHandle> {
         let members = host.split_once('/').map_or(host, |(_, m)| m);
-        let links = members.split(',').map(|m| (self.links)(m.trim())).collect();
-        ShardHandle::replica_set(links, &self.site)
+        replica_set_of(members, &self.links, &self.site)
             .and_then(|h| {
                 h.with_cluster_key(self.cluster_key.clone())
                     .map_err(crate::RouterError::Config)
@@ -498,6 +516,44 @@ fn single_target(name: &str, cmd: &Document, table: &RoutingTable) -> Option<Str
     };
     let mut shards = table.shards_for(&filter);
     (shards.len() == 1).then(|| shards.remove(0))
+}
+
+/// The one shard every statement of a transaction's write touches, when there is one:
+/// each inserted document's key (it must have its `_id`), or each statement's filter
+/// (an upsert's must name the whole shard key, so its document lands there too).
+/// `statements`: the command's `documents`, `updates` or `deletes` (the `findAndModify`
+/// command itself).
+pub fn transaction_write_target(
+    name: &str,
+    statements: &[Document],
+    table: &RoutingTable,
+) -> Option<String> {
+    let mut shards = std::collections::BTreeSet::new();
+    for stmt in statements {
+        match name {
+            "insert" if stmt.contains_key("_id") => {
+                shards.insert(table.shard_for_doc(stmt).ok()?.to_string());
+            }
+            "update" | "delete" | "findAndModify" => {
+                let field = if name == "findAndModify" {
+                    "query"
+                } else {
+                    "q"
+                };
+                let filter = stmt.get_document(field).cloned().unwrap_or_default();
+                if stmt.get_bool("upsert") == Ok(true) && table.key.equality(&filter).is_none() {
+                    return None;
+                }
+                shards.extend(table.shards_for(&filter));
+            }
+            _ => return None,
+        }
+    }
+    let mut shards = shards.into_iter();
+    match (shards.next(), shards.next()) {
+        (Some(one), None) => Some(one),
+        _ => None,
+    }
 }
 
 /// The shard that already has database `db`, if one does.
