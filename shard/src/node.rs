@@ -673,7 +673,11 @@ impl Node {
         // A session whose transaction is prepared runs nothing else until it ends: its
         // commit would write the session's record back over this write's.
         if let Some(replica) = &self.replica {
-            if replica.prepared.get(&retry::session_key(lsid)?).is_some() {
+            let key = retry::session_key(lsid)?;
+            if !replica
+                .prepared
+                .await_session(&key, storage::prepare_wait::limit())
+            {
                 return Err(MongoError::new(
                     ErrorCode::PreparedTransactionInProgress,
                     "this session's transaction is prepared: it runs nothing else until it ends",

@@ -369,6 +369,17 @@ async fn transactions_a_router_left_prepared_are_finished_as_their_coordinator_d
         .unwrap();
     let reply = tests::raw_command(&mut conn, 9, find).await;
     assert_eq!(reply.get_i32("code"), Ok(267), "{reply}");
+    // The session's next operation (a driver reuses the session) waits until the
+    // recovery ends the prepared transaction, then runs.
+    let started = Instant::now();
+    let insert = doc! {"insert": "accounts", "documents": [{"_id": 100}], "lsid": lsid.clone(),
+    "txnNumber": 2_i64, "$db": "bank_1"};
+    let reply = tests::raw_command(&mut conn, 10, insert).await;
+    assert_eq!(reply.get_i32("n"), Ok(1), "{reply}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "the write waited for the resolution"
+    );
     cluster.stop().await;
 }
 

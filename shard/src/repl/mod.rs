@@ -55,7 +55,7 @@ pub const REPL_TABLE: &str = "_repl";
 pub const APPLIED_KEY: &[u8] = b"applied";
 
 /// A write that waits for a prepared transaction looks again at least this often.
-const PREPARED_RECHECK: Duration = Duration::from_millis(50);
+pub(crate) const PREPARED_RECHECK: Duration = Duration::from_millis(50);
 
 /// Ticks before an arbiter or priority-0 member would start an election: never, in
 /// practice (a tick is 100 ms).

@@ -202,6 +202,24 @@ impl Prepared {
     }
 
     /// Waits until a prepared transaction is resolved, or `until`.
+    /// Waits, up to `until`, until `session` holds no prepared transaction; whether it
+    /// holds none. A router cut off mid-commit leaves its transaction prepared until the
+    /// config servers resolve it, while the client's driver hands the session to its next
+    /// operation: that operation waits for the resolution as a reader of a prepared key
+    /// does, rather than fail at once.
+    pub fn await_session(&self, session: &[u8], until: Instant) -> bool {
+        loop {
+            if self.get(session).is_none() {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            let wake = (Instant::now() + super::PREPARED_RECHECK).min(until);
+            crate::control::ops::blocking_wait(|| self.wait_any_resolution(wake));
+        }
+    }
+
     pub fn wait_any_resolution(&self, until: Instant) {
         let mut state = self.state.lock();
         let _ = self.resolved.wait_until(&mut state, until);
