@@ -7,8 +7,9 @@
 //! - a transfer: read both accounts, then move at most the sender's balance, in one
 //!   transaction (what it read is what it writes, so snapshot isolation keeps every
 //!   balance non-negative);
-//! - a read of every account by `_id` inside one transaction (the reads of a transaction
-//!   that committed count);
+//! - a read of every account inside one transaction, by `_id` or in one `find` (a
+//!   statement over both shards, read in batches of 3); the reads of a transaction that
+//!   committed count;
 //! - a `find` of every account with read concern `snapshot` outside a transaction, a
 //!   scatter at one cluster time.
 
@@ -73,9 +74,10 @@ pub async fn worker(w: Worker) -> Vec<Step> {
     let mut steps = Vec::new();
     while !w.stop.is_cancelled() {
         let invoked = w.clock.now();
-        let op = match rng.gen_range(0..4) {
-            0 => read_in_transaction(&w.client, &coll).await,
-            1 => snapshot_find(&w.client, &coll).await,
+        let op = match rng.gen_range(0..5) {
+            0 => read_in_transaction(&w.client, &coll, false).await,
+            1 => read_in_transaction(&w.client, &coll, true).await,
+            2 => snapshot_find(&w.client, &coll).await,
             _ => {
                 // Half the accounts are on each shard in the sharded layout: pick one
                 // from each half, in either direction.
@@ -160,26 +162,39 @@ fn balance(d: Option<Document>) -> i64 {
     d.and_then(|d| d.get_i64("n").ok()).unwrap_or(0)
 }
 
-/// Every account by `_id` in one transaction; the balances if it committed.
+/// Every account in one transaction, by `_id` one at a time or in one `find` (over both
+/// shards at once in the sharded layout); the balances if it committed.
 async fn read_in_transaction(
     client: &mongodb::Client,
     coll: &mongodb::Collection<Document>,
+    one_find: bool,
 ) -> Option<BankOp> {
     let mut s = client.start_session().await.ok()?;
     s.start_transaction().await.ok()?;
-    let mut balances = Vec::new();
-    for id in 0..ACCOUNTS {
-        match timed(coll.find_one(doc! {"_id": id}).session(&mut s)).await {
-            Ok(d) => balances.push((id, balance(d))),
-            Err(_) => {
-                let _ = timed(s.abort_transaction()).await;
-                return None;
-            }
+    let read = async {
+        if one_find {
+            let mut cursor = coll.find(doc! {}).batch_size(3).session(&mut s).await?;
+            let docs: Vec<Document> = cursor.stream(&mut s).try_collect().await?;
+            return Ok(balances_of(&docs));
         }
-    }
+        let mut balances = Vec::new();
+        for id in 0..ACCOUNTS {
+            let d = coll.find_one(doc! {"_id": id}).session(&mut s).await?;
+            balances.push((id, balance(d)));
+        }
+        Ok::<_, mongodb::error::Error>(balances)
+    };
+    let Ok(balances) = timed(read).await else {
+        let _ = timed(s.abort_transaction()).await;
+        return None;
+    };
     timed(s.commit_transaction()).await.ok()?;
     Some(BankOp::Read {
-        how: "transaction",
+        how: if one_find {
+            "transaction find"
+        } else {
+            "transaction by _id"
+        },
         balances,
     })
 }

@@ -5,8 +5,10 @@
 //! A transaction runs on each participant's primary (`shard::sessions::txn`). Its first
 //! statement's shard picks the read time and answers it (`wire::command_fields::
 //! TXN_READ_TIME`); a statement that reaches another shard starts the transaction there
-//! at that same time (`atClusterTime`), so every participant reads one snapshot. A
-//! statement that would reach every shard of a sharded collection is refused for now.
+//! at that same time (`atClusterTime`), so every participant reads one snapshot. A first
+//! statement that reaches several shards at once picks the time itself, as a snapshot
+//! read outside a transaction does ([`Transactions::begin_at`]), and each shard it
+//! reaches joins as a later statement's would (`sharding::scatter`).
 //! `commitTransaction` commits one participant directly, or runs a two-phase commit
 //! across several (`commands/commit_transaction.rs`), the first participant
 //! coordinating.
@@ -123,18 +125,7 @@ impl Transactions {
     ) -> MongoResult<Joined> {
         let mut open = self.open.lock();
         if start {
-            if open.len() >= MAX_REMEMBERED {
-                open.retain(|_, e| e.started.elapsed() < REMEMBER);
-            }
-            open.insert(
-                key,
-                Entry {
-                    number,
-                    participants: vec![shard.clone()],
-                    read_at: None,
-                    started: Instant::now(),
-                },
-            );
+            remember(&mut open, key, number, vec![shard.clone()], None);
             return Ok(Joined::Already);
         }
         let Some(entry) = open.get_mut(&key).filter(|e| e.number == number) else {
@@ -152,6 +143,12 @@ impl Transactions {
         })?;
         entry.participants.push(shard.clone());
         Ok(Joined::New(at))
+    }
+
+    /// Starts transaction `number` of the session with a statement that reaches several
+    /// shards at once: it reads at `at` on each, and each joins as it is reached.
+    pub fn begin_at(&self, key: SessionKey, number: i64, at: bson::Timestamp) {
+        remember(&mut self.open.lock(), key, number, Vec::new(), Some(at));
     }
 
     /// The first participant answered the time the transaction reads at.
@@ -182,11 +179,43 @@ impl Transactions {
     }
 }
 
-/// The error a scatter inside a transaction gets.
-pub fn no_scatter() -> MongoError {
-    MongoError::new(
-        ErrorCode::IllegalOperation,
-        "a transaction that reads or writes every shard of a sharded collection is not \
-         supported yet: target one shard (include the shard key)",
-    )
+/// Remembers a new transaction of the session (forgetting old ones when there are many).
+fn remember(
+    open: &mut HashMap<SessionKey, Entry>,
+    key: SessionKey,
+    number: i64,
+    participants: Vec<ShardHandle>,
+    read_at: Option<bson::Timestamp>,
+) {
+    if open.len() >= MAX_REMEMBERED {
+        open.retain(|_, e| e.started.elapsed() < REMEMBER);
+    }
+    open.insert(
+        key,
+        Entry {
+            number,
+            participants,
+            read_at,
+            started: Instant::now(),
+        },
+    );
 }
+
+/// Makes `cmd` a statement of the transaction on a shard as `joined` says: it starts the
+/// transaction there at the transaction's read time, or continues it.
+pub fn join_fields(cmd: &mut Document, joined: Joined) {
+    match joined {
+        Joined::New(at) => {
+            cmd.insert("startTransaction", true);
+            cmd.insert(
+                "readConcern",
+                bson::doc! {"level": "snapshot", "atClusterTime": at},
+            );
+        }
+        Joined::Already => {
+            cmd.remove("startTransaction");
+            cmd.remove("readConcern");
+        }
+    }
+}
+

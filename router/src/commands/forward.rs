@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::table::{Command, Member};
 use crate::context::Session;
 use crate::read_preference::{Mode, ReadPreference};
+use crate::session_cache::SessionKey;
 use crate::shard_client::{Forward, ShardHandle};
 use crate::sharding::routing::RoutingTable;
 use crate::sharding::{versioning, Routed};
@@ -60,9 +61,10 @@ pub async fn run(
             return Ok(reply);
         }
     }
+    let mut txn = None;
     if crate::transactions::in_transaction(&cmd) {
         target_transaction_write(session, &name, &mut cmd, &sequences, &mut target).await?;
-        enlist(session, &mut cmd, &target)?;
+        txn = enlist(session, &mut cmd, &target)?;
     }
     let scatter_at = (target.scatter.is_some())
         .then(|| at_one_time(&mut opts))
@@ -72,17 +74,8 @@ pub async fn run(
     session.ops.forwarded(command.clone());
     if let (Some(table), Some(cluster)) = (target.scatter.take(), &session.state.cluster) {
         let ns = table.ns.clone();
-        let fwd = opts.fwd.clone();
-        let scatter = scatter_command(
-            session,
-            cluster,
-            table,
-            db,
-            &name,
-            decode(&command)?,
-            fwd,
-            opts.split,
-        );
+        let call = ScatterCall::new(session, cluster, table, db, &opts, txn);
+        let scatter = scatter_command(call, &name, decode(&command)?);
         return match Box::pin(scatter).await {
             Ok(mut reply) => {
                 if let Some(at) = scatter_at {
@@ -217,14 +210,23 @@ fn at_one_time(opts: &mut Options) -> Option<bson::Timestamp> {
     if rc.contains_key("atClusterTime") {
         return None;
     }
-    let now = crate::cluster_time::now();
-    let after = rc.remove("afterClusterTime");
-    let at = match after {
-        Some(Bson::Timestamp(t)) if (t.time, t.increment) > (now.time, now.increment) => t,
-        _ => now,
-    };
+    let at = read_time_of(rc);
+    rc.remove("afterClusterTime");
     rc.insert("atClusterTime", at);
     Some(at)
+}
+
+/// The time read concern `rc` reads several shards at: its `atClusterTime`, or this
+/// router's cluster time (its `afterClusterTime`, when that is later).
+fn read_time_of(rc: &Document) -> bson::Timestamp {
+    if let Ok(at) = rc.get_timestamp("atClusterTime") {
+        return at;
+    }
+    let now = crate::cluster_time::now();
+    match rc.get("afterClusterTime") {
+        Some(Bson::Timestamp(t)) if (t.time, t.increment) > (now.time, now.increment) => *t,
+        _ => now,
+    }
 }
 
 /// Names the snapshot's time in a merged reply, where a shard's reply names it.
@@ -459,14 +461,25 @@ async fn target_transaction_write(
 }
 
 /// Records the shard a statement of a transaction goes to; a statement that is the
-/// transaction's first there starts it, at the transaction's read time.
-fn enlist(session: &mut Session, cmd: &mut Document, target: &Target) -> MongoResult<()> {
-    if target.scatter.is_some() {
-        return Err(crate::transactions::no_scatter());
-    }
+/// transaction's first there starts it, at the transaction's read time. A statement
+/// that scatters joins each shard as it reaches it (`sharding::scatter`): the
+/// transaction it belongs to is returned for that; as the transaction's first, it picks
+/// the read time for all of them.
+fn enlist(
+    session: &mut Session,
+    cmd: &mut Document,
+    target: &Target,
+) -> MongoResult<Option<(SessionKey, i64)>> {
     let uid = super::sessions::connection_uid(session);
     let (key, number) = crate::transactions::named(cmd, uid)?;
     let state = &session.state;
+    if target.scatter.is_some() {
+        if cmd.get_bool("startTransaction") == Ok(true) {
+            let rc = cmd.get_document("readConcern").cloned().unwrap_or_default();
+            state.transactions.begin_at(key, number, read_time_of(&rc));
+        }
+        return Ok(Some((key, number)));
+    }
     let shard = target.shard.as_ref().unwrap_or(&state.shard);
     let start = cmd.contains_key("startTransaction");
     if let Joined::New(at) = state.transactions.enlist(key, number, start, shard)? {
@@ -476,7 +489,7 @@ fn enlist(session: &mut Session, cmd: &mut Document, target: &Target) -> MongoRe
             bson::doc! {"level": "snapshot", "atClusterTime": at},
         );
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The command as the shard takes it: the router's own fields removed, a retryable
@@ -642,6 +655,11 @@ async fn resend_if_stale(
             // Routed with an outdated table (or the shard was behind): routed again from
             // fresh routing, through the general path, which retries as needed.
             let mut cmd = decode(&command)?;
+            if crate::transactions::in_transaction(&cmd) {
+                // Within a transaction the error ends the attempt (it is transient): the
+                // statement may not be sent again elsewhere at another version.
+                return Err(stale);
+            }
             cmd.remove("shardVersion");
             cmd.remove("databaseVersion");
             let ns = format!(
@@ -653,12 +671,10 @@ async fn resend_if_stale(
                 let again = unsharded_again(session, db, name, &command, opts, stale);
                 return Box::pin(again).await.map(Resent::Answered);
             };
-            let fwd = opts.fwd.clone();
-            return Box::pin(scatter_command(
-                session, cluster, table, db, name, cmd, fwd, opts.split,
-            ))
-            .await
-            .map(Resent::Answered);
+            let call = ScatterCall::new(session, cluster, table, db, opts, None);
+            return Box::pin(scatter_command(call, name, cmd))
+                .await
+                .map(Resent::Answered);
         }
     }
     Ok(Resent::Reply(sent))
@@ -741,34 +757,63 @@ fn record_cursors(
 /// Runs a command on a sharded collection over its shards (`sharding::scatter`), within
 /// the router's share of the client's deadline.
 #[allow(clippy::too_many_arguments)]
-async fn scatter_command(
-    session: &Session,
-    cluster: &crate::sharding::Cluster,
+/// What a scattered command runs with, beside the command itself.
+struct ScatterCall<'a> {
+    session: &'a Session,
+    cluster: &'a crate::sharding::Cluster,
     table: std::sync::Arc<crate::sharding::routing::RoutingTable>,
-    db: &str,
-    name: &str,
-    cmd: Document,
+    db: &'a str,
     fwd: Forward,
     split: Option<crate::deadline::Split>,
+    /// The transaction the command is a statement of.
+    txn: Option<(SessionKey, i64)>,
+}
+
+impl<'a> ScatterCall<'a> {
+    fn new(
+        session: &'a Session,
+        cluster: &'a crate::sharding::Cluster,
+        table: std::sync::Arc<crate::sharding::routing::RoutingTable>,
+        db: &'a str,
+        opts: &Options,
+        txn: Option<(SessionKey, i64)>,
+    ) -> ScatterCall<'a> {
+        ScatterCall {
+            session,
+            cluster,
+            table,
+            db,
+            fwd: opts.fwd.clone(),
+            split: opts.split,
+            txn,
+        }
+    }
+}
+
+async fn scatter_command(
+    call: ScatterCall<'_>,
+    name: &str,
+    cmd: Document,
 ) -> MongoResult<Document> {
     let coll = super::collection_of(name, &cmd)
         .unwrap_or_default()
         .to_string();
     let ctx = crate::sharding::scatter::Ctx {
-        session,
-        cluster,
-        table,
-        db,
+        session: call.session,
+        cluster: call.cluster,
+        table: call.table,
+        db: call.db,
         coll: &coll,
-        fwd,
+        fwd: call.fwd,
         calls: Default::default(),
+        txn: call.txn,
     };
-    let call = crate::sharding::scatter::run(ctx, name, cmd);
-    match split {
-        Some(s) => tokio::time::timeout(s.router_wait, call)
+    let run = crate::sharding::scatter::run(ctx, name, cmd);
+    match call.split {
+        Some(s) => tokio::time::timeout(s.router_wait, run)
             .await
             .unwrap_or_else(|_| Err(crate::deadline::expired())),
-        None => call.await,
+        None => run.await,
     }
 }
 

@@ -22,6 +22,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use super::routing::RoutingTable;
 use super::{Cluster, Shard};
 use crate::context::Session;
+use crate::session_cache::SessionKey;
 use crate::shard_client::Forward;
 use crate::sharding::merge_cursor::Source;
 
@@ -38,6 +39,8 @@ pub struct Ctx<'a> {
     /// Shard calls sent by the current attempt: a write refused by the only shard it was
     /// sent to ran nowhere, and may be sent again even if it is not retryable.
     pub calls: std::sync::atomic::AtomicU32,
+    /// The transaction the command is a statement of: each shard it reaches joins it.
+    pub txn: Option<(SessionKey, i64)>,
 }
 
 /// One shard's answer.
@@ -60,7 +63,9 @@ pub async fn run(mut ctx: Ctx<'_>, name: &str, cmd: Document) -> MongoResult<Doc
         name,
         "insert" | "update" | "delete" | "findAndModify" | "findandmodify"
     );
-    let again_safe = !writes || cmd.contains_key("txnNumber");
+    // Inside a transaction nothing is sent again: a statement's part that a shard ran
+    // stays in the transaction, and the error ends the attempt (it is transient).
+    let again_safe = ctx.txn.is_none() && (!writes || cmd.contains_key("txnNumber"));
     let mut attempt = 0;
     loop {
         ctx.calls.store(0, Relaxed);
@@ -71,7 +76,12 @@ pub async fn run(mut ctx: Ctx<'_>, name: &str, cmd: Document) -> MongoResult<Doc
             Ok(reply) if writes => super::versioning::stale_error(reply),
             _ => None,
         };
-        let Some(error) = stale.filter(|_| attempt < super::versioning::STALE_RETRIES) else {
+        let retries = if ctx.txn.is_some() {
+            0
+        } else {
+            super::versioning::STALE_RETRIES
+        };
+        let Some(error) = stale.filter(|_| attempt < retries) else {
             return result;
         };
         let shard = super::versioning::stale_shard(&error);
@@ -133,6 +143,7 @@ impl Ctx<'_> {
         for (i, (name, mut cmd)) in calls.into_iter().enumerate() {
             let shard = self.cluster.shard(&name).await?;
             versioned(&mut cmd, &self.table);
+            self.join(&shard, &mut cmd)?;
             self.calls
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let db = self.db.to_string();
@@ -147,7 +158,8 @@ impl Ctx<'_> {
         while let Some(joined) = set.join_next().await {
             let (i, shard, r) =
                 joined.map_err(|e| MongoError::internal(format!("shard call failed: {e}")))?;
-            let (reply, member, _) = r?;
+            let (mut reply, member, _) = r?;
+            reply.remove(wire::command_fields::TXN_READ_TIME);
             answers.push((
                 i,
                 Answer {
@@ -166,12 +178,14 @@ impl Ctx<'_> {
         let shard = self.cluster.shard(shard).await?;
         let mut cmd = cmd.clone();
         versioned(&mut cmd, &self.table);
+        self.join(&shard, &mut cmd)?;
         self.calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (reply, member, _) = shard
+        let (mut reply, member, _) = shard
             .handle
             .run(self.db, &cmd, &self.fwd, &self.session.peer_text)
             .await?;
+        reply.remove(wire::command_fields::TXN_READ_TIME);
         if let Some(mut stale) = super::versioning::stale_error(&reply) {
             stale
                 .extra
@@ -180,6 +194,16 @@ impl Ctx<'_> {
             return Err(stale);
         }
         Ok((reply, member))
+    }
+
+    /// Makes `cmd` a statement of the command's transaction on `shard`, which joins it.
+    fn join(&self, shard: &Shard, cmd: &mut Document) -> MongoResult<()> {
+        if let Some((key, number)) = self.txn {
+            let transactions = &self.session.state.transactions;
+            let joined = transactions.enlist(key, number, false, &shard.handle)?;
+            crate::transactions::join_fields(cmd, joined);
+        }
+        Ok(())
     }
 
     /// The primary shard of the collection's database.
