@@ -218,4 +218,3 @@ pub fn join_fields(cmd: &mut Document, joined: Joined) {
         }
     }
 }
-

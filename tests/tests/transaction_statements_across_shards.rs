@@ -224,3 +224,45 @@ async fn a_read_over_both_shards_in_a_transaction_sees_one_snapshot() {
     assert!(reads > 0);
     cluster.stop().await;
 }
+
+/// An update that would move a document to the other shard is refused inside a
+/// transaction (IllegalOperation, 20), and the transaction leaves nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shard_key_change_inside_a_transaction_is_refused() {
+    let cluster = TestShardedCluster::start(2, 1).await;
+    let client = cluster.client(0).await;
+    let keyed = client.database("db").collection::<Document>("keyed");
+    keyed
+        .insert_many((0..10_i64).map(|i| doc! {"_id": i, "k": i}))
+        .await
+        .unwrap();
+    keyed
+        .create_index(mongodb::IndexModel::builder().keys(doc! {"k": 1}).build())
+        .await
+        .unwrap();
+    let admin = client.database("admin");
+    for cmd in [
+        doc! {"enableSharding": "db"},
+        doc! {"shardCollection": "db.keyed", "key": {"k": 1}},
+        doc! {"split": "db.keyed", "middle": {"k": 5_i64}},
+        doc! {"moveChunk": "db.keyed", "find": {"k": 0_i64}, "to": "shard0"},
+        doc! {"moveChunk": "db.keyed", "find": {"k": 5_i64}, "to": "shard1"},
+    ] {
+        admin.run_command(cmd).await.unwrap();
+    }
+    let mut s = begin(&client).await;
+    let err = keyed
+        .update_one(doc! {"k": 1_i64}, doc! {"$set": {"k": 8_i64}})
+        .session(&mut s)
+        .await
+        .unwrap_err();
+    let code = match *err.kind {
+        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(ref w)) => w.code,
+        ref other => panic!("{other:?}"),
+    };
+    assert_eq!(code, 20, "{err:?}");
+    let _ = s.abort_transaction().await;
+    let moved = keyed.find_one(doc! {"_id": 1_i64}).await.unwrap().unwrap();
+    assert_eq!(moved.get_i64("k"), Ok(1));
+    cluster.stop().await;
+}

@@ -264,6 +264,15 @@ fn would_change_owning_shard(
     if owner.owns(new) {
         return Ok(());
     }
+    if ctx.txn.is_some() {
+        // The router moves a document only as a retryable write of its own, outside
+        // the client's transaction.
+        return Err(MongoError::new(
+            ErrorCode::IllegalOperation,
+            "an update inside a transaction cannot change a document's shard key to a \
+             value another shard owns (not supported yet)",
+        ));
+    }
     Err(MongoError::new(
         ErrorCode::WouldChangeOwningShard,
         "This update would cause the doc to change owning shards",
