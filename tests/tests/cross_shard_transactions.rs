@@ -168,6 +168,55 @@ async fn a_transaction_across_two_shards_commits_on_both_or_neither() {
     cluster.stop().await;
 }
 
+/// The driver's callback API (`start_transaction().and_run`) moves money between the
+/// shards while each shard's primary is killed in turn: every transfer it reports
+/// committed is there exactly once, and the total holds in every snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_callback_api_commits_across_shards_through_failovers() {
+    let mut cluster = TestShardedCluster::start_with(2, 1, 3).await;
+    let client = cluster.client(0).await;
+    let banks = two_banks(&client).await;
+    let done = Arc::new(AtomicUsize::new(0));
+    let mover = {
+        let (client, banks, done) = (client.clone(), banks.clone(), done.clone());
+        tokio::spawn(async move {
+            for i in 0..40 {
+                let from_to = (i % ACCOUNTS, (i + 1) % ACCOUNTS, 1);
+                transfer(&client, &banks, from_to).await.unwrap();
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    for k in 0..2 {
+        while done.load(Ordering::Relaxed) < 10 + 15 * k {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cluster.kill_shard_primary(k).await;
+        let total = total_in_one_snapshot(&client, &banks).await;
+        if let Ok(total) = total {
+            assert_eq!(total, 2 * ACCOUNTS * START, "a snapshot after a failover");
+        }
+    }
+    tokio::time::timeout(Duration::from_secs(240), mover)
+        .await
+        .expect("the transfers end")
+        .unwrap();
+    // Each transfer moved 1 from bank 0's account i % 4 to bank 1's (i + 1) % 4.
+    for a in 0..ACCOUNTS {
+        assert_eq!(
+            balance(&banks[0], a).await,
+            START - 10,
+            "bank 0 account {a}"
+        );
+        assert_eq!(
+            balance(&banks[1], a).await,
+            START + 10,
+            "bank 1 account {a}"
+        );
+    }
+    cluster.stop().await;
+}
+
 /// Transfers between the shards from several clients at once, while readers read both
 /// shards in one snapshot: every snapshot holds the whole money, and at the end so do the
 /// accounts.
