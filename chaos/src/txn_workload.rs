@@ -72,10 +72,20 @@ pub async fn one_txn(
     plan: &[(bool, u32)],
     values: &mut impl Iterator<Item = i64>,
 ) -> (Vec<MicroOp>, Outcome) {
-    let mut ops = Vec::new();
     let Ok(mut s) = client.start_session().await else {
-        return (ops, Outcome::Fail);
+        return (Vec::new(), Outcome::Fail);
     };
+    one_txn_in(&mut s, coll, plan, values).await
+}
+
+/// [`one_txn`] in session `s` (whose operation time then says when it committed).
+pub async fn one_txn_in(
+    s: &mut mongodb::ClientSession,
+    coll: &mongodb::Collection<Document>,
+    plan: &[(bool, u32)],
+    values: &mut impl Iterator<Item = i64>,
+) -> (Vec<MicroOp>, Outcome) {
+    let mut ops = Vec::new();
     if s.start_transaction().await.is_err() {
         return (ops, Outcome::Fail);
     }
@@ -86,10 +96,10 @@ pub async fn one_txn(
             ops.push(MicroOp::Append { key, value });
             let update = coll
                 .update_one(doc! {"_id": id}, doc! {"$push": {"l": value}})
-                .session(&mut s);
+                .session(&mut *s);
             timed(update).await.map(drop)
         } else {
-            let read = coll.find_one(doc! {"_id": id}).session(&mut s);
+            let read = coll.find_one(doc! {"_id": id}).session(&mut *s);
             timed(read).await.map(|d| {
                 ops.push(MicroOp::Read {
                     key,

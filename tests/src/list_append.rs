@@ -18,6 +18,29 @@ pub struct Run {
     pub start: Instant,
     pub done: Arc<AtomicUsize>,
     next_value: Arc<AtomicI64>,
+    latest: Arc<Latest>,
+}
+
+/// The newest operation time of a committed transaction, over every client: the final
+/// reads start after it. A transaction through one router reads at a time its first
+/// shard picks, and without it could predate a commit acknowledged through another
+/// router on another shard moments before (as a new MongoDB session without causal
+/// consistency could); a client passes such a time on to read its writes.
+#[derive(Default)]
+struct Latest(std::sync::Mutex<Option<bson::Timestamp>>);
+
+impl Latest {
+    fn advance(&self, t: Option<bson::Timestamp>) {
+        let Some(t) = t else { return };
+        let mut latest = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if latest.is_none_or(|l| (l.time, l.increment) < (t.time, t.increment)) {
+            *latest = Some(t);
+        }
+    }
+
+    fn get(&self) -> Option<bson::Timestamp> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Run {
@@ -27,6 +50,7 @@ impl Run {
             start: Instant::now(),
             done: Arc::default(),
             next_value: Arc::new(AtomicI64::new(1)),
+            latest: Arc::default(),
         }
     }
 
@@ -53,6 +77,7 @@ impl Run {
                 let coll = client.database(coll.0).collection::<Document>(coll.1);
                 let (client, keys, start) = (client.clone(), self.keys, self.start);
                 let (done, next_value) = (self.done.clone(), self.next_value.clone());
+                let latest = self.latest.clone();
                 tokio::spawn(async move {
                     let mut rng = rand::rngs::StdRng::seed_from_u64(seed * 31 + c as u64);
                     let mut history = Vec::new();
@@ -63,8 +88,22 @@ impl Run {
                         let invoked = start.elapsed().as_nanos() as u64;
                         let mut values =
                             std::iter::from_fn(|| Some(next_value.fetch_add(1, Ordering::Relaxed)));
-                        let (ops, outcome) =
-                            chaos::txn_workload::one_txn(&client, &coll, &plan, &mut values).await;
+                        let (ops, outcome) = match client.start_session().await {
+                            Ok(mut s) => {
+                                let txn = chaos::txn_workload::one_txn_in(
+                                    &mut s,
+                                    &coll,
+                                    &plan,
+                                    &mut values,
+                                );
+                                let (ops, outcome) = txn.await;
+                                if outcome == Outcome::Ok {
+                                    latest.advance(s.operation_time());
+                                }
+                                (ops, outcome)
+                            }
+                            Err(_) => (Vec::new(), Outcome::Fail),
+                        };
                         history.push(Txn {
                             client: c as u32,
                             ops,
@@ -109,6 +148,9 @@ impl Run {
     pub async fn final_reads(&self, client: &mongodb::Client, coll: (&str, &str), id: u32) -> Txn {
         let coll = client.database(coll.0).collection::<Document>(coll.1);
         let mut s = client.start_session().await.unwrap();
+        if let Some(t) = self.latest.get() {
+            s.advance_operation_time(t);
+        }
         s.start_transaction().await.unwrap();
         let mut reads = Vec::new();
         for k in 0..self.keys {
