@@ -8,8 +8,8 @@ collection lives on its database's primary shard. Then a writer inserts through 
 router, and transfers between accounts on both shards run in transactions through
 pymongo's callback API (`with_transaction`), while shard0's preferred primary
 (`bulwark-shard0-a`) is stopped: writes and transfers resume, every acknowledged write is
-readable through every router, and every router's snapshot read finds the balances the
-committed transfers made. The asyncio client runs a transfer too. Last, `movePrimary`
+readable through every router, and every router's read in one transaction (after the
+newest commit's operation time) finds the balances the committed transfers made. The asyncio client runs a transfer too. Last, `movePrimary`
 moves the unsharded collection and every router follows. Prints one line per step and
 exits non-zero on the first failure.
 """
@@ -48,6 +48,7 @@ class Transfers:
 
     def __init__(self, c):
         self.done, self.unknown, self.errors = [], [], []
+        self.latest = None  # the newest committed transfer's operation time
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(c,), daemon=True)
         self._thread.start()
@@ -70,6 +71,7 @@ class Transfers:
             try:
                 with c.start_session() as s:
                     s.with_transaction(transfer)
+                    self.seen(s.operation_time)
                 self.done.extend(moved)
             except PyMongoError as e:
                 if e.has_error_label("UnknownTransactionCommitResult"):
@@ -77,14 +79,23 @@ class Transfers:
                 self.errors.append((time.monotonic(), type(e).__name__, str(e)[:200]))
                 time.sleep(0.05)
 
+    def seen(self, t):
+        if t is not None and (self.latest is None or t > self.latest):
+            self.latest = t
+
     def stop(self):
         self._done.set()
         self._thread.join(timeout=150)
 
 
-def balances_in_one_snapshot(c):
-    with c.start_session(snapshot=True) as s:
-        return {d["_id"]: d["n"] for d in c.smoke.bank.find({}, session=s)}
+def balances_in_one_snapshot(c, after):
+    """Every balance, read in one transaction through `c` that starts after operation time
+    `after` (the newest commit's): a read through another router carries it on, as a
+    causally consistent client does, or its snapshot may predate that commit."""
+    with c.start_session(causal_consistency=True) as s:
+        s.advance_operation_time(after)
+        with s.start_transaction():
+            return {d["_id"]: d["n"] for d in c.smoke.bank.find({}, session=s)}
 
 
 def check_balances(transfers, got, where):
@@ -196,7 +207,7 @@ step(
 if not transfers.done:
     fail("no transfer committed")
 for site, c in clients.items():
-    check_balances(transfers, balances_in_one_snapshot(c), f"site {site} router")
+    check_balances(transfers, balances_in_one_snapshot(c, transfers.latest), f"site {site} router")
 step("every router's snapshot read holds the committed transfers' balances")
 
 
@@ -211,12 +222,13 @@ async def one_async_transfer():
 
     async with c.start_session() as s:
         await s.with_transaction(transfer)
+        transfers.seen(s.operation_time)
     await c.close()
 
 
 asyncio.run(one_async_transfer())
 transfers.done.append((0, ACCOUNTS - 1, 1))
-check_balances(transfers, balances_in_one_snapshot(a), "after the asyncio transfer")
+check_balances(transfers, balances_in_one_snapshot(a, transfers.latest), "after the asyncio transfer")
 step("a cross-shard transfer through the asyncio client (site C's router)")
 subprocess.run(["docker", "start", STOPPED], check=True, capture_output=True)
 

@@ -10,10 +10,15 @@ use crate::history::{History, Nanos, Outcome};
 pub const RECOVERED_FRACTION: f64 = 0.7;
 /// Over this many consecutive seconds.
 const SUSTAINED_SECS: usize = 3;
+/// The baseline is the median of the last this many seconds before the fault: the
+/// workloads' operations cost more as the run goes on (lists and histories grow), so
+/// throughput drifts down without any fault, and the run's first seconds would set a
+/// level the cluster no longer had when the fault came.
+const BASELINE_SECS: usize = 5;
 
 #[derive(Debug, Serialize)]
 pub struct Report {
-    /// Median successful operations per second before the fault.
+    /// Median successful operations per second over the seconds just before the fault.
     pub baseline_ops: f64,
     /// Seconds after the fault ended until throughput was back to
     /// `RECOVERED_FRACTION × baseline` for `SUSTAINED_SECS` seconds (None: never).
@@ -43,8 +48,8 @@ pub fn ok_per_sec(history: &History, secs: usize) -> Vec<f64> {
     b
 }
 
-/// `warmup`..`fault_start` is the baseline window (seconds), and the fault ran until
-/// `fault_end`.
+/// The baseline window is the last [`BASELINE_SECS`] seconds before `fault_start`, none
+/// before `warmup`; the fault ran until `fault_end`.
 pub fn check(
     history: &History,
     warmup: usize,
@@ -54,7 +59,8 @@ pub fn check(
     bound_secs: f64,
 ) -> Report {
     let ops = ok_per_sec(history, total);
-    let mut before: Vec<f64> = ops[warmup.min(fault_start)..fault_start].to_vec();
+    let from = warmup.max(fault_start.saturating_sub(BASELINE_SECS));
+    let mut before: Vec<f64> = ops[from.min(fault_start)..fault_start].to_vec();
     before.sort_by(f64::total_cmp);
     let baseline_ops = before.get(before.len() / 2).copied().unwrap_or(0.0);
     let target = baseline_ops * RECOVERED_FRACTION;
@@ -121,6 +127,24 @@ mod tests {
         assert_eq!(r.recovered_after_secs, Some(3.0));
         assert!((r.longest_outage_secs - 4.5).abs() < 0.11, "{r:?}");
         assert!(r.ok());
+    }
+
+    #[test]
+    fn the_baseline_is_the_level_just_before_the_fault() {
+        // 20 ops/s until 7 s, then 10 ops/s to the fault at 10 s, and 8 ops/s after it: the
+        // whole window before the fault would make 20 the baseline, and 8 not recovered.
+        let mut events = Vec::new();
+        for sec in 0..30 {
+            let n = match sec {
+                0..7 => 20,
+                7..10 => 10,
+                _ => 8,
+            };
+            events.extend((0..n).map(|i| ok_at(sec as f64 + f64::from(i) / f64::from(n))));
+        }
+        let r = check(&History { events }, 2, 10, 12, 30, 10.0);
+        assert_eq!(r.baseline_ops, 10.0, "{r:?}");
+        assert_eq!(r.recovered_after_secs, Some(0.0), "8 of 10 is back: {r:?}");
     }
 
     #[test]
