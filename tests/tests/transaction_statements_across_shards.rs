@@ -23,17 +23,22 @@ async fn split_accounts(client: &mongodb::Client) -> Collection<Document> {
         .insert_many((0..ACCOUNTS).map(|i| doc! {"_id": i, "n": START}))
         .await
         .unwrap();
+    split_on(client, "db.accounts", "_id", MIDDLE).await;
+    accounts
+}
+
+/// Shards `ns` on `field`: values below `middle` on shard0, the rest on shard1.
+async fn split_on(client: &mongodb::Client, ns: &str, field: &str, middle: i64) {
     let admin = client.database("admin");
     for cmd in [
         doc! {"enableSharding": "db"},
-        doc! {"shardCollection": "db.accounts", "key": {"_id": 1}},
-        doc! {"split": "db.accounts", "middle": {"_id": MIDDLE}},
-        doc! {"moveChunk": "db.accounts", "find": {"_id": 0_i64}, "to": "shard0"},
-        doc! {"moveChunk": "db.accounts", "find": {"_id": MIDDLE}, "to": "shard1"},
+        doc! {"shardCollection": ns, "key": {field: 1}},
+        doc! {"split": ns, "middle": {field: middle}},
+        doc! {"moveChunk": ns, "find": {field: 0_i64}, "to": "shard0"},
+        doc! {"moveChunk": ns, "find": {field: middle}, "to": "shard1"},
     ] {
         admin.run_command(cmd).await.unwrap();
     }
-    accounts
 }
 
 /// Every account read by one `find` in `s`, in batches of 7 (so the router's cursor
@@ -240,16 +245,7 @@ async fn a_shard_key_change_inside_a_transaction_is_refused() {
         .create_index(mongodb::IndexModel::builder().keys(doc! {"k": 1}).build())
         .await
         .unwrap();
-    let admin = client.database("admin");
-    for cmd in [
-        doc! {"enableSharding": "db"},
-        doc! {"shardCollection": "db.keyed", "key": {"k": 1}},
-        doc! {"split": "db.keyed", "middle": {"k": 5_i64}},
-        doc! {"moveChunk": "db.keyed", "find": {"k": 0_i64}, "to": "shard0"},
-        doc! {"moveChunk": "db.keyed", "find": {"k": 5_i64}, "to": "shard1"},
-    ] {
-        admin.run_command(cmd).await.unwrap();
-    }
+    split_on(&client, "db.keyed", "k", 5).await;
     let mut s = begin(&client).await;
     let err = keyed
         .update_one(doc! {"k": 1_i64}, doc! {"$set": {"k": 8_i64}})
