@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 BIN=${BULWARK_BIN:-target/debug/bulwark}
 [ -x "$BIN" ] || cargo build --bin bulwark
 OUT=${CHAOS_OUT:-target/chaos}
-SCENARIOS=${SCENARIOS:-connection-storm kill-primary partition-site pause-primary power-loss disk-full}
+SCENARIOS=${SCENARIOS-connection-storm kill-primary partition-site pause-primary power-loss disk-full}
 # The seed rotates with the commit (so every submission runs a different schedule) and is
 # printed with every scenario: CHAOS_SEED=N reproduces a run.
 SEED=${CHAOS_SEED:-$(( 0x$(git rev-parse --short=7 HEAD 2>/dev/null || echo 1) ))}
