@@ -63,7 +63,6 @@ pub async fn run(
     }
     let mut txn = None;
     if crate::transactions::in_transaction(&cmd) {
-        target_transaction_write(session, &name, &mut cmd, &sequences, &mut target).await?;
         txn = enlist(session, &mut cmd, &target)?;
     }
     let scatter_at = (target.scatter.is_some())
@@ -417,49 +416,6 @@ async fn route(
     Ok(None)
 }
 
-/// A transaction's write on a sharded collection whose statements all touch one shard
-/// goes to that shard whole, which joins the transaction; any other still scatters (and
-/// is refused by [`enlist`]).
-async fn target_transaction_write(
-    session: &Session,
-    name: &str,
-    cmd: &mut Document,
-    sequences: &[wire::DocSequence],
-    target: &mut Target,
-) -> MongoResult<()> {
-    let (Some(table), Some(cluster)) = (&target.scatter, &session.state.cluster) else {
-        return Ok(());
-    };
-    let field = match name {
-        "insert" => "documents",
-        "update" => "updates",
-        "delete" => "deletes",
-        "findAndModify" => "",
-        _ => return Ok(()),
-    };
-    let statements: Vec<Document> = if field.is_empty() {
-        vec![cmd.clone()]
-    } else if let Some((_, docs)) = sequences.iter().find(|(f, _)| f == field) {
-        docs.iter()
-            .map(|d| Document::try_from(d.as_ref()))
-            .collect::<Result<_, _>>()
-            .map_err(|e| MongoError::new(ErrorCode::BadValue, e.to_string()))?
-    } else {
-        cmd.get_array(field)
-            .map(|a| a.iter().filter_map(|d| d.as_document().cloned()).collect())
-            .unwrap_or_default()
-    };
-    let Some(shard) = crate::sharding::transaction_write_target(name, &statements, table) else {
-        return Ok(());
-    };
-    let shard = cluster.shard(&shard).await?;
-    versioning::attach(name, cmd, table);
-    target.shard = Some(shard.handle.clone());
-    target.versioned = Some(Some(shard.name.clone()));
-    target.scatter = None;
-    Ok(())
-}
-
 /// Records the shard a statement of a transaction goes to; a statement that is the
 /// transaction's first there starts it, at the transaction's read time. A statement
 /// that scatters joins each shard as it reaches it (`sharding::scatter`): the
@@ -754,9 +710,6 @@ fn record_cursors(
     reply
 }
 
-/// Runs a command on a sharded collection over its shards (`sharding::scatter`), within
-/// the router's share of the client's deadline.
-#[allow(clippy::too_many_arguments)]
 /// What a scattered command runs with, beside the command itself.
 struct ScatterCall<'a> {
     session: &'a Session,
@@ -790,6 +743,8 @@ impl<'a> ScatterCall<'a> {
     }
 }
 
+/// Runs a command on a sharded collection over its shards (`sharding::scatter`), within
+/// the router's share of the client's deadline.
 async fn scatter_command(
     call: ScatterCall<'_>,
     name: &str,

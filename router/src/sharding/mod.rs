@@ -518,44 +518,6 @@ fn single_target(name: &str, cmd: &Document, table: &RoutingTable) -> Option<Str
     (shards.len() == 1).then(|| shards.remove(0))
 }
 
-/// The one shard every statement of a transaction's write touches, when there is one:
-/// each inserted document's key (it must have its `_id`), or each statement's filter
-/// (an upsert's must name the whole shard key, so its document lands there too).
-/// `statements`: the command's `documents`, `updates` or `deletes` (the `findAndModify`
-/// command itself).
-pub fn transaction_write_target(
-    name: &str,
-    statements: &[Document],
-    table: &RoutingTable,
-) -> Option<String> {
-    let mut shards = std::collections::BTreeSet::new();
-    for stmt in statements {
-        match name {
-            "insert" if stmt.contains_key("_id") => {
-                shards.insert(table.shard_for_doc(stmt).ok()?.to_string());
-            }
-            "update" | "delete" | "findAndModify" => {
-                let field = if name == "findAndModify" {
-                    "query"
-                } else {
-                    "q"
-                };
-                let filter = stmt.get_document(field).cloned().unwrap_or_default();
-                if stmt.get_bool("upsert") == Ok(true) && table.key.equality(&filter).is_none() {
-                    return None;
-                }
-                shards.extend(table.shards_for(&filter));
-            }
-            _ => return None,
-        }
-    }
-    let mut shards = shards.into_iter();
-    match (shards.next(), shards.next()) {
-        (Some(one), None) => Some(one),
-        _ => None,
-    }
-}
-
 /// The shard that already has database `db`, if one does.
 async fn holder(shards: &[Arc<Shard>], db: &str) -> Option<String> {
     let cmd = bson::doc! {"listDatabases": 1, "nameOnly": true, "filter": {"name": db}};
@@ -589,80 +551,6 @@ fn placement(db: &str, shards: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `_id` below 10 on shard a, the rest on shard b.
-    fn split_table() -> RoutingTable {
-        use bson::Bson;
-        let chunk = |min: Bson, max: Bson, shard: &str| routing::Chunk {
-            min: vec![min],
-            max: vec![max],
-            shard: shard.into(),
-        };
-        RoutingTable {
-            ns: "db.c".into(),
-            key: query::shard_key::ShardKey::parse(&bson::doc! {"_id": 1}).unwrap(),
-            unique: false,
-            epoch: bson::oid::ObjectId::new(),
-            version: bson::Timestamp {
-                time: 1,
-                increment: 0,
-            },
-            chunks: vec![
-                chunk(Bson::MinKey, Bson::Int32(10), "a"),
-                chunk(Bson::Int32(10), Bson::MaxKey, "b"),
-            ],
-        }
-    }
-
-    #[test]
-    fn a_transaction_write_within_one_shard_targets_it_and_any_other_does_not() {
-        use bson::doc;
-        let t = split_table();
-        let target = |name: &str, stmts: Vec<Document>| transaction_write_target(name, &stmts, &t);
-        let update =
-            |q: Document, upsert: bool| doc! {"q": q, "u": {"$inc": {"n": 1}}, "upsert": upsert};
-        assert_eq!(
-            target("insert", vec![doc! {"_id": 1}, doc! {"_id": 2}]).as_deref(),
-            Some("a")
-        );
-        assert_eq!(
-            target("insert", vec![doc! {"_id": 1}, doc! {"_id": 20}]),
-            None
-        );
-        // Without its `_id` the shard would choose one, anywhere.
-        assert_eq!(target("insert", vec![doc! {"x": 1}]), None);
-        assert_eq!(
-            target("update", vec![update(doc! {"_id": 12}, false)]).as_deref(),
-            Some("b")
-        );
-        assert_eq!(
-            target(
-                "delete",
-                vec![doc! {"q": {"_id": {"$gte": 2, "$lt": 5}}, "limit": 0}]
-            )
-            .as_deref(),
-            Some("a")
-        );
-        assert_eq!(target("update", vec![update(doc! {"x": 1}, false)]), None);
-        // An upsert must name its whole key, even within one shard's range.
-        assert_eq!(
-            target("update", vec![update(doc! {"_id": {"$lt": 5}}, true)]),
-            None
-        );
-        assert_eq!(
-            target("update", vec![update(doc! {"_id": 3}, true)]).as_deref(),
-            Some("a")
-        );
-        assert_eq!(
-            target(
-                "findAndModify",
-                vec![doc! {"findAndModify": "c", "query": {"_id": 30}}]
-            )
-            .as_deref(),
-            Some("b")
-        );
-        assert_eq!(target("count", vec![doc! {}]), None);
-    }
 
     #[test]
     fn placement_is_stable_and_in_range() {

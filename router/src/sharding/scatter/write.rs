@@ -30,7 +30,9 @@ pub async fn run(ctx: &Ctx<'_>, name: &str, mut cmd: Document) -> MongoResult<Do
         let errors_before = merged.write_errors.len();
         match statement(ctx, name, field, &cmd, stmt, i).await {
             Ok(replies) => replies.iter().for_each(|r| merged.add(r, &[i])),
-            Err(e) if is_statement_error(&e) => merged.write_errors.push(e.to_write_error(i)),
+            Err(e) if is_statement_error(&e, ctx.txn.is_some()) => {
+                merged.write_errors.push(e.to_write_error(i))
+            }
             Err(e) => return Err(e),
         }
         if ordered && merged.write_errors.len() > errors_before {
@@ -40,12 +42,14 @@ pub async fn run(ctx: &Ctx<'_>, name: &str, mut cmd: Document) -> MongoResult<Do
     Ok(merged.reply())
 }
 
-/// Errors that fail one statement rather than the whole command.
-fn is_statement_error(e: &MongoError) -> bool {
+/// Errors that fail one statement rather than the whole command. Inside a transaction
+/// a write conflict fails the command, as MongoDB's does: it is what carries the
+/// `TransientTransactionError` label the driver retries the transaction on.
+fn is_statement_error(e: &MongoError, in_transaction: bool) -> bool {
     e.code == ErrorCode::ShardKeyNotFound as i32
         || e.code == ErrorCode::ImmutableField as i32
         || e.code == ErrorCode::IllegalOperation as i32
-        || e.code == ErrorCode::WriteConflict as i32
+        || (e.code == ErrorCode::WriteConflict as i32 && !in_transaction)
 }
 
 /// Runs one statement; the replies of the shards it went to.
