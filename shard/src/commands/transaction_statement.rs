@@ -140,13 +140,14 @@ pub fn run(
     let key = session_key(st.lsid)?;
     // A new transaction waits for the session's prepared one to end (see
     // `Prepared::await_session`); a statement of the prepared one is refused.
-    let held = replica.prepared.get(&key);
+    let mut held = replica.prepared.get(&key);
     if st.start && held.as_ref().is_some_and(|h| h.number < st.number) {
         replica
             .prepared
             .await_session(&key, storage::prepare_wait::limit());
+        held = replica.prepared.get(&key);
     }
-    if let Some(held) = replica.prepared.get(&key) {
+    if let Some(held) = held {
         return Err(MongoError::new(
             ErrorCode::PreparedTransactionInProgress,
             format!(
