@@ -33,7 +33,7 @@ pub fn spawn(term: &Term) {
     let (ctx, settings, stop) = (term.ctx.clone(), term.settings.clone(), term.stop.clone());
     let inner = term.tasks.clone();
     term.tasks.spawn(async move {
-        let started: Arc<Mutex<HashSet<ObjectId>>> = Arc::default();
+        let started: Arc<Mutex<Started>> = Arc::default();
         let mut polls = 0u32;
         loop {
             tokio::select! {
@@ -50,11 +50,16 @@ pub fn spawn(term: &Term) {
             let Ok(pending) = found else {
                 continue;
             };
+            let ids: HashSet<ObjectId> = pending
+                .iter()
+                .filter_map(|e| e.get_object_id("_id").ok())
+                .collect();
+            started.lock().finished.retain(|id| ids.contains(id));
             for entry in pending {
                 let Ok(id) = entry.get_object_id("_id") else {
                     continue;
                 };
-                if started.lock().insert(id) {
+                if started.lock().claim(id) {
                     inner.spawn(run_one(ctx.clone(), entry, started.clone(), stop.clone()));
                 }
             }
@@ -68,12 +73,36 @@ pub fn spawn(term: &Term) {
     });
 }
 
+/// The requests this primary started: those running, and those whose outcome it recorded
+/// while a poll that began earlier may still read them as pending (each stays here until
+/// a poll no longer finds it pending, so no request runs twice).
+#[derive(Default)]
+struct Started {
+    running: HashSet<ObjectId>,
+    finished: HashSet<ObjectId>,
+}
+
+impl Started {
+    /// Whether `id` is to run now (neither running nor finished here).
+    fn claim(&mut self, id: ObjectId) -> bool {
+        !self.finished.contains(&id) && self.running.insert(id)
+    }
+
+    /// `id` stopped running; `recorded`: its outcome is in its entry.
+    fn end(&mut self, id: ObjectId, recorded: bool) {
+        self.running.remove(&id);
+        if recorded {
+            self.finished.insert(id);
+        }
+    }
+}
+
 /// Runs the request `entry` and records its outcome, unless `stop` (a step-down) comes
 /// first: then the entry stays pending for the next primary.
 async fn run_one(
     ctx: Arc<Ctx>,
     entry: Document,
-    started: Arc<Mutex<HashSet<ObjectId>>>,
+    started: Arc<Mutex<Started>>,
     stop: CancellationToken,
 ) {
     let Ok(id) = entry.get_object_id("_id") else {
@@ -81,20 +110,26 @@ async fn run_one(
     };
     let kind = entry.get_str("kind").unwrap_or_default().to_string();
     info!(%id, %kind, "running a coordinator request");
-    tokio::select! {
-        _ = stop.cancelled() => {}
+    let recorded = tokio::select! {
+        _ = stop.cancelled() => false,
         result = execute(&ctx, &entry) => {
             let update = doc! {
                 "q": {"_id": id, "state": PENDING},
                 "u": {"$set": outcome_fields(&result)},
             };
             match call(&ctx.config, doc! {"update": REQUESTS, "updates": [update]}, true).await {
-                Ok(_) => info!(%id, %kind, ok = result.is_ok(), "coordinator request finished"),
-                Err(e) => debug!(%id, error = %e, "recording a coordinator request's outcome"),
+                Ok(_) => {
+                    info!(%id, %kind, ok = result.is_ok(), "coordinator request finished");
+                    true
+                }
+                Err(e) => {
+                    debug!(%id, error = %e, "recording a coordinator request's outcome");
+                    false
+                }
             }
         }
-    }
-    started.lock().remove(&id);
+    };
+    started.lock().end(id, recorded);
 }
 
 async fn execute(ctx: &Ctx, entry: &Document) -> MongoResult<Document> {
@@ -120,4 +155,33 @@ async fn clean(ctx: &Ctx) -> MongoResult<()> {
     );
     let q = doc! {"state": {"$in": [DONE, FAILED]}, "finished": {"$lt": before}};
     delete(&ctx.config, REQUESTS, q).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_runs_once_even_when_a_late_poll_still_reads_it_pending() {
+        let mut started = Started::default();
+        let id = ObjectId::new();
+        assert!(started.claim(id));
+        assert!(!started.claim(id), "running");
+        started.end(id, true);
+        assert!(
+            !started.claim(id),
+            "a poll that began before its outcome was recorded"
+        );
+        started.finished.retain(|_| false);
+        assert!(started.claim(id), "no longer pending, so never found again");
+    }
+
+    #[test]
+    fn a_request_whose_outcome_was_not_recorded_runs_again() {
+        let mut started = Started::default();
+        let id = ObjectId::new();
+        assert!(started.claim(id));
+        started.end(id, false);
+        assert!(started.claim(id));
+    }
 }
