@@ -108,6 +108,10 @@ impl Applier {
         progress.state.lock().applied = applied;
         let (jobs, rx) = channel();
         let newest = stored_time(engine.as_ref());
+        // Until its first entry with a time applies (an election's entry has none), the
+        // member's newest time is the stored one: a transaction or snapshot read started
+        // after a restart reads there, not at a time older than the history kept.
+        published.fetch_max(newest, Ordering::AcqRel);
         let ctx = Context {
             engine,
             on_catalog_change,
