@@ -371,7 +371,7 @@ impl Node {
             started: Instant::now(),
             replica: Some(replica),
             sessions: SessionLocks::default(),
-            transactions: Default::default(),
+            transactions: Arc::new(crate::sessions::txn::Transactions::for_cache(cache_mb)),
             admission: Default::default(),
             ops: Default::default(),
             catalog_sync,

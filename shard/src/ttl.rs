@@ -1,6 +1,6 @@
-//! Background work of a node: the TTL monitor (documents really expire), the range
-//! deleter (ranges a migration moved away, once no reader needs them) and the reaper of
-//! idle cursors.
+//! Background work of a node: the TTL monitor (documents really expire, and with it the
+//! pruning of idle sessions and of orphaned transaction parts), the range deleter (ranges
+//! a migration moved away, once no reader needs them) and the reaper of idle cursors.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +39,7 @@ pub fn spawn_background(
                 _ = ttl.tick() => {
                     let n = node.clone();
                     blocking_pass("TTL monitor", move || {
-                        Ok(expire_once(&n)? + prune_sessions(&n)?)
+                        Ok(expire_once(&n)? + prune_sessions(&n)? + sweep_txn_parts(&n)?)
                     })
                     .await;
                 }
@@ -79,6 +79,15 @@ pub fn prune_sessions(node: &Node) -> wire::MongoResult<usize> {
             - crate::sessions::retry::SESSION_TIMEOUT.as_millis() as i64,
     );
     crate::sessions::retry::prune(node.engine.as_ref(), &node.sessions, cutoff)
+}
+
+/// Deletes the parts of transactions a former primary split over several entries and
+/// never finished (`repl::txn_parts`). Returns how many.
+fn sweep_txn_parts(node: &Node) -> wire::MongoResult<usize> {
+    match node.replica.as_deref() {
+        Some(replica) => crate::repl::txn_parts::sweep(replica, node.engine.as_ref()),
+        None => Ok(0),
+    }
 }
 
 /// Deletes every document whose TTL-indexed date is older than its expiry. Returns how many.

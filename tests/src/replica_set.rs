@@ -23,6 +23,8 @@ pub struct Tuning {
     /// Each member's WiredTiger cache: small for tests (many sets run at once), the
     /// shard's default for benchmarks.
     pub cache_mb: usize,
+    /// `txn_entry_kb` instead of the default (small: transactions split over entries).
+    pub txn_entry_kb: Option<u64>,
 }
 
 impl Default for Tuning {
@@ -30,6 +32,7 @@ impl Default for Tuning {
         Tuning {
             compaction: None,
             cache_mb: 64,
+            txn_entry_kb: None,
         }
     }
 }
@@ -186,6 +189,9 @@ impl TestReplicaSet {
             // Small log files, so that these sets' few writes span several: their tests
             // then cross files, delete whole ones and reopen logs made of many.
             repl.log_segment_kb = 4;
+        }
+        if let Some(kb) = self.tuning.txn_entry_kb {
+            repl.txn_entry_kb = kb;
         }
         shard::service::start_member(
             listener,

@@ -44,6 +44,11 @@ pub struct TestShardedCluster {
     _dir: tempfile::TempDir,
 }
 
+/// The members' `txn_entry_kb`: small, so that the transactions of sharded tests take the
+/// path of those split over several log entries (`shard::repl::txn_parts`) through the
+/// tests' failovers and restarts.
+pub const TXN_ENTRY_KB: u64 = 2;
+
 impl TestShardedCluster {
     /// `shards` one-member shards and `routers` routers; the shards are added through
     /// router 0.
@@ -93,7 +98,10 @@ impl TestShardedCluster {
                     64,
                     Duration::from_secs(600),
                     Duration::from_secs(1),
-                    ReplConfig::new(&set, c.id, configs.clone()),
+                    ReplConfig {
+                        txn_entry_kb: TXN_ENTRY_KB,
+                        ..ReplConfig::new(&set, c.id, configs.clone())
+                    },
                     Default::default(),
                 )
                 .await

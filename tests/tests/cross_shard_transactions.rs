@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bson::{doc, Document};
 use mongodb::error::TRANSIENT_TRANSACTION_ERROR;
-use tests::replica_set::TestReplicaSet;
+use tests::replica_set::{TestReplicaSet, Tuning, THREE_SITES};
 use tests::sharded::TestShardedCluster;
 
 const ACCOUNTS: i32 = 4;
@@ -435,11 +435,16 @@ async fn transactions_a_router_left_prepared_are_finished_as_their_coordinator_d
 /// A transaction prepared on a replica set stays prepared through the loss of its primary
 /// and through a restart of every member at once: its writes stay hidden, a write to one
 /// of its documents waits (here until its `maxTimeMS`), and the commit its coordinator
-/// decides applies on whichever member is primary then, at the decided time.
+/// decides applies on whichever member is primary then, at the decided time. Its Prepare
+/// is split over several entries (a 1 KiB `txn_entry_kb`), and holds every key of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_prepared_transaction_survives_failover_and_a_restart_of_every_member() {
     let liveness = Duration::from_secs(30);
-    let mut set = TestReplicaSet::start().await;
+    let split = Tuning {
+        txn_entry_kb: Some(1),
+        ..Tuning::default()
+    };
+    let mut set = TestReplicaSet::start_tuned(&THREE_SITES, split).await;
     let (p, _) = set.wait_for_primary(liveness).await.expect("primary");
     let client = set.client(0, "").await;
     let coll = client.database("bank").collection::<Document>("accounts");
@@ -466,7 +471,7 @@ async fn a_prepared_transaction_survives_failover_and_a_restart_of_every_member(
         .run_on_member(
             p,
             "bank",
-            txn(doc! {"insert": "accounts", "documents": [{"_id": 3, "n": 1}]}),
+            txn(doc! {"insert": "accounts", "documents": [{"_id": 3, "n": 1, "pad": "p".repeat(3000)}]}),
         )
         .await);
     let prepare =

@@ -12,6 +12,8 @@ use super::transaction_statement::Statement;
 use crate::catalog::{CollectionMeta, CATALOG_TABLE};
 use crate::error::storage_to_mongo;
 use crate::node::{Ctx, Node};
+use crate::repl::entry::OplogEntry;
+use crate::repl::txn_parts;
 use crate::sessions::retry::{committed_record, newest_number, session_key, TXN_TABLE};
 use crate::sessions::txn::{check_alive, no_such, Staged, Txn};
 
@@ -124,8 +126,10 @@ pub fn write(
     let moved = moved_ids(node, &metas, &staged, txn);
     let prepared = match finish {
         Finish::Commit => {
-            batch.put(TXN_TABLE, key.to_vec(), committed_record(txn.number)?);
-            node.engine.write_owned(batch).map_err(storage_to_mongo)?;
+            let (mut rest, parts) = txn_parts::split_off(replica, (key, txn.number), batch)?;
+            rest.put(TXN_TABLE, key.to_vec(), committed_record(txn.number)?);
+            rest.ops.extend(parts.deletes());
+            txn_parts::replicate_final(replica, &OplogEntry::Write(rest), &parts)?;
             None
         }
         Finish::Prepare(coordinator) => Some(super::prepare_transaction::replicate(

@@ -19,7 +19,7 @@ use super::commit_transaction::{transaction_of, write, Finish};
 use crate::catalog::CATALOG_TABLE;
 use crate::node::{Ctx, Node};
 use crate::repl::entry::{OplogEntry, TxnName};
-use crate::repl::{ProposeError, Replica};
+use crate::repl::{txn_parts, Replica};
 use crate::sessions::retry::{committed_record, newest_number, session_key};
 use crate::sessions::txn::{decisions, no_such};
 
@@ -92,6 +92,7 @@ pub fn replicate(
         .ops
         .into_iter()
         .partition(|op| op.table() == CATALOG_TABLE);
+    let (ops, parts) = txn_parts::split_off(replica, (session, number), WriteBatch { ops })?;
     let txn = TxnName {
         session: session.to_vec(),
         number,
@@ -99,10 +100,12 @@ pub fn replicate(
     let entry = OplogEntry::Prepare {
         txn,
         coordinator: coordinator.to_string(),
-        ops: WriteBatch { ops },
-        side: WriteBatch { ops: side },
+        ops,
+        side: WriteBatch {
+            ops: side.into_iter().chain(parts.deletes()).collect(),
+        },
     };
-    replica.replicate(entry).map_err(propose_error)?;
+    txn_parts::replicate_final(replica, &entry, &parts)?;
     match replica.prepared.get(session) {
         Some(held) if held.number == number && held.id.is_some() => Ok(held.at),
         _ => Err(MongoError::new(
@@ -189,11 +192,7 @@ pub fn resolve(
             side: WriteBatch::new(),
         },
     };
-    replica.replicate(entry).map_err(propose_error)
-}
-
-fn propose_error(e: ProposeError) -> MongoError {
-    MongoError::new(e.code(), e.to_string())
+    replica.replicate(entry).map_err(MongoError::from)
 }
 
 /// The transaction an internal recovery command names: its `lsid` (from a router), or

@@ -34,7 +34,7 @@ use tracing::error;
 
 use super::driver::{entry_time, Event};
 use super::entry::OplogEntryRef;
-use super::{prepared, snapshot, ProposeError, APPLIED_KEY, REPL_TABLE};
+use super::{prepared, snapshot, txn_parts, ProposeError, APPLIED_KEY, REPL_TABLE};
 
 /// Who waits for an entry: the proposer, answered with the entry's index or the error
 /// applying it gave (a duplicate key).
@@ -315,7 +315,13 @@ fn apply_one(
     };
     let catalog_changed;
     match op {
-        OplogEntryRef::Write(mut ops) => {
+        OplogEntryRef::Write(own) => {
+            // A transaction's commit applies the writes of its parts with its own.
+            let parts = match txn_parts::is_commit(&own) {
+                true => txn_parts::load(engine, &own)?,
+                false => Vec::new(),
+            };
+            let mut ops = txn_parts::with_parts(&parts, own)?;
             catalog_changed = touches_catalog(&ops);
             ops.push(applied);
             match write_replayed(ctx, &mut ops, at) {
@@ -340,9 +346,11 @@ fn apply_one(
         OplogEntryRef::Prepare {
             txn,
             coordinator,
-            ops,
+            ops: own,
             side,
         } => {
+            let parts = txn_parts::load(engine, &side)?;
+            let ops = txn_parts::with_parts(&parts, own)?;
             catalog_changed = touches_catalog(&side);
             let named = (&txn, coordinator);
             let time = timed(at)?;
@@ -495,6 +503,61 @@ mod tests {
         let held = engine.get(REPL_TABLE, APPLIED_KEY).unwrap().unwrap();
         assert_eq!(snapshot::decode_applied(&held), Some((14, 3)));
         assert_eq!(engine.get("t", b"a").unwrap().as_deref(), Some(&b"v"[..]));
+        applier.stop();
+    }
+
+    /// A commit applies the writes its parts carry with its own, in one write; an entry
+    /// that only deletes part rows (a discard, a sweep) applies nothing of them.
+    #[test]
+    fn a_commit_applies_its_parts_and_a_sweep_only_deletes_them() {
+        use crate::sessions::retry::TXN_TABLE;
+        let engine: Arc<dyn Engine> = Arc::new(MemoryEngine::new());
+        for t in [REPL_TABLE, txn_parts::PARTS_TABLE, TXN_TABLE, "t"] {
+            engine.create_table(t).unwrap();
+        }
+        let (events, _reports) = channel();
+        let mut applier = test_applier(engine.clone(), events, (0, 0), 300);
+        let slice = |k: &[u8]| match insert(k) {
+            OplogEntry::Write(b) => b,
+            _ => unreachable!(),
+        };
+        let key = |seq| txn_parts::part_key(2, (b"s", 1), seq);
+        let parts = |seqs: [u32; 2]| {
+            OplogEntry::Write(WriteBatch {
+                ops: seqs
+                    .iter()
+                    .map(|&q| txn_parts::part_row(key(q), &slice(&[b'a' + q as u8])))
+                    .collect(),
+            })
+        };
+        let deletes = |seqs: [u32; 2]| {
+            let mut b = WriteBatch::new();
+            for q in seqs {
+                b.delete(txn_parts::PARTS_TABLE, key(q));
+            }
+            b
+        };
+        let mut commit = deletes([2, 3]);
+        commit.put(TXN_TABLE, b"s".to_vec(), b"record".to_vec());
+        commit.put("t", b"z".to_vec(), b"v".to_vec());
+        applier.apply(
+            vec![
+                entry(1, parts([0, 1])),
+                entry(2, OplogEntry::Write(deletes([0, 1]))),
+                entry(3, parts([2, 3])),
+                entry(4, OplogEntry::Write(commit)),
+            ],
+            vec![],
+        );
+        assert_eq!(applier.wait_for(4), Ok(4));
+        let rows = |t| {
+            engine
+                .scan(t, &storage::KeyRange::all(), false, 10)
+                .unwrap()
+        };
+        let keys: Vec<Vec<u8>> = rows("t").into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, [b"c".to_vec(), b"d".to_vec(), b"z".to_vec()]);
+        assert!(rows(txn_parts::PARTS_TABLE).is_empty());
         applier.stop();
     }
 

@@ -62,7 +62,16 @@ pub struct ReplConfig {
     /// applied entry's time by this much.
     #[serde(default = "default_history_secs")]
     pub history_window_secs: u64,
+    /// The most a transaction's writes take of one log entry, in KiB. The writes of a
+    /// larger transaction are split over several entries and still apply at once
+    /// (`repl::txn_parts`), as MongoDB splits a transaction over 16 MB over several
+    /// oplog entries.
+    #[serde(default = "default_txn_entry_kb")]
+    pub txn_entry_kb: u64,
 }
+
+/// Bounds of `txn_entry_kb`.
+const TXN_ENTRY_KB: std::ops::RangeInclusive<u64> = 1..=64 * 1024;
 
 fn yes() -> bool {
     true
@@ -75,6 +84,9 @@ fn default_compact_secs() -> u64 {
 }
 fn default_segment_kb() -> u64 {
     64 * 1024
+}
+fn default_txn_entry_kb() -> u64 {
+    16 * 1024
 }
 fn default_history_secs() -> u64 {
     300
@@ -92,6 +104,7 @@ impl ReplConfig {
             compact_interval_secs: default_compact_secs(),
             log_segment_kb: default_segment_kb(),
             history_window_secs: default_history_secs(),
+            txn_entry_kb: default_txn_entry_kb(),
         }
     }
 
@@ -123,6 +136,13 @@ impl ReplConfig {
         }
         if self.log_segment_kb == 0 {
             return Err("log_segment_kb must be positive".into());
+        }
+        if !TXN_ENTRY_KB.contains(&self.txn_entry_kb) {
+            return Err(format!(
+                "txn_entry_kb must be in {}..={}",
+                TXN_ENTRY_KB.start(),
+                TXN_ENTRY_KB.end()
+            ));
         }
         if self.members.iter().any(|m| m.votes > 1) {
             return Err("votes must be 0 or 1".into());

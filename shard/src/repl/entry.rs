@@ -184,7 +184,7 @@ pub fn encode_write(batch: &WriteBatch) -> Vec<u8> {
 }
 
 /// The bytes `put_ops` writes for `batch`.
-fn ops_size(batch: &WriteBatch) -> usize {
+pub fn ops_size(batch: &WriteBatch) -> usize {
     4 + batch
         .ops
         .iter()

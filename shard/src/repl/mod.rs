@@ -33,6 +33,7 @@ pub mod slog_bridge;
 pub mod snapshot;
 pub mod snapshot_read;
 pub mod transport;
+pub mod txn_parts;
 mod vote_fence;
 
 use std::cell::Cell;
@@ -88,6 +89,12 @@ pub enum ProposeError {
     /// here (another resolution came first; the same on every member).
     #[error("the transaction is no longer prepared on this shard")]
     NotPrepared,
+}
+
+impl From<ProposeError> for wire::MongoError {
+    fn from(e: ProposeError) -> Self {
+        wire::MongoError::new(e.code(), e.to_string())
+    }
 }
 
 impl ProposeError {
@@ -180,6 +187,11 @@ pub struct WriteScope {
 
 thread_local! {
     static SCOPE: Cell<WriteScope> = const { Cell::new(WriteScope { term: None, wtimeout: None, w: 0 }) };
+}
+
+/// This thread's write settings.
+pub fn scope() -> WriteScope {
+    SCOPE.with(|s| s.get())
 }
 
 /// Runs `f` with `scope` as this thread's write settings.
@@ -511,14 +523,33 @@ impl Replica {
     /// Proposes `entry` and waits until it is applied here (which implies a majority has
     /// it), or until the thread's `wtimeout`.
     pub fn replicate(&self, entry: entry::OplogEntry) -> Result<(), ProposeError> {
-        let data = match &entry {
+        self.replicate_parted(&entry, &[])
+    }
+
+    /// Proposes `entry`, the final entry of a transaction whose other writes (`parted`)
+    /// earlier entries carried (`txn_parts`), and waits as `replicate` does. `parted` is
+    /// checked against prepared transactions with the entry's own writes.
+    pub fn replicate_parted(
+        &self,
+        entry: &entry::OplogEntry,
+        parted: &[storage::WriteOpRef<'_>],
+    ) -> Result<(), ProposeError> {
+        let data = match entry {
             entry::OplogEntry::Write(b) => entry::encode_write(b),
             other => other.encode(),
         };
-        self.replicate_bytes(data)
+        self.propose_and_wait(data, parted)
     }
 
     pub fn replicate_bytes(&self, data: Vec<u8>) -> Result<(), ProposeError> {
+        self.propose_and_wait(data, &[])
+    }
+
+    fn propose_and_wait(
+        &self,
+        data: Vec<u8>,
+        parted: &[storage::WriteOpRef<'_>],
+    ) -> Result<(), ProposeError> {
         let scope = SCOPE.with(|s| s.get());
         let term = match scope.term {
             Some(t) => t,
@@ -532,7 +563,7 @@ impl Replica {
         };
         let started = std::time::Instant::now();
         let (done, wait) = sync_channel(1);
-        let registered = self.hand_over(data, term, done)?;
+        let registered = self.hand_over(data, parted, term, done)?;
         // The wait shows in `currentOp` and the slow-operation log as replication.
         let result = crate::control::ops::replicating(|| {
             let index = match scope.wtimeout.map(|t| wait.recv_timeout(t)) {
@@ -574,6 +605,7 @@ impl Replica {
     fn hand_over(
         &self,
         mut data: Vec<u8>,
+        parted: &[storage::WriteOpRef<'_>],
         term: u64,
         done: std::sync::mpsc::SyncSender<Result<u64, ProposeError>>,
     ) -> Result<Option<Vec<u8>>, ProposeError> {
@@ -581,7 +613,7 @@ impl Replica {
         let mut done = Some(done);
         loop {
             let events = &self.events;
-            let handed = self.prepared.admit(data, |data| {
+            let handed = self.prepared.admit(data, parted, |data| {
                 let done = done.take().expect("handed over once");
                 events.send(Event::Propose { data, term, done })
             });

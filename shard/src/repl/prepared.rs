@@ -103,15 +103,26 @@ impl Prepared {
     /// proposed now, holding a Prepare's keys from then on (its session key is returned
     /// with `propose`'s result); otherwise gives `data` back with
     /// `ProposeError::PrepareConflict`.
-    pub fn admit<R>(&self, data: Vec<u8>, propose: impl FnOnce(Vec<u8>) -> R) -> Admitted<R> {
+    /// `parted`: the writes of the entry's transaction that earlier entries carried
+    /// (`txn_parts`), which it applies with its own.
+    pub fn admit<R>(
+        &self,
+        data: Vec<u8>,
+        parted: &[WriteOpRef<'_>],
+        propose: impl FnOnce(Vec<u8>) -> R,
+    ) -> Admitted<R> {
         let mut state = self.state.lock();
-        match Self::check(&mut state, &data) {
+        match Self::check(&mut state, &data, parted) {
             Ok(admitted) => Ok((propose(data), admitted)),
             Err(e) => Err((e, data)),
         }
     }
 
-    fn check(state: &mut State, data: &[u8]) -> Result<Option<Vec<u8>>, ProposeError> {
+    fn check(
+        state: &mut State,
+        data: &[u8],
+        parted: &[WriteOpRef<'_>],
+    ) -> Result<Option<Vec<u8>>, ProposeError> {
         if state.keys.is_empty() && data.first() != Some(&super::entry::PREPARE) {
             return Ok(None);
         }
@@ -120,6 +131,7 @@ impl Prepared {
             Some(OplogEntryRef::Write(ops)) if !state.keys.is_empty() => {
                 match ops
                     .iter()
+                    .chain(parted)
                     .find(|o| state.holder(o.table(), o.key()).is_some())
                 {
                     Some(op) => conflict(op.table()),
@@ -130,7 +142,8 @@ impl Prepared {
             Some(OplogEntryRef::Prepare { .. }) if state.txns.len() >= MAX_PREPARED => {
                 conflict("(too many prepared transactions on this shard)")
             }
-            Some(OplogEntryRef::Prepare { txn, ops, .. }) => {
+            Some(OplogEntryRef::Prepare { txn, mut ops, .. }) => {
+                ops.extend_from_slice(parted);
                 let taken = |o: &&WriteOpRef<'_>| {
                     state
                         .holder(o.table(), o.key())
@@ -352,9 +365,11 @@ pub fn apply_resolution(
 }
 
 /// Prepares again every transaction the `_prepared` table holds: after a restart or a
-/// snapshot install, before the log is replayed or anything reads their keys.
+/// snapshot install, before the log is replayed or anything reads their keys. Creates
+/// the tables of transactions in flight (`_prepared`, and `_txn_parts`) if missing.
 pub fn recover(engine: &dyn Engine, registry: &Prepared) -> Result<usize, StorageError> {
     engine.create_table(PREPARED_TABLE)?;
+    engine.create_table(super::txn_parts::PARTS_TABLE)?;
     let rows = engine.scan(PREPARED_TABLE, &KeyRange::all(), false, usize::MAX)?;
     for (session, bytes) in &rows {
         let Some((mut held, ops)) = decode_row(bytes) else {

@@ -60,21 +60,37 @@ pub fn is_staging() -> bool {
 
 /// How long a transaction may run before the member aborts it.
 pub const LIFETIME: Duration = Duration::from_secs(60);
-/// The most a transaction may write, keys and values together: its commit is one entry.
-pub const MAX_BYTES: usize = 16 * 1024 * 1024;
+/// The most a transaction may write, keys and values together (less on a member with a
+/// small cache: `Transactions::for_cache`). Its writes may take
+/// several log entries (`repl::txn_parts`), but every member applies them in one storage
+/// transaction, which must stay well inside WiredTiger's cache (its default, 256 MiB, holds
+/// it with the `_prepared` copy of a prepared one).
+pub const MAX_BYTES: usize = 64 * 1024 * 1024;
 /// Transactions one member keeps open at most; their overlays are in memory.
 pub const MAX_OPEN: usize = 10_000;
 /// What all open transactions' overlays may hold together on one member.
 pub const MAX_TOTAL_BYTES: usize = 1024 * 1024 * 1024;
 
 /// The open transactions of this member, by session key (`retry::session_key`).
-#[derive(Default)]
 pub struct Transactions {
     open: Mutex<HashMap<Vec<u8>, Arc<Txn>>>,
     /// The keys open transactions have written, each with its writer (session, number).
     intents: Mutex<HashMap<Slot, Owner>>,
     /// The bytes all open transactions' overlays hold.
     bytes: std::sync::atomic::AtomicUsize,
+    /// The most one transaction may write here (`MAX_BYTES`, or less for a small cache).
+    max_bytes: usize,
+}
+
+impl Default for Transactions {
+    fn default() -> Self {
+        Transactions {
+            open: Mutex::default(),
+            intents: Mutex::default(),
+            bytes: Default::default(),
+            max_bytes: MAX_BYTES,
+        }
+    }
 }
 
 /// A key of a table.
@@ -146,6 +162,21 @@ impl Txn {
 }
 
 impl Transactions {
+    /// The transactions of a member whose WiredTiger cache is `cache_mb` MiB: one
+    /// transaction writes at most a quarter of it, so that applying it never stalls on a
+    /// cache its own updates fill.
+    pub fn for_cache(cache_mb: usize) -> Transactions {
+        Transactions {
+            max_bytes: MAX_BYTES.min(cache_mb.saturating_mul(1024 * 1024) / 4),
+            ..Transactions::default()
+        }
+    }
+
+    /// The most one transaction may write here, keys and values together.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
     /// The session's open transaction, if any.
     pub fn get(&self, session: &[u8]) -> Option<Arc<Txn>> {
         self.open.lock().get(session).cloned()

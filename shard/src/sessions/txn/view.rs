@@ -12,7 +12,7 @@ use storage::{
 };
 use wire::{ErrorCode, MongoError};
 
-use super::{Transactions, Txn, MAX_BYTES};
+use super::{Transactions, Txn};
 
 pub struct TxnView {
     pub below: Arc<dyn Engine>,
@@ -114,10 +114,11 @@ impl TxnView {
             let replaced = staged.writes.get(slot).map_or(0, |old| size(slot, old));
             total + size(slot, v) - replaced
         });
-        if bytes > MAX_BYTES {
+        let max = self.registry.max_bytes();
+        if bytes > max {
             return Err(refused(
                 ErrorCode::TransactionTooLarge,
-                format!("a transaction may write at most {MAX_BYTES} bytes"),
+                format!("a transaction may write at most {max} bytes on this shard"),
             ));
         }
         self.registry
