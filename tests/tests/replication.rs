@@ -232,6 +232,33 @@ async fn a_wiped_member_catches_up_from_the_log() {
     set.stop().await;
 }
 
+/// Every member of a new set stops within the fence's grace of its first start (before
+/// any of them followed a primary for long): they come back with their fences up, and
+/// still elect a primary, since those who elected the first one from empty logs lifted
+/// theirs. A wiped member still does not vote for the others at once: its fence stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_set_stopped_at_once_elects_again() {
+    // Equal priorities: the set is ready at its first election, with no takeover after.
+    let mut set =
+        TestReplicaSet::start_layout(&[("A", 1, false), ("B", 1, false), ("C", 1, false)]).await;
+    let fenced: Vec<usize> = (0..3).filter(|&i| set.status(i).vote_fenced).collect();
+    for i in 0..3 {
+        set.kill(i).await;
+    }
+    println!("fences still up when every member stopped: {fenced:?}");
+    for i in 0..3 {
+        set.restart(i).await;
+    }
+    set.wait_for_primary(LIVENESS)
+        .await
+        .expect("a primary after every member stopped at once");
+    let client = set.client(0, "").await;
+    let c = client.database("test").collection::<Document>("at_once");
+    c.insert_one(doc! {"_id": 1}).await.unwrap();
+    assert_eq!(c.count_documents(doc! {}).await.unwrap(), 1);
+    set.stop().await;
+}
+
 /// A wiped member forgot the votes it cast before: it votes for no candidate with history,
 /// and asks for no votes, until it has followed a primary for a while; then it votes, so
 /// the set still elects a primary when another member fails.

@@ -229,11 +229,10 @@ impl Driver {
             if now >= next_tick {
                 self.raw.tick();
                 let raft = &self.raw.raft;
-                let (known, last) = (
-                    raft.leader_id != raft::INVALID_ID,
-                    raft.raft_log.last_index(),
-                );
-                if let Err(e) = self.vote_fence.tick(known, last) {
+                let leader =
+                    (raft.leader_id != raft::INVALID_ID).then_some((raft.leader_id, raft.term));
+                let last = raft.raft_log.last_index();
+                if let Err(e) = self.vote_fence.tick(leader, last) {
                     warn!(error = %e, "could not lift the vote fence");
                 }
                 self.snapshot_watchdog();
@@ -580,12 +579,15 @@ impl Driver {
     }
 
     fn outgoing(&mut self, msgs: Vec<Message>) -> Vec<Message> {
+        let last = self.raw.raft.raft_log.last_index();
         for m in &msgs {
             if m.get_msg_type() == MessageType::MsgSnapshot {
                 self.snapshots_out.insert(m.to, (Instant::now(), false));
             }
+            if let Err(e) = self.vote_fence.sent(m, last) {
+                warn!(error = %e, "could not record a vote in the vote fence");
+            }
         }
-        let last = self.raw.raft.raft_log.last_index();
         if self.frozen() || !self.vote_fence.may_campaign(last) {
             without_vote_requests(msgs)
         } else {

@@ -396,8 +396,13 @@ impl Replica {
                 .map_err(|e| e.to_string())?,
             )
         };
-        let vote_fence =
-            vote_fence::VoteFence::open(log_dir, log.created()).map_err(|e| e.to_string())?;
+        // The term of the log's first entry, if it holds it: the term in which the set's
+        // first primary was elected, from empty logs.
+        let first_term = raft::Storage::term(log.storage(), 1)
+            .ok()
+            .filter(|&t| t > 0);
+        let vote_fence = vote_fence::VoteFence::open(log_dir, log.created(), first_term)
+            .map_err(|e| e.to_string())?;
         let clock = Arc::new(proto::cluster_clock::ClusterClock::default());
         let driver = Driver {
             prepared: prepared.clone(),
