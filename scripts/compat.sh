@@ -67,7 +67,8 @@ run_suite retryable-reads "${FLOOR_RETRYABLE_READS:-80}"
 # Logical sessions: the router's session cache ($listLocalSessions), causal consistency
 # and snapshot reads (readConcern "snapshot" outside transactions).
 run_suite sessions "${FLOOR_SESSIONS:-95}"
-# Transactions on one replica set. Those that create a collection or an index inside a
+# Transactions on one replica set: pymongo's test_transactions_unified.py generates both the
+# transactions and the transactions-convenient-api unified suites. Those that create a collection or an index inside a
 # transaction are refused (263), and a commit sent through a router that never saw the
 # transaction still reaches its one shard, where the suite expects NoSuchTransaction.
 run_suite transactions "${FLOOR_TRANSACTIONS:-95}"
