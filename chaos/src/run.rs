@@ -645,9 +645,10 @@ pub(crate) fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 
 /// The members' extra `[replication]` settings for `scenario`.
 fn replication_settings(scenario: Scenario) -> String {
-    // Transactions over 2 KiB are split over several log entries (`repl::txn_parts`), so
-    // the transactional workloads drive that path through every fault.
-    let mut settings = "txn_entry_kb = 2\n".to_string();
+    // Every write of a transaction takes a log entry of its own (`repl::txn_parts`), so
+    // the transactional workloads drive the path of transactions split over several
+    // entries through every fault.
+    let mut settings = "txn_entry_kb = 0\n".to_string();
     if scenario == Scenario::PowerLoss {
         // Power losses find the most to replay with a checkpoint every second: one often
         // falls between a collection's creation and its drop.

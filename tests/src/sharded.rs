@@ -44,10 +44,10 @@ pub struct TestShardedCluster {
     _dir: tempfile::TempDir,
 }
 
-/// The members' `txn_entry_kb`: small, so that the transactions of sharded tests take the
-/// path of those split over several log entries (`shard::repl::txn_parts`) through the
-/// tests' failovers and restarts.
-pub const TXN_ENTRY_KB: u64 = 2;
+/// The members' `txn_entry_kb`: every write of a transaction in an entry of its own, so
+/// that the transactions of sharded tests take the path of those split over several log
+/// entries (`shard::repl::txn_parts`) through the tests' failovers and restarts.
+pub const TXN_ENTRY_KB: u64 = 0;
 
 impl TestShardedCluster {
     /// `shards` one-member shards and `routers` routers; the shards are added through

@@ -65,13 +65,15 @@ pub struct ReplConfig {
     /// The most a transaction's writes take of one log entry, in KiB. The writes of a
     /// larger transaction are split over several entries and still apply at once
     /// (`repl::txn_parts`), as MongoDB splits a transaction over 16 MB over several
-    /// oplog entries.
+    /// oplog entries. 0 gives every write an entry of its own, as tests and the chaos
+    /// runner use to drive that path (as MongoDB's tests lower
+    /// `maxNumberOfTransactionOperationsInSingleOplogEntry`).
     #[serde(default = "default_txn_entry_kb")]
     pub txn_entry_kb: u64,
 }
 
 /// Bounds of `txn_entry_kb`.
-const TXN_ENTRY_KB: std::ops::RangeInclusive<u64> = 1..=64 * 1024;
+const TXN_ENTRY_KB: std::ops::RangeInclusive<u64> = 0..=64 * 1024;
 
 fn yes() -> bool {
     true

@@ -139,7 +139,13 @@ pub fn split_off(
         Ok(())
     });
     match written {
-        Ok(()) => Ok((rest, parts)),
+        Ok(()) => {
+            tracing::info!(
+                parts = parts.keys.len(),
+                "a transaction's writes are split over several log entries"
+            );
+            Ok((rest, parts))
+        }
         Err(e) => {
             discard(replica, &parts);
             Err(e)
