@@ -185,16 +185,17 @@ pub fn encode_write(batch: &WriteBatch) -> Vec<u8> {
 
 /// The bytes `put_ops` writes for `batch`.
 pub fn ops_size(batch: &WriteBatch) -> usize {
-    4 + batch
-        .ops
-        .iter()
-        .map(|op| match op {
-            WriteOp::Put { table, key, value } | WriteOp::Insert { table, key, value } => {
-                table.len() + key.len() + value.len() + 11
-            }
-            WriteOp::Delete { table, key } => table.len() + key.len() + 7,
-        })
-        .sum::<usize>()
+    4 + batch.ops.iter().map(op_size).sum::<usize>()
+}
+
+/// The bytes `put_ops` writes for `op`.
+pub fn op_size(op: &WriteOp) -> usize {
+    match op {
+        WriteOp::Put { table, key, value } | WriteOp::Insert { table, key, value } => {
+            table.len() + key.len() + value.len() + 11
+        }
+        WriteOp::Delete { table, key } => table.len() + key.len() + 7,
+    }
 }
 
 /// A prepared-transaction entry's kind and transaction.

@@ -6,7 +6,7 @@
 //! the `_txn_parts` table (an ordinary write, so a restart's log replay and a snapshot
 //! carry it like any row). The transaction's final entry (its commit, or its Prepare)
 //! deletes those rows; applying it, every member reads them back and applies their writes
-//! in the same storage transaction as its own ([`expand`]), so no reader ever sees a part
+//! in the same storage transaction as its own ([`with_parts`]), so no reader ever sees a part
 //! of the transaction. Before the final entry, the primary checks the parts' keys against
 //! prepared transactions with the entry's own (`Prepared::admit`).
 //!
@@ -17,7 +17,7 @@
 
 use storage::{Engine, KeyRange, StorageError, WriteBatch, WriteOp, WriteOpRef};
 
-use super::entry::{ops_size, put_ops, OplogEntry, Reader};
+use super::entry::{op_size, ops_size, put_ops, OplogEntry, Reader};
 use super::{with_scope, ProposeError, Replica, WriteScope};
 
 /// The rows of transactions split over entries whose final entry has not applied yet.
@@ -87,9 +87,7 @@ pub fn slice(batch: WriteBatch, limit: usize) -> Vec<WriteBatch> {
     let mut slices = vec![WriteBatch::new()];
     let mut size = 0;
     for op in batch.ops {
-        let one = ops_size(&WriteBatch {
-            ops: vec![op.clone()],
-        });
+        let one = op_size(&op);
         let last = slices.last_mut().expect("never empty");
         if size + one > limit && !last.ops.is_empty() {
             slices.push(WriteBatch::new());
