@@ -894,7 +894,19 @@ fn run_case(g: &mut Gen) -> String {
                     let mut d = d.clone();
                     let mut ctx = UpdateContext::new(DateTime::from_millis(0));
                     ctx.matched_array_index = Some(g.rng.gen_range(0..3));
-                    let _ = spec.apply(&mut d, &ctx);
+                    let before = d.clone();
+                    if let Ok(true) = spec.apply(&mut d, &ctx) {
+                        // Describing the change must agree with applying and describing at
+                        // once (pipelines may be random, so only their safety is checked).
+                        let told = spec.describe(&before, &d, &ctx);
+                        let mut again = before.clone();
+                        let described = spec.apply_described(&mut again, &ctx);
+                        if !spec.is_pipeline() {
+                            // Compared as text: NaN values are not equal to themselves.
+                            let described = format!("{:?}", described.ok().flatten());
+                            assert_eq!(described, format!("{:?}", Some(told)), "{u} on {before}");
+                        }
+                    }
                 }
                 let _ = spec.upsert_document(&g.filter(1), DateTime::from_millis(0));
             }

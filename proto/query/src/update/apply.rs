@@ -10,7 +10,8 @@ use crate::expr::{num_of, type_name};
 use crate::matcher::Matcher;
 use crate::{ErrorCode, MongoError, MongoResult};
 
-use super::array::{perform_push, pull_matches};
+use super::array::{perform_push, pull_matches, Pushed};
+use super::log::UpdateLog;
 use super::number::{apply_bit, debug_number, safe_add, safe_mul, zero_like};
 use super::replacement::validate_id;
 use super::tree::{
@@ -26,7 +27,10 @@ pub(super) struct ApplyState<'a> {
     pub(super) filters: &'a HashMap<String, Matcher>,
     /// The source value of each `$rename`, read before the walk (None: source missing).
     pub(super) rename_values: Vec<Option<Bson>>,
+    pub(super) renames: &'a [Rename],
     pub(super) changed: bool,
+    /// What the update touched, for a change stream (off for a plain apply).
+    pub(super) log: UpdateLog,
 }
 
 impl ApplyState<'_> {
@@ -40,6 +44,17 @@ impl ApplyState<'_> {
 
 impl ModifierUpdate {
     pub(super) fn apply(&self, doc: &mut Document, ctx: &UpdateContext) -> MongoResult<bool> {
+        Ok(self.apply_logged(doc, ctx, UpdateLog::off())?.is_some())
+    }
+
+    /// Applies the update recording what it touches in `log`; returns the log when the
+    /// document changed, None when it did not.
+    pub(super) fn apply_logged(
+        &self,
+        doc: &mut Document,
+        ctx: &UpdateContext,
+        log: UpdateLog,
+    ) -> MongoResult<Option<UpdateLog>> {
         let original_id = doc.get("_id").cloned();
         let rename_values = self
             .renames
@@ -51,7 +66,9 @@ impl ModifierUpdate {
             id: original_id.clone(),
             filters: &self.filters,
             rename_values,
+            renames: &self.renames,
             changed: false,
+            log,
         };
         let mut root = Bson::Document(doc.clone());
         let Node::Object { .. } = &self.root else {
@@ -62,7 +79,7 @@ impl ModifierUpdate {
             unreachable!()
         };
         if !st.changed {
-            return Ok(false);
+            return Ok(None);
         }
         if !ctx.is_upsert_insert {
             let unchanged = match (&original_id, new_doc.get("_id")) {
@@ -87,7 +104,7 @@ impl ModifierUpdate {
         }
         crate::depth::check_document_depth(&new_doc)?;
         *doc = new_doc;
-        Ok(true)
+        Ok(Some(st.log))
     }
 }
 
@@ -168,7 +185,7 @@ fn not_traversable(part: &str, path: &str, name: &str, v: &Bson) -> MongoError {
 
 /// An array index in an update path. Unlike `crate::path::array_index`, leading zeros are
 /// accepted: mongod's update walk uses `parseUnsignedBase10Integer` here.
-fn parse_index(s: &str) -> Option<usize> {
+pub(super) fn parse_index(s: &str) -> Option<usize> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -320,8 +337,10 @@ fn apply_missing(
                     ),
                 ));
             }
+            st.log.created(path, depth, &value);
             create_at(deepest, to_create, value)?;
             st.changed = true;
+            log_rename_source(leaf, st);
             Ok(())
         }
         Node::Object {
@@ -438,6 +457,25 @@ fn current_date(timestamp: bool, now: DateTime) -> Bson {
     }
 }
 
+/// How a modifier changed an existing value, which decides what it logs.
+enum Change {
+    None,
+    /// Logged as the whole new value.
+    Whole,
+    /// Only elements appended to an array: logged one by one.
+    Appended(usize),
+}
+
+impl From<bool> for Change {
+    fn from(changed: bool) -> Change {
+        if changed {
+            Change::Whole
+        } else {
+            Change::None
+        }
+    }
+}
+
 fn apply_leaf_existing(
     leaf: &Leaf,
     parent: &mut Bson,
@@ -451,25 +489,72 @@ fn apply_leaf_existing(
         _ => false,
     };
     if remove {
-        match parent {
-            Bson::Document(d) => {
-                d.remove(field);
-            }
-            Bson::Array(a) => {
-                if let Some(e) = parse_index(field).and_then(|i| a.get_mut(i)) {
-                    *e = Bson::Null;
-                }
-            }
-            _ => {}
-        }
-        st.changed = true;
+        remove_existing(&leaf.op, parent, field, path, st);
         return Ok(());
     }
-    let id_str = st.id_str();
-    let dotted = path.join(".");
     let v =
         lookup_mut(parent, field).ok_or_else(|| MongoError::internal("update target vanished"))?;
-    let changed = match &leaf.op {
+    let change = match &leaf.op {
+        Op::Push(_) | Op::AddToSet(_) | Op::Pop { .. } | Op::Pull(_) | Op::PullAll(_) => {
+            modify_array(&leaf.op, v, field, path, st)?
+        }
+        op => Change::from(modify_value(op, v, field, st)?),
+    };
+    match change {
+        Change::None => {}
+        Change::Whole => st.log.updated(path, v),
+        Change::Appended(n) => {
+            if let Bson::Array(arr) = v {
+                st.log.appended(path, arr, n);
+            }
+        }
+    }
+    if !matches!(change, Change::None) {
+        st.changed = true;
+    }
+    log_rename_source(leaf, st);
+    Ok(())
+}
+
+/// `$unset` (and the source of a `$rename`): removes the field; an array element becomes
+/// null instead, which mongod logs as an update of that element.
+fn remove_existing(op: &Op, parent: &mut Bson, field: &str, path: &[String], st: &mut ApplyState) {
+    match parent {
+        Bson::Document(d) => {
+            d.remove(field);
+            // A rename logs its source's removal along with its destination.
+            if matches!(op, Op::Unset) {
+                st.log.deleted(path);
+            }
+        }
+        Bson::Array(a) => {
+            if let Some(e) = parse_index(field).and_then(|i| a.get_mut(i)) {
+                *e = Bson::Null;
+                st.log.updated(path, e);
+            }
+        }
+        _ => {}
+    }
+    st.changed = true;
+}
+
+/// mongod's RenameNode sets the destination, then unsets the source: the removal is
+/// logged right after the destination, wherever the source sits in the update tree.
+fn log_rename_source(leaf: &Leaf, st: &mut ApplyState) {
+    if let Op::RenameTo(i) = leaf.op {
+        if st.rename_values.get(i).is_some_and(Option::is_some) {
+            if let Some(r) = st.renames.get(i) {
+                let from: Vec<String> = r.from.split('.').map(str::to_owned).collect();
+                st.log.deleted(&from);
+            }
+        }
+    }
+}
+
+/// The scalar modifiers on an existing value; true when it changed.
+fn modify_value(op: &Op, v: &mut Bson, field: &str, st: &ApplyState) -> MongoResult<bool> {
+    let id_str = st.id_str();
+    Ok(match op {
         Op::Set(x) => set_value(v, x),
         Op::SetOnInsert(x) => st.ctx.is_upsert_insert && set_value(v, x),
         Op::RenameTo(i) => match &st.rename_values[*i] {
@@ -477,7 +562,7 @@ fn apply_leaf_existing(
             None => false,
         },
         Op::Inc(x) | Op::Mul(x) => {
-            let is_inc = matches!(leaf.op, Op::Inc(_));
+            let is_inc = matches!(op, Op::Inc(_));
             let name = if is_inc { "$inc" } else { "$mul" };
             let (Some(cur), Some(arg)) = (num_of(v), num_of(x)) else {
                 return Err(MongoError::type_mismatch(format!(
@@ -501,6 +586,31 @@ fn apply_leaf_existing(
         Op::Min(x) => crate::order::compare(x, v) == Ordering::Less && set_value(v, x),
         Op::Max(x) => crate::order::compare(x, v) == Ordering::Greater && set_value(v, x),
         Op::CurrentDate { timestamp } => set_value(v, &current_date(*timestamp, st.ctx.now)),
+        Op::Bit(ops) => {
+            if !matches!(v, Bson::Int32(_) | Bson::Int64(_)) {
+                return Err(MongoError::bad_value(format!(
+                    "Cannot apply $bit to a value of non-integral type.{id_str} has the field {field} of non-integer type {}",
+                    type_name(v)
+                )));
+            }
+            let result = apply_bit(v, ops);
+            set_value(v, &result)
+        }
+        _ => false,
+    })
+}
+
+/// The array modifiers on an existing value.
+fn modify_array(
+    op: &Op,
+    v: &mut Bson,
+    field: &str,
+    path: &[String],
+    st: &ApplyState,
+) -> MongoResult<Change> {
+    let id_str = st.id_str();
+    let dotted = path.join(".");
+    Ok(match op {
         Op::Push(spec) => {
             let Bson::Array(arr) = v else {
                 return Err(MongoError::bad_value(format!(
@@ -508,7 +618,11 @@ fn apply_leaf_existing(
                     type_name(v)
                 )));
             };
-            perform_push(spec, arr)
+            match perform_push(spec, arr) {
+                Pushed::Unchanged => Change::None,
+                Pushed::Appended(n) => Change::Appended(n),
+                Pushed::Rewritten => Change::Whole,
+            }
         }
         Op::AddToSet(values) => {
             let Bson::Array(arr) = v else {
@@ -524,7 +638,8 @@ fn apply_leaf_existing(
                     changed = true;
                 }
             }
-            changed
+            // mongod 7.0 logs the whole array (only $push logs appended elements alone).
+            Change::from(changed)
         }
         Op::Pop { front } => {
             let Bson::Array(arr) = v else {
@@ -534,52 +649,34 @@ fn apply_leaf_existing(
                 )));
             };
             if arr.is_empty() {
-                false
+                Change::None
             } else {
                 if *front {
                     arr.remove(0);
                 } else {
                     arr.pop();
                 }
-                true
+                Change::Whole
             }
         }
-        Op::Pull(cond) => {
+        Op::Pull(_) | Op::PullAll(_) => {
             let Bson::Array(arr) = v else {
                 return Err(MongoError::bad_value(
                     "Cannot apply $pull to a non-array value",
                 ));
             };
             let before = arr.len();
-            arr.retain(|e| !pull_matches(cond, e));
-            arr.len() != before
-        }
-        Op::PullAll(values) => {
-            let Bson::Array(arr) = v else {
-                return Err(MongoError::bad_value(
-                    "Cannot apply $pull to a non-array value",
-                ));
-            };
-            let before = arr.len();
-            arr.retain(|e| !values.iter().any(|x| crate::order::values_equal(e, x)));
-            arr.len() != before
-        }
-        Op::Bit(ops) => {
-            if !matches!(v, Bson::Int32(_) | Bson::Int64(_)) {
-                return Err(MongoError::bad_value(format!(
-                    "Cannot apply $bit to a value of non-integral type.{id_str} has the field {field} of non-integer type {}",
-                    type_name(v)
-                )));
+            match op {
+                Op::Pull(cond) => arr.retain(|e| !pull_matches(cond, e)),
+                Op::PullAll(values) => {
+                    arr.retain(|e| !values.iter().any(|x| crate::order::values_equal(e, x)))
+                }
+                _ => {}
             }
-            let result = apply_bit(v, ops);
-            set_value(v, &result)
+            Change::from(arr.len() != before)
         }
-        Op::Unset | Op::RenameFrom(_) => false,
-    };
-    if changed {
-        st.changed = true;
-    }
-    Ok(())
+        _ => Change::None,
+    })
 }
 
 /// `$set` semantics: replaces `v` unless it is already identical (type and value).

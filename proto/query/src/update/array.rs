@@ -239,10 +239,19 @@ pub(super) fn pull_matches(cond: &PullCond, e: &Bson) -> bool {
     }
 }
 
-/// mongod's PushNode: insert at `$position`, then `$sort`, then `$slice`. Returns whether
-/// mongod counts the array as modified (any `$sort` does).
-pub(super) fn perform_push(spec: &PushSpec, arr: &mut Vec<Bson>) -> bool {
-    let mut changed = false;
+/// What a `$push` did to an existing array, as mongod's PushNode reports it.
+pub(super) enum Pushed {
+    Unchanged,
+    /// Elements only appended to a non-empty array, at no `$position` within it: mongod
+    /// logs the new elements alone.
+    Appended(usize),
+    /// Anything else, logged as the whole array (any `$sort` counts, even a no-op one).
+    Rewritten,
+}
+
+/// mongod's PushNode: insert at `$position`, then `$sort`, then `$slice`.
+pub(super) fn perform_push(spec: &PushSpec, arr: &mut Vec<Bson>) -> Pushed {
+    let mut result = Pushed::Unchanged;
     if !spec.each.is_empty() {
         let len = arr.len() as i64;
         let at = match spec.position {
@@ -252,12 +261,19 @@ pub(super) fn perform_push(spec: &PushSpec, arr: &mut Vec<Bson>) -> bool {
             Some(p) if p.unsigned_abs() < len as u64 => len + p,
             Some(_) => 0,
         } as usize;
+        // mongod appends only past the end: an explicit `$position` equal to the length
+        // inserts after the last element, which it logs as a rewrite.
+        let appends = len > 0 && spec.position.is_none_or(|p| p > len);
         arr.splice(at..at, spec.each.iter().cloned());
-        changed = true;
+        result = if appends {
+            Pushed::Appended(spec.each.len())
+        } else {
+            Pushed::Rewritten
+        };
     }
     if let Some(sort) = &spec.sort {
         sort_array(arr, sort);
-        changed = true;
+        result = Pushed::Rewritten;
     }
     if let Some(slice) = spec.slice {
         let keep = slice.unsigned_abs().min(usize::MAX as u64) as usize;
@@ -267,10 +283,10 @@ pub(super) fn perform_push(spec: &PushSpec, arr: &mut Vec<Bson>) -> bool {
             } else {
                 arr.drain(..arr.len() - keep);
             }
-            changed = true;
+            result = Pushed::Rewritten;
         }
     }
-    changed
+    result
 }
 
 fn sort_array(arr: &mut [Bson], sort: &SortSpec) {

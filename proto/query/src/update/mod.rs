@@ -17,6 +17,13 @@ use crate::{ErrorCode, MongoError, MongoResult};
 
 mod apply;
 mod array;
+mod change;
+#[cfg(test)]
+mod describe_tests;
+mod description;
+mod diff_calc;
+mod diff_tree;
+mod log;
 mod number;
 mod parse;
 mod pipeline;
@@ -26,6 +33,7 @@ mod tests;
 mod tree;
 mod values;
 
+pub use self::description::{UpdateChange, UpdateDescription};
 pub use self::parse::MODIFIERS;
 
 use self::apply::create_at;
