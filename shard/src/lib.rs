@@ -2,6 +2,7 @@
 //! (WiredTiger, or memory for tests) and serves them to routers over gRPC.
 
 pub mod catalog;
+pub mod change_stream;
 pub mod commands;
 pub mod config;
 pub mod control;

@@ -4,6 +4,7 @@
 
 pub mod agg;
 pub mod bson_types;
+pub mod change_stream;
 pub mod depth;
 pub mod expr;
 pub mod keystring;

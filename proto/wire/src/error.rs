@@ -161,12 +161,15 @@ error_codes! {
     NoSuchTransaction = 251;
     TransactionCommitted = 256;
     TransactionTooLarge = 257;
+    InvalidResumeToken = 260;
     TooManyLogicalSessions = 261;
     ExceededTimeLimit = 262, retryable;
     OperationNotSupportedInTransaction = 263;
     PreparedTransactionInProgress = 267;
     ClientDisconnect = 279;
+    ChangeStreamFatalError = 280;
     WouldChangeOwningShard = 283;
+    ChangeStreamHistoryLost = 286;
     QueryExceededMemoryLimitNoDiskUseAllowed = 292;
     APIStrictError = 323;
     MechanismUnavailable = 334;
@@ -438,10 +441,12 @@ error_codes! {
     DateFromStringUnknownArgument = 40541, location;
     DateFromStringMissingDateString = 40542, location;
     OpMsgMissingDb = 40571, location;
+    ChangeStreamUnsupportedTopology = 40573, location;
     NotAllowedInFacet = 40600, location;
     OutputStageNotLast = 40601, location;
     DocumentsNotFirst = 40602, location;
     RetryableWriteOtherNamespace = 40606, location;
+    ChangeStreamStartBothTokenAndTime = 40674, location;
     DateFromStringFormatNotString = 40684, location;
     TrimUnknownArgument = 50694, location;
     TrimMissingInput = 50695, location;
@@ -449,6 +454,7 @@ error_codes! {
     TrimInputNotString = 50699, location;
     TrimCharsNotString = 50700, location;
     SubstrBytesStartNegative = 50752, location;
+    ChangeStreamBothResumeAndStartAfter = 50865, location;
     RoleAlreadyExists = 51002, location;
     UserAlreadyExists = 51003, location;
     NotAllowedInLookup = 51047, location;

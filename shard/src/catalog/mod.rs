@@ -34,6 +34,8 @@ use storage::{Engine, KeyRange, WriteBatch};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::error::storage_to_mongo;
+use crate::execution::change_events;
+use crate::repl::events::Kind;
 use db_placement::DbPlacement;
 use moves::MoveLog;
 use query::ownership::Ownership;
@@ -469,6 +471,9 @@ impl Catalog {
             ns.as_bytes().to_vec(),
             bson::to_vec(&meta.to_document()).unwrap(),
         );
+        let mut created = meta.options.clone();
+        created.insert("idIndex", doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"});
+        change_events::ddl(&mut batch, Kind::Create, &ns, Some(&created));
         engine.write(&batch).map_err(storage_to_mongo)?;
         Ok((self.install_new(meta), true))
     }
@@ -529,6 +534,7 @@ impl Catalog {
         // fails (not primary) leaves the collection as every member still has it.
         let mut batch = WriteBatch::default();
         batch.delete(CATALOG_TABLE, ns.as_bytes().to_vec());
+        change_events::ddl(&mut batch, Kind::Drop, ns, None);
         engine.write(&batch).map_err(storage_to_mongo)?;
         self.forget(ns, &meta);
         engine.drop_table(&meta.table).map_err(storage_to_mongo)?;
@@ -579,6 +585,8 @@ impl Catalog {
         let mut batch = WriteBatch::default();
         batch.delete(CATALOG_TABLE, from.as_bytes().to_vec());
         self.stage(&mut batch, &meta);
+        let to = doc! {"to": meta.ns()};
+        change_events::ddl(&mut batch, Kind::Rename, from, Some(&to));
         engine.write(&batch).map_err(storage_to_mongo)?;
         self.forget(from, &old);
         self.install_new(meta);

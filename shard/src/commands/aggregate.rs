@@ -54,6 +54,9 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             )),
         };
     let stages = query::agg::command_stages(cmd)?;
+    if query::change_stream::opens_stream(&stages)? {
+        return crate::change_stream::open(ctx, cmd, coll, &stages);
+    }
     let explain = matches!(cmd.get("explain"), Some(Bson::Boolean(true)));
     let cursor_opts = opt_doc(cmd, "cursor")?;
     if cursor_opts.is_none() && !explain {

@@ -94,7 +94,7 @@ fn merge(ctx: &Ctx, spec: &MergeSpec, results: Vec<Document>) -> MongoResult<()>
                 } else {
                     with_id_first(&d)
                 };
-                replace_document(engine, catalog, &meta, &old, &with_id_first(&d))?;
+                replace_document(engine, catalog, &meta, (&old, &with_id_first(&d)), None)?;
             }
         }
     }

@@ -12,7 +12,13 @@ use crate::migrations::migration::{current, expect_version, range};
 use crate::migrations::range_deleter::pending_overlaps;
 use crate::node::Ctx;
 
+/// Documents that arrive by migration produce no change events: they moved, and the
+/// donor's stream already showed how they came to be.
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
+    crate::repl::events::silent(|| apply(ctx, cmd))
+}
+
+fn apply(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
     let docs: Vec<Document> = opt_array(cmd, "docs")?
         .map(|a| a.iter().filter_map(|d| d.as_document().cloned()).collect())
@@ -36,7 +42,9 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let mut fresh = Vec::new();
     for ((_, old), new) in current(ctx, &meta, &ids)?.into_iter().zip(docs) {
         match old {
-            Some(old) => replace_document(ctx.engine, &ctx.node.catalog, &meta, &old, &new)?,
+            Some(old) => {
+                replace_document(ctx.engine, &ctx.node.catalog, &meta, (&old, &new), None)?
+            }
             None => fresh.push(new),
         }
     }

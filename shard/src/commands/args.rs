@@ -213,6 +213,7 @@ pub fn batch_reply(
 ) -> MongoResult<Document> {
     let (cursors, engine) = (&node.cursors, node.engine.as_ref());
     let batch = source.next_batch(engine, max_docs, deadline)?;
+    let resume_token = source.post_batch_resume_token();
     let id = if single_batch || source.exhausted() {
         0
     } else {
@@ -226,7 +227,11 @@ pub fn batch_reply(
         "firstBatch"
     };
     let batch: Vec<Bson> = batch.into_iter().map(Bson::Document).collect();
-    Ok(doc! {"cursor": {key: batch, "id": id, "ns": ns}, "ok": 1.0})
+    let mut cursor = doc! {key: batch, "id": id, "ns": ns};
+    if let Some(token) = resume_token {
+        cursor.insert("postBatchResumeToken", token);
+    }
+    Ok(doc! {"cursor": cursor, "ok": 1.0})
 }
 
 /// The member's replica, or MongoDB's error for a node that is not in a replica set.

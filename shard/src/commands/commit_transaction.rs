@@ -115,6 +115,7 @@ pub fn write(
         .collect();
     let metas = unchanged_since(node, &metas, &staged, txn.read_at)?;
     let mut batch = WriteBatch::new();
+    batch.events = staged.events.clone();
     for ((table, k), v) in &staged.writes {
         match v {
             Some(v) => batch.put(table.clone(), k.clone(), v.clone()),

@@ -37,6 +37,25 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         .map(|b| b as usize)
         .unwrap_or(usize::MAX);
     let ns = format!("{}.{}", ctx.db, coll);
-    let source = ctx.node.cursors.take(id, &ns)?;
+    let mut source = ctx.node.cursors.take(id, &ns)?;
+    if let Some(at) = reach_time(cmd)? {
+        // A router merging change streams waits on this member's events up to `at`.
+        let replica = super::args::replica(ctx)?;
+        let reached = replica.reach_time(at, std::time::Duration::from_secs(5));
+        if let Err(e) = reached {
+            ctx.node.cursors.park(id, ns.clone(), source, false)?;
+            return Err(e.into());
+        }
+    }
+    source.await_data(opt_count(cmd, "maxTimeMS")?.map(std::time::Duration::from_millis));
     batch_reply(ctx.node, &ns, source, Some(id), max, false, &ctx.deadline)
+}
+
+/// The cluster time a router's change-stream `getMore` asks this member to reach first.
+fn reach_time(cmd: &Document) -> MongoResult<Option<u64>> {
+    match cmd.get("$_reachTime") {
+        None => Ok(None),
+        Some(Bson::Timestamp(t)) => Ok(Some((u64::from(t.time) << 32) | u64::from(t.increment))),
+        Some(_) => Err(MongoError::type_mismatch("$_reachTime must be a timestamp")),
+    }
 }

@@ -92,7 +92,11 @@ pub fn replicate(
         .ops
         .into_iter()
         .partition(|op| op.table() == CATALOG_TABLE);
-    let (ops, parts) = txn_parts::split_off(replica, (session, number), WriteBatch { ops })?;
+    let ops = WriteBatch {
+        ops,
+        events: batch.events,
+    };
+    let (ops, parts) = txn_parts::split_off(replica, (session, number), ops)?;
     let txn = TxnName {
         session: session.to_vec(),
         number,
@@ -101,9 +105,7 @@ pub fn replicate(
         txn,
         coordinator: coordinator.to_string(),
         ops,
-        side: WriteBatch {
-            ops: side.into_iter().chain(parts.deletes()).collect(),
-        },
+        side: WriteBatch::of(side.into_iter().chain(parts.deletes()).collect()),
     };
     txn_parts::replicate_final(replica, &entry, &parts)?;
     match replica.prepared.get(session) {

@@ -3,7 +3,7 @@
 
 use bson::{doc, Bson, Document};
 use query::matcher::Matcher;
-use query::update::{UpdateContext, UpdateSpec};
+use query::update::{UpdateChange, UpdateContext, UpdateSpec};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::args::{collection_name, create_on_write, existing, opt_array, opt_bool};
@@ -229,18 +229,28 @@ pub fn apply_to_existing(
         matched_array_index: matcher.matches_with_position(old).flatten(),
         now: bson::DateTime::now(),
     };
-    let changed = spec.apply(&mut new, &uctx)?;
+    let change = spec.apply_described(&mut new, &uctx)?;
     if new.get("_id") != old.get("_id") {
         return Err(MongoError::new(
             ErrorCode::ImmutableField,
             "Performing an update on the path '_id' would modify the immutable field '_id'",
         ));
     }
-    if changed {
+    if let Some(change) = change {
         let new = with_id_first(&new);
         would_change_owning_shard(ctx, meta, old, &new)?;
         ctx.record(|| record(&new));
-        replace_document(ctx.engine, &ctx.node.catalog, meta, old, &new)?;
+        let described = match change {
+            UpdateChange::Update(d) => Some(d.to_document(true)),
+            UpdateChange::Replace => None,
+        };
+        replace_document(
+            ctx.engine,
+            &ctx.node.catalog,
+            meta,
+            (old, &new),
+            described.as_ref(),
+        )?;
         return Ok((new, true));
     }
     Ok((new, false))

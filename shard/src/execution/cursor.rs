@@ -38,6 +38,13 @@ pub trait CursorSource: Send {
     fn held_bytes(&self) -> usize {
         0
     }
+    /// A `getMore` of a tailable awaitData cursor (a change stream's) may wait up to
+    /// `max` (its `maxTimeMS`) for results; other cursors never wait.
+    fn await_data(&mut self, _max: Option<std::time::Duration>) {}
+    /// A change stream's `postBatchResumeToken` after the batch just drawn.
+    fn post_batch_resume_token(&self) -> Option<Document> {
+        None
+    }
 }
 
 /// A snapshot read's or a transaction's cursor: every batch, the first and each

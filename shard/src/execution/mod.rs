@@ -7,6 +7,7 @@
 //! produces and a cursor consumes, and need only the catalog, errors, deadlines and the
 //! write checks of `control`, never a command's context or the node.
 
+pub mod change_events;
 pub mod cursor;
 pub mod pipeline_cursor;
 pub mod plan;

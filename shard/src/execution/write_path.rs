@@ -15,6 +15,8 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use crate::catalog::keys::{id_key, index_entry_key, index_keys};
 use crate::catalog::{Catalog, CollectionMeta, IndexMeta};
 use crate::error::{invalid_bson, storage_to_mongo};
+use crate::execution::change_events;
+use crate::repl::events::Kind;
 
 /// A document about to be inserted: its `_id`, the bytes stored for it (`_id` first), and
 /// the parsed document, made only when an index or an error needs its fields. A batch
@@ -101,6 +103,7 @@ fn stage_insert(
         }
     }
     batch.insert(&meta.table, rk, bytes);
+    change_events::inserted(batch, meta, &doc.id, || doc.doc())?;
     Ok(flips)
 }
 
@@ -278,12 +281,13 @@ pub fn insert_new(
 }
 
 /// Replaces `old` by `new` (same `_id`), maintaining only the index entries that changed.
+/// `update` is the update description when the change is an update, not a replacement.
 pub fn replace_document(
     engine: &dyn Engine,
     catalog: &Catalog,
     meta: &CollectionMeta,
-    old: &Document,
-    new: &Document,
+    (old, new): (&Document, &Document),
+    update: Option<&Document>,
 ) -> MongoResult<()> {
     let id = old
         .get("_id")
@@ -312,6 +316,12 @@ pub fn replace_document(
         }
     }
     batch.put(&meta.table, rk, bytes);
+    let kind = if update.is_some() {
+        Kind::Update
+    } else {
+        Kind::Replace
+    };
+    change_events::document(&mut batch, meta, kind, new, update);
     commit(engine, catalog, meta, batch, &flips, &[new])?;
     meta.moves.record(id);
     Ok(())
@@ -358,6 +368,7 @@ pub fn stage_delete(
         }
     }
     batch.delete(&meta.table, rk);
+    change_events::document(batch, meta, Kind::Delete, old, None);
     Ok(())
 }
 

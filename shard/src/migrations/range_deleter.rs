@@ -159,7 +159,8 @@ pub fn delete_batch(
                 if older.iter().any(|o| o.owns(&d)) {
                     kept = true;
                 } else {
-                    stage_delete(meta, &d, &mut batch)?;
+                    // A range that left is not a deletion of its documents.
+                    crate::repl::events::silent(|| stage_delete(meta, &d, &mut batch))?;
                     deleted += 1;
                 }
             }

@@ -141,6 +141,11 @@ impl Applier {
         }
     }
 
+    /// What change streams read the applied index through.
+    pub fn progress(&self) -> AppliedIndex {
+        AppliedIndex(self.progress.clone())
+    }
+
     /// Waits until everything up to `index` is applied; the error says why applying
     /// stopped.
     pub fn wait_for(&self, index: u64) -> Result<u64, String> {
@@ -175,6 +180,29 @@ impl Applier {
 impl Drop for Applier {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// The index of the newest entry applied here, to wait on.
+#[derive(Clone)]
+pub struct AppliedIndex(Arc<Progress>);
+
+impl AppliedIndex {
+    pub fn get(&self) -> u64 {
+        self.0.state.lock().applied
+    }
+
+    /// The applied index once it passes `index`, or when `limit` runs out, or at once
+    /// if applying stopped.
+    pub fn wait_past(&self, index: u64, limit: std::time::Duration) -> u64 {
+        let until = std::time::Instant::now() + limit;
+        let mut state = self.0.state.lock();
+        while state.applied <= index && state.failed.is_none() {
+            if self.0.changed.wait_until(&mut state, until).timed_out() {
+                break;
+            }
+        }
+        state.applied
     }
 }
 
@@ -327,7 +355,7 @@ fn apply_one(
             match write_replayed(ctx, &mut ops, at) {
                 Ok(()) => {}
                 Err(StorageError::KeyExists { table }) => {
-                    write_applied(engine, at)?;
+                    write_refused(engine, at)?;
                     return Ok(Err(ProposeError::KeyExists(table)));
                 }
                 Err(e) => return Err(e),
@@ -361,6 +389,7 @@ fn apply_one(
             let resolution = (&txn, Some(commit), side.as_slice());
             if !prepared::apply_resolution(engine, &ctx.prepared, resolution, timed(at)?, applied)?
             {
+                write_refused(engine, at)?;
                 return Ok(Err(ProposeError::NotPrepared));
             }
         }
@@ -369,6 +398,7 @@ fn apply_one(
             let resolution = (&txn, None, side.as_slice());
             if !prepared::apply_resolution(engine, &ctx.prepared, resolution, timed(at)?, applied)?
             {
+                write_refused(engine, at)?;
                 return Ok(Err(ProposeError::NotPrepared));
             }
         }
@@ -410,6 +440,31 @@ fn write_replayed(
             r => return r,
         }
     }
+}
+
+/// Records an entry refused as it applied (a duplicate key, a resolution of a
+/// transaction not prepared) as applied, and as refused: a change stream reading the log
+/// skips its events (`refused_key`).
+fn write_refused(engine: &dyn Engine, at: &Applied) -> Result<(), StorageError> {
+    let applied = snapshot::encode_applied(at.index, at.term, at.newest);
+    let ops = [
+        WriteOpRef::Put {
+            table: REPL_TABLE,
+            key: APPLIED_KEY,
+            value: &applied,
+        },
+        WriteOpRef::Put {
+            table: REPL_TABLE,
+            key: &refused_key(at.index),
+            value: &[],
+        },
+    ];
+    at.write(engine, &ops)
+}
+
+/// The `_repl` row that marks entry `index` as refused when it applied.
+pub fn refused_key(index: u64) -> Vec<u8> {
+    [&b"refused/"[..], &index.to_be_bytes()].concat()
 }
 
 /// Records an entry that changed no data as applied (the index, with its term, is
@@ -523,12 +578,11 @@ mod tests {
         };
         let key = |seq| txn_parts::part_key(2, (b"s", 1), seq);
         let parts = |seqs: [u32; 2]| {
-            OplogEntry::Write(WriteBatch {
-                ops: seqs
-                    .iter()
+            OplogEntry::Write(WriteBatch::of(
+                seqs.iter()
                     .map(|&q| txn_parts::part_row(key(q), &slice(&[b'a' + q as u8])))
                     .collect(),
-            })
+            ))
         };
         let deletes = |seqs: [u32; 2]| {
             let mut b = WriteBatch::new();

@@ -42,7 +42,7 @@ impl Layer for ReplicatedEngine {
     }
 
     fn write_layered(&self, batch: WriteBatch) -> Result<()> {
-        if batch.is_empty() {
+        if batch.is_empty() && batch.events.is_empty() {
             return Ok(());
         }
         self.replicate(OplogEntry::Write(batch))

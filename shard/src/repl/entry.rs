@@ -48,6 +48,10 @@ const DROP: u8 = 2;
 pub const PREPARE: u8 = 3;
 const COMMIT_PREPARED: u8 = 4;
 const ABORT_PREPARED: u8 = 5;
+/// `WRITE` and `PREPARE` followed by their change events (`repl::events`): entries
+/// without events keep the bytes they always had.
+const WRITE_EV: u8 = 6;
+const PREPARE_EV: u8 = 7;
 const PUT: u8 = 0;
 const INSERT: u8 = 1;
 const DELETE: u8 = 2;
@@ -64,11 +68,17 @@ impl OplogEntry {
                 ops,
                 side,
             } => {
-                let mut out = txn_header(PREPARE, txn);
+                let kind = if ops.events.is_empty() {
+                    PREPARE
+                } else {
+                    PREPARE_EV
+                };
+                let mut out = txn_header(kind, txn);
                 out.extend_from_slice(&(coordinator.len() as u16).to_le_bytes());
                 out.extend_from_slice(coordinator.as_bytes());
                 put_ops(&mut out, ops);
                 put_ops(&mut out, side);
+                put_events(&mut out, ops);
                 out
             }
             OplogEntry::CommitPrepared { txn, commit, side } => {
@@ -87,7 +97,11 @@ impl OplogEntry {
 
     /// `None` for bytes no leader of ours wrote (a corrupt or foreign log).
     pub fn decode(bytes: &[u8]) -> Option<OplogEntry> {
-        OplogEntryRef::decode(bytes).map(|e| e.to_owned())
+        let mut entry = OplogEntryRef::decode(bytes)?.to_owned();
+        if let OplogEntry::Write(b) | OplogEntry::Prepare { ops: b, .. } = &mut entry {
+            b.events = events_of(bytes).unwrap_or_default().to_vec();
+        }
+        Some(entry)
     }
 }
 
@@ -122,14 +136,25 @@ impl<'a> OplogEntryRef<'a> {
         let mut r = Reader(rest);
         let entry = match kind {
             WRITE => OplogEntryRef::Write(r.ops()?),
+            WRITE_EV => {
+                let ops = r.ops()?;
+                r.bytes()?;
+                OplogEntryRef::Write(ops)
+            }
             CREATE => return Some(OplogEntryRef::CreateTable(std::str::from_utf8(rest).ok()?)),
             DROP => return Some(OplogEntryRef::DropTable(std::str::from_utf8(rest).ok()?)),
-            PREPARE => OplogEntryRef::Prepare {
-                txn: r.txn()?,
-                coordinator: r.str()?,
-                ops: r.ops()?,
-                side: r.ops()?,
-            },
+            PREPARE | PREPARE_EV => {
+                let entry = OplogEntryRef::Prepare {
+                    txn: r.txn()?,
+                    coordinator: r.str()?,
+                    ops: r.ops()?,
+                    side: r.ops()?,
+                };
+                if kind == PREPARE_EV {
+                    r.bytes()?;
+                }
+                entry
+            }
             COMMIT_PREPARED => OplogEntryRef::CommitPrepared {
                 txn: r.txn()?,
                 commit: r.u64()?,
@@ -145,9 +170,8 @@ impl<'a> OplogEntryRef<'a> {
     }
 
     pub fn to_owned(&self) -> OplogEntry {
-        let batch = |ops: &[WriteOpRef<'_>]| WriteBatch {
-            ops: ops.iter().map(WriteOpRef::to_owned).collect(),
-        };
+        let batch =
+            |ops: &[WriteOpRef<'_>]| WriteBatch::of(ops.iter().map(WriteOpRef::to_owned).collect());
         match self {
             OplogEntryRef::Write(ops) => OplogEntry::Write(batch(ops)),
             OplogEntryRef::CreateTable(t) => OplogEntry::CreateTable(t.to_string()),
@@ -177,10 +201,44 @@ impl<'a> OplogEntryRef<'a> {
 }
 /// Encodes a write batch without copying it into an `OplogEntry` first.
 pub fn encode_write(batch: &WriteBatch) -> Vec<u8> {
-    let mut out = Vec::with_capacity(ops_size(batch) + 1);
-    out.push(WRITE);
-    put_ops(&mut out, batch);
+    let mut out = Vec::with_capacity(ops_size(batch) + batch.events.len() + 5);
+    if batch.events.is_empty() {
+        out.push(WRITE);
+        put_ops(&mut out, batch);
+    } else {
+        out.push(WRITE_EV);
+        put_ops(&mut out, batch);
+        put_events(&mut out, batch);
+    }
     out
+}
+
+/// The change events (`repl::events`) an entry's bytes carry: `Some(empty)` for an
+/// entry without any, `None` for bytes no leader of ours wrote.
+pub fn events_of(bytes: &[u8]) -> Option<&[u8]> {
+    let (&kind, rest) = bytes.split_first()?;
+    let mut r = Reader(rest);
+    match kind {
+        WRITE_EV => {
+            r.ops()?;
+        }
+        PREPARE_EV => {
+            r.txn()?;
+            r.str()?;
+            r.ops()?;
+            r.ops()?;
+        }
+        _ => return Some(&[]),
+    }
+    let events = r.bytes()?;
+    r.0.is_empty().then_some(events)
+}
+
+fn put_events(out: &mut Vec<u8>, batch: &WriteBatch) {
+    if !batch.events.is_empty() {
+        out.extend_from_slice(&(batch.events.len() as u32).to_le_bytes());
+        out.extend_from_slice(&batch.events);
+    }
 }
 
 /// The bytes `put_ops` writes for `batch`.
@@ -265,6 +323,12 @@ impl<'a> Reader<'a> {
         Some(ops)
     }
 
+    /// Bytes with a 32-bit length.
+    pub fn bytes(&mut self) -> Option<&'a [u8]> {
+        let len = self.u32()? as usize;
+        self.take(len)
+    }
+
     /// A string with a 16-bit length.
     pub fn str(&mut self) -> Option<&'a str> {
         let len = self.u16()? as usize;
@@ -282,7 +346,7 @@ impl<'a> Reader<'a> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
 
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         if self.0.len() < n {
             return None;
         }
@@ -290,13 +354,13 @@ impl<'a> Reader<'a> {
         self.0 = b;
         Some(a)
     }
-    fn u8(&mut self) -> Option<u8> {
+    pub fn u8(&mut self) -> Option<u8> {
         Some(self.take(1)?[0])
     }
-    fn u16(&mut self) -> Option<u16> {
+    pub fn u16(&mut self) -> Option<u16> {
         Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
     }
-    fn u32(&mut self) -> Option<u32> {
+    pub fn u32(&mut self) -> Option<u32> {
         Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
     }
 }
@@ -311,7 +375,19 @@ mod tests {
         b.put("t1", vec![1, 2], vec![3; 300])
             .insert("t2", vec![9], vec![])
             .delete("t1", vec![7, 7, 7]);
+        let mut with_events = b.clone();
+        with_events.events = vec![4; 33];
         for e in [
+            OplogEntry::Write(with_events.clone()),
+            OplogEntry::Prepare {
+                txn: TxnName {
+                    session: vec![2; 4],
+                    number: 1,
+                },
+                coordinator: "a".into(),
+                ops: with_events.clone(),
+                side: b.clone(),
+            },
             OplogEntry::Write(b.clone()),
             OplogEntry::Write(WriteBatch::new()),
             OplogEntry::CreateTable("c_x".into()),
@@ -349,9 +425,15 @@ mod tests {
     fn rejects_truncated_and_unknown_bytes() {
         let mut b = WriteBatch::new();
         b.put("t", vec![1], vec![2, 3]);
-        let bytes = OplogEntry::Write(b).encode();
-        for n in 0..bytes.len() {
-            assert_eq!(OplogEntry::decode(&bytes[..n]), None, "prefix of {n} bytes");
+        let plain = OplogEntry::Write(b.clone()).encode();
+        b.events = vec![1, 2, 3];
+        let with_events = OplogEntry::Write(b).encode();
+        assert_eq!(events_of(&with_events), Some(&[1, 2, 3][..]));
+        assert_eq!(events_of(&plain), Some(&[][..]));
+        for bytes in [plain, with_events] {
+            for n in 0..bytes.len() {
+                assert_eq!(OplogEntry::decode(&bytes[..n]), None, "prefix of {n} bytes");
+            }
         }
         assert_eq!(OplogEntry::decode(&[9]), None);
     }

@@ -69,6 +69,14 @@ impl LogStore {
     }
 }
 
+impl LogStore {
+    /// Entry `index` for a reader beside Raft (a change stream); `None` once compacted
+    /// away or not yet in the log.
+    pub fn read(&self, index: u64) -> Option<Entry> {
+        self.rl().entry(index).ok()
+    }
+}
+
 impl Default for LogStore {
     fn default() -> Self {
         LogStore::new()

@@ -15,11 +15,12 @@
 //! nothing a member applied is ever rolled back, and an acknowledged write — `w:1` or
 //! `w:"majority"` — survives the loss of any minority of members.
 
-mod applier;
+pub mod applier;
 pub mod config;
 pub mod driver;
 pub mod engine;
 pub mod entry;
+pub mod events;
 pub mod log;
 mod log_pending;
 mod log_replay;
@@ -243,6 +244,10 @@ pub struct Replica {
     applied_clock: Arc<std::sync::atomic::AtomicU64>,
     /// The transactions prepared on this member (`prepared`).
     pub prepared: Arc<prepared::Prepared>,
+    /// The log, which change streams read (`crate::change_stream`).
+    pub log: log_store::LogStore,
+    /// How far this member has applied the log (`None` on an arbiter).
+    pub applied: Option<applier::AppliedIndex>,
 }
 
 /// Entries whose proposer stopped waiting at its `wtimeout` and whose outcome (applied,
@@ -396,6 +401,8 @@ impl Replica {
                 .map_err(|e| e.to_string())?,
             )
         };
+        let applied_index = applier.as_ref().map(applier::Applier::progress);
+        let log_store = log.storage().clone();
         // The term of the log's first entry, if it holds it: the term in which the set's
         // first primary was elected, from empty logs.
         let first_term = raft::Storage::term(log.storage(), 1)
@@ -483,6 +490,8 @@ impl Replica {
                 clock,
                 applied_clock,
                 prepared,
+                log: log_store,
+                applied: applied_index,
             }),
             service,
         ))

@@ -259,9 +259,7 @@ fn slots(ops: &[WriteOpRef<'_>]) -> Vec<(String, Vec<u8>)> {
 
 /// The `_prepared` row of a transaction: its number, prepare time, coordinator and ops.
 fn row(held: &Held, ops: &[WriteOpRef<'_>]) -> Vec<u8> {
-    let batch = WriteBatch {
-        ops: ops.iter().map(WriteOpRef::to_owned).collect(),
-    };
+    let batch = WriteBatch::of(ops.iter().map(WriteOpRef::to_owned).collect());
     let mut out = Vec::new();
     out.extend_from_slice(&held.number.to_le_bytes());
     out.extend_from_slice(&held.at.to_le_bytes());

@@ -108,14 +108,17 @@ pub fn slice(batch: WriteBatch, limit: usize) -> Vec<WriteBatch> {
 pub fn split_off(
     replica: &Replica,
     txn: (&[u8], i64),
-    batch: WriteBatch,
+    mut batch: WriteBatch,
 ) -> Result<(WriteBatch, Parts), ProposeError> {
     let limit = replica.config.txn_entry_kb as usize * 1024;
     if ops_size(&batch) <= limit {
         return Ok((batch, Parts::default()));
     }
+    // The events ride in the final entry, which is what makes them happen.
+    let events = std::mem::take(&mut batch.events);
     let mut slices = slice(batch, limit);
-    let rest = slices.pop().unwrap_or_default();
+    let mut rest = slices.pop().unwrap_or_default();
+    rest.events = events;
     let scope = super::scope();
     let term = scope.term.unwrap_or_else(|| replica.status().term);
     let majority = WriteScope {
@@ -127,9 +130,7 @@ pub fn split_off(
     let written = with_scope(majority, || {
         for (seq, slice) in slices.into_iter().enumerate() {
             let key = part_key(term, txn, seq as u32);
-            let write = WriteBatch {
-                ops: vec![part_row(key.clone(), &slice)],
-            };
+            let write = WriteBatch::of(vec![part_row(key.clone(), &slice)]);
             replica.replicate(OplogEntry::Write(write))?;
             parts.keys.push(key);
             parts.slices.push(slice);
@@ -174,9 +175,7 @@ pub fn discard(replica: &Replica, parts: &Parts) {
     if parts.keys.is_empty() {
         return;
     }
-    let batch = WriteBatch {
-        ops: parts.deletes().collect(),
-    };
+    let batch = WriteBatch::of(parts.deletes().collect());
     if let Err(e) = replica.replicate(OplogEntry::Write(batch)) {
         tracing::warn!(error = %e, "deleting the parts of a transaction that did not commit");
     }
@@ -255,7 +254,7 @@ pub fn sweep(replica: &Replica, engine: &dyn Engine) -> wire::MongoResult<usize>
             ..WriteScope::default()
         };
         with_scope(term, || {
-            replica.replicate(OplogEntry::Write(WriteBatch { ops: stale }))
+            replica.replicate(OplogEntry::Write(WriteBatch::of(stale)))
         })?;
     }
     Ok(n)
@@ -297,9 +296,7 @@ mod tests {
         let mut deletes = Vec::new();
         for (seq, s) in slices.iter().enumerate() {
             let key = part_key(3, txn, seq as u32);
-            let w = WriteBatch {
-                ops: vec![part_row(key.clone(), s)],
-            };
+            let w = WriteBatch::of(vec![part_row(key.clone(), s)]);
             engine.write(&w).unwrap();
             deletes.push(WriteOp::Delete {
                 table: PARTS_TABLE.into(),

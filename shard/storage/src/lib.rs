@@ -230,11 +230,23 @@ impl<'a> WriteOpRef<'a> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     pub ops: Vec<WriteOp>,
+    /// What the ops mean to a change stream, encoded by the layer that replicates them
+    /// (`shard::repl::events`): storage never reads it, and batches that merge
+    /// concatenate it.
+    pub events: Vec<u8>,
 }
 
 impl WriteBatch {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A batch of `ops` that means nothing to a change stream.
+    pub fn of(ops: Vec<WriteOp>) -> Self {
+        WriteBatch {
+            ops,
+            events: Vec::new(),
+        }
     }
 
     pub fn put(
@@ -327,9 +339,9 @@ pub trait Engine: Send + Sync + 'static {
     /// [`Engine::write`] of borrowed ops. The default copies them into a batch; an engine
     /// that copies rows into its own pages anyway (WiredTiger) applies them as they are.
     fn write_refs(&self, ops: &[WriteOpRef<'_>]) -> Result<()> {
-        self.write_owned(WriteBatch {
-            ops: ops.iter().map(WriteOpRef::to_owned).collect(),
-        })
+        self.write_owned(WriteBatch::of(
+            ops.iter().map(WriteOpRef::to_owned).collect(),
+        ))
     }
     /// [`Engine::get`] as of `at`: the newest version committed at or before `at`.
     /// Fails with [`StorageError::SnapshotTooOld`] if `at` is older than the oldest

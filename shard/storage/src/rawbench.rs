@@ -168,6 +168,7 @@ fn engine_load(engine: &WiredTigerEngine, docs: usize, value: &[u8], batch: usiz
         let end = (i + batch.max(1)).min(docs);
         let mut b = WriteBatch {
             ops: Vec::with_capacity(end - i),
+            events: Vec::new(),
         };
         for n in i..end {
             b.put(TABLE, key(n).to_vec(), value.to_vec());

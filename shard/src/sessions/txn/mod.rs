@@ -123,6 +123,8 @@ pub struct Staged {
     pub bytes: usize,
     /// The collections written, whose write locks the commit takes in this order.
     pub namespaces: BTreeSet<String>,
+    /// The change events of the writes, in the order they were made (`repl::events`).
+    pub events: Vec<u8>,
 }
 
 impl Txn {

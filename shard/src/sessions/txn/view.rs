@@ -127,6 +127,7 @@ impl TxnView {
             .map_err(|e| StorageError::Layer(Box::new(e)))?;
         staged.bytes = bytes;
         staged.writes.extend(pending);
+        staged.events.extend_from_slice(&batch.events);
         Ok(())
     }
 }
