@@ -15,10 +15,29 @@ use std::time::{Duration, Instant};
 use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::shard_client::ShardHandle;
+use crate::sharding::change_stream::StreamMerge;
 use crate::sharding::merge_cursor::MergeCursor;
 
 /// A router-held cursor; one `getMore` at a time uses it.
-pub type Merged = std::sync::Arc<tokio::sync::Mutex<MergeCursor>>;
+pub type Merged = std::sync::Arc<tokio::sync::Mutex<Held>>;
+
+/// What a router-held cursor merges.
+pub enum Held {
+    /// Several shards' results of one read.
+    Merge(MergeCursor),
+    /// Several shards' change streams.
+    Stream(StreamMerge),
+}
+
+impl Held {
+    /// Closes the shards' cursors still open.
+    pub async fn kill(&mut self) {
+        match self {
+            Held::Merge(m) => m.kill().await,
+            Held::Stream(s) => s.kill().await,
+        }
+    }
+}
 
 /// Where a cursor lives.
 #[derive(Clone, Default)]
@@ -105,7 +124,7 @@ impl Cursors {
     }
 
     /// Keeps a merged cursor under a new id, which it returns.
-    pub fn opened_merged(&self, cursor: MergeCursor, owner: Owner) -> i64 {
+    pub fn opened_merged(&self, cursor: Held, owner: Owner) -> i64 {
         // Random and positive, like shard cursor ids, so the two never need telling apart.
         let id = (rand::random::<u64>() >> 2) as i64 + 1;
         let claim = Claim {

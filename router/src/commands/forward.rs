@@ -32,6 +32,8 @@ const ROUTER_ONLY: &[&str] = &[
     "maxTimeMS",
     "$audit",
     "mayBypassWriteBlocking",
+    // Only this router asks a member to reach a time (`sharding::change_stream`).
+    "$_reachTime",
 ];
 
 /// Forwards `cmd`, with `sequences` (raw document sequences the router never parsed)
@@ -56,6 +58,9 @@ pub async fn run(
             Claimed::Answered(reply) => return Ok(reply),
             Claimed::Cursors(c) => c,
         };
+    if name == "aggregate" && crate::sharding::change_stream::opens(&cmd)? {
+        return Box::pin(crate::sharding::change_stream::aggregate(session, db, &cmd)).await;
+    }
     if cursors.is_empty() {
         if let Some(reply) = route(session, db, &name, &mut cmd, &opts.fwd, &mut target).await? {
             return Ok(reply);

@@ -107,7 +107,9 @@ pub async fn dispatch(
         return run(session, db, &cmd).await;
     }
     wire::command_fields::check(name, &cmd)?;
-    if let Some(coll) = command.collection(&cmd) {
+    // A cursor over a whole database's change stream continues as `$cmd.aggregate`.
+    let named = command.collection(&cmd);
+    if let Some(coll) = named.filter(|c| !(name == "getMore" && *c == "$cmd.aggregate")) {
         wire::namespace::check(db, coll)?;
     }
     // As mongos: the catalog and the users live there.

@@ -11,6 +11,7 @@
 //! here when it touches more than one (`scatter/`).
 
 pub mod catalog;
+pub mod change_stream;
 pub mod coordination;
 pub mod databases;
 pub mod doc_move;

@@ -66,8 +66,8 @@ pub async fn finish(ctx: &Ctx<'_>, mut cursor: MergeCursor, single_batch: bool) 
         cursor.kill().await;
         return 0;
     }
-    ctx.session
-        .state
-        .cursors
-        .opened_merged(cursor, ctx.session.auth.owner())
+    ctx.session.state.cursors.opened_merged(
+        crate::cursors::Held::Merge(cursor),
+        ctx.session.auth.owner(),
+    )
 }
