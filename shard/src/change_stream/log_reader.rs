@@ -92,38 +92,25 @@ impl LogReader {
     }
 
     /// The first index, up to one past the applied index, whose entry's time is `at` or
-    /// later. Entries without a time (an election's) count with the next timed one.
+    /// later.
     fn first_at_or_after(&self, at: u64) -> MongoResult<u64> {
         let applied = self.applied();
-        let first = self.replica.log.rl().first_index();
-        let (mut lo, mut hi) = (first, applied + 1);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match self.time_from(mid, hi)? {
-                Some(t) if t >= at => hi = mid,
-                _ => lo = mid + 1,
-            }
-        }
+        let log = &self.replica.log;
+        let first = log.rl().first_index();
+        let lost = || history_lost(first);
+        let found = log
+            .first_at_time(at, (first, applied + 1))
+            .ok_or_else(lost)?;
         // Compacted entries are older than the first one left; if that is later than
         // `at`, some of them may have been at or after it.
-        if lo == first && first > 1 {
-            if let Some(t) = self.time_from(first, applied + 1)? {
+        if found == first && first > 1 {
+            if let Some(t) = log.time_from(first, applied + 1).ok_or_else(lost)? {
                 if t > at {
-                    return Err(history_lost(first - 1));
+                    return Err(lost());
                 }
             }
         }
-        Ok(lo)
-    }
-
-    /// The time of the first timed entry in `[index, end)`.
-    fn time_from(&self, index: u64, end: u64) -> MongoResult<Option<u64>> {
-        for i in index..end {
-            if let Some(t) = entry_time(&self.read(i)?.context) {
-                return Ok(Some(t));
-            }
-        }
-        Ok(None)
+        Ok(found)
     }
 }
 

@@ -50,6 +50,15 @@ pub struct ReplConfig {
     /// further behind than this cannot catch up from the log (MongoDB's oplog window).
     #[serde(default = "default_retain_mb")]
     pub log_retain_mb: u64,
+    /// Seconds of log kept beyond `log_retain_mb` (MongoDB's `oplogMinRetentionHours`):
+    /// change streams resume from any point in this window. 0: size only.
+    #[serde(default)]
+    pub log_retain_secs: u64,
+    /// The most log, in MiB, that `log_retain_secs` may keep: past it the oldest history
+    /// goes (a stream resuming there gets ChangeStreamHistoryLost) rather than the disk
+    /// filling up.
+    #[serde(default = "default_retain_max_mb")]
+    pub log_retain_max_mb: u64,
     /// Seconds between checkpoint-and-compact passes.
     #[serde(default = "default_compact_secs")]
     pub compact_interval_secs: u64,
@@ -81,6 +90,9 @@ fn yes() -> bool {
 fn default_retain_mb() -> u64 {
     256
 }
+fn default_retain_max_mb() -> u64 {
+    16 * 1024
+}
 fn default_compact_secs() -> u64 {
     30
 }
@@ -103,6 +115,8 @@ impl ReplConfig {
             members,
             sync: true,
             log_retain_mb: default_retain_mb(),
+            log_retain_secs: 0,
+            log_retain_max_mb: default_retain_max_mb(),
             compact_interval_secs: default_compact_secs(),
             log_segment_kb: default_segment_kb(),
             history_window_secs: default_history_secs(),
@@ -145,6 +159,9 @@ impl ReplConfig {
                 TXN_ENTRY_KB.start(),
                 TXN_ENTRY_KB.end()
             ));
+        }
+        if self.log_retain_secs > u64::from(u32::MAX) {
+            return Err("log_retain_secs is too large".into());
         }
         if self.members.iter().any(|m| m.votes > 1) {
             return Err("votes must be 0 or 1".into());

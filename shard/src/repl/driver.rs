@@ -181,6 +181,9 @@ pub struct Driver {
     pub asked_takeover: Option<Instant>,
     /// Log entries kept beyond the checkpointed index, in bytes.
     pub retain_bytes: u64,
+    /// Seconds of log kept beyond `retain_bytes` for change streams, and the most bytes
+    /// that may keep (`ReplConfig::log_retain_secs`, `log_retain_max_mb`).
+    pub retain_window: (u64, u64),
     /// While frozen this member asks for no votes and accepts no leadership transfer.
     pub frozen_until: Option<Instant>,
     /// A member with a new log grants and asks for no votes for a while.
@@ -831,13 +834,33 @@ impl Driver {
     fn compact(&mut self, durable: u64) -> std::io::Result<()> {
         let first = self.log.first_index();
         let last = self.raw.raft.raft_log.last_index();
-        let keep_from = self.log.tail_start(self.retain_bytes);
+        let keep_from = self
+            .log
+            .tail_start(self.retain_bytes)
+            .min(self.window_start(first));
         let to = durable.min(self.applied).min(keep_from.saturating_sub(1));
         if to >= first {
             self.log.compact(to)?;
             info!(to, first = to + 1, last, "compacted the raft log");
         }
         Ok(())
+    }
+
+    /// The first entry inside the retention window in time (`u64::MAX`: none kept for
+    /// time), kept within the window's byte cap.
+    fn window_start(&self, first: u64) -> u64 {
+        let (secs, max_bytes) = self.retain_window;
+        let newest = self.status.read().applied_time.0;
+        if secs == 0 || newest == 0 {
+            return u64::MAX;
+        }
+        let at = newest.saturating_sub(secs << 32);
+        let by_time = self
+            .log
+            .storage()
+            .first_at_time(at, (first, self.applied + 1))
+            .unwrap_or(u64::MAX);
+        by_time.max(self.log.tail_start(max_bytes))
     }
 
     /// Notices leadership changes (they happen inside `step` and `tick`).

@@ -75,6 +75,32 @@ impl LogStore {
     pub fn read(&self, index: u64) -> Option<Entry> {
         self.rl().entry(index).ok()
     }
+
+    /// The first index in `[first, end)` whose entry's cluster time is `at` or later
+    /// (`end` if none): times rise with the index, and an entry without one (an
+    /// election's) counts with the next that has one. `None` if an entry went missing
+    /// (compacted meanwhile).
+    pub fn first_at_time(&self, at: u64, (first, end): (u64, u64)) -> Option<u64> {
+        let (mut lo, mut hi) = (first, end);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.time_from(mid, hi)? {
+                Some(t) if t >= at => hi = mid,
+                _ => lo = mid + 1,
+            }
+        }
+        Some(lo)
+    }
+
+    /// The time of the first entry in `[index, end)` that has one.
+    pub fn time_from(&self, index: u64, end: u64) -> Option<Option<u64>> {
+        for i in index..end {
+            if let Some(t) = super::driver::entry_time(&self.read(i)?.context) {
+                return Some(Some(t));
+            }
+        }
+        Some(None)
+    }
 }
 
 impl Default for LogStore {

@@ -444,6 +444,10 @@ impl Replica {
             asked_takeover: None,
             frozen_until: None,
             retain_bytes: config.log_retain_mb * 1024 * 1024,
+            retain_window: (
+                config.log_retain_secs,
+                config.log_retain_max_mb * 1024 * 1024,
+            ),
             dir: log_dir.to_path_buf(),
             snapshots_out: HashMap::new(),
             rollback: rollback::RollbackDir {
