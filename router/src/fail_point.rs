@@ -55,9 +55,13 @@ impl FailPoints {
         if name == "shedCommands" {
             return self.configure_shed(cmd);
         }
-        if name != "failCommand" {
+        // mongod's fail point that fails a `getMore` once it holds the cursor, labelled as
+        // the server labels a change stream's errors: here, failCommand on `getMore`.
+        let checkout = name == "failGetMoreAfterCursorCheckout";
+        if name != "failCommand" && !checkout {
             return Err(MongoError::bad_value(format!(
-                "Cannot find failpoint: {name} (failCommand and shedCommands are implemented)"
+                "Cannot find failpoint: {name} (failCommand, failGetMoreAfterCursorCheckout \
+                 and shedCommands are implemented)"
             )));
         }
         let mut next = FailCommand::default();
@@ -86,12 +90,15 @@ impl FailPoints {
             let data = cmd
                 .get_document("data")
                 .map_err(|_| MongoError::bad_value("failCommand needs data.failCommands"))?;
-            next.commands = data
-                .get_array("failCommands")
-                .map_err(|_| MongoError::bad_value("failCommand needs data.failCommands"))?
-                .iter()
-                .filter_map(|c| c.as_str().map(str::to_string))
-                .collect();
+            next.commands = match checkout {
+                true => vec!["getMore".to_string()],
+                false => data
+                    .get_array("failCommands")
+                    .map_err(|_| MongoError::bad_value("failCommand needs data.failCommands"))?
+                    .iter()
+                    .filter_map(|c| c.as_str().map(str::to_string))
+                    .collect(),
+            };
             next.app_name = data.get_str("appName").ok().map(str::to_string);
             next.effect = Effect {
                 close_connection: data.get_bool("closeConnection").unwrap_or(false),
@@ -106,6 +113,13 @@ impl FailPoints {
                 }),
                 write_concern_error: data.get_document("writeConcernError").ok().cloned(),
             };
+            if checkout {
+                let label = next
+                    .effect
+                    .error_code
+                    .and_then(crate::sharding::change_stream::label_for);
+                next.effect.error_labels = label.map(|l| vec![l.to_string()]);
+            }
         }
         let mut slot = self.lock();
         let previous = slot.as_ref().map_or(0, |f| f.remaining.unwrap_or(0) as i64);

@@ -243,6 +243,11 @@ const STRICT: &[(&str, &[&str])] = &[
     ("explain", &["verbosity"]),
 ];
 
+/// Whether `field` is a generic argument, which any command may carry.
+pub fn is_generic(field: &str) -> bool {
+    GENERIC.contains(&field)
+}
+
 /// Refuses a field of a strictly parsed command that MongoDB does not know, with 40415
 /// and MongoDB's message; commands not parsed strictly pass. The command `explain`
 /// wraps is checked too.

@@ -114,6 +114,7 @@ error_codes! {
     ConflictingUpdateOperators = 40;
     CursorNotFound = 43;
     LockBusy = 46;
+    NoMatchingDocument = 47;
     NamespaceExists = 48;
     MaxTimeMSExpired = 50;
     DollarPrefixedFieldName = 52;

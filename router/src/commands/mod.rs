@@ -107,9 +107,11 @@ pub async fn dispatch(
         return run(session, db, &cmd).await;
     }
     wire::command_fields::check(name, &cmd)?;
-    // A cursor over a whole database's change stream continues as `$cmd.aggregate`.
+    // A cursor over a whole database's change stream continues (and is killed) as
+    // `$cmd.aggregate`.
+    let cursor_command = matches!(name, "getMore" | "killCursors");
     let named = command.collection(&cmd);
-    if let Some(coll) = named.filter(|c| !(name == "getMore" && *c == "$cmd.aggregate")) {
+    if let Some(coll) = named.filter(|c| !(cursor_command && *c == "$cmd.aggregate")) {
         wire::namespace::check(db, coll)?;
     }
     // As mongos: the catalog and the users live there.

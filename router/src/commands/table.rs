@@ -203,6 +203,7 @@ pub static COMMANDS: &[Command] = &[
         Rule::Custom(authz::list_databases_needs),
     ),
     Command::write("createIndexes", Op::Command, coll(&[CreateIndex])).on_collection(),
+    Command::write("collMod", Op::Command, coll(&[CollMod])).on_collection(),
     Command::read("listIndexes", Op::Command, coll(&[ListIndexes])).on_collection(),
     Command::write("dropIndexes", Op::Command, coll(&[DropIndex]))
         .aka(&["deleteIndexes"])

@@ -85,6 +85,7 @@ impl StreamMerge {
             .collect();
         let spec = Spec::parse(stages[0].get("$changeStream").unwrap_or(&Bson::Null))?;
         check_pipeline(&stages)?;
+        check_read_concern(cmd)?;
         let coll = match cmd.get("aggregate") {
             Some(Bson::String(c)) => Some(c.as_str()),
             _ => None,
@@ -386,4 +387,51 @@ pub async fn aggregate(
         "ns": ns,
         "postBatchResumeToken": token,
     }})
+}
+
+/// The codes after which a driver resumes a change stream (the change streams
+/// specification's list; since wire version 9 the server says so with a label).
+const RESUMABLE: [i32; 16] = [
+    6, 7, 63, 89, 91, 133, 150, 189, 234, 262, 9001, 10107, 11600, 11602, 13388, 13435,
+];
+
+/// A `getMore` error of a change stream with the label that tells the driver whether to
+/// resume from its last token (`ResumableChangeStreamError`) or give up.
+pub fn labelled(e: MongoError) -> MongoError {
+    let Some(label) = label_for(e.code) else {
+        return e;
+    };
+    let mut extra = e.extra.as_deref().cloned().unwrap_or_default();
+    if extra.contains_key("errorLabels") {
+        return e;
+    }
+    extra.insert("errorLabels", vec![label]);
+    e.with_extra(extra)
+}
+
+/// The label a change stream's `getMore` failing with `code` carries, if any.
+pub fn label_for(code: i32) -> Option<&'static str> {
+    if RESUMABLE.contains(&code) || code == ErrorCode::NotPrimaryOrSecondary as i32 {
+        Some("ResumableChangeStreamError")
+    } else if code == ErrorCode::ChangeStreamFatalError as i32 {
+        Some("NonResumableChangeStreamError")
+    } else {
+        None
+    }
+}
+
+/// A stream reads only majority-committed entries: any other read concern level is
+/// refused, as MongoDB refuses it.
+fn check_read_concern(cmd: &Document) -> MongoResult<()> {
+    let level = cmd
+        .get_document("readConcern")
+        .ok()
+        .and_then(|rc| rc.get_str("level").ok());
+    match level {
+        None | Some("majority") => Ok(()),
+        Some(other) => Err(MongoError::new(
+            ErrorCode::InvalidOptions,
+            format!("$changeStream reads majority-committed changes: readConcern level '{other}' is not allowed"),
+        )),
+    }
 }

@@ -23,7 +23,10 @@ pub async fn get_more(
         Held::Stream(stream) => {
             let wait = super::scatter::count_arg(cmd, "maxTimeMS")?
                 .map(|ms| std::time::Duration::from_millis(ms as u64));
-            stream.next_batch(max, wait).await
+            stream
+                .next_batch(max, wait)
+                .await
+                .map_err(super::change_stream::labelled)
         }
     };
     let batch = match batch {

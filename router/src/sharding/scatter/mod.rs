@@ -108,7 +108,7 @@ async fn dispatch(ctx: &Ctx<'_>, name: &str, cmd: Document) -> MongoResult<Docum
         "findAndModify" | "findandmodify" => find_and_modify::run(ctx, cmd).await,
         "explain" => explain::run(ctx, cmd).await,
         "drop" => whole_collection::drop(ctx).await,
-        "createIndexes" | "dropIndexes" | "deleteIndexes" => {
+        "createIndexes" | "dropIndexes" | "deleteIndexes" | "collMod" => {
             whole_collection::everywhere(ctx, cmd).await
         }
         "collStats" => whole_collection::coll_stats(ctx, cmd).await,
