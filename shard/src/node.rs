@@ -918,7 +918,9 @@ mod tests {
         let current = ctx(&node).check_owner(held.clone()).unwrap();
         assert!(Arc::ptr_eq(&current, &held));
 
-        node.catalog.rename(engine, "db.a", "db", "b").unwrap();
+        node.catalog
+            .rename(engine, "db.a", ("db", "b"), None)
+            .unwrap();
         let e = ctx(&node).check_owner(held).unwrap_err();
         assert_eq!(e.code, ErrorCode::StaleConfig as i32, "{e:?}");
 

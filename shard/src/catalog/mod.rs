@@ -473,7 +473,11 @@ impl Catalog {
         );
         let mut created = meta.options.clone();
         created.insert("idIndex", doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"});
-        change_events::ddl(&mut batch, Kind::Create, &ns, Some(&created));
+        change_events::ddl(
+            &mut batch,
+            (Kind::Create, &ns, Some(meta.uuid)),
+            Some(&created),
+        );
         engine.write(&batch).map_err(storage_to_mongo)?;
         Ok((self.install_new(meta), true))
     }
@@ -534,7 +538,7 @@ impl Catalog {
         // fails (not primary) leaves the collection as every member still has it.
         let mut batch = WriteBatch::default();
         batch.delete(CATALOG_TABLE, ns.as_bytes().to_vec());
-        change_events::ddl(&mut batch, Kind::Drop, ns, None);
+        change_events::ddl(&mut batch, (Kind::Drop, ns, Some(meta.uuid)), None);
         engine.write(&batch).map_err(storage_to_mongo)?;
         self.forget(ns, &meta);
         engine.drop_table(&meta.table).map_err(storage_to_mongo)?;
@@ -545,12 +549,14 @@ impl Catalog {
     }
 
     /// Moves a collection to a new namespace; its tables stay where they are.
+    /// `dropped` is the collection the rename replaced (`dropTarget`), which its change
+    /// event names.
     pub fn rename(
         &self,
         engine: &dyn Engine,
         from: &str,
-        to_db: &str,
-        to_name: &str,
+        (to_db, to_name): (&str, &str),
+        dropped: Option<bson::Uuid>,
     ) -> MongoResult<()> {
         wire::namespace::check(to_db, to_name)?;
         let _writes = self.writes.lock();
@@ -585,8 +591,11 @@ impl Catalog {
         let mut batch = WriteBatch::default();
         batch.delete(CATALOG_TABLE, from.as_bytes().to_vec());
         self.stage(&mut batch, &meta);
-        let to = doc! {"to": meta.ns()};
-        change_events::ddl(&mut batch, Kind::Rename, from, Some(&to));
+        let mut to = doc! {"to": meta.ns()};
+        if let Some(uuid) = dropped {
+            to.insert("dropTarget", uuid);
+        }
+        change_events::ddl(&mut batch, (Kind::Rename, from, Some(meta.uuid)), Some(&to));
         engine.write(&batch).map_err(storage_to_mongo)?;
         self.forget(from, &old);
         self.install_new(meta);
@@ -945,7 +954,7 @@ mod tests {
         let open = engine.close();
         let renaming = {
             let (catalog, engine) = (catalog.clone(), engine.clone());
-            std::thread::spawn(move || catalog.rename(engine.as_ref(), "db.a", "db", "b"))
+            std::thread::spawn(move || catalog.rename(engine.as_ref(), "db.a", ("db", "b"), None))
         };
         engine.until_held();
         catalog.reload(engine.as_ref()).unwrap();

@@ -74,11 +74,10 @@ impl ChangeStreamCursor {
                 let doc = build(&ev, e.time, &self.spec, engine)?;
                 self.stage(tok, doc)?;
             }
-            if invalidates(&self.scope, &ev) {
-                let tok = token(e.time, &ev, true);
-                if tok > self.after {
-                    self.stage(tok, invalidate(&ev, e.time))?;
-                }
+            // A stream started after this `invalidate` (`startAfter`) goes on past it.
+            let tok = token(e.time, &ev, true);
+            if invalidates(&self.scope, &ev) && tok > self.after {
+                self.stage(tok, invalidate(&ev, e.time))?;
                 self.invalidated = true;
                 return Ok(());
             }

@@ -27,10 +27,15 @@ pub struct RawEvent {
     pub ns: String,
     /// The collection's table when the event was written.
     pub table: String,
+    /// The collection's UUID on this shard.
+    pub uuid: Option<bson::Uuid>,
     pub key: Document,
     pub detail: Option<Document>,
     /// The document after an insert, replace or update.
     pub after: Option<Document>,
+    /// The document before, when the collection records pre-images (its post-images are
+    /// then shown too).
+    pub before: Option<Document>,
 }
 
 /// The events of `e`, in order.
@@ -146,9 +151,13 @@ fn build(events: &[u8], ops: &[WriteOpRef<'_>]) -> MongoResult<Vec<RawEvent>> {
             kind: ev.kind,
             ns: ev.ns.to_string(),
             table: ev.table.to_string(),
+            uuid: <[u8; 16]>::try_from(ev.uuid)
+                .ok()
+                .map(bson::Uuid::from_bytes),
             key,
             detail: ev.detail_doc(),
             after,
+            before: ev.before_doc(),
         });
     }
     Ok(out)

@@ -57,6 +57,9 @@ pub fn token(time: u64, ev: &RawEvent, invalidate: bool) -> Token {
 /// The event document for `ev` of the entry at `time`.
 pub fn build(ev: &RawEvent, time: u64, spec: &Spec, engine: &dyn Engine) -> MongoResult<Document> {
     let mut d = header(&token(time, ev, false), ev.kind.name(), time);
+    if let (true, Some(uuid)) = (spec.expanded, ev.uuid) {
+        d.insert("collectionUUID", uuid);
+    }
     match ev.kind {
         Kind::Insert | Kind::Replace => {
             d.insert("fullDocument", opt(ev.after.clone()));
@@ -83,12 +86,15 @@ pub fn build(ev: &RawEvent, time: u64, spec: &Spec, engine: &dyn Engine) -> Mong
         add_ddl_detail(&mut d, ev.kind, detail, spec.expanded);
     }
     if matches!(ev.kind, Kind::Update | Kind::Replace | Kind::Delete) {
-        match spec.before_change {
-            BeforeChange::Off => {}
-            BeforeChange::WhenAvailable => {
+        match (spec.before_change, &ev.before) {
+            (BeforeChange::Off, _) => {}
+            (_, Some(before)) => {
+                d.insert("fullDocumentBeforeChange", before.clone());
+            }
+            (BeforeChange::WhenAvailable, None) => {
                 d.insert("fullDocumentBeforeChange", Bson::Null);
             }
-            BeforeChange::Required => return Err(no_image("pre-image")),
+            (BeforeChange::Required, None) => return Err(no_image("pre-image")),
         }
     }
     Ok(d)
@@ -109,8 +115,9 @@ fn header(token: &Token, kind: &str, time: u64) -> Document {
 }
 
 /// An update's `fullDocument`: the document as it is now (`updateLookup`), or the
-/// post-image, which needs `changeStreamPreAndPostImages` (not offered: never there).
+/// post-image, shown when the collection records images (`changeStreamPreAndPostImages`).
 fn full_document(ev: &RawEvent, spec: &Spec, engine: &dyn Engine) -> MongoResult<Option<Bson>> {
+    let post = ev.before.as_ref().and(ev.after.clone());
     Ok(match spec.full_document {
         FullDocument::Default => None,
         FullDocument::UpdateLookup => {
@@ -123,18 +130,18 @@ fn full_document(ev: &RawEvent, spec: &Spec, engine: &dyn Engine) -> MongoResult
                 .transpose()?;
             Some(opt(doc))
         }
-        FullDocument::WhenAvailable => Some(Bson::Null),
-        FullDocument::Required => return Err(no_image("post-image")),
+        FullDocument::WhenAvailable => Some(opt(post)),
+        FullDocument::Required => Some(Bson::Document(post.ok_or_else(|| no_image("post-image"))?)),
     })
 }
 
 fn no_image(which: &str) -> MongoError {
     MongoError::new(
-        ErrorCode::ChangeStreamFatalError,
+        ErrorCode::NoMatchingDocument,
         format!(
             "Change stream was configured to require a {which} for all update, delete and \
-             replace events, but this collection does not record them \
-             (changeStreamPreAndPostImages is not offered)"
+             replace events, but the {which} was not found: the collection did not record \
+             images (changeStreamPreAndPostImages) when the change was made"
         ),
     )
 }
@@ -153,7 +160,11 @@ fn add_ddl_detail(d: &mut Document, kind: Kind, detail: &Document, expanded: boo
                 d.insert("operationDescription", desc);
             }
         }
-        Kind::Create | Kind::CreateIndexes | Kind::DropIndexes => {
+        Kind::Create
+        | Kind::CreateIndexes
+        | Kind::DropIndexes
+        | Kind::Modify
+        | Kind::ShardCollection => {
             d.insert("operationDescription", detail.clone());
         }
         _ => {}

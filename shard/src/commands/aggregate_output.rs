@@ -48,7 +48,7 @@ fn out(ctx: &Ctx, db: &str, coll: &str, results: Vec<Document>) -> MongoResult<(
         let _guard = ctx.node.catalog.exclusive(&lock);
         catalog.drop_collection(engine, &target)?;
     }
-    catalog.rename(engine, &meta.ns(), db, coll)
+    catalog.rename(engine, &meta.ns(), (db, coll), None)
 }
 
 fn merge(ctx: &Ctx, spec: &MergeSpec, results: Vec<Document>) -> MongoResult<()> {

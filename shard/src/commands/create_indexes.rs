@@ -7,6 +7,7 @@ use super::args::{collection_name, create_on_write, existing, opt_array};
 use crate::catalog::{index_from_spec, IndexMeta};
 use crate::execution::write_path::build_index;
 use crate::node::Ctx;
+use crate::repl::events::Kind;
 
 /// Spec fields that distinguish two indexes on the same key.
 const OPTION_FIELDS: &[&str] = &[
@@ -129,6 +130,8 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let updated = meta.derive(indexes);
     let mut batch = storage::WriteBatch::default();
     ctx.node.catalog.stage(&mut batch, &updated);
+    let new_specs = &updated.indexes[meta.indexes.len()..];
+    crate::execution::change_events::indexes(&mut batch, Kind::CreateIndexes, &meta, new_specs);
     engine
         .write(&batch)
         .map_err(crate::error::storage_to_mongo)?;

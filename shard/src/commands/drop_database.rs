@@ -21,7 +21,7 @@ pub fn run(ctx: &Ctx, _cmd: &Document) -> MongoResult<Document> {
     if !collections.is_empty() {
         // A stream over the database ends with this event (after one drop per collection).
         let mut batch = WriteBatch::new();
-        change_events::ddl(&mut batch, Kind::DropDatabase, ctx.db, None);
+        change_events::ddl(&mut batch, (Kind::DropDatabase, ctx.db, None), None);
         ctx.engine.write_owned(batch).map_err(storage_to_mongo)?;
     }
     ctx.node.catalog.clear_placement(ctx.engine, ctx.db)?;

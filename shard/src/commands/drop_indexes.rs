@@ -5,6 +5,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use super::args::{collection_name, existing_or};
 use crate::node::Ctx;
+use crate::repl::events::Kind;
 
 pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let coll = collection_name(cmd)?;
@@ -79,6 +80,7 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
     let updated = meta.derive(keep);
     let mut batch = storage::WriteBatch::default();
     ctx.node.catalog.stage(&mut batch, &updated);
+    crate::execution::change_events::indexes(&mut batch, Kind::DropIndexes, &meta, &dropped);
     ctx.node
         .engine
         .write(&batch)

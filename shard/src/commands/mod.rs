@@ -11,6 +11,7 @@ mod aggregate_output;
 mod apply_moved;
 pub mod args;
 mod begin_move;
+mod coll_mod;
 mod coll_stats;
 mod commit_transaction;
 mod count;
@@ -260,6 +261,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "create",
         run: create::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "collMod",
+        run: coll_mod::run,
         writes: true,
         anywhere: false,
     },

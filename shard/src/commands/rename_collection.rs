@@ -76,9 +76,10 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
             format!("{to} was created or dropped while the rename waited; run it again"),
         ));
     }
-    if target.is_some() {
-        catalog.drop_collection(ctx.engine, to)?;
-    }
-    catalog.rename(ctx.engine, from, to_db, to_coll)?;
+    let dropped = match target {
+        Some(_) => catalog.drop_collection(ctx.engine, to)?.map(|m| m.uuid),
+        None => None,
+    };
+    catalog.rename(ctx.engine, from, (to_db, to_coll), dropped)?;
     Ok(Document::new())
 }

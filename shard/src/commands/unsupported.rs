@@ -58,12 +58,8 @@ pub fn check_create_options(cmd: &Document) -> MongoResult<()> {
             ));
         }
     }
-    let images = cmd
-        .get_document("changeStreamPreAndPostImages")
-        .ok()
-        .and_then(|d| d.get_bool("enabled").ok());
-    if images == Some(true) {
-        return Err(not_implemented("changeStreamPreAndPostImages"));
+    if let Some(v) = cmd.get("changeStreamPreAndPostImages") {
+        super::coll_mod::images_option(v)?;
     }
     check_collation(cmd.get("collation"))
 }
@@ -108,7 +104,6 @@ mod tests {
             doc! {"create": "c", "validator": {"a": {"$exists": true}}},
             doc! {"create": "c", "timeseries": {"timeField": "t"}},
             doc! {"create": "c", "clusteredIndex": {"key": {"a": 1}, "unique": true}},
-            doc! {"create": "c", "changeStreamPreAndPostImages": {"enabled": true}},
             doc! {"create": "c", "collation": {"locale": "fr"}},
         ] {
             assert_eq!(code(check_create_options(&refused)), 238, "{refused}");

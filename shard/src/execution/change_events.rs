@@ -4,7 +4,7 @@
 use bson::{Bson, Document};
 use storage::WriteBatch;
 
-use crate::catalog::CollectionMeta;
+use crate::catalog::{CollectionMeta, IndexMeta};
 use crate::repl::events::{record, Event, Kind};
 
 /// MongoDB's `documentKey`: the shard key's fields (as dotted names, missing ones absent)
@@ -33,42 +33,73 @@ pub fn inserted<'d>(
     id: &Bson,
     doc: impl FnOnce() -> wire::MongoResult<&'d Document>,
 ) -> wire::MongoResult<()> {
-    if meta.ownership.is_some() {
-        document(batch, meta, Kind::Insert, doc()?, None);
-    } else {
-        document(
-            batch,
-            meta,
-            Kind::Insert,
-            &bson::doc! {"_id": id.clone()},
-            None,
-        );
-    }
+    let id_only;
+    let doc = match meta.ownership {
+        Some(_) => doc()?,
+        None => {
+            id_only = bson::doc! {"_id": id.clone()};
+            &id_only
+        }
+    };
+    document(batch, (meta, Kind::Insert), doc, None, None);
     Ok(())
 }
 
-/// Records a document event: `detail` is the update description of an update.
+/// Records a document event: `detail` is the update description of an update, and
+/// `before` the document before an update, replace or delete, kept only when the
+/// collection records pre-images.
 pub fn document(
     batch: &mut WriteBatch,
-    meta: &CollectionMeta,
-    kind: Kind,
+    (meta, kind): (&CollectionMeta, Kind),
     doc: &Document,
     detail: Option<&Document>,
+    before: Option<&Document>,
 ) {
     let key = bson::to_vec(&document_key(meta, doc)).unwrap_or_default();
-    emit(batch, (kind, &meta.ns(), &meta.table), &key, detail);
+    let uuid = meta.uuid.bytes();
+    let before = match before {
+        Some(b) if records_images(meta) => bson::to_vec(b).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let ids = (kind, meta.ns(), meta.table.as_str());
+    emit(
+        batch,
+        (ids.0, &ids.1, ids.2),
+        (&uuid, &key),
+        (detail, &before),
+    );
 }
 
-/// Records a DDL event on namespace `ns` (`db` alone for `dropDatabase`).
-pub fn ddl(batch: &mut WriteBatch, kind: Kind, ns: &str, detail: Option<&Document>) {
-    emit(batch, (kind, ns, ""), &[], detail);
+/// Whether the collection's events carry the documents before and after a change.
+pub fn records_images(meta: &CollectionMeta) -> bool {
+    meta.options
+        .get_document("changeStreamPreAndPostImages")
+        .is_ok_and(|d| d.get_bool("enabled") == Ok(true))
+}
+
+/// Records a DDL event on namespace `ns` (`db` alone for `dropDatabase`) of the
+/// collection `uuid`.
+pub fn ddl(
+    batch: &mut WriteBatch,
+    (kind, ns, uuid): (Kind, &str, Option<bson::Uuid>),
+    detail: Option<&Document>,
+) {
+    let uuid = uuid.map(|u| u.bytes().to_vec()).unwrap_or_default();
+    emit(batch, (kind, ns, ""), (&uuid, &[]), (detail, &[]));
+}
+
+/// Records the creation or drop of `indexes` of `meta`'s collection.
+pub fn indexes(batch: &mut WriteBatch, kind: Kind, meta: &CollectionMeta, indexes: &[IndexMeta]) {
+    let specs: Vec<Bson> = indexes.iter().map(|i| i.spec.clone().into()).collect();
+    let detail = bson::doc! {"indexes": specs};
+    ddl(batch, (kind, &meta.ns(), Some(meta.uuid)), Some(&detail));
 }
 
 fn emit(
     batch: &mut WriteBatch,
     (kind, ns, table): (Kind, &str, &str),
-    key: &[u8],
-    detail: Option<&Document>,
+    (uuid, key): (&[u8], &[u8]),
+    (detail, before): (Option<&Document>, &[u8]),
 ) {
     let detail = detail
         .and_then(|d| bson::to_vec(d).ok())
@@ -77,8 +108,10 @@ fn emit(
         kind,
         ns,
         table,
+        uuid,
         key,
         detail: &detail,
+        before,
     };
     record(batch, &event);
 }

@@ -321,7 +321,7 @@ pub fn replace_document(
     } else {
         Kind::Replace
     };
-    change_events::document(&mut batch, meta, kind, new, update);
+    change_events::document(&mut batch, (meta, kind), new, update, Some(old));
     commit(engine, catalog, meta, batch, &flips, &[new])?;
     meta.moves.record(id);
     Ok(())
@@ -368,7 +368,7 @@ pub fn stage_delete(
         }
     }
     batch.delete(&meta.table, rk);
-    change_events::document(batch, meta, Kind::Delete, old, None);
+    change_events::document(batch, (meta, Kind::Delete), old, None, Some(old));
     Ok(())
 }
 

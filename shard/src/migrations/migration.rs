@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use bson::{Bson, Document};
+use bson::{doc, Bson, Document};
 use query::order::compare_arrays;
 use query::ownership::{Ownership, ShardVersion};
 use query::shard_key::KeyValue;
@@ -19,6 +19,7 @@ use wire::{ErrorCode, MongoError, MongoResult};
 use crate::catalog::CollectionMeta;
 use crate::commands::args::collection_name;
 use crate::node::Ctx;
+use crate::repl::events::Kind;
 
 /// A migration step names the collection version its coordinator began at: refused with
 /// `ConflictingOperationInProgress` once this shard holds another. A router that recovers
@@ -80,11 +81,23 @@ pub fn owned(ctx: &Ctx, cmd: &Document) -> MongoResult<(Arc<CollectionMeta>, Arc
     Ok((meta, owner))
 }
 
-/// Replaces the ownership of `meta`'s collection (the caller holds its write lock).
+/// Replaces the ownership of `meta`'s collection (the caller holds its write lock). The
+/// first ownership of a collection that owns chunks here (the database's primary shard,
+/// when the collection is sharded) records the `shardCollection` change event.
 pub fn install(ctx: &Ctx, meta: &CollectionMeta, ownership: Ownership) -> MongoResult<()> {
+    let sharded_here = meta.ownership.is_none() && !ownership.ranges.is_empty();
+    let key = ownership.key.pattern().clone();
     let updated = meta.with_ownership(ownership);
     let mut batch = storage::WriteBatch::default();
     ctx.node.catalog.stage(&mut batch, &updated);
+    if sharded_here {
+        let detail = doc! {"shardKey": key, "unique": false, "presplitHashedZones": false};
+        crate::execution::change_events::ddl(
+            &mut batch,
+            (Kind::ShardCollection, &meta.ns(), Some(meta.uuid)),
+            Some(&detail),
+        );
+    }
     ctx.engine
         .write(&batch)
         .map_err(crate::error::storage_to_mongo)?;

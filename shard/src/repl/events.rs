@@ -27,9 +27,11 @@ pub enum Kind {
     Create,
     CreateIndexes,
     DropIndexes,
+    Modify,
+    ShardCollection,
 }
 
-const KINDS: [(Kind, &str); 10] = [
+const KINDS: [(Kind, &str); 12] = [
     (Kind::Insert, "insert"),
     (Kind::Update, "update"),
     (Kind::Replace, "replace"),
@@ -40,6 +42,8 @@ const KINDS: [(Kind, &str); 10] = [
     (Kind::Create, "create"),
     (Kind::CreateIndexes, "createIndexes"),
     (Kind::DropIndexes, "dropIndexes"),
+    (Kind::Modify, "modify"),
+    (Kind::ShardCollection, "shardCollection"),
 ];
 
 impl Kind {
@@ -53,7 +57,14 @@ impl Kind {
 
     /// Only shown to streams opened with `showExpandedEvents`.
     pub fn expanded_only(self) -> bool {
-        matches!(self, Kind::Create | Kind::CreateIndexes | Kind::DropIndexes)
+        matches!(
+            self,
+            Kind::Create
+                | Kind::CreateIndexes
+                | Kind::DropIndexes
+                | Kind::Modify
+                | Kind::ShardCollection
+        )
     }
 }
 
@@ -65,10 +76,15 @@ pub struct Event<'a> {
     pub ns: &'a str,
     /// The collection's table, where the entry's op holding the full document is.
     pub table: &'a str,
+    /// The collection's UUID (16 bytes; empty for `dropDatabase`).
+    pub uuid: &'a [u8],
     /// The document key (`_id`, and the shard key's fields before it), empty for DDL.
     pub key: &'a [u8],
     /// The update description or the DDL's description, empty when there is none.
     pub detail: &'a [u8],
+    /// The document before an update, replace or delete, when the collection records
+    /// pre-images (`changeStreamPreAndPostImages`); empty otherwise.
+    pub before: &'a [u8],
 }
 
 impl Event<'_> {
@@ -78,6 +94,10 @@ impl Event<'_> {
 
     pub fn detail_doc(&self) -> Option<Document> {
         bson_doc(self.detail)
+    }
+
+    pub fn before_doc(&self) -> Option<Document> {
+        bson_doc(self.before)
     }
 }
 
@@ -115,7 +135,7 @@ pub fn record(batch: &mut WriteBatch, event: &Event<'_>) {
         out.extend_from_slice(&(part.len() as u16).to_le_bytes());
         out.extend_from_slice(part);
     }
-    for part in [event.key, event.detail] {
+    for part in [event.uuid, event.key, event.detail, event.before] {
         out.extend_from_slice(&(part.len() as u32).to_le_bytes());
         out.extend_from_slice(part);
     }
@@ -129,14 +149,18 @@ pub fn parse(mut bytes: &[u8]) -> Option<Vec<Event<'_>>> {
         let kind = Kind::from_byte(r.u8()?)?;
         let ns = r.str()?;
         let table = r.str()?;
+        let uuid = r.bytes()?;
         let key = r.bytes()?;
         let detail = r.bytes()?;
+        let before = r.bytes()?;
         out.push(Event {
             kind,
             ns,
             table,
+            uuid,
             key,
             detail,
+            before,
         });
         bytes = r.0;
     }
@@ -155,8 +179,10 @@ mod tests {
             kind: Kind::Update,
             ns: "db.c",
             table: "c_1",
+            uuid: &[7; 16],
             key: &key,
             detail: &[],
+            before: &[1, 2],
         };
         record(&mut b, &ev);
         silent(|| record(&mut b, &ev));
@@ -164,8 +190,10 @@ mod tests {
             kind: Kind::DropDatabase,
             ns: "db",
             table: "",
+            uuid: &[],
             key: &[],
             detail: &[],
+            before: &[],
         };
         record(&mut b, &drop);
         let parsed = parse(&b.events).unwrap();
