@@ -334,6 +334,49 @@ async fn the_router_merges_every_shards_stream() {
         (2..40).collect::<Vec<_>>(),
         "in the order they were written"
     );
+    // A transaction over both shards: its events come from both (a two-phase commit,
+    // each shard's writes in entries of their own, `TXN_ENTRY_KB`), once each.
+    let mut session = client.start_session().await.unwrap();
+    session.start_transaction().await.unwrap();
+    for (id, k) in [(50, -50), (51, 51), (52, -52)] {
+        coll.insert_one(doc! {"_id": id, "k": k})
+            .session(&mut session)
+            .await
+            .unwrap();
+    }
+    coll.update_one(doc! {"k": 51}, doc! {"$set": {"t": 1}})
+        .session(&mut session)
+        .await
+        .unwrap();
+    session.commit_transaction().await.unwrap();
+    let mut in_txn = Vec::new();
+    while in_txn.len() < 4 {
+        let e = next(&mut stream).await;
+        let id = e.document_key.as_ref().and_then(|k| k.get_i32("_id").ok());
+        in_txn.push((e.operation_type.clone(), id));
+        if e.operation_type == OperationType::Insert {
+            let k = e.full_document.as_ref().and_then(|d| d.get_i32("k").ok());
+            assert!(k.is_some(), "an insert's document: {e:?}");
+        }
+        last = Some(e.id);
+    }
+    in_txn.sort_by_key(|(_, id)| *id);
+    let ids: Vec<_> = in_txn.iter().map(|(_, id)| id.unwrap_or(-1)).collect();
+    assert_eq!(ids, vec![50, 51, 51, 52], "{in_txn:?}");
+    // On one shard: a single commit entry whose writes earlier entries carry.
+    session.start_transaction().await.unwrap();
+    for id in [60, 61] {
+        coll.insert_one(doc! {"_id": id, "k": -id})
+            .session(&mut session)
+            .await
+            .unwrap();
+    }
+    session.commit_transaction().await.unwrap();
+    for id in [60, 61] {
+        let e = next(&mut stream).await;
+        assert_eq!(e.full_document, Some(doc! {"_id": id, "k": -id}));
+        last = Some(e.id);
+    }
     // Resume through the other router.
     let other = cluster.client(1).await;
     let opts = ChangeStreamOptions::builder().start_after(last).build();
