@@ -32,8 +32,9 @@ const ROUTER_ONLY: &[&str] = &[
     "maxTimeMS",
     "$audit",
     "mayBypassWriteBlocking",
-    // Only this router asks a member to reach a time (`sharding::change_stream`).
-    "$_reachTime",
+    // Only this router asks a member's stream to answer on progress
+    // (`sharding::change_stream`).
+    "$_returnOnProgress",
 ];
 
 /// Forwards `cmd`, with `sequences` (raw document sequences the router never parsed)

@@ -22,6 +22,17 @@ use wire::{ErrorCode, MongoError, MongoResult};
 
 use crate::shard_client::{reply_ok, Forward, ShardHandle};
 
+fn all_ended() -> MongoError {
+    MongoError::new(
+        ErrorCode::ChangeStreamFatalError,
+        "every shard's change stream ended",
+    )
+}
+
+/// The field of a shard `getMore` that asks for an answer as soon as the shard's stream
+/// reads further (`shard::commands::get_more`).
+const RETURN_ON_PROGRESS: &str = "$_returnOnProgress";
+
 /// How long a `getMore` without `maxTimeMS` waits for events (MongoDB's default).
 const DEFAULT_AWAIT: Duration = Duration::from_secs(1);
 /// Events asked of a shard per call.
@@ -35,12 +46,20 @@ struct Source {
     buffer: Tokened,
     /// None of the shard's later events sorts at or before it.
     promise: Token,
+    /// A `getMore` to it is under way.
+    asked: bool,
 }
 
 impl Source {
     /// The least token this shard may still return.
     fn floor(&self) -> &Token {
         self.buffer.front().map_or(&self.promise, |(t, _)| t)
+    }
+
+    /// Whether the shard may still return an event before `token`: its stream is open,
+    /// nothing is buffered from it, and its promise is before `token`.
+    fn holds_back(&self, token: &Token) -> bool {
+        self.id != 0 && self.buffer.is_empty() && self.promise < *token
     }
 }
 
@@ -54,6 +73,11 @@ pub struct StreamMerge {
     /// An `invalidate` was returned: the stream is over.
     ended: bool,
     client: String,
+    /// The shards' `getMore`s under way, by source: they outlive a client's `getMore`
+    /// that returned before them, and the next one takes their answers.
+    in_flight: tokio::task::JoinSet<(usize, MongoResult<Document>)>,
+    /// The time the shards holding back the merge were last asked to reach.
+    reach_asked: Option<u64>,
 }
 
 /// Whether `cmd` is an `aggregate` that opens a change stream.
@@ -109,6 +133,7 @@ impl StreamMerge {
                         id,
                         buffer,
                         promise,
+                        asked: false,
                     });
                 }
                 Err(e) => failed = Some(e),
@@ -121,6 +146,8 @@ impl StreamMerge {
             last: start,
             ended: false,
             client: client.to_string(),
+            in_flight: tokio::task::JoinSet::new(),
+            reach_asked: None,
         };
         if let Some(e) = failed {
             merge.kill().await;
@@ -140,7 +167,11 @@ impl StreamMerge {
     }
 
     pub fn resume_token(&self) -> Document {
-        let floor = self.sources.iter().map(Source::floor).min();
+        let open = self
+            .sources
+            .iter()
+            .filter(|s| s.id != 0 || !s.buffer.is_empty());
+        let floor = open.map(Source::floor).min();
         match floor {
             Some(f) if *f > self.last && self.sources.iter().all(|s| s.buffer.is_empty()) => {
                 f.to_document()
@@ -162,7 +193,48 @@ impl StreamMerge {
             if !out.is_empty() || self.ended || left.is_zero() {
                 return Ok(out);
             }
-            self.fetch(left).await?;
+            self.ask(left);
+            self.reach_asked = self.reach_held_back(self.reach_asked);
+            match tokio::time::timeout(left, self.in_flight.join_next()).await {
+                Err(_) => return Ok(out),
+                Ok(None) => return Err(all_ended()),
+                Ok(Some(joined)) => {
+                    let (i, reply) = joined
+                        .map_err(|e| MongoError::internal(format!("a shard call failed: {e}")))?;
+                    let s = &mut self.sources[i];
+                    s.asked = false;
+                    let (id, buffer, promise) = batch_of(&reply?, &s.promise)?;
+                    (s.id, s.buffer, s.promise) = (id, buffer, promise);
+                }
+            }
+        }
+    }
+
+    /// Sends a `getMore` to every open shard with nothing buffered and none under way,
+    /// waiting up to `left` there, or less once its stream reads further
+    /// (`$_returnOnProgress`), so that a shard's new promise is heard of at once.
+    fn ask(&mut self, left: Duration) {
+        for (i, s) in self.sources.iter_mut().enumerate() {
+            if !s.buffer.is_empty() || s.id == 0 || s.asked {
+                continue;
+            }
+            s.asked = true;
+            let cmd = doc! {
+                "getMore": s.id,
+                "collection": &self.coll,
+                "batchSize": SHARD_BATCH,
+                "maxTimeMS": left.as_millis() as i64,
+                RETURN_ON_PROGRESS: true,
+            };
+            let fwd = Forward {
+                pin: Some(s.member),
+                ..Default::default()
+            };
+            let (handle, db, client) = (s.handle.clone(), self.db.clone(), self.client.clone());
+            self.in_flight.spawn(async move {
+                let reply = handle.run(&db, &cmd, &fwd, &client).await;
+                (i, reply.and_then(|(r, _, _)| reply_ok(r)))
+            });
         }
     }
 
@@ -181,11 +253,7 @@ impl StreamMerge {
                 break;
             };
             let head = &self.sources[next].buffer[0].0;
-            let blocked = self
-                .sources
-                .iter()
-                .any(|s| s.buffer.is_empty() && s.promise < *head);
-            if blocked {
+            if self.sources.iter().any(|s| s.holds_back(head)) {
                 break;
             }
             let (token, d) = self.sources[next].buffer.pop_front().expect("checked");
@@ -196,65 +264,48 @@ impl StreamMerge {
         out
     }
 
-    /// Asks the shards with nothing buffered for more: those holding the merge back to
-    /// reach the time of the event they hold back, the others to wait up to `left`.
-    async fn fetch(&mut self, left: Duration) -> MongoResult<()> {
-        let waiting_on = self
+    /// Asks the shards that hold back the earliest buffered event to reach its time,
+    /// unless they were asked for that time already (`asked`); the time asked for.
+    fn reach_held_back(&self, asked: Option<u64>) -> Option<u64> {
+        match self.held_back_time() {
+            Some(t) if asked != Some(t) => {
+                self.reach(t);
+                Some(t)
+            }
+            _ => asked,
+        }
+    }
+
+    /// The time of the earliest event buffered behind a shard's promise, if any.
+    fn held_back_time(&self) -> Option<u64> {
+        let head = self
             .sources
             .iter()
-            .filter_map(|s| s.buffer.front().map(|(t, _)| t.time))
-            .min();
-        let coll = &self.coll;
-        let calls = self
-            .sources
-            .iter()
-            .filter(|s| s.buffer.is_empty() && s.id != 0)
-            .map(|s| {
-                let mut cmd = doc! {"getMore": s.id, "collection": coll, "batchSize": SHARD_BATCH};
-                match waiting_on {
-                    Some(t) => {
-                        cmd.insert("maxTimeMS", 0i64);
-                        cmd.insert(REACH_TIME, proto::cluster_clock::to_bson(t));
-                    }
-                    None => {
-                        cmd.insert("maxTimeMS", left.as_millis() as i64);
-                    }
+            .filter_map(|s| s.buffer.front())
+            .map(|(t, _)| t)
+            .min()?;
+        let held = self.sources.iter().any(|s| s.holds_back(head));
+        held.then_some(head.time)
+    }
+
+    /// Asks every shard whose promise is before `t` to reach `t`, without waiting: the
+    /// shard's waiting `getMore` answers once it has.
+    fn reach(&self, t: u64) {
+        let mark = Token::high_water_mark(t + 1);
+        for s in self.sources.iter().filter(|s| s.holds_back(&mark)) {
+            let cmd = doc! {"_shardsvrReachTime": 1, "time": proto::cluster_clock::to_bson(t)};
+            let (handle, db, client) = (s.handle.clone(), self.db.clone(), self.client.clone());
+            tokio::spawn(async move {
+                if let Err(e) = handle.run(&db, &cmd, &Forward::default(), &client).await {
+                    tracing::debug!(error = %e, "asking a shard to reach a change stream's time");
                 }
-                let fwd = Forward {
-                    pin: Some(s.member),
-                    ..Default::default()
-                };
-                (s.handle.clone(), cmd, fwd)
-            })
-            .collect();
-        let replies = run_all(&self.db, calls, &self.client).await;
-        let open = self
-            .sources
-            .iter_mut()
-            .filter(|s| s.buffer.is_empty() && s.id != 0);
-        for (s, reply) in open.zip(replies) {
-            let (reply, _) = reply?;
-            let reply = reply_ok(reply)?;
-            let (id, buffer, promise) = batch_of(&reply, &s.promise)?;
-            s.id = id;
-            s.buffer = buffer;
-            s.promise = promise;
+            });
         }
-        if self
-            .sources
-            .iter()
-            .all(|s| s.id == 0 && s.buffer.is_empty())
-        {
-            return Err(MongoError::new(
-                ErrorCode::ChangeStreamFatalError,
-                "every shard's change stream ended",
-            ));
-        }
-        Ok(())
     }
 
     /// Closes the shards' streams.
     pub async fn kill(&mut self) {
+        self.in_flight.abort_all();
         for s in &mut self.sources {
             if s.id != 0 {
                 let cmd = doc! {"killCursors": &self.coll, "cursors": [s.id]};
@@ -295,9 +346,6 @@ async fn run_all(
     }
     out
 }
-
-/// The field of a shard `getMore` that asks the shard to reach a cluster time first.
-pub const REACH_TIME: &str = "$_reachTime";
 
 /// The `aggregate` each shard runs: the same stages, with the start made explicit so
 /// that every shard starts at the same point.

@@ -39,6 +39,8 @@ pub struct ChangeStreamCursor {
     invalidated: bool,
     /// How long the next batch may wait for events (set by `getMore`).
     await_for: Option<Duration>,
+    /// The next batch returns once the stream reads further, events or not.
+    on_progress: bool,
 }
 
 impl ChangeStreamCursor {
@@ -60,6 +62,7 @@ impl ChangeStreamCursor {
             scanned,
             invalidated: false,
             await_for: None,
+            on_progress: false,
         }
     }
 
@@ -141,6 +144,8 @@ impl CursorSource for ChangeStreamCursor {
         _deadline: &Deadline,
     ) -> MongoResult<Vec<Document>> {
         let until = Instant::now() + self.await_for.take().unwrap_or_default();
+        let on_progress = std::mem::take(&mut self.on_progress);
+        let scanned = self.scanned;
         // The wait is the client's await time, not a deadline to fail at.
         let reading = Deadline(None);
         let mut out = Vec::new();
@@ -148,7 +153,8 @@ impl CursorSource for ChangeStreamCursor {
             let seen = self.reader.applied();
             let caught_up = self.fill(engine, &mut out, max_docs, &reading)?;
             let left = until.saturating_duration_since(Instant::now());
-            if !out.is_empty() || !caught_up || self.invalidated || left.is_zero() {
+            let moved = on_progress && self.scanned > scanned;
+            if !out.is_empty() || !caught_up || self.invalidated || left.is_zero() || moved {
                 return Ok(out);
             }
             crate::control::ops::check_interrupted()?;
@@ -166,8 +172,9 @@ impl CursorSource for ChangeStreamCursor {
         self.ready.iter().map(|(_, d)| approx_size(d)).sum()
     }
 
-    fn await_data(&mut self, max: Option<Duration>) {
+    fn await_data(&mut self, max: Option<Duration>, on_progress: bool) {
         self.await_for = Some(max.unwrap_or(DEFAULT_AWAIT));
+        self.on_progress = on_progress;
     }
 
     fn post_batch_resume_token(&self) -> Option<Document> {

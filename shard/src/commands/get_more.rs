@@ -38,24 +38,13 @@ pub fn run(ctx: &Ctx, cmd: &Document) -> MongoResult<Document> {
         .unwrap_or(usize::MAX);
     let ns = format!("{}.{}", ctx.db, coll);
     let mut source = ctx.node.cursors.take(id, &ns)?;
-    if let Some(at) = reach_time(cmd)? {
-        // A router merging change streams waits on this member's events up to `at`.
-        let replica = super::args::replica(ctx)?;
-        let reached = replica.reach_time(at, std::time::Duration::from_secs(5));
-        if let Err(e) = reached {
-            ctx.node.cursors.park(id, ns.clone(), source, false)?;
-            return Err(e.into());
-        }
-    }
-    source.await_data(opt_count(cmd, "maxTimeMS")?.map(std::time::Duration::from_millis));
+    let wait = opt_count(cmd, "maxTimeMS")?.map(std::time::Duration::from_millis);
+    // A router merging change streams learns of this member's progress at once.
+    let on_progress = matches!(cmd.get(RETURN_ON_PROGRESS), Some(Bson::Boolean(true)));
+    source.await_data(wait, on_progress);
     batch_reply(ctx.node, &ns, source, Some(id), max, false, &ctx.deadline)
 }
 
-/// The cluster time a router's change-stream `getMore` asks this member to reach first.
-fn reach_time(cmd: &Document) -> MongoResult<Option<u64>> {
-    match cmd.get("$_reachTime") {
-        None => Ok(None),
-        Some(Bson::Timestamp(t)) => Ok(Some((u64::from(t.time) << 32) | u64::from(t.increment))),
-        Some(_) => Err(MongoError::type_mismatch("$_reachTime must be a timestamp")),
-    }
-}
+/// The field of a router's change-stream `getMore` that asks for a batch, empty or not, as
+/// soon as the stream has read further in the log (its `postBatchResumeToken` moved).
+pub const RETURN_ON_PROGRESS: &str = "$_returnOnProgress";

@@ -52,6 +52,7 @@ mod pending_moves;
 mod prepare_transaction;
 mod prune_transaction_decisions;
 mod range_readers;
+mod reach_time;
 mod rename_collection;
 mod repl_set_freeze;
 mod repl_set_get_status;
@@ -261,6 +262,12 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "create",
         run: create::run,
+        writes: true,
+        anywhere: false,
+    },
+    CommandSpec {
+        name: "_shardsvrReachTime",
+        run: reach_time::run,
         writes: true,
         anywhere: false,
     },

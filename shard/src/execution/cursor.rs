@@ -39,8 +39,9 @@ pub trait CursorSource: Send {
         0
     }
     /// A `getMore` of a tailable awaitData cursor (a change stream's) may wait up to
-    /// `max` (its `maxTimeMS`) for results; other cursors never wait.
-    fn await_data(&mut self, _max: Option<std::time::Duration>) {}
+    /// `max` (its `maxTimeMS`) for results, or, `on_progress`, until it has read further;
+    /// other cursors never wait.
+    fn await_data(&mut self, _max: Option<std::time::Duration>, _on_progress: bool) {}
     /// A change stream's `postBatchResumeToken` after the batch just drawn.
     fn post_batch_resume_token(&self) -> Option<Document> {
         None
