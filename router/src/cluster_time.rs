@@ -26,6 +26,11 @@ pub fn now() -> Timestamp {
     to_bson(CLOCK.now())
 }
 
+/// The cluster time members are told of (gossip): the newest any member reported.
+pub fn current() -> ClusterTime {
+    CLOCK.now()
+}
+
 /// Moves the clock to a member's reported time `t` (0: a member without replication).
 pub fn learn(t: ClusterTime) {
     if let Err(e) = CLOCK.advance(t) {

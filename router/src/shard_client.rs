@@ -495,6 +495,7 @@ impl ShardHandle {
             w: fwd.w,
             wtimeout_ms: fwd.wtimeout_ms,
             op_id: fwd.op_id,
+            cluster_time: crate::cluster_time::current(),
         });
         if let Some(key) = &self.cluster_key {
             req.metadata_mut()

@@ -387,6 +387,15 @@ impl Node {
         self.replica.as_ref().map_or(0, |r| r.clock.now())
     }
 
+    /// Moves the member's clock to a router's cluster time, so that its writes order after
+    /// what the router saw on other shards. A time too far ahead of the wall clock is
+    /// ignored (the clock refuses it).
+    pub fn learn_cluster_time(&self, t: proto::cluster_clock::ClusterTime) {
+        if let (Some(r), true) = (&self.replica, t > 0) {
+            let _ = r.clock.advance(t);
+        }
+    }
+
     /// Which ticket pool a command draws from.
     pub fn admission_class(name: &str) -> crate::control::admission::Class {
         use crate::control::admission::Class;

@@ -50,6 +50,7 @@ impl Shard for Service {
     ) -> Result<Response<CommandReply>, Status> {
         proto::cluster_key::admit(self.cluster_key.as_ref(), request.metadata())?;
         let req = request.into_inner();
+        self.node.learn_cluster_time(req.cluster_time);
         let opts = RunOptions {
             deadline: Deadline::after_ms(req.max_time_ms),
             secondary_ok: req.secondary_ok,

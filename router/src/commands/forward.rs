@@ -444,14 +444,30 @@ fn enlist(
     }
     let shard = target.shard.as_ref().unwrap_or(&state.shard);
     let start = cmd.contains_key("startTransaction");
-    if let Joined::New(at) = state.transactions.enlist(key, number, start, shard)? {
-        cmd.insert("startTransaction", true);
-        cmd.insert(
-            "readConcern",
-            bson::doc! {"level": "snapshot", "atClusterTime": at},
-        );
+    match state.transactions.enlist(key, number, start, shard)? {
+        Joined::New(at) => {
+            cmd.insert("startTransaction", true);
+            cmd.insert(
+                "readConcern",
+                bson::doc! {"level": "snapshot", "atClusterTime": at},
+            );
+        }
+        _ if start => read_after_router_time(cmd),
+        _ => {}
     }
     Ok(None)
+}
+
+/// A transaction's first shard reads at or after this router's cluster time: members'
+/// clocks follow the router's, so a write another shard acknowledged through this router
+/// has an earlier time, and the shard's own newest applied time may be older than it.
+fn read_after_router_time(cmd: &mut Document) {
+    let mut rc = cmd.get_document("readConcern").cloned().unwrap_or_default();
+    if rc.contains_key("atClusterTime") {
+        return;
+    }
+    rc.insert("afterClusterTime", read_time_of(&rc));
+    cmd.insert("readConcern", rc);
 }
 
 /// The command as the shard takes it: the router's own fields removed, a retryable
