@@ -423,6 +423,19 @@ pub fn seed(workload: &str) -> u64 {
     seed
 }
 
+/// A duration as the benchmark tables print it.
+pub fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+/// The cluster benchmarks' `--ops` (2000), `--clients` (8) and `--runs` (3).
+pub fn bench_flags() -> (usize, usize, usize) {
+    let ops = flag("--ops", 2000);
+    let clients = flag("--clients", 8).max(1);
+    let runs = flag("--runs", 3).max(1);
+    (ops, clients, runs)
+}
+
 /// The `p` quantile (0 to 1) of latencies sorted ascending; they must not be empty.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]

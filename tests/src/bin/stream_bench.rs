@@ -107,15 +107,9 @@ fn median_by(runs: &mut [f64]) -> f64 {
     runs[runs.len() / 2]
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1e3)
-}
-
 #[tokio::main]
 async fn main() {
-    let ops = tests::flag("--ops", 2000);
-    let clients = tests::flag("--clients", 8).max(1);
-    let runs = tests::flag("--runs", 3).max(1);
+    let (ops, clients, runs) = tests::bench_flags();
     let cluster = TestShardedCluster::start_with(2, 1, 3).await;
     let client = cluster.client(0).await;
     let admin = client.database("admin");
@@ -152,11 +146,11 @@ async fn main() {
     println!("| events/s delivered to the consumer | {events:.0} |");
     println!(
         "| lag, acknowledgement to delivery, p50 | {} |",
-        ms(tests::percentile(&mid.lags, 0.5))
+        tests::ms(tests::percentile(&mid.lags, 0.5))
     );
     println!(
         "| lag, acknowledgement to delivery, p99 | {} |",
-        ms(tests::percentile(&mid.lags, 0.99))
+        tests::ms(tests::percentile(&mid.lags, 0.99))
     );
     cluster.stop().await;
 }

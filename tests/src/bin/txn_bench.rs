@@ -128,15 +128,9 @@ fn median(mut runs: Vec<Run>) -> Run {
     runs.swap_remove(runs.len() / 2)
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1e3)
-}
-
 #[tokio::main]
 async fn main() {
-    let ops = tests::flag("--ops", 2000);
-    let clients = tests::flag("--clients", 8).max(1);
-    let runs = tests::flag("--runs", 3).max(1);
+    let (ops, clients, runs) = tests::bench_flags();
     let cluster = TestShardedCluster::start_with(2, 1, 3).await;
     let client = cluster.client(0).await;
     let admin = client.database("admin");
@@ -177,8 +171,8 @@ async fn main() {
         println!(
             "| {name} | {:.0} | {} | {} | {trips} | {entries} |",
             r.rate,
-            ms(r.percentile(0.5)),
-            ms(r.percentile(0.99))
+            tests::ms(r.percentile(0.5)),
+            tests::ms(r.percentile(0.99))
         );
     }
     println!(
